@@ -1,0 +1,148 @@
+"""Dense, per-warp form of the ACCESSES table.
+
+The long ACCESSES table (one row per lane, see :mod:`traceconf.schemas`) is the
+exchange format.  Inside the analyzer the same data lives as a
+:class:`WarpAccesses`: one row per warp-level execution and one column per lane,
+``-1`` marking an inactive lane.  Every rule of the engine is then an array
+operation over all executions at once, and producers that naturally see whole
+warps (the emulator, Accel-Sim lines) can fill it without a long-table detour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from traceconf.schemas import ACCESSES, KIND_CODES, KINDS
+
+INACTIVE = -1
+
+
+@dataclass
+class WarpAccesses:
+    """Warp-level executions of one kernel.
+
+    ``address[i, lane]`` is the byte address lane ``lane`` of execution ``i``
+    accessed, or ``INACTIVE``.  ``kind`` holds codes of :data:`traceconf.schemas.KINDS`.
+    """
+
+    kernel: str
+    cta: np.ndarray          # (n,) int64
+    warp: np.ndarray         # (n,) int32
+    execution: np.ndarray    # (n,) int64
+    instruction: np.ndarray  # (n,) int32
+    kind: np.ndarray         # (n,) int8
+    bytes: np.ndarray        # (n,) int16
+    matrices: np.ndarray     # (n,) int8
+    address: np.ndarray      # (n, warp_size) int64
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def warp_size(self) -> int:
+        return int(self.address.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.address.shape[0])
+
+    @classmethod
+    def empty(cls, kernel: str, warp_size: int = 32) -> "WarpAccesses":
+        z = np.zeros(0, dtype=np.int64)
+        return cls(kernel, z, z.astype(np.int32), z, z.astype(np.int32), z.astype(np.int8),
+                   z.astype(np.int16), z.astype(np.int8), np.zeros((0, warp_size), dtype=np.int64))
+
+    def take(self, rows: np.ndarray) -> "WarpAccesses":
+        return WarpAccesses(self.kernel, self.cta[rows], self.warp[rows], self.execution[rows],
+                            self.instruction[rows], self.kind[rows], self.bytes[rows],
+                            self.matrices[rows], self.address[rows], dict(self.meta))
+
+    @classmethod
+    def concat(cls, parts: list["WarpAccesses"]) -> "WarpAccesses":
+        if not parts:
+            raise ValueError("nothing to concatenate")
+        first = parts[0]
+        return cls(first.kernel,
+                   *(np.concatenate([getattr(p, name) for p in parts])
+                     for name in ("cta", "warp", "execution", "instruction", "kind", "bytes", "matrices", "address")),
+                   meta=dict(first.meta))
+
+    def to_table(self) -> pa.Table:
+        """Long ACCESSES table: one row per active lane."""
+        rows, lanes = np.nonzero(self.address != INACTIVE)
+        kinds = np.asarray(KINDS, dtype=object)[self.kind[rows]]
+        return pa.table(
+            {
+                "kernel": pa.array(np.full(len(rows), self.kernel, dtype=object), pa.string()),
+                "cta": self.cta[rows],
+                "warp": self.warp[rows].astype(np.int32),
+                "execution": self.execution[rows],
+                "instruction": self.instruction[rows].astype(np.int32),
+                "lane": lanes.astype(np.int16),
+                "address": self.address[rows, lanes],
+                "bytes": self.bytes[rows].astype(np.int16),
+                "kind": pa.array(kinds, pa.string()),
+                "matrices": self.matrices[rows].astype(np.int8),
+            },
+            schema=ACCESSES,
+        )
+
+
+def from_table(table: pa.Table, warp_size: int | None = None) -> list[WarpAccesses]:
+    """Pivot a long ACCESSES table into one :class:`WarpAccesses` per kernel.
+
+    Rows of one execution must agree on cta, warp, instruction, kind, bytes and
+    matrices; a lane may appear once per execution.  Raises ``ValueError``
+    naming the first offending execution otherwise.
+    """
+    missing = [name for name in ACCESSES.names if name not in table.column_names]
+    if missing:
+        raise ValueError(f"access table lacks column(s) {', '.join(missing)}")
+    result = []
+    kernels = table.column("kernel")
+    names = pc.unique(kernels).to_pylist()
+    for kernel in names:
+        part = table if len(names) == 1 else table.filter(pc.equal(kernels, kernel))
+        result.append(_pivot(kernel, part, warp_size))
+    return result
+
+
+def _column(table: pa.Table, name: str, dtype) -> np.ndarray:
+    return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=dtype)
+
+
+def _pivot(kernel: str, table: pa.Table, warp_size: int | None) -> WarpAccesses:
+    execution = _column(table, "execution", np.int64)
+    lane = _column(table, "lane", np.int64)
+    kind_names = table.column("kind").to_numpy(zero_copy_only=False)
+    try:
+        kind = np.fromiter((KIND_CODES[k] for k in kind_names), dtype=np.int8, count=len(kind_names))
+    except KeyError as exc:
+        raise ValueError(f"unknown access kind {exc.args[0]!r} (expected one of {', '.join(KINDS)})") from None
+    if len(lane) and (lane.min() < 0):
+        raise ValueError("negative lane number in access table")
+    width = warp_size or (64 if len(lane) and lane.max() >= 32 else 32)
+    if len(lane) and lane.max() >= width:
+        raise ValueError(f"lane {int(lane.max())} does not fit a warp of {width}")
+    ids, row = np.unique(execution, return_inverse=True)
+    n = len(ids)
+    first = np.full(n, -1, dtype=np.int64)
+    first[row[::-1]] = np.arange(len(row))[::-1]  # first table row of each execution
+
+    def per_execution(name: str, dtype) -> np.ndarray:
+        values = _column(table, name, dtype) if name != "kind" else kind
+        out = values[first]
+        if np.any(values != out[row]):
+            bad = int(ids[row[np.nonzero(values != out[row])[0][0]]])
+            raise ValueError(f"execution {bad} of kernel {kernel!r} mixes different {name} values")
+        return out
+
+    address = np.full((n, width), INACTIVE, dtype=np.int64)
+    flat = row * width + lane
+    if len(np.unique(flat)) != len(flat):
+        raise ValueError(f"kernel {kernel!r}: a lane appears twice in one execution")
+    address.reshape(-1)[flat] = _column(table, "address", np.int64)
+    return WarpAccesses(kernel, per_execution("cta", np.int64), per_execution("warp", np.int32), ids,
+                        per_execution("instruction", np.int32), per_execution("kind", np.int8),
+                        per_execution("bytes", np.int16), per_execution("matrices", np.int8), address)

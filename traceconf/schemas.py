@@ -1,0 +1,181 @@
+"""Arrow schemas of every table that flows between traceconf's stages.
+
+Data flows one way::
+
+    PTX text ──parse──▶ KERNELS + INSTRUCTIONS ──emulate──▶ ACCESSES ─┐
+    trace files ─────────────────read──────────────────────▶ ACCESSES ─┤
+                                                                      ▼
+                            engine (per device rule set) ──▶ EXECUTIONS ──aggregate──▶ INSTRUCTION_RESULTS ──▶ reports
+
+Each schema below is the documented contract of one stage's output.  Column
+names say what a value is; the field metadata carries the one-line meaning that
+``traceconf`` prints in ``--help`` texts and the README.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+
+def _f(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable, metadata={"doc": doc})
+
+
+#: Access kinds, in the order of their integer codes (see ``KIND_CODES``).
+KINDS = ("ld", "st", "atom", "ldmatrix", "stmatrix", "cp_async")
+KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
+
+# --------------------------------------------------------------------------
+# Parser output
+# --------------------------------------------------------------------------
+
+#: One structured operand of a PTX instruction.
+#:
+#: kind      reg | imm | float | symbol | address | vector | label | pred_not | string
+#: name      register name (``%r3``, ``%tid.x``), symbol or label name; for
+#:           ``address`` the base register or symbol (null for ``[1024]``)
+#: value     integer immediate, or the byte offset of an ``address``
+#: fvalue    floating immediate (``0f3F800000`` is decoded to 1.0 and also kept in ``value`` as its bit pattern)
+#: elements  register names of a ``vector`` operand (``_`` for a sink)
+#: text      the operand exactly as written
+OPERAND_TYPE = pa.struct(
+    [
+        ("kind", pa.string()),
+        ("name", pa.string()),
+        ("value", pa.int64()),
+        ("fvalue", pa.float64()),
+        ("elements", pa.list_(pa.string())),
+        ("text", pa.string()),
+    ]
+)
+
+INSTRUCTIONS = pa.schema(
+    [
+        _f("kernel", pa.string(), "name of the .entry or .func the instruction belongs to", False),
+        _f("instruction", pa.int32(), "0-based ordinal of the instruction inside its function", False),
+        _f("opcode", pa.string(), "base opcode, e.g. ld, st, ldmatrix, cp, mad", False),
+        _f("modifiers", pa.list_(pa.string()), "dotted modifiers after the opcode, in source order"),
+        _f("state_space", pa.string(), "shared | global | local | param | const | generic | null when not a memory op"),
+        _f("type", pa.string(), "last type modifier (b32, u16, f64, ...) or null"),
+        _f("vector", pa.int8(), "vector width 1, 2 or 4 (.v2/.v4)"),
+        _f("access_bytes", pa.int16(), "bytes accessed per lane (vector x type size; 16 per ldmatrix row); 0 if not a memory op"),
+        _f("operands", pa.list_(OPERAND_TYPE), "structured operands, destination first"),
+        _f("guard", pa.string(), "guard predicate register (@%p / @!%p) or null"),
+        _f("guard_negated", pa.bool_(), "true for @!%p"),
+        _f("labels", pa.list_(pa.string()), "labels that mark this instruction"),
+        _f("source_file", pa.string(), "CUDA source file from the last .loc/.file before it"),
+        _f("source_line", pa.int32(), "CUDA source line from the last .loc"),
+        _f("ptx_line", pa.int32(), "1-based line of the instruction in the PTX file", False),
+        _f("text", pa.string(), "the instruction as written, without the trailing ';'", False),
+    ]
+)
+
+PARAM_TYPE = pa.struct(
+    [
+        ("name", pa.string()),
+        ("type", pa.string()),
+        ("bytes", pa.int32()),
+        ("align", pa.int32()),
+        ("ptr_space", pa.string()),
+        ("array", pa.int32()),
+    ]
+)
+
+SHARED_VAR_TYPE = pa.struct(
+    [
+        ("name", pa.string()),
+        ("type", pa.string()),
+        ("bytes", pa.int64()),
+        ("align", pa.int32()),
+        ("extern", pa.bool_()),
+        ("scope", pa.string()),  # module | function
+    ]
+)
+
+REGISTER_DECL_TYPE = pa.struct([("name", pa.string()), ("type", pa.string()), ("count", pa.int32())])
+
+KERNELS = pa.schema(
+    [
+        _f("kernel", pa.string(), "function name", False),
+        _f("entry", pa.bool_(), "true for .entry (a kernel), false for .func", False),
+        _f("visibility", pa.string(), "visible | weak | extern | null"),
+        _f("params", pa.list_(PARAM_TYPE), "parameters in order; bytes = type size x array length"),
+        _f("returns", pa.list_(PARAM_TYPE), ".func return values"),
+        _f("shared", pa.list_(SHARED_VAR_TYPE), "shared variables the function declares or references, in declaration order"),
+        _f("registers", pa.list_(REGISTER_DECL_TYPE), ".reg declarations; count is N for %r<N>, 1 for a single register"),
+        _f("reqntid", pa.list_(pa.int32()), ".reqntid x[,y[,z]] or null"),
+        _f("maxntid", pa.list_(pa.int32()), ".maxntid x[,y[,z]] or null"),
+        _f("minnctapersm", pa.int32(), ".minnctapersm or null"),
+        _f("maxnreg", pa.int32(), ".maxnreg or null"),
+        _f("ptx_version", pa.string(), ".version of the module"),
+        _f("target", pa.string(), ".target of the module, e.g. sm_90"),
+        _f("address_size", pa.int32(), ".address_size (32/64), 64 when absent in PTX >= 2"),
+        _f("ptx_line", pa.int32(), "line of the .entry/.func header"),
+    ]
+)
+
+# --------------------------------------------------------------------------
+# Accesses: produced by the emulator and by every trace reader.  Also the
+# canonical on-disk format (Parquet or CSV with these column names).
+# --------------------------------------------------------------------------
+
+ACCESSES = pa.schema(
+    [
+        _f("kernel", pa.string(), "kernel name", False),
+        _f("cta", pa.int64(), "linear CTA id: x + y*gx + z*gx*gy", False),
+        _f("warp", pa.int32(), "warp (wavefront) index inside the CTA", False),
+        _f("execution", pa.int64(), "id of the warp-level execution; all lanes of one execution share it; unique per kernel", False),
+        _f("instruction", pa.int32(), "static instruction id (PTX ordinal, or trace PC)", False),
+        _f("lane", pa.int16(), "lane inside the warp", False),
+        _f("address", pa.int64(), "byte address inside the shared-memory window", False),
+        _f("bytes", pa.int16(), "bytes accessed by the lane: 1, 2, 4, 8 or 16 (ldmatrix/stmatrix: 16, one row)", False),
+        _f("kind", pa.string(), "ld | st | atom | ldmatrix | stmatrix | cp_async", False),
+        _f("matrices", pa.int8(), "ldmatrix/stmatrix matrix count (1, 2, 4); 0 otherwise", False),
+    ]
+)
+
+# --------------------------------------------------------------------------
+# Engine output
+# --------------------------------------------------------------------------
+
+EXECUTIONS = pa.schema(
+    [
+        _f("device", pa.string(), "rule set name", False),
+        _f("kernel", pa.string(), "kernel name", False),
+        _f("cta", pa.int64(), "linear CTA id", False),
+        _f("warp", pa.int32(), "warp index in the CTA", False),
+        _f("execution", pa.int64(), "warp-level execution id", False),
+        _f("instruction", pa.int32(), "static instruction id", False),
+        _f("kind", pa.string(), "access kind", False),
+        _f("bytes", pa.int16(), "bytes per lane", False),
+        _f("active_lanes", pa.int16(), "lanes that took part", False),
+        _f("wavefronts", pa.int32(), "shared-memory passes the execution needs under the rule set", False),
+        _f("ideal_wavefronts", pa.int32(), "passes without bank conflicts (active lane groups)", False),
+        _f("excess_wavefronts", pa.int32(), "wavefronts - ideal_wavefronts (Nsight's bank conflicts)", False),
+        _f("max_ways", pa.int16(), "largest n-way conflict degree in any lane group", False),
+    ]
+)
+
+INSTRUCTION_RESULTS = pa.schema(
+    [
+        _f("device", pa.string(), "rule set name", False),
+        _f("kernel", pa.string(), "kernel name", False),
+        _f("instruction", pa.int32(), "static instruction id", False),
+        _f("kind", pa.string(), "access kind", False),
+        _f("bytes", pa.int16(), "bytes per lane", False),
+        _f("executions", pa.int64(), "warp-level executions (scaled to the whole launch)", False),
+        _f("wavefronts", pa.int64(), "sum of wavefronts", False),
+        _f("ideal_wavefronts", pa.int64(), "sum of ideal wavefronts", False),
+        _f("excess_wavefronts", pa.int64(), "sum of excess wavefronts", False),
+        _f("max_ways", pa.int32(), "largest n-way degree over all executions", False),
+    ]
+)
+
+
+def describe(schema: pa.Schema) -> str:
+    """Markdown table of a schema (used by the README and ``traceconf schema``)."""
+    rows = ["| column | type | meaning |", "| --- | --- | --- |"]
+    for field in schema:
+        doc = (field.metadata or {}).get(b"doc", b"").decode()
+        rows.append(f"| `{field.name}` | `{field.type}` | {doc} |")
+    return "\n".join(rows)
