@@ -52,7 +52,7 @@ OPERAND_TYPE = pa.struct(
 INSTRUCTIONS = pa.schema(
     [
         _f("kernel", pa.string(), "name of the .entry or .func the instruction belongs to", False),
-        _f("instruction", pa.int32(), "0-based ordinal of the instruction inside its function", False),
+        _f("instruction", pa.int32(), "0-based ordinal of the instruction in the whole module (file order), unique across functions so that accesses made inside a called .func keep their own id", False),
         _f("opcode", pa.string(), "base opcode, e.g. ld, st, ldmatrix, cp, mad", False),
         _f("modifiers", pa.list_(pa.string()), "dotted modifiers after the opcode, in source order"),
         _f("state_space", pa.string(), "shared | global | local | param | const | generic | null when not a memory op"),
@@ -179,3 +179,21 @@ def describe(schema: pa.Schema) -> str:
         doc = (field.metadata or {}).get(b"doc", b"").decode()
         rows.append(f"| `{field.name}` | `{field.type}` | {doc} |")
     return "\n".join(rows)
+
+# --------------------------------------------------------------------------
+# What reports need to know about each static instruction, whatever the input
+# --------------------------------------------------------------------------
+
+INSTRUCTION_INFO = pa.schema(
+    [
+        _f("kernel", pa.string(), "kernel name", False),
+        _f("instruction", pa.int32(), "static instruction id (matches the ACCESSES/results tables)", False),
+        _f("text", pa.string(), "PTX instruction (or SASS text for traces)", False),
+        _f("kind", pa.string(), "access kind", False),
+        _f("bytes", pa.int16(), "bytes per lane", False),
+        _f("ptx_line", pa.int32(), "line in the PTX file (null for traces without PTX)"),
+        _f("pc", pa.int64(), "SASS program counter (traces)"),
+        _f("source_file", pa.string(), "CUDA source file from .loc or the trace"),
+        _f("source_line", pa.int32(), "CUDA source line"),
+    ]
+)

@@ -1,0 +1,250 @@
+"""The stages wired together: input → accesses → engine per device → one analysis per kernel.
+
+Nothing here computes a bank conflict or parses a byte; it only decides which
+stage runs on what, and keeps every kernel's outcome (including its failure)
+so that one bad kernel never loses the others' results.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from traceconf.accesses import WarpAccesses
+from traceconf.errors import InputError
+from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class KernelAnalysis:
+    """Everything the reports need about one kernel (launch) of one input."""
+
+    kernel: str
+    input_path: str
+    input_format: str                      # "ptx" or a trace format name
+    launch: dict                           # JSON-ready launch facts
+    results: pa.Table                      # INSTRUCTION_RESULTS, all devices
+    instructions: pa.Table                 # INSTRUCTION_INFO, every shared-memory instruction
+    unresolved: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    accesses: dict[int, WarpAccesses] = field(default_factory=dict)  # by warp size; empty for streamed traces
+
+
+@dataclass
+class KernelFailure:
+    """A kernel that could not be analysed, with the reason (reported, not raised)."""
+
+    kernel: str
+    error: InputError
+
+
+# ---------------------------------------------------------------------------
+# PTX
+# ---------------------------------------------------------------------------
+
+@dataclass
+class LaunchRequest:
+    """Launch facts as the user gave them; missing ones may come from the PTX (.reqntid)."""
+
+    block: tuple[int, int, int] | None = None
+    grid: tuple[int, int, int] = (1, 1, 1)
+    params: dict[str, int] = field(default_factory=dict)
+    dynamic_smem: int = 0
+    ctas: int | None = None
+    max_steps: int = 10_000_000
+
+    def block_for(self, kernel_row: dict, path: str) -> tuple[int, int, int]:
+        if self.block is not None:
+            return self.block
+        required = kernel_row.get("reqntid")
+        if required:
+            return tuple(list(required) + [1] * (3 - len(required)))
+        raise InputError(f"kernel {kernel_row['kernel']} has no .reqntid: pass the block size with --block X[,Y[,Z]]",
+                         file=path)
+
+    def emulator_launch(self, kernel_row: dict, path: str, warp_size: int):
+        from traceconf.emulate import Launch
+        return Launch(block=self.block_for(kernel_row, path), grid=self.grid, params=dict(self.params),
+                      dynamic_smem=self.dynamic_smem, warp_size=warp_size, ctas=self.ctas,
+                      max_steps=self.max_steps)
+
+    def describe(self, kernel_row: dict, path: str) -> dict:
+        return {"block": list(self.block_for(kernel_row, path)), "grid": list(self.grid),
+                "params": dict(self.params), "dynamic_smem": self.dynamic_smem}
+
+
+_STATIC_KINDS = {"ld": "ld", "st": "st", "atom": "atom", "red": "atom", "ldmatrix": "ldmatrix",
+                 "stmatrix": "stmatrix", "cp": "cp_async"}
+
+
+def _static_kind(row: dict) -> str | None:
+    """Access kind of a PTX instruction that names the shared state space, else None."""
+    kind = _STATIC_KINDS.get(row["opcode"])
+    if kind is None:
+        return None
+    modifiers = row["modifiers"] or []
+    if kind == "cp_async" and "async" not in modifiers:
+        return None
+    if row["state_space"] == "shared" or any(m.startswith("shared") for m in modifiers):
+        return kind
+    return None
+
+
+def select_kernels(names: list[str], patterns: list[str] | None, path: str) -> list[str]:
+    """Kernels matching any NAME_OR_REGEX (exact name first, then a full regex match)."""
+    if not patterns:
+        return names
+    chosen = []
+    for pattern in patterns:
+        if pattern in names:
+            matches = [pattern]
+        else:
+            try:
+                regex = re.compile(pattern)
+            except re.error as exc:
+                raise InputError(f"--kernel {pattern!r} is neither a kernel name nor a valid regex ({exc})") from None
+            matches = [n for n in names if regex.fullmatch(n) or regex.search(n)]
+        if not matches:
+            listing = ", ".join(names) or "none"
+            raise InputError(f"no kernel matches {pattern!r}; kernels in the file: {listing}", file=path)
+        chosen += [m for m in matches if m not in chosen]
+    return chosen
+
+
+def _instruction_info(module, kernel: str, ids: Iterable[int], kinds: dict[int, str],
+                      widths: dict[int, int]) -> pa.Table:
+    rows = {r["instruction"]: r for r in module.instructions.to_pylist()}
+    out = []
+    for ident in sorted(set(ids)):
+        row = rows[ident]
+        out.append({"kernel": kernel, "instruction": ident, "text": row["text"],
+                    "kind": kinds.get(ident) or _static_kind(row) or row["opcode"],
+                    "bytes": widths.get(ident, row["access_bytes"] or 0), "ptx_line": row["ptx_line"],
+                    "pc": None, "source_file": row["source_file"], "source_line": row["source_line"]})
+    return pa.Table.from_pylist(out, schema=INSTRUCTION_INFO)
+
+
+def _kernel_shared_instructions(module, kernel: str) -> list[int]:
+    return [r["instruction"] for r in module.instructions_of(kernel) if _static_kind(r)]
+
+
+def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: list,
+                       progress: Progress | None = None) -> KernelAnalysis:
+    """Emulate one kernel once per distinct warp size and run every rule set on it."""
+    from traceconf.emulate import emulate
+    from traceconf.engine import analyze, summarize
+
+    kernel_row = module.kernel(kernel)
+    by_warp_size = {}
+    summaries = []
+    for rules in rule_sets:
+        if rules.warp_size not in by_warp_size:
+            by_warp_size[rules.warp_size] = emulate(
+                module, kernel, launch.emulator_launch(kernel_row, str(module.path), rules.warp_size),
+                progress=progress)
+        emulation = by_warp_size[rules.warp_size]
+        executions = analyze(emulation.accesses, rules)
+        summaries.append(summarize(executions, scale=emulation.scale or 1))
+    first = next(iter(by_warp_size.values()))
+    acc = first.accesses
+    kinds, widths = {}, {}
+    if len(acc):
+        from traceconf.schemas import KINDS
+        ids, where = np.unique(acc.instruction, return_index=True)
+        for ident, at in zip(ids.tolist(), where.tolist()):
+            kinds[ident] = KINDS[int(acc.kind[at])]
+            widths[ident] = int(acc.bytes[at])
+    static = _kernel_shared_instructions(module, kernel)
+    unresolved_ids = [u["instruction"] for u in first.unresolved]
+    info = _instruction_info(module, kernel, list(kinds) + static + unresolved_ids, kinds, widths)
+    launch_facts = launch.describe(kernel_row, str(module.path))
+    notes = list(getattr(first, "notes", []) or [])
+    if first.scale is not None:
+        launch_facts["analysed_ctas"] = len(first.analysed_ctas)
+        launch_facts["scale"] = first.scale
+    else:
+        analysed, total = first.sampled
+        launch_facts["sampled_ctas"] = [analysed, total]
+        notes.append(f"sampled {analysed} of {total} CTAs: counts cover the sampled CTAs only")
+    return KernelAnalysis(kernel=kernel, input_path=str(module.path), input_format="ptx", launch=launch_facts,
+                          results=pa.concat_tables(summaries) if summaries else INSTRUCTION_RESULTS.empty_table(),
+                          instructions=info, unresolved=first.unresolved, notes=notes,
+                          accesses={w: e.accesses for w, e in by_warp_size.items()})
+
+
+def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
+            progress: Progress | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
+    """Parse a PTX file and analyse the selected kernels; failures are collected per kernel."""
+    from traceconf.ptx import parse_file
+
+    module = parse_file(str(path))
+    names = select_kernels(module.kernel_names(), kernels, str(path))
+    done, failed = [], []
+    for name in names:
+        try:
+            done.append(analyze_ptx_kernel(module, name, launch, rule_sets, progress))
+        except InputError as error:
+            failed.append(KernelFailure(name, error))
+    return done, failed
+
+
+# ---------------------------------------------------------------------------
+# Recorded traces
+# ---------------------------------------------------------------------------
+
+def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip_bad: bool = False,
+              progress: Progress | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
+    """Stream a trace through every rule set; memory stays bounded by the chunk size."""
+    from traceconf.engine import analyze, combine, summarize
+    from traceconf.traces import detect_format, open_trace
+
+    fmt = detect_format(str(path))
+    done, failed = [], []
+    for trace in open_trace(str(path), skip_bad=skip_bad, progress=progress):
+        if kernels and not _matches(trace.kernel, kernels):
+            continue
+        try:
+            partial = [summarize(analyze(chunk, rules)) for chunk in trace.chunks() for rules in rule_sets]
+        except InputError as error:
+            failed.append(KernelFailure(trace.kernel, error))
+            continue
+        info = _trace_instruction_info(trace)
+        notes = []
+        if trace.bad_lines:
+            notes.append(f"{trace.bad_lines} malformed line(s) skipped (--skip-bad)")
+        done.append(KernelAnalysis(kernel=trace.kernel, input_path=str(path), input_format=fmt,
+                                   launch=dict(trace.launch), results=combine(partial) if partial
+                                   else INSTRUCTION_RESULTS.empty_table(),
+                                   instructions=info, notes=notes))
+    return done, failed
+
+
+def _matches(name: str, patterns: list[str]) -> bool:
+    return any(p == name or re.search(p, name) for p in patterns)
+
+
+def _trace_instruction_info(trace) -> pa.Table:
+    table = trace.instructions
+    n = table.num_rows
+
+    def column(name, default):
+        return table.column(name) if name in table.column_names else pa.array([default] * n)
+
+    return pa.table({
+        "kernel": pa.array([trace.kernel] * n, pa.string()),
+        "instruction": column("instruction", 0).cast(pa.int32()),
+        "text": column("sass", "").cast(pa.string()),
+        "kind": column("kind", "").cast(pa.string()),
+        "bytes": column("bytes", 0).cast(pa.int16()),
+        "ptx_line": pa.nulls(n, pa.int32()),
+        "pc": column("pc", None).cast(pa.int64()),
+        "source_file": column("source_file", None).cast(pa.string()),
+        "source_line": column("source_line", None).cast(pa.int32()),
+    }, schema=INSTRUCTION_INFO)
