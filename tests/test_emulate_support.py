@@ -1,0 +1,66 @@
+"""Helpers for the emulator tests: a module built from PTX text.
+
+``module_from_ptx`` uses the real parser (:mod:`traceconf.ptx`).  Small
+hand-written kernels keep each test about one behaviour; their instructions
+are plain PTX so they read like the programs users feed the tool.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from traceconf.accesses import INACTIVE
+from traceconf.emulate import Launch, emulate
+
+
+def parse(text: str, name: str = "test.ptx"):
+    ptx = pytest.importorskip("traceconf.ptx")
+    if not hasattr(ptx, "parse_ptx"):
+        pytest.skip("traceconf.ptx.parse_ptx is not available yet")
+    return ptx.parse_ptx(text, name)
+
+
+def parse_path(path):
+    ptx = pytest.importorskip("traceconf.ptx")
+    if not hasattr(ptx, "parse_file"):
+        pytest.skip("traceconf.ptx.parse_file is not available yet")
+    return ptx.parse_file(str(path))
+
+
+HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
+
+
+def kernel_module(body: str, params: str = "", shared: str = "", name: str = "k", extra: str = ""):
+    """A one-kernel module: ``body`` is the kernel's PTX (registers declared generously)."""
+    text = (HEADER + extra + f".visible .entry {name}({params})\n{{\n"
+            ".reg .pred %p<16>;\n.reg .b16 %rs<16>;\n.reg .b32 %r<64>;\n.reg .b64 %rd<32>;\n.reg .f32 %f<16>;\n"
+            + shared + body + "\n}\n")
+    return parse(text)
+
+
+def run(module, kernel: str = "k", **launch):
+    launch.setdefault("block", (32, 1, 1))
+    return emulate(module, kernel, Launch(**launch))
+
+
+def values(body: str, register: str = "%r10", **launch) -> np.ndarray:
+    """Per-thread value of ``register`` after ``body``, read back as the address of a shared store."""
+    module = kernel_module(body + f"\nst.shared.u32 [{register}], 0;\nret;",
+                           shared=".shared .align 4 .b8 pad[4];\n")
+    result = run(module, **launch)
+    marker = result.accesses
+    return marker.address[marker.instruction == marker.instruction.max()].reshape(-1)
+
+
+def lanes_of(result, instruction_text: str, module) -> np.ndarray:
+    """Addresses (executions x lanes) recorded for the instruction whose text contains ``instruction_text``."""
+    rows = [r for r in module.instructions.to_pylist() if instruction_text in r["text"]]
+    assert rows, f"no instruction contains {instruction_text!r}"
+    ids = {r["instruction"] for r in rows}
+    accesses = result.accesses
+    return accesses.address[np.isin(accesses.instruction, list(ids))]
+
+
+def active(addresses: np.ndarray) -> np.ndarray:
+    return addresses != INACTIVE

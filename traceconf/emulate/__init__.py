@@ -1,0 +1,15 @@
+"""Static SIMT emulation of PTX: every shared-memory access of every warp of a launch, without a GPU.
+
+``emulate(module, kernel, launch)`` links the kernel (``.func`` bodies
+inlined, :mod:`.program`), lays out its shared variables (:mod:`.layout`),
+compiles each instruction once into a numpy closure (:mod:`.alu`,
+:mod:`.memory`, :mod:`.warp`) and runs all threads of a chunk of CTAs
+together (:mod:`.simt`), tracking where every value came from
+(:mod:`.taint`).  :mod:`.driver` decides which CTAs must run and how the
+counts scale to the whole launch.
+"""
+
+from traceconf.emulate.driver import EmulationResult, emulate
+from traceconf.emulate.launch import Launch
+
+__all__ = ["EmulationResult", "Launch", "emulate"]

@@ -1,0 +1,135 @@
+"""Register file and special registers of a chunk of CTAs, one array element per thread.
+
+Threads are laid out CTA after CTA; each CTA is padded to whole warps (the
+padding lanes never run), so ``reshape(-1, warp_size)`` gives the warps and
+no warp spans two CTAs.  Warps are consecutive linear thread ids, x fastest.
+
+Arrays are never modified in place once stored: a write builds a new array
+(``np.where`` over the execution mask), so registers may share arrays freely.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from traceconf.emulate import taint
+
+U64 = np.uint64
+
+
+class ThreadState:
+    def __init__(self, ctas: np.ndarray, block: tuple[int, int, int], grid: tuple[int, int, int],
+                 warp_size: int, layout_sizes: tuple[int, int]):
+        self.warp_size = warp_size
+        self.block, self.grid = block, grid
+        self.threads_per_cta = block[0] * block[1] * block[2]
+        self.warps_per_cta = -(-self.threads_per_cta // warp_size)
+        self.padded = self.warps_per_cta * warp_size
+        self.ctas = np.asarray(ctas, dtype=np.int64)
+        self.size = len(self.ctas) * self.padded
+        local = np.tile(np.arange(self.padded, dtype=np.int64), len(self.ctas))
+        self.valid = local < self.threads_per_cta
+        self.cta_of_thread = np.repeat(self.ctas, self.padded)
+        self.local_thread = local
+        self.warp_in_cta = (local // warp_size).astype(np.int32)
+        self.lane = local % warp_size
+        self.regs: dict[str, np.ndarray] = {}
+        self.taints: dict[str, np.ndarray] = {}
+        self.params: dict[str, dict[int, tuple]] = {}   # param-space symbol -> offset -> (value, taint, bytes)
+        self.carry = np.zeros(self.size, dtype=np.uint64)
+        self.carry_taint = np.zeros(self.size, dtype=np.uint64)
+        self.guard_taint = taint.ZERO
+        self._zeros = np.zeros(self.size, dtype=np.uint64)
+        self._undefined = np.full(self.size, taint.UNMODELLED, dtype=np.uint64)
+        self.special = self._special_registers(layout_sizes)
+
+    # -- special registers ---------------------------------------------------------------------
+    def _special_registers(self, layout_sizes: tuple[int, int]) -> dict[str, tuple]:
+        bx, by, bz = self.block
+        gx, gy, gz = self.grid
+        local, cta = self.local_thread, self.cta_of_thread
+        static_bytes, dynamic_bytes = layout_sizes
+        zero = taint.ZERO
+
+        def const(value):
+            return np.full(self.size, value, dtype=np.uint64), zero
+
+        def per_thread(values, bits=zero):
+            return np.asarray(values, dtype=np.int64).view(np.uint64), bits
+
+        ctaid = {"x": cta % gx, "y": (cta // gx) % gy, "z": cta // (gx * gy)}
+        grid = {"x": gx, "y": gy, "z": gz}
+        special = {
+            "%tid.x": per_thread(local % bx), "%tid.y": per_thread((local // bx) % by),
+            "%tid.z": per_thread(local // (bx * by)),
+            "%ntid.x": const(bx), "%ntid.y": const(by), "%ntid.z": const(bz),
+            "%nctaid.x": const(gx), "%nctaid.y": const(gy), "%nctaid.z": const(gz),
+            "%laneid": per_thread(self.lane), "%warpid": per_thread(self.warp_in_cta),
+            "%nwarpid": const(self.warps_per_cta), "WARP_SZ": const(self.warp_size),
+            "%warpsize": const(self.warp_size),
+            "%cluster_nctarank": const(1), "%cluster_ctarank": const(0), "%is_explicit_cluster": const(0),
+            "%dynamic_smem_size": const(dynamic_bytes), "%total_smem_size": const(static_bytes + dynamic_bytes),
+            "%aggr_smem_size": const(static_bytes + dynamic_bytes),
+        }
+        for axis in "xyz":
+            # a CTA coordinate only distinguishes CTAs along an axis the grid really extends
+            bits = taint.CTA if grid[axis] > 1 else zero
+            special[f"%ctaid.{axis}"] = per_thread(ctaid[axis], bits)
+            # one CTA per cluster: the cluster grid is the CTA grid
+            special[f"%clusterid.{axis}"] = per_thread(ctaid[axis], bits)
+            special[f"%nclusterid.{axis}"] = const(grid[axis])
+            special[f"%cluster_ctaid.{axis}"] = const(0)
+            special[f"%cluster_nctaid.{axis}"] = const(1)
+        lane = self.lane.astype(np.uint64)
+        one = U64(1)
+        below = (one << lane) - one
+        width_mask = U64((1 << self.warp_size) - 1) if self.warp_size < 64 else U64(0xFFFF_FFFF_FFFF_FFFF)
+        special["%lanemask_eq"] = (one << lane, zero)
+        special["%lanemask_lt"] = (below, zero)
+        special["%lanemask_le"] = (below | (one << lane), zero)
+        special["%lanemask_ge"] = (~below & width_mask, zero)
+        special["%lanemask_gt"] = (~(below | (one << lane)) & width_mask, zero)
+        return special
+
+    # -- registers -------------------------------------------------------------------------------
+    def read(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        value = self.regs.get(key)
+        if value is None:
+            return self._zeros, self._undefined
+        return value, self.taints[key]
+
+    def write(self, key: str, value, bits, mask: np.ndarray | None) -> None:
+        """Store ``value`` (uint64, array or scalar) where ``mask`` is set (None: every thread)."""
+        bits = bits | self.guard_taint
+        if mask is None:
+            self.regs[key] = self.full(value)
+            self.taints[key] = self.full(bits)
+            return
+        old, old_bits = self.read(key)
+        self.regs[key] = np.where(mask, value, old)
+        self.taints[key] = np.where(mask, bits, old_bits)
+
+    def full(self, value) -> np.ndarray:
+        """``value`` as a uint64 array with one element per thread (scalars are spread)."""
+        if type(value) is np.ndarray and value.shape == (self.size,):
+            return value
+        return np.full(self.size, value, dtype=np.uint64)
+
+    # -- parameter space ---------------------------------------------------------------------
+    def store_param(self, symbol: str, offset: int, value, bits, size: int, mask) -> None:
+        slots = self.params.setdefault(symbol, {})
+        old = slots.get(offset)
+        if mask is not None and old is not None:
+            value = np.where(mask, value, old[0])
+            bits = np.where(mask, bits, old[1])
+        elif mask is not None:
+            bits = np.where(mask, bits, taint.UNMODELLED)
+        slots[offset] = (self.full(value), self.full(bits | self.guard_taint), size)
+
+    def load_param(self, symbol: str, offset: int, size: int):
+        """Value stored in the parameter space at symbol+offset (a part of a wider store works too)."""
+        for start, (value, bits, stored) in self.params.get(symbol, {}).items():
+            if start <= offset and offset + size <= start + stored:
+                shift = U64(8 * (offset - start))
+                return value >> shift, bits
+        return self._zeros, self._undefined

@@ -1,0 +1,51 @@
+"""Per-thread taint bits: where a register's value came from.
+
+Every register carries, next to its value, a ``uint64`` bit set per thread.
+Bits are OR-ed through every instruction, so a value knows whether it depends
+on something the emulator cannot know (data loaded from memory, floating
+point, a missing kernel parameter, an unmodelled instruction), on the CTA
+index (which decides whether one CTA may stand for all), or on the generic
+shared window (which makes a generic address a shared one).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LOADED = np.uint64(1 << 0)        # value read from memory (ld, atom, tex, ...)
+FLOAT = np.uint64(1 << 1)         # result of floating-point arithmetic
+UNMODELLED = np.uint64(1 << 2)    # uninitialised register, undefined result, instruction not modelled
+CTA = np.uint64(1 << 3)           # depends on %ctaid / %clusterid: differs between CTAs
+SHARED_WINDOW = np.uint64(1 << 4)  # generic address derived from the shared window (cvta.shared)
+PARAM_FIRST_BIT = 5               # bit 5 + k: kernel parameter k has no value
+MAX_TRACKED_PARAMS = 64 - PARAM_FIRST_BIT
+
+PARAMS = np.uint64(((1 << 64) - 1) ^ ((1 << PARAM_FIRST_BIT) - 1))
+#: Bits that make a value unknown (an address or branch condition with them cannot be evaluated).
+UNKNOWN = LOADED | FLOAT | UNMODELLED | PARAMS
+ZERO = np.uint64(0)
+
+
+def missing_param(index: int) -> np.uint64:
+    return np.uint64(1 << (PARAM_FIRST_BIT + min(index, MAX_TRACKED_PARAMS - 1)))
+
+
+def missing_params(bits: int, names: list[str]) -> list[str]:
+    """Names of the kernel parameters whose missing value ``bits`` depends on."""
+    found = []
+    for index, name in enumerate(names):
+        if bits >> (PARAM_FIRST_BIT + min(index, MAX_TRACKED_PARAMS - 1)) & 1:
+            found.append(name)
+    return found
+
+
+def describe(bits: int) -> str:
+    """Why a value is unknown, in words (missing parameters are reported separately, as errors)."""
+    reasons = []
+    if bits & int(LOADED):
+        reasons.append("data loaded from memory")
+    if bits & int(FLOAT):
+        reasons.append("floating-point arithmetic")
+    if bits & int(UNMODELLED):
+        reasons.append("a value the emulator does not model")
+    return " and ".join(reasons) or "nothing"
