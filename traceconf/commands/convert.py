@@ -1,0 +1,77 @@
+"""``traceconf convert INPUT -o accesses.parquet|csv``: any supported trace → the canonical access table.
+
+Streams: each chunk of each kernel launch is written as soon as it is read
+(Parquet through a ParquetWriter, CSV through a CSVWriter), so memory stays
+flat.  On a bad line the rows already read are kept in the output file.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import typer
+
+from traceconf.errors import InputError
+from traceconf.schemas import ACCESSES
+from traceconf.traces import open_trace
+
+OUTPUT_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+
+
+def _writer(path: Path):
+    kind = OUTPUT_FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise InputError(f"output must end in {', '.join(OUTPUT_FORMATS)}", str(path))
+    try:
+        if kind == "parquet":
+            return pq.ParquetWriter(path, ACCESSES)
+        return pacsv.CSVWriter(path, ACCESSES)
+    except OSError as error:
+        raise InputError(f"cannot write: {error}", str(path)) from None
+
+
+def convert(
+    trace: Path = typer.Argument(..., help="Accel-Sim kernelslist.g / .traceg(.xz) / trace folder, NVBit mem_trace "
+                                           "log, or canonical Parquet/CSV."),
+    output: Path = typer.Option(..., "-o", "--output", help="accesses.parquet or accesses.csv (ACCESSES schema)."),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed lines and report how many, instead "
+                                                            "of stopping at the first."),
+) -> None:
+    """Convert a recorded trace to the canonical access table (one row per lane access)."""
+    with ExitStack() as stack:
+        progress = None
+        if sys.stdout.isatty():
+            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+            bar = stack.enter_context(Progress("[progress.description]{task.description}", BarColumn(),
+                                               DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                                               transient=True))
+            task = bar.add_task(f"reading {trace.name}", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+        traces = open_trace(trace, skip_bad=skip_bad, progress=progress)
+        writer = _writer(output)
+        stack.callback(writer.close)  # closes the file with what was written, even on an InputError
+        summary = []
+        for kt in traces:
+            executions = accesses = 0
+            for chunk in kt.chunks():
+                table = chunk.to_table()
+                writer.write_table(table)
+                executions += len(chunk)
+                accesses += table.num_rows
+            summary.append((kt.kernel, executions, accesses, kt.bad_lines))
+    for kernel, executions, accesses, bad in summary:
+        skipped = f", {bad} bad line(s) skipped" if bad else ""
+        typer.echo(f"{kernel}: {executions} shared warp accesses, {accesses} lane accesses{skipped}")
+    typer.echo(f"wrote {output}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("convert")(convert)

@@ -1,0 +1,59 @@
+"""Recorded traces → the access table, streamed.
+
+Every supported trace format is read the same way::
+
+    from traceconf.traces import detect_format, open_trace
+
+    for kt in open_trace("traces/kernelslist.g"):   # one KernelTrace per kernel launch
+        for chunk in kt.chunks():                   # WarpAccesses of bounded size, shared accesses only
+            ...
+        kt.instructions                             # TRACE_INSTRUCTIONS: PC, SASS text, executions...
+
+Formats: Accel-Sim (``kernelslist.g``, ``.traceg``, ``.xz``), NVBit
+``mem_trace`` logs, and the canonical ACCESSES table as Parquet or CSV.
+GPGPU-Sim's ``gpgpu_inst_stats.txt`` is a per-PTX-line summary, not a trace:
+:func:`read_gpgpusim_stats` reads it into a table.  See docs/traces.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from traceconf.errors import InputError
+from traceconf.traces import accelsim, canonical, nvbit
+from traceconf.traces.detect import FORMATS, detect_format
+from traceconf.traces.gpgpusim import GPGPUSIM_STATS, read_gpgpusim_stats
+from traceconf.traces.kernel import TRACE_INSTRUCTIONS, KernelTrace, kernel_traces
+from traceconf.traces.options import ReadOptions
+from traceconf.traces.source import Progress
+
+__all__ = ["FORMATS", "GPGPUSIM_STATS", "TRACE_INSTRUCTIONS", "KernelTrace", "detect_format", "open_trace",
+           "read_gpgpusim_stats"]
+
+
+def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | None = None,
+               chunk_executions: int = 65536) -> Iterator[KernelTrace]:
+    """Kernel launches of a trace, in file order, read lazily.
+
+    ``skip_bad`` counts malformed lines in ``KernelTrace.bad_lines`` instead of
+    raising :class:`InputError`; ``progress(bytes_done, bytes_total)`` is
+    called as the file is read; each chunk holds at most ``chunk_executions``
+    warp-level executions.
+    """
+    path = Path(path)
+    fmt = detect_format(path)
+    options = ReadOptions(skip_bad, progress, chunk_executions)
+    if fmt == "accelsim":
+        events = accelsim.events(path, options)
+    elif fmt == "nvbit":
+        events = nvbit.events(path, options)
+    elif fmt in ("canonical_parquet", "canonical_csv"):
+        events = canonical.events(path, options, fmt)
+    elif fmt == "gpgpusim_stats":
+        raise InputError("a GPGPU-Sim gpgpu_inst_stats.txt holds per-PTX-line totals, not accesses: "
+                         "read it with read_gpgpusim_stats and compare it with the prediction for the PTX",
+                         str(path))
+    else:
+        raise InputError("this is PTX, not a recorded trace: analyze it as PTX", str(path))
+    return kernel_traces(events, str(path))

@@ -1,0 +1,288 @@
+"""The canonical access format: the ACCESSES table of :mod:`traceconf.schemas` as Parquet or CSV.
+
+One row per lane of a warp-level shared access, with the ACCESSES column
+names.  CSV may omit ``matrices`` (0) and ``kernel`` (the file's stem); Parquet
+may too.  Rows are streamed in batches, so the file must list each kernel's
+rows together and, within a kernel, the rows of one execution together with
+execution ids ascending — the order ``traceconf convert`` writes.  A batch is
+pivoted into :class:`WarpAccesses` by finding where the execution id changes
+(no sort), so reading stays linear and memory flat.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from traceconf.accesses import INACTIVE, WarpAccesses
+from traceconf.errors import InputError
+from traceconf.schemas import ACCESSES, KINDS
+from traceconf.traces.kernel import BadLines, InstructionsSeen, KernelStart, chunked
+from traceconf.traces.options import ReadOptions
+
+OPTIONAL = {"kernel", "matrices"}
+_INTEGER_COLUMNS = ("cta", "warp", "execution", "instruction", "lane", "address", "bytes", "matrices")
+_KIND_SET = pa.array(KINDS)
+# rows that carry one execution's per-execution values; all its rows must agree on them
+_PER_EXECUTION = ("cta", "warp", "instruction", "kind", "bytes", "matrices")
+
+
+def events(path: Path, options: ReadOptions, fmt: str) -> Iterator:
+    batches = _parquet_batches(path, options) if fmt == "canonical_parquet" else _csv_batches(path, options)
+    reader = _Pivot(str(path), path.stem, options, first_line=2 if fmt == "canonical_csv" else 1,
+                    row_word="line" if fmt == "canonical_csv" else "row")
+    for batch, first_row, bad in batches:
+        reader.bad_rows += bad
+        yield from reader.batch(batch, first_row)
+    yield from reader.finish()
+
+
+def _parquet_batches(path: Path, options: ReadOptions):
+    try:
+        # dictionary-decoded strings: millions of repeated kernel/kind names stay integer codes
+        file = pq.ParquetFile(path, read_dictionary=["kernel", "kind"])
+    except (pa.ArrowInvalid, OSError) as error:
+        raise InputError(f"unreadable Parquet file: {error}", str(path)) from None
+    names = file.schema_arrow.names
+    missing = [name for name in ACCESSES.names if name not in names and name not in OPTIONAL]
+    if missing:
+        raise InputError(f"access table lacks column(s) {', '.join(missing)}", str(path))
+    size = file.metadata.num_rows or 1
+    done = 0
+    for batch in file.iter_batches(batch_size=options.chunk_executions * 32):
+        table = pa.Table.from_batches([batch])
+        yield _normalize(table, path), done, 0
+        done += table.num_rows
+        if options.progress is not None:
+            options.progress(int(path.stat().st_size * done / size), path.stat().st_size)
+
+
+def _csv_batches(path: Path, options: ReadOptions):
+    total = path.stat().st_size
+    read_options = pacsv.ReadOptions(block_size=1 << 22)
+    try:
+        with pacsv.open_csv(path, read_options=read_options) as probe:
+            raw_names = probe.schema.names
+    except pa.ArrowInvalid as error:
+        raise InputError(f"unreadable CSV: {error}", str(path)) from None
+    names = [name.strip() for name in raw_names]
+    missing = [name for name in ACCESSES.names if name not in names and name not in OPTIONAL]
+    if missing:
+        raise InputError(f"CSV header lacks column(s) {', '.join(missing)}", str(path), 1, 1)
+    with open(path, "rb") as raw:
+        try:
+            reader = pacsv.open_csv(
+                raw, read_options=read_options,
+                convert_options=pacsv.ConvertOptions(column_types={name: pa.string() for name in raw_names}))
+        except pa.ArrowInvalid as error:
+            raise InputError(f"unreadable CSV: {error}", str(path)) from None
+        done = 0
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except pa.ArrowInvalid as error:
+                raise InputError(f"unreadable CSV after line {done + 1}: {error}", str(path), done + 2) from None
+            table = pa.Table.from_batches([batch]).rename_columns(names)
+            converted, bad = _convert_csv(table, path, done, options.skip_bad)
+            yield _normalize(converted, path), done, bad
+            done += table.num_rows
+            if options.progress is not None:
+                options.progress(raw.tell(), total)
+
+
+def _convert_csv(table: pa.Table, path: Path, first_row: int, skip_bad: bool) -> tuple[pa.Table, int]:
+    """String columns → typed columns; rows with a non-integer or unknown kind are dropped or raised."""
+    valid = np.ones(table.num_rows, dtype=bool)
+    first_problem = None
+    columns = {}
+    for name in table.column_names:
+        column = pc.utf8_trim_whitespace(table.column(name))
+        if name in _INTEGER_COLUMNS:
+            ok = pc.fill_null(pc.match_substring_regex(column, r"^[+-]?\d{1,18}$"), False)
+            hexadecimal = pc.fill_null(pc.match_substring_regex(column, r"^0[xX][0-9a-fA-F]{1,16}$"), False)
+            values = pc.cast(pc.if_else(ok, column, "0"), pa.int64()).to_numpy().copy()
+            hex_rows = np.flatnonzero(hexadecimal.to_numpy(zero_copy_only=False))
+            if len(hex_rows):
+                text = column.take(pa.array(hex_rows)).to_pylist()
+                values[hex_rows] = np.array([int(v, 16) for v in text], dtype=np.uint64).view(np.int64)
+            good = ok.to_numpy(zero_copy_only=False) | hexadecimal.to_numpy(zero_copy_only=False)
+            columns[name] = pa.array(values)
+            message = f"column {name!r}: expected an integer"
+        elif name == "kind":
+            good = pc.fill_null(pc.is_in(column, value_set=_KIND_SET), False).to_numpy(zero_copy_only=False)
+            columns[name] = column
+            message = f"column 'kind': expected one of {', '.join(KINDS)}"
+        else:
+            good = np.ones(table.num_rows, dtype=bool)
+            columns[name] = column
+        bad_rows = np.flatnonzero(~good)
+        if len(bad_rows) and (first_problem is None or bad_rows[0] < first_problem[0]):
+            first_problem = (int(bad_rows[0]), message, name)
+        valid &= good
+    if first_problem is not None and not skip_bad:
+        row, message, name = first_problem
+        value = table.column(name)[row].as_py()
+        raise InputError(f"{message}, got {value!r}", str(path), first_row + row + 2)
+    converted = pa.table(columns)
+    bad = int((~valid).sum())
+    return (converted.filter(pa.array(valid)) if bad else converted), bad
+
+
+def _normalize(table: pa.Table, path: Path) -> pa.Table:
+    """Add defaults for optional columns and cast to the ACCESSES types."""
+    if "kernel" not in table.column_names:
+        table = table.append_column("kernel", pa.array([path.stem] * table.num_rows, pa.string()))
+    if "matrices" not in table.column_names:
+        table = table.append_column("matrices", pa.array(np.zeros(table.num_rows, dtype=np.int8)))
+    schema = pa.schema([table.schema.field(f.name) if pa.types.is_dictionary(table.schema.field(f.name).type) else f
+                        for f in ACCESSES])
+    try:
+        return table.select(ACCESSES.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        raise InputError(f"access table does not match the ACCESSES schema: {error}", str(path)) from None
+
+
+class _Pivot:
+    """Turns consecutive ACCESSES batches into WarpAccesses chunks, kernel by kernel."""
+
+    def __init__(self, path: str, default_kernel: str, options: ReadOptions, first_line: int, row_word: str):
+        self.path = path
+        self.default_kernel = default_kernel
+        self.options = options
+        self.first_line = first_line  # file line (CSV) or row number (Parquet) of row 0
+        self.row_word = row_word
+        self.kernel: str | None = None
+        self.finished: set[str] = set()
+        self.carry: pa.Table | None = None  # rows of an execution that may continue in the next batch
+        self.carry_row = 0
+        self.instructions: set[int] = set()
+        self.bad_rows = 0  # skipped rows not yet reported (reported once a kernel has started)
+
+    def _where(self, row: int) -> dict:
+        number = self.first_line + row
+        return {"file": self.path, "line": number} if self.row_word == "line" else {"file": f"{self.path}: row {number}"}
+
+    def batch(self, table: pa.Table, first_row: int) -> Iterator:
+        kernels = table.column("kernel").unify_dictionaries().combine_chunks() \
+            if pa.types.is_dictionary(table.schema.field("kernel").type) else table.column("kernel")
+        n = len(kernels)
+        if n == 0:
+            return
+        # kernel runs, found without turning millions of names into Python strings
+        if pa.types.is_dictionary(kernels.type):  # one dictionary: equal names have equal codes
+            codes = kernels.indices.to_numpy(zero_copy_only=False)
+            differs = codes[1:] != codes[:-1]
+        else:
+            differs = pc.not_equal(kernels.slice(1), kernels.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        bounds = np.concatenate(([0], np.flatnonzero(differs) + 1, [n]))
+        for begin, end in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            name = kernels[begin].as_py()
+            if name != self.kernel:
+                yield from self._flush()
+                if name in self.finished:
+                    raise InputError(f"rows of kernel {name!r} are not contiguous (sort the table by kernel, "
+                                     "then execution)", **self._where(first_row + begin))
+                if self.kernel is not None:
+                    self.finished.add(self.kernel)
+                self.kernel = name
+                self.instructions = set()
+                yield KernelStart(name, {"format": "canonical", "file": self.path})
+            part = table.slice(begin, end - begin)
+            if self.carry is not None:
+                part = pa.concat_tables([self.carry, part])
+                row0 = self.carry_row
+            else:
+                row0 = first_row + begin
+            execution = part.column("execution").to_numpy()
+            last = int(np.searchsorted(execution, execution[-1])) if np.all(execution[1:] >= execution[:-1]) else None
+            if last is None:
+                bad = int(np.flatnonzero(execution[1:] < execution[:-1])[0]) + 1
+                raise InputError(f"execution {execution[bad]} follows execution {execution[bad - 1]}: rows must "
+                                 "be sorted by execution within a kernel", **self._where(row0 + bad))
+            self.carry, self.carry_row = part.slice(last), row0 + last
+            yield from self._emit(part.slice(0, last), row0)
+        yield from self._bad()
+
+    def _bad(self) -> Iterator:
+        if self.bad_rows and self.kernel is not None:
+            yield BadLines(self.bad_rows)
+            self.bad_rows = 0
+
+    def _flush(self) -> Iterator:
+        if self.carry is not None:
+            carry, self.carry = self.carry, None
+            yield from self._emit(carry, self.carry_row)
+
+    def finish(self) -> Iterator:
+        yield from self._flush()
+        if self.kernel is None:  # no (valid) rows at all: still one launch, with no accesses
+            self.kernel = self.default_kernel
+            yield KernelStart(self.kernel, {"format": "canonical", "file": self.path})
+        yield from self._bad()
+
+    def _emit(self, table: pa.Table, row0: int) -> Iterator:
+        if table.num_rows == 0:
+            return
+        accesses = self._pivot(table, row0)
+        new = sorted(set(np.unique(accesses.instruction).tolist()) - self.instructions)
+        if new:
+            self.instructions.update(new)
+            first = {i: int(np.flatnonzero(accesses.instruction == i)[0]) for i in new}
+            yield InstructionsSeen([
+                {"instruction": i, "pc": None, "sass": KINDS[accesses.kind[first[i]]],
+                 "opcode": KINDS[accesses.kind[first[i]]], "kind": KINDS[accesses.kind[first[i]]],
+                 "bytes": int(accesses.bytes[first[i]]), "matrices": int(accesses.matrices[first[i]]),
+                 "source_line": None}
+                for i in new])
+        yield from chunked(accesses, self.options.chunk_executions)
+
+    def _pivot(self, table: pa.Table, row0: int) -> WarpAccesses:
+        execution = table.column("execution").to_numpy()
+        starts = np.flatnonzero(np.diff(execution, prepend=execution[0] - 1))
+        row = np.cumsum(np.diff(execution, prepend=execution[0]) != 0)
+        values = {}
+        for name in _PER_EXECUTION:
+            column = table.column(name)
+            if name == "kind":
+                column = column.combine_chunks()
+                if pa.types.is_dictionary(column.type):  # map the few dictionary entries, then take
+                    column = pc.index_in(column.dictionary, value_set=_KIND_SET).take(column.indices)
+                else:
+                    column = pc.index_in(column, value_set=_KIND_SET)
+                if column.null_count:
+                    bad = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+                    raise InputError(f"unknown access kind {table.column('kind')[bad].as_py()!r} (expected one of "
+                                     f"{', '.join(KINDS)})", **self._where(row0 + bad))
+            array = column.to_numpy()
+            per_execution = array[starts]
+            differs = np.flatnonzero(array != per_execution[row])
+            if len(differs):
+                bad = int(differs[0])
+                raise InputError(f"execution {execution[bad]} mixes different {name} values",
+                                 **self._where(row0 + bad))
+            values[name] = per_execution
+        lane = table.column("lane").to_numpy().astype(np.int64)
+        if len(lane) and (lane.min() < 0 or lane.max() >= 32):
+            bad = int(np.flatnonzero((lane < 0) | (lane >= 32))[0])
+            raise InputError(f"lane {lane[bad]} is outside a warp of 32", **self._where(row0 + bad))
+        address = np.full((len(starts), 32), INACTIVE, dtype=np.int64)
+        flat = row * 32 + lane
+        target = address.reshape(-1)
+        # lanes usually ascend within an execution; only otherwise is a sort needed to find duplicates
+        if len(flat) > 1 and np.any(np.diff(flat) <= 0) and np.any(np.diff(np.sort(flat)) == 0):
+            ordered = np.sort(flat)
+            duplicate = ordered[np.flatnonzero(np.diff(ordered) == 0)[0]]
+            bad = int(np.flatnonzero(flat == duplicate)[1])
+            raise InputError(f"lane {lane[bad]} appears twice in execution {execution[bad]}", **self._where(row0 + bad))
+        target[flat] = table.column("address").to_numpy()
+        return WarpAccesses("", values["cta"].astype(np.int64), values["warp"].astype(np.int32), execution[starts],
+                            values["instruction"].astype(np.int32), values["kind"].astype(np.int8),
+                            values["bytes"].astype(np.int16), values["matrices"].astype(np.int8), address)

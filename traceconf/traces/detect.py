@@ -1,0 +1,57 @@
+"""Which format a trace file is in, decided by its content (magic bytes, header lines), not its name."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from traceconf.errors import InputError
+from traceconf.traces.source import head
+
+FORMATS = ("accelsim", "nvbit", "gpgpusim_stats", "canonical_parquet", "canonical_csv", "ptx")
+
+PARQUET_MAGIC = b"PAR1"
+#: Columns a canonical CSV header must name (kernel and matrices are optional).
+CSV_REQUIRED = ("cta", "warp", "execution", "instruction", "lane", "address", "bytes", "kind")
+
+_NVBIT = re.compile(rb"^(MEMTRACE: CTX 0x[0-9a-fA-F]+ - |CTA \d+,\d+,\d+ - warp \d+ - |Kernel .* - grid size \d+,\d+,\d+ - )"
+                    rb"|NVBit \(NVidia Binary Instrumentation Tool", re.M)
+_KERNELSLIST = re.compile(rb"(Memcpy\w*,0x[0-9a-fA-F]+,\d+|kernel-\S*\.trace\S*)\s*")
+_GPGPUSIM = re.compile(rb"kernel line : count latency dram_traffic smem_bk_conflicts")
+_PTX = re.compile(rb"^\s*\.(version|target|address_size|entry|visible)\b", re.M)
+
+
+def detect_format(path: str | Path) -> str:
+    """One of :data:`FORMATS`; raises InputError for anything else.
+
+    A directory is an Accel-Sim trace folder when it holds ``kernelslist.g``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        if (path / "kernelslist.g").is_file():
+            return "accelsim"
+        raise InputError("folder has no kernelslist.g (expected an Accel-Sim trace folder)", str(path))
+    if not path.is_file():
+        raise InputError("no such file", str(path))
+    with open(path, "rb") as raw:
+        if raw.read(4) == PARQUET_MAGIC:
+            return "canonical_parquet"
+    text = head(path)
+    body = text.lstrip()
+    if body.startswith(b"-kernel name") or body.startswith(b"#BEGIN_TB"):
+        return "accelsim"
+    lines = [line.strip() for line in body.splitlines()[:20] if line.strip()]
+    if lines and all(_KERNELSLIST.fullmatch(line) for line in lines):
+        return "accelsim"
+    if lines and _GPGPUSIM.match(lines[0]):
+        return "gpgpusim_stats"
+    if _NVBIT.search(text):
+        return "nvbit"
+    if lines and all(column in lines[0].decode("utf-8", "replace").replace(" ", "").replace('"', "").split(",")
+                     for column in CSV_REQUIRED):
+        return "canonical_csv"
+    if _PTX.search(text):
+        return "ptx"
+    raise InputError("unrecognised trace format (expected an Accel-Sim .traceg or kernelslist.g, an NVBit "
+                     "mem_trace log, a GPGPU-Sim gpgpu_inst_stats.txt, or a canonical access table as "
+                     "Parquet or CSV)", str(path))

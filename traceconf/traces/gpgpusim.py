@@ -1,0 +1,72 @@
+"""GPGPU-Sim's per-PTX-line statistics file (``gpgpu_inst_stats.txt``).
+
+Written by ``ptx_stats::ptx_file_line_stats_write_file`` (src/cuda-sim/ptx-stats.cc)
+when ``-enable_ptx_file_line_stats 1`` (the default)::
+
+    kernel line : count latency dram_traffic smem_bk_conflicts smem_warp gmem_access_generated gmem_warp exposed_latency warp_divergence
+    _1.ptx 57 : 4096 0 0 64 32 0 0 0 0
+
+The first field is the PTX *file* (despite the header's "kernel"), the second
+the PTX line.  ``smem_bk_conflicts`` sums, over the warp instructions of that
+line, GPGPU-Sim's n-way degree (max distinct 4-byte words in one bank, summed
+over ``-gpgpu_shmem_warp_parts``); ``smem_warp`` counts those warp instructions,
+so ``smem_bk_conflicts / smem_warp`` is the mean n-way degree.  ``count`` counts
+threads, not warps.  It is a summary, not a trace: the lead shows it beside the
+prediction for the same PTX.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow as pa
+
+from traceconf.errors import InputError
+from traceconf.traces.source import LineBlocks
+
+_COUNTERS = ("count", "latency", "dram_traffic", "smem_bk_conflicts", "smem_warp", "gmem_access_generated",
+             "gmem_warp", "exposed_latency", "warp_divergence")
+_DOCS = {
+    "count": "threads that executed the PTX line",
+    "latency": "pipeline cycles of its warps",
+    "dram_traffic": "DRAM requests it caused",
+    "smem_bk_conflicts": "sum over its shared warp instructions of GPGPU-Sim's n-way degree (cycles)",
+    "smem_warp": "its warp instructions that accessed shared memory",
+    "gmem_access_generated": "global memory accesses it generated",
+    "gmem_warp": "its warp instructions that accessed global memory",
+    "exposed_latency": "pipeline bubbles attributed to it",
+    "warp_divergence": "warp divergences at it",
+}
+
+GPGPUSIM_STATS = pa.schema(
+    [pa.field("ptx_file", pa.string(), False, metadata={"doc": "PTX file GPGPU-Sim loaded (e.g. _1.ptx)"}),
+     pa.field("ptx_line", pa.int32(), False, metadata={"doc": "1-based PTX line"})]
+    + [pa.field(name, pa.int64(), False, metadata={"doc": _DOCS[name]}) for name in _COUNTERS]
+)
+
+_HEADER = "kernel line : " + " ".join(_COUNTERS)
+_ROW = re.compile(r"(?P<file>.+?) (?P<line>\d+) : (?P<values>\d+(?: \d+){%d})\s*" % (len(_COUNTERS) - 1))
+
+
+def read_gpgpusim_stats(path: str | Path) -> pa.Table:
+    """The rows of a ``gpgpu_inst_stats.txt`` as a :data:`GPGPUSIM_STATS` table, sorted by file and line."""
+    columns: dict[str, list] = {name: [] for name in GPGPUSIM_STATS.names}
+    with LineBlocks(path) as blocks:
+        header = blocks.readline()
+        if header is None or header.decode("utf-8", "replace").strip() != _HEADER:
+            raise InputError(f"expected the header line {_HEADER!r}", str(path), 1, 1,
+                             None if header is None else header.decode("utf-8", "replace"))
+        while (raw := blocks.readline()) is not None:
+            text = raw.decode("utf-8", "replace")
+            if not text.strip():
+                continue
+            match = _ROW.fullmatch(text.strip())
+            if match is None:
+                raise InputError("expected 'PTXFILE LINE : ' and 9 counters", str(path), blocks.line, 1, text)
+            columns["ptx_file"].append(match["file"])
+            columns["ptx_line"].append(int(match["line"]))
+            for name, value in zip(_COUNTERS, match["values"].split()):
+                columns[name].append(int(value))
+    table = pa.table(columns, schema=GPGPUSIM_STATS)
+    return table.sort_by([("ptx_file", "ascending"), ("ptx_line", "ascending")])
