@@ -17,6 +17,11 @@ from traceconf.errors import InputError
 
 #: Sub-command modules, each exposing ``register(app)``.
 COMMAND_MODULES = (
+    "analyze",
+    "explain",
+    "compare_ncu",
+    "devices",
+    "convert",
 )
 
 app = typer.Typer(

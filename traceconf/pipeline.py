@@ -35,6 +35,7 @@ class KernelAnalysis:
     unresolved: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     accesses: dict[int, WarpAccesses] = field(default_factory=dict)  # by warp size; empty for streamed traces
+    shared_layout: list[dict] = field(default_factory=list)  # PTX: {"name", "offset", "bytes", ...} per variable
 
 
 @dataclass
@@ -69,15 +70,33 @@ class LaunchRequest:
         raise InputError(f"kernel {kernel_row['kernel']} has no .reqntid: pass the block size with --block X[,Y[,Z]]",
                          file=path)
 
+    def params_for(self, kernel_row: dict, path: str) -> dict[str, int]:
+        """--param values keyed by PTX parameter name; a 0-based index names the parameter at that position."""
+        names = [p["name"] for p in kernel_row.get("params") or []]
+        named = {}
+        for key, value in self.params.items():
+            if str(key).isdigit():
+                index = int(key)
+                if index >= len(names):
+                    raise InputError(f"--param {key}: kernel {kernel_row['kernel']} has {len(names)} parameter(s)",
+                                     file=path)
+                key = names[index]
+            elif key not in names:
+                listing = ", ".join(names) or "none"
+                raise InputError(f"--param {key}: kernel {kernel_row['kernel']} has no such parameter "
+                                 f"(parameters: {listing})", file=path)
+            named[key] = value
+        return named
+
     def emulator_launch(self, kernel_row: dict, path: str, warp_size: int):
         from traceconf.emulate import Launch
-        return Launch(block=self.block_for(kernel_row, path), grid=self.grid, params=dict(self.params),
+        return Launch(block=self.block_for(kernel_row, path), grid=self.grid, params=self.params_for(kernel_row, path),
                       dynamic_smem=self.dynamic_smem, warp_size=warp_size, ctas=self.ctas,
                       max_steps=self.max_steps)
 
     def describe(self, kernel_row: dict, path: str) -> dict:
         return {"block": list(self.block_for(kernel_row, path)), "grid": list(self.grid),
-                "params": dict(self.params), "dynamic_smem": self.dynamic_smem}
+                "params": self.params_for(kernel_row, path), "dynamic_smem": self.dynamic_smem}
 
 
 _STATIC_KINDS = {"ld": "ld", "st": "st", "atom": "atom", "red": "atom", "ldmatrix": "ldmatrix",
@@ -121,6 +140,8 @@ def select_kernels(names: list[str], patterns: list[str] | None, path: str) -> l
 def _instruction_info(module, kernel: str, ids: Iterable[int], kinds: dict[int, str],
                       widths: dict[int, int]) -> pa.Table:
     rows = {r["instruction"]: r for r in module.instructions.to_pylist()}
+    # The kernel's own rows win: robust whether ids are module-wide or restart in every function.
+    rows.update({r["instruction"]: r for r in module.instructions_of(kernel)})
     out = []
     for ident in sorted(set(ids)):
         row = rows[ident]
@@ -176,7 +197,15 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
     return KernelAnalysis(kernel=kernel, input_path=str(module.path), input_format="ptx", launch=launch_facts,
                           results=pa.concat_tables(summaries) if summaries else INSTRUCTION_RESULTS.empty_table(),
                           instructions=info, unresolved=first.unresolved, notes=notes,
-                          accesses={w: e.accesses for w, e in by_warp_size.items()})
+                          accesses={w: e.accesses for w, e in by_warp_size.items()},
+                          shared_layout=_layout_variables(getattr(first, "shared_layout", None)))
+
+
+def _layout_variables(layout) -> list[dict]:
+    """The emulation's shared layout as plain dicts (a SharedLayout or already a list)."""
+    if layout is None:
+        return []
+    return [dict(v) for v in getattr(layout, "variables", layout)]
 
 
 def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
@@ -215,7 +244,7 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
         except InputError as error:
             failed.append(KernelFailure(trace.kernel, error))
             continue
-        info = _trace_instruction_info(trace)
+        info = trace_instruction_info(trace)
         notes = []
         if trace.bad_lines:
             notes.append(f"{trace.bad_lines} malformed line(s) skipped (--skip-bad)")
@@ -226,11 +255,26 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
     return done, failed
 
 
+def input_format(path: str | Path) -> str:
+    """'ptx' or the trace format name, decided by content (the trace readers' detector)."""
+    from traceconf.traces import detect_format
+    return detect_format(str(path))
+
+
+def run_file(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
+             skip_bad: bool = False, progress: Progress | None = None
+             ) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
+    """PTX or any trace: whatever the file holds (launch options only matter for PTX)."""
+    if input_format(path) == "ptx":
+        return run_ptx(path, kernels, launch, rule_sets, progress)
+    return run_trace(path, kernels, rule_sets, skip_bad, progress)
+
+
 def _matches(name: str, patterns: list[str]) -> bool:
     return any(p == name or re.search(p, name) for p in patterns)
 
 
-def _trace_instruction_info(trace) -> pa.Table:
+def trace_instruction_info(trace) -> pa.Table:
     table = trace.instructions
     n = table.num_rows
 

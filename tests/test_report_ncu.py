@@ -1,0 +1,111 @@
+"""compare-ncu: reading Nsight Compute Source-page CSVs and lining them up with the prediction."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import FIXTURES, REPO
+from test_report_support import transpose_analysis
+from traceconf.cli import app
+from traceconf.errors import InputError
+from traceconf.report.frame import kernel_table
+from traceconf.report.ncu import base_name, compare, opcode_kind, pair_kernels, read_source_csv
+
+NCU = FIXTURES / "ncu"
+
+
+@pytest.mark.parametrize("sass, kind", [("LDS.U.128 R12, [R2]", "ld"), ("@!P0 STS [R5], R7", "st"),
+                                        ("LDSM.16.M88.4 R4, [R2]", "ldmatrix"), ("ATOMS.ADD R1, [R2], R3", "atom"),
+                                        ("LDGSTS.E.BYPASS.128 [R1], desc[UR4][R2.64]", "cp_async"),
+                                        ("FFMA R1, R2, R3, R1", None)])
+def test_opcode_kind(sass, kind):
+    assert opcode_kind(sass) == kind
+
+
+@pytest.mark.parametrize("name, base", [("void mult_gpu<float>(float *, float *, float *, int, int)", "mult_gpu"),
+                                        ("_Z8mult_gpuIfEvPT_S1_S1_ii", "mult_gpu"),
+                                        ("_ZN4cute6kernelEPf", "kernel"), ("ns::k2(int)", "k2"),
+                                        ("transpose_padded", "transpose_padded")])
+def test_base_name(name, base):
+    assert base_name(name) == base
+
+
+def test_read_sass_csv():
+    (kernel,) = read_source_csv(NCU / "mult_gpu_sass.csv")
+    assert kernel.name.startswith("void mult_gpu<float>")
+    assert [(r.address, r.kind, r.wavefronts, r.ideal_wavefronts, r.excess_wavefronts) for r in kernel.sass] == [
+        (0x270, None, 0, 0, 0), (0x278, "ld", 64, 64, 0), (0x280, "st", 48, 32, 16), (0x288, None, 0, 0, 0)]
+    assert kernel.cuda == []
+
+
+def test_cuda_view_compared_per_line():
+    measured = read_source_csv(NCU / "transpose_cuda.csv")
+    assert [m.name.split("(")[0] for m in measured] == ["transpose_unpadded", "transpose_padded"]
+    analyses = {"transpose_unpadded": transpose_analysis(),
+                "transpose_padded": transpose_analysis("transpose_padded", row_words=33)}
+    pairs = pair_kernels(measured, list(analyses), "r.csv")
+    assert [(m.name.split("(")[0], k) for m, k in pairs] == [("transpose_unpadded", "transpose_unpadded"),
+                                                             ("transpose_padded", "transpose_padded")]
+    result = compare(pairs[0][0], "transpose_unpadded", kernel_table(analyses["transpose_unpadded"], "sm_90"))
+    assert result.totals["measured"] == result.totals["predicted"] == {
+        "wavefronts": 1_081_344, "ideal_wavefronts": 65_536, "excess_wavefronts": 1_015_808}
+    assert [(row["line"], row["measured"]["excess_wavefronts"], row["predicted"]["excess_wavefronts"])
+            for row in result.by_line] == [(12, 0, 0), (17, 1_015_808, 1_015_808)]
+    assert "tile[threadIdx.x]" in result.by_line[1]["source"]
+
+
+def test_unmatched_kernel_is_an_input_error():
+    with pytest.raises(InputError, match="no kernel of the report matches other"):
+        pair_kernels(read_source_csv(NCU / "transpose_cuda.csv"), ["other"], "r.csv")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a,b,c\n1,2,3\n", "no Source-page header"),
+    ('"#","Address","Source","L1 Wavefronts Shared"\n"1","0x10","LDS R1, [R2]","x"\n', "is not a number"),
+])
+def test_bad_csv_is_located(tmp_path, text, message):
+    path = tmp_path / "r.csv"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message) as info:
+        read_source_csv(path)
+    assert info.value.line == 2 or message.startswith("no Source")
+
+
+def test_compare_ncu_cli_on_a_trace():
+    from conftest import shared_path
+    trace = shared_path("traces", "microgpusim-matrixmul", "kernelslist.g")
+    result = CliRunner().invoke(app, ["compare-ncu", str(NCU / "mult_gpu_sass.csv"), str(trace), "--json"])
+    assert result.exit_code == 0, result.output
+    (comparison,) = json.loads(result.stdout)["comparisons"]
+    assert comparison["totals"]["measured"] == {"wavefronts": 112, "ideal_wavefronts": 96, "excess_wavefronts": 16}
+    assert {k["kind"] for k in comparison["by_kind"]} == {"ld", "st"}
+
+
+def test_real_ncu_reports_parse():
+    reports = sorted((REPO / "tests" / "data" / "hw" / "source_sm90").glob("*.csv"))
+    if not reports:
+        pytest.skip("tests/data/hw/source_sm90 has no ncu CSV yet")
+    for report in reports:
+        kernels = read_source_csv(report)
+        assert any(row.wavefronts for k in kernels for row in k.sass + k.cuda), report.name
+
+
+def test_real_ncu_report_matches_the_prediction_for_float4_column():
+    """H100 source page of wide.cu's float4_column (one CTA of 64 threads): LDS.128 column walk, 56 excess."""
+    report = REPO / "tests" / "data" / "hw" / "source_sm90" / "float4_column.csv"
+    ptx = FIXTURES / "cuda" / "wide.sm_90.ptx"
+    if not report.exists() or not ptx.exists():
+        pytest.skip("real ncu report or PTX fixture not present")
+    if not hasattr(pytest.importorskip("traceconf.ptx"), "parse_file"):
+        pytest.skip("PTX parser not in this tree yet")
+    result = CliRunner().invoke(app, ["compare-ncu", str(report), str(ptx), "-k", "_Z13float4_columnPK6float4PS_",
+                                      "--block", "64", "--json"])
+    assert result.exit_code == 0, result.output
+    (comparison,) = json.loads(result.stdout)["comparisons"]
+    expected = {"wavefronts": 72, "ideal_wavefronts": 16, "excess_wavefronts": 56}
+    assert comparison["totals"]["measured"] == comparison["totals"]["predicted"] == expected
+    by_kind = {k["kind"]: k for k in comparison["by_kind"]}
+    assert by_kind["ld"]["measured"]["excess_wavefronts"] == by_kind["ld"]["predicted"]["excess_wavefronts"] == 56

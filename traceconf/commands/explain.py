@@ -1,0 +1,151 @@
+"""``traceconf explain``: draw one warp execution of one instruction, lane by lane.
+
+The per-lane addresses come from the emulation (PTX) or are re-read from the
+trace (only the executions of the chosen instruction are kept).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Optional
+
+import numpy as np
+import pyarrow as pa
+import typer
+
+from traceconf.accesses import WarpAccesses
+from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Grid, MaxSteps, Params, check_input, fail,
+                                        launch_request, load_devices, report_failures, stdout_console)
+from traceconf.errors import InputError
+from traceconf.pipeline import input_format, run_ptx, trace_instruction_info
+
+
+def resolve_instruction(info: pa.Table, spec: str, path: str) -> tuple[int, list[int]]:
+    """(instruction id, other matches) for an id, ``L123`` (PTX line), ``file.cu:42`` or ``0x1a0`` (pc)."""
+    rows = info.to_pylist()
+    spec = spec.strip()
+    line = re.fullmatch(r"[Ll](\d+)", spec)
+    source = re.fullmatch(r"(.*):(\d+)", spec)
+    if line:
+        matches = [r for r in rows if r["ptx_line"] == int(line.group(1))]
+    elif source:
+        name = Path(source.group(1)).name
+        matches = [r for r in rows if r["source_line"] == int(source.group(2))
+                   and (not name or (r["source_file"] and Path(r["source_file"]).name == name))]
+    elif re.fullmatch(r"0[xX][0-9a-fA-F]+", spec):
+        matches = [r for r in rows if r["pc"] == int(spec, 16)]
+    elif spec.isdigit():
+        matches = [r for r in rows if r["instruction"] == int(spec)]
+    else:
+        raise InputError(f"--instruction {spec!r}: expected an instruction id, L<ptx line>, FILE:LINE or a 0x pc",
+                         file=path)
+    if not matches:
+        raise InputError(f"--instruction {spec}: no shared-memory instruction of the kernel matches", file=path)
+    ids = [int(r["instruction"]) for r in matches]
+    return ids[0], ids[1:]
+
+
+def _ptx_executions(file: Path, kernel: str, launch, rules) -> tuple[pa.Table, WarpAccesses, list]:
+    analyses, failures = run_ptx(file, [kernel], launch, [rules])
+    if failures:
+        report_failures(failures)
+        raise typer.Exit(2)
+    if len(analyses) != 1:
+        raise InputError(f"--kernel {kernel!r} matches {len(analyses)} kernels "
+                         f"({', '.join(a.kernel for a in analyses)}); name one", file=str(file))
+    analysis = analyses[0]
+    return analysis.instructions, analysis.accesses[rules.warp_size], analysis.unresolved
+
+
+def _trace_executions(file: Path, kernel: str, spec: str, rules) -> tuple[pa.Table, int, WarpAccesses]:
+    """Resolve the instruction on a first pass, then re-read only its executions."""
+    from traceconf.traces import open_trace
+
+    names, info = [], None
+    for trace in open_trace(file):
+        names.append(trace.kernel)
+        if _matches(trace.kernel, kernel):
+            trace.drain()
+            info = trace_instruction_info(trace)
+            break
+    if info is None:
+        raise InputError(f"no kernel matches {kernel!r}; kernels in the trace: {', '.join(names)}", file=str(file))
+    ident, _ = resolve_instruction(info, spec, str(file))
+    parts = []
+    for trace in open_trace(file):
+        if _matches(trace.kernel, kernel):
+            parts = [chunk.take(np.nonzero(chunk.instruction == ident)[0]) for chunk in trace.chunks()]
+            break
+    parts = [p for p in parts if len(p)]
+    return info, ident, (WarpAccesses.concat(parts) if parts else WarpAccesses.empty(kernel, rules.warp_size))
+
+
+def _matches(name: str, pattern: str) -> bool:
+    return name == pattern or re.search(pattern, name) is not None
+
+
+def explain(
+    file: Annotated[Path, typer.Argument(help="PTX file or shared-memory trace.")],
+    kernel: Annotated[str, typer.Option("--kernel", "-k", help="Kernel name (or a regex matching one kernel).")],
+    instruction: Annotated[str, typer.Option(
+        "--instruction", "-i",
+        help="Instruction id, PTX line (L123), CUDA source line (file.cu:42) or SASS pc (0x1a0).")],
+    warp: Annotated[Optional[int], typer.Option("--warp", "-w", min=0, help="Warp index inside the CTA.")] = None,
+    execution: Annotated[Optional[int], typer.Option(
+        "--execution", "-e", min=0,
+        help="N-th execution of the instruction by that warp (default: the worst one).")] = None,
+    device: Annotated[str, typer.Option("--device", "-d", help="Rule set (device).")] = "sm_90",
+    svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the picture as SVG.")] = None,
+    block: Block = None,
+    grid: Grid = "1",
+    param: Params = None,
+    dynamic_smem: DynamicSmem = "0",
+    ctas: Ctas = None,
+    max_steps: MaxSteps = 10_000_000,
+) -> None:
+    """Show which lane hits which bank and word in one warp execution, and which lanes collide."""
+    from traceconf.engine import analyze
+    from traceconf.report.explain import choose_row, execution_at, executions_of, picture, render_terminal
+    from traceconf.report.svg import render_svg
+
+    try:
+        check_input(file)
+        (rules,) = load_devices([device])
+        if input_format(file) == "ptx":
+            launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
+            info, accesses, unresolved = _ptx_executions(file, kernel, launch, rules)
+            ident, others = resolve_instruction(info, instruction, str(file))
+            reason = {int(u["instruction"]): u.get("reason") for u in unresolved}.get(ident)
+            if reason:
+                raise InputError(f"instruction {ident} is unresolved: {reason}", file=str(file))
+        else:
+            info, ident, accesses = _trace_executions(file, kernel, instruction, rules)
+            others = resolve_instruction(info, instruction, str(file))[1]
+        rows = executions_of(accesses, ident)
+        if not len(rows):
+            raise InputError(f"instruction {ident} never executed in the analysed launch", file=str(file))
+        counts = analyze(accesses.take(rows), rules)
+        try:
+            row, ordinal = choose_row(accesses, rows, counts.column("wavefronts").to_numpy(), warp, execution)
+        except LookupError as error:
+            raise InputError(str(error), file=str(file)) from None
+    except InputError as error:
+        raise fail(error) from None
+    text = {int(r["instruction"]): r["text"] for r in info.to_pylist()}[ident]
+    chosen = counts.slice(int(np.nonzero(rows == row)[0][0]), 1).to_pylist()[0]
+    pic = picture(execution_at(accesses, row, ordinal, text, rules.name), rules, chosen)
+    console = stdout_console()
+    console.print(render_terminal(pic))
+    if others:
+        console.print(f"also on that line: instruction(s) {', '.join(map(str, others))} (pass the id to see them)",
+                      style="dim")
+    if svg is not None:
+        try:
+            svg.write_text(render_svg(pic))
+        except OSError as exc:
+            raise fail(InputError(f"cannot write SVG: {exc.strerror or exc}", file=str(svg))) from None
+
+
+def register(app: typer.Typer) -> None:
+    app.command("explain")(explain)

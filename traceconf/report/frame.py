@@ -1,0 +1,136 @@
+"""The per-instruction results table every report reads.
+
+One row per kernel × device × shared-memory instruction: the engine's counts
+(INSTRUCTION_RESULTS) joined with what the reader needs to find the
+instruction again (INSTRUCTION_INFO: its text, PTX line, SASS pc, CUDA source
+line).  Instructions that never executed keep a row with zero counts and
+instructions the emulator could not resolve keep a row with ``resolved=false``
+and the reason, so that a clean report is distinguishable from a silent one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from traceconf.pipeline import KernelAnalysis
+from traceconf.schemas import INSTRUCTION_INFO
+
+
+def _f(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable, metadata={"doc": doc})
+
+
+COUNTS = ("executions", "wavefronts", "ideal_wavefronts", "excess_wavefronts")
+
+#: Columns of the results table (``-o results.parquet``, ``--format csv``, the Python API).
+RESULT_ROWS = pa.schema(
+    [
+        _f("input", pa.string(), "the analysed file", False),
+        _f("kernel", pa.string(), "kernel name", False),
+        _f("device", pa.string(), "rule set (device) the counts were computed for", False),
+        _f("instruction", pa.int32(), "static instruction id (PTX ordinal, or trace PC id)", False),
+        _f("kind", pa.string(), "ld | st | atom | ldmatrix | stmatrix | cp_async", False),
+        _f("width_bits", pa.int32(), "bits accessed per lane (128 per ldmatrix/stmatrix row)", False),
+        _f("text", pa.string(), "PTX instruction (or SASS text for traces)", False),
+        _f("ptx_line", pa.int32(), "line in the PTX file (null for traces)"),
+        _f("pc", pa.int64(), "SASS program counter (traces; null for PTX)"),
+        _f("source_file", pa.string(), "CUDA source file from .loc / line info"),
+        _f("source_line", pa.int32(), "CUDA source line"),
+        _f("source", pa.string(), "\"file:line\" or null"),
+        _f("executions", pa.int64(), "warp-level executions (scaled to the whole launch)", False),
+        _f("wavefronts", pa.int64(), "shared-memory wavefronts (passes)", False),
+        _f("ideal_wavefronts", pa.int64(), "wavefronts without bank conflicts", False),
+        _f("excess_wavefronts", pa.int64(), "wavefronts - ideal_wavefronts (Nsight's bank conflicts)", False),
+        _f("max_ways", pa.int32(), "largest n-way conflict degree over all executions (0 if never executed)", False),
+        _f("resolved", pa.bool_(), "false when the emulator could not compute this instruction's addresses", False),
+        _f("unresolved_reason", pa.string(), "why the addresses are unknown (null when resolved)"),
+    ]
+)
+
+
+def _missing_info(analysis: KernelAnalysis) -> pa.Table:
+    """INSTRUCTION_INFO rows for instructions that have results but no info row (never for PTX)."""
+    known = analysis.instructions.column("instruction")
+    extra = analysis.results.filter(pc.invert(pc.is_in(analysis.results.column("instruction"), known)))
+    if extra.num_rows == 0:
+        return INSTRUCTION_INFO.empty_table()
+    ids, first = np.unique(extra.column("instruction").to_numpy(), return_index=True)
+    rows = extra.take(pa.array(first))
+    n = len(ids)
+    return pa.table({
+        "kernel": pa.array([analysis.kernel] * n, pa.string()),
+        "instruction": pa.array(ids, pa.int32()),
+        "text": pa.array([""] * n, pa.string()),
+        "kind": rows.column("kind"),
+        "bytes": rows.column("bytes"),
+        "ptx_line": pa.nulls(n, pa.int32()),
+        "pc": pa.nulls(n, pa.int64()),
+        "source_file": pa.nulls(n, pa.string()),
+        "source_line": pa.nulls(n, pa.int32()),
+    }, schema=INSTRUCTION_INFO)
+
+
+def _unresolved_reasons(analysis: KernelAnalysis) -> dict[int, str]:
+    return {int(u["instruction"]): str(u.get("reason") or "addresses unknown") for u in analysis.unresolved}
+
+
+def kernel_table(analysis: KernelAnalysis, device: str) -> pa.Table:
+    """RESULT_ROWS of one kernel on one device, ordered by instruction id."""
+    info = pa.concat_tables([analysis.instructions.cast(INSTRUCTION_INFO), _missing_info(analysis)])
+    info = info.sort_by("instruction")
+    results = analysis.results.filter(pc.equal(analysis.results.column("device"), device))
+    ids = info.column("instruction").to_numpy()
+    result_ids = results.column("instruction").to_numpy()
+    order = np.argsort(result_ids, kind="stable")
+    where = np.minimum(np.searchsorted(result_ids[order], ids), max(len(order) - 1, 0))
+    hit = (result_ids[order][where] == ids) if len(order) else np.zeros(len(ids), dtype=bool)
+    rows = order[where] if len(order) else where
+
+    def counted(name: str, dtype) -> np.ndarray:
+        out = np.zeros(len(ids), dtype=dtype)
+        if hit.any():
+            out[hit] = results.column(name).to_numpy()[rows[hit]]
+        return out
+
+    reasons = _unresolved_reasons(analysis)
+    reason = [reasons.get(int(i)) for i in ids]
+    files = info.column("source_file").to_pylist()
+    lines = info.column("source_line").to_pylist()
+    n = len(ids)
+    return pa.table({
+        "input": pa.array([analysis.input_path] * n, pa.string()),
+        "kernel": pa.array([analysis.kernel] * n, pa.string()),
+        "device": pa.array([device] * n, pa.string()),
+        "instruction": info.column("instruction"),
+        "kind": info.column("kind"),
+        "width_bits": pc.multiply(info.column("bytes").cast(pa.int32()), 8),
+        "text": info.column("text"),
+        "ptx_line": info.column("ptx_line"),
+        "pc": info.column("pc"),
+        "source_file": info.column("source_file"),
+        "source_line": info.column("source_line"),
+        "source": pa.array([f"{f}:{l}" if f and l is not None else None for f, l in zip(files, lines)],
+                           pa.string()),
+        **{name: pa.array(counted(name, np.int64)) for name in COUNTS},
+        "max_ways": pa.array(counted("max_ways", np.int32)),
+        "resolved": pa.array([r is None for r in reason], pa.bool_()),
+        "unresolved_reason": pa.array(reason, pa.string()),
+    }, schema=RESULT_ROWS)
+
+
+def results_table(analyses: list[KernelAnalysis], devices: list[str]) -> pa.Table:
+    """All kernels × devices, in analysis order then device order then instruction id."""
+    parts = [kernel_table(analysis, device) for analysis in analyses for device in devices]
+    return pa.concat_tables(parts) if parts else RESULT_ROWS.empty_table()
+
+
+def excess_by_kernel(table: pa.Table) -> list[tuple[str, str, int]]:
+    """(kernel, device, excess wavefronts) for every kernel × device, largest first."""
+    sums = table.group_by(["kernel", "device"], use_threads=False).aggregate([("excess_wavefronts", "sum")])
+    return sorted(zip(sums.column("kernel").to_pylist(), sums.column("device").to_pylist(),
+                      sums.column("excess_wavefronts_sum").to_pylist()), key=lambda r: -r[2])
+
+
+__all__ = ["RESULT_ROWS", "COUNTS", "kernel_table", "results_table", "excess_by_kernel"]

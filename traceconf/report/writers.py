@@ -1,0 +1,94 @@
+"""Machine-readable outputs: the ``--format json`` document, CSV text and result files.
+
+The JSON document is a public contract (see ``docs/reports.md``): one result
+per (kernel, device) with the launch, per-kind totals, the unresolved
+instructions and every shared-memory instruction of the kernel.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from traceconf.errors import InputError
+from traceconf.pipeline import KernelAnalysis
+from traceconf.report.frame import COUNTS, RESULT_ROWS, kernel_table
+from traceconf.schemas import KINDS
+
+#: Per-instruction keys of the JSON document, in order (RESULT_ROWS column → JSON key).
+JSON_INSTRUCTION_KEYS = ("instruction", "ptx", "kind", "width_bits", "source", *COUNTS, "max_ways", "resolved")
+
+
+def _json_instruction(row: dict) -> dict:
+    return {key: row["text" if key == "ptx" else key] for key in JSON_INSTRUCTION_KEYS}
+
+
+def _kind_totals(table: pa.Table) -> dict:
+    """All six kinds, always present, so consumers can index without checking."""
+    totals = {kind: {name: 0 for name in COUNTS} for kind in KINDS}
+    for row in table.select(["kind", *COUNTS]).to_pylist():
+        bucket = totals.setdefault(row["kind"], {name: 0 for name in COUNTS})
+        for name in COUNTS:
+            bucket[name] += row[name]
+    return totals
+
+
+def json_document(analyses: list[KernelAnalysis], devices: list[str]) -> dict:
+    """The ``--format json`` document (``{"results": [...]}``)."""
+    results = []
+    for analysis in analyses:
+        text = {int(r["instruction"]): r["text"] for r in analysis.instructions.to_pylist()}
+        unresolved = [{"instruction": int(u["instruction"]), "ptx": text.get(int(u["instruction"]), ""),
+                       "reason": str(u.get("reason") or "addresses unknown")} for u in analysis.unresolved]
+        for device in devices:
+            table = kernel_table(analysis, device)
+            results.append({
+                "kernel": analysis.kernel,
+                "device": device,
+                "launch": analysis.launch,
+                "totals": _kind_totals(table),
+                "unresolved": unresolved,
+                "instructions": [_json_instruction(row) for row in table.to_pylist()],
+            })
+    return {"results": results}
+
+
+def json_text(analyses: list[KernelAnalysis], devices: list[str]) -> str:
+    return json.dumps(json_document(analyses, devices), indent=2)
+
+
+def csv_text(table: pa.Table) -> str:
+    """The results table as CSV text (header + one row per kernel × device × instruction)."""
+    sink = io.BytesIO()
+    pacsv.write_csv(table, sink)
+    return sink.getvalue().decode()
+
+
+def _json_rows(table: pa.Table) -> str:
+    return json.dumps(table.to_pylist(), indent=2)
+
+
+#: File writers by extension for ``-o``.
+WRITERS = {
+    ".parquet": lambda table, path: pq.write_table(table, path),
+    ".csv": lambda table, path: Path(path).write_text(csv_text(table)),
+    ".json": lambda table, path: Path(path).write_text(_json_rows(table)),
+}
+
+
+def write_results(table: pa.Table, path: str | Path) -> None:
+    """Write the results table; the format follows the extension (.parquet, .csv, .json)."""
+    suffix = Path(path).suffix.lower()
+    writer = WRITERS.get(suffix)
+    if writer is None:
+        raise InputError(f"cannot write {suffix or 'files without an extension'}: "
+                         f"use one of {', '.join(WRITERS)}", file=str(path))
+    try:
+        writer(table.cast(RESULT_ROWS), str(path))
+    except OSError as exc:
+        raise InputError(f"cannot write results: {exc.strerror or exc}", file=str(path)) from None
