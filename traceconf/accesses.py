@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from traceconf.schemas import ACCESSES, KIND_CODES, KINDS
+from traceconf.schemas import ACCESSES, KINDS
 
 INACTIVE = -1
 
@@ -115,11 +115,11 @@ def _column(table: pa.Table, name: str, dtype) -> np.ndarray:
 def _pivot(kernel: str, table: pa.Table, warp_size: int | None) -> WarpAccesses:
     execution = _column(table, "execution", np.int64)
     lane = _column(table, "lane", np.int64)
-    kind_names = table.column("kind").to_numpy(zero_copy_only=False)
-    try:
-        kind = np.fromiter((KIND_CODES[k] for k in kind_names), dtype=np.int8, count=len(kind_names))
-    except KeyError as exc:
-        raise ValueError(f"unknown access kind {exc.args[0]!r} (expected one of {', '.join(KINDS)})") from None
+    codes = pc.index_in(table.column("kind"), value_set=pa.array(KINDS))  # vectorized: no per-row Python
+    if codes.null_count:
+        unknown = table.column("kind").filter(pc.is_null(codes))[0].as_py()
+        raise ValueError(f"unknown access kind {unknown!r} (expected one of {', '.join(KINDS)})")
+    kind = codes.to_numpy().astype(np.int8)
     if len(lane) and (lane.min() < 0):
         raise ValueError("negative lane number in access table")
     width = warp_size or (64 if len(lane) and lane.max() >= 32 else 32)
@@ -140,7 +140,7 @@ def _pivot(kernel: str, table: pa.Table, warp_size: int | None) -> WarpAccesses:
 
     address = np.full((n, width), INACTIVE, dtype=np.int64)
     flat = row * width + lane
-    if len(np.unique(flat)) != len(flat):
+    if len(flat) and np.bincount(flat, minlength=n * width).max() > 1:
         raise ValueError(f"kernel {kernel!r}: a lane appears twice in one execution")
     address.reshape(-1)[flat] = _column(table, "address", np.int64)
     return WarpAccesses(kernel, per_execution("cta", np.int64), per_execution("warp", np.int32), ids,

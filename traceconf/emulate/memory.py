@@ -172,7 +172,8 @@ def _copy(slot, ctx, row, modifiers):
         return lambda m, mask: m.report_unresolved(slot, reason)
     spaces = [m.split("::")[0] for m in modifiers if m.split("::")[0] in SPACES]
     operands = row["operands"] or []
-    if not operands or (spaces and spaces[0] != "shared"):
+    # commit_group / wait_group / wait_all name no state space: they move no data.
+    if not operands or not spaces or spaces[0] != "shared":
         return lambda m, mask: None
     size_operand = operands[2] if len(operands) > 2 else None
     size = int(size_operand["value"]) if size_operand and size_operand["kind"] == "imm" else access_bytes(row)

@@ -97,7 +97,8 @@ def is_shared_capable(row: dict) -> bool:
     if row["opcode"] not in SHARED_CAPABLE:
         return False
     if row["opcode"] == "cp":
-        return "async" in (row["modifiers"] or [])
+        modifiers = row["modifiers"] or []
+        return "async" in modifiers and any(m.split("::")[0] == "shared" for m in modifiers)
     return space_of(row) in ("shared", "generic")
 
 

@@ -1,0 +1,143 @@
+"""Throughput of the wavefront engine on sm_90, single-threaded, against the scalar reference.
+
+Builds an in-memory ACCESSES table of mixed, realistic shared-memory patterns
+(tiles read along rows and columns, padded and swizzled tiles, float2/float4
+vectors, broadcasts, ldmatrix, divergent lanes, histogram atomics), then times
+
+* the pivot of the long Arrow table into dense warps (``accesses.from_table``),
+* ``engine.analyze`` on the dense warps (warp-level executions/s, lane accesses/s),
+* a plain per-warp Python loop over ``reference.execution_cost`` on a subset,
+
+and prints the ratio engine / reference measured in the same run.  Target:
+>= 10 million warp-level executions per second per core.
+
+    python3 scripts/bench_engine.py [--executions 2000000] [--reference 20000]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+from traceconf.accesses import INACTIVE, WarpAccesses, from_table  # noqa: E402
+from traceconf.engine import analyze  # noqa: E402
+from traceconf.reference import execution_cost  # noqa: E402
+from traceconf.rules import load_rule_set  # noqa: E402
+from traceconf.schemas import ACCESSES, KIND_CODES, KINDS  # noqa: E402
+
+LANE = np.arange(32)
+
+#: (name, weight, kind, bytes, matrices, lane offsets within one warp's tile, active lanes)
+PATTERNS = [
+    ("row of a float tile", 20, "ld", 4, 0, 4 * LANE, None),
+    ("column of a 32x32 float tile", 8, "ld", 4, 0, 128 * LANE, None),
+    ("column of a padded 32x33 tile", 8, "ld", 4, 0, 132 * LANE, None),
+    ("transpose store", 8, "st", 4, 0, 128 * LANE, None),
+    ("float2 row", 10, "ld", 8, 0, 8 * LANE, None),
+    ("float4 row", 10, "ld", 16, 0, 16 * LANE, None),
+    ("float4 broadcast", 4, "ld", 16, 0, 0 * LANE, None),
+    ("float4 column, 64-B stride", 4, "ld", 16, 0, 64 * LANE, None),
+    ("ldmatrix.x4 plain 128-B rows", 6, "ldmatrix", 16, 4, 128 * LANE, None),
+    ("ldmatrix.x4 SW128 swizzled", 6, "ldmatrix", 16, 4, 128 * LANE + 16 * ((LANE % 8) ^ (LANE // 8 % 8)), None),
+    ("divergent half warp", 6, "ld", 4, 0, 4 * LANE, LANE < 16),
+    ("reduction tail, stride 2", 4, "ld", 4, 0, 8 * LANE, LANE % 2 == 0),
+    ("cp.async 16 B row", 6, "cp_async", 16, 0, 16 * LANE, None),
+]
+HISTOGRAM = ("histogram atomics, 256 bins", 6, "atom", 4, 0)
+
+
+def build_warps(n: int, seed: int = 1) -> WarpAccesses:
+    """``n`` executions of the mixed patterns, each warp at its own tile base."""
+    rng = np.random.default_rng(seed)
+    weights = np.array([p[1] for p in PATTERNS] + [HISTOGRAM[1]], dtype=float)
+    which = rng.choice(len(weights), size=n, p=weights / weights.sum())
+    address = np.full((n, 32), INACTIVE, dtype=np.int64)
+    kind = np.zeros(n, np.int8)
+    nbytes = np.zeros(n, np.int16)
+    matrices = np.zeros(n, np.int8)
+    base = rng.integers(0, 48, n) * 4096                      # tiles inside a 192 KiB window
+    for p, (_, _, k, b, m, offsets, active) in enumerate(PATTERNS):
+        rows = np.nonzero(which == p)[0]
+        address[rows] = np.where(active if active is not None else True, base[rows, None] + offsets, INACTIVE)
+        kind[rows], nbytes[rows], matrices[rows] = KIND_CODES[k], b, m
+    rows = np.nonzero(which == len(PATTERNS))[0]
+    address[rows] = rng.integers(0, 256, (len(rows), 32)) * 4
+    kind[rows], nbytes[rows] = KIND_CODES[HISTOGRAM[2]], HISTOGRAM[3]
+    warp = (np.arange(n) % 8).astype(np.int32)
+    return WarpAccesses("bench", np.arange(n) // 64, warp, np.arange(n), (which * 3).astype(np.int32),
+                        kind, nbytes, matrices, address)
+
+
+def long_table(acc: WarpAccesses) -> pa.Table:
+    """The same executions as a long ACCESSES table (one row per active lane), built with numpy."""
+    rows, lanes = np.nonzero(acc.address != INACTIVE)
+    kinds = pa.DictionaryArray.from_arrays(pa.array(acc.kind[rows].astype(np.int32)), pa.array(KINDS))
+    return pa.table({
+        "kernel": pa.repeat(pa.scalar(acc.kernel), len(rows)),
+        "cta": acc.cta[rows], "warp": acc.warp[rows], "execution": acc.execution[rows],
+        "instruction": acc.instruction[rows], "lane": lanes.astype(np.int16), "address": acc.address[rows, lanes],
+        "bytes": acc.bytes[rows], "kind": kinds.cast(pa.string()), "matrices": acc.matrices[rows],
+    }, schema=ACCESSES)
+
+
+def timed(function, *args):
+    start = time.perf_counter()
+    result = function(*args)
+    return result, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--executions", type=int, default=2_000_000)
+    parser.add_argument("--reference", type=int, default=20_000, help="executions timed through the reference")
+    args = parser.parse_args()
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    rules = load_rule_set("sm_90")
+
+    warps = build_warps(args.executions)
+    table = long_table(warps)
+    lane_accesses = table.num_rows
+    print(f"workload: {args.executions:,} warp-level executions, {lane_accesses:,} lane accesses, "
+          f"{len(PATTERNS) + 1} patterns, device sm_90, 1 thread")
+
+    (pivoted,), pivot_s = timed(from_table, table, 32)
+    print(f"pivot (from_table)   {pivot_s:7.2f} s  {args.executions / pivot_s / 1e6:7.2f} M executions/s  "
+          f"{lane_accesses / pivot_s / 1e6:7.1f} M lane accesses/s")
+
+    executions, engine_s = timed(analyze, pivoted, rules)
+    engine_rate = args.executions / engine_s
+    print(f"engine (analyze)     {engine_s:7.2f} s  {engine_rate / 1e6:7.2f} M executions/s  "
+          f"{lane_accesses / engine_s / 1e6:7.1f} M lane accesses/s")
+
+    subset = warps.take(np.arange(min(args.reference, args.executions)))
+    kinds = [KINDS[k] for k in subset.kind]
+
+    def reference_loop():
+        return [execution_cost(rules, kinds[i], int(subset.bytes[i]), int(subset.matrices[i]),
+                               subset.address[i].tolist()).wavefronts for i in range(len(subset))]
+
+    expected, reference_s = timed(reference_loop)
+    reference_rate = len(subset) / reference_s
+    print(f"reference (per warp) {reference_s:7.2f} s  {reference_rate / 1e6:7.3f} M executions/s  "
+          f"on {len(subset):,} executions")
+    agree = executions.column("wavefronts").slice(0, len(subset)).to_pylist() == expected
+    print(f"engine / reference   {engine_rate / reference_rate:7.1f} x   (results agree on the subset: {agree})")
+    target = 10e6
+    print(f"target 10 M executions/s per core: {'met' if engine_rate >= target else 'NOT met'} "
+          f"({engine_rate / target:.0%} of target)")
+    total = executions.column("wavefronts").to_numpy().sum()
+    ideal = executions.column("ideal_wavefronts").to_numpy().sum()
+    print(f"workload wavefronts {total:,}, ideal {ideal:,}, excess {total - ideal:,}")
+
+
+if __name__ == "__main__":
+    main()

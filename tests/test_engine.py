@@ -1,0 +1,264 @@
+"""The vectorized engine: API, tables, errors, and engine == scalar reference for every rule set."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from traceconf import engine
+from traceconf.accesses import WarpAccesses
+from traceconf.engine import analyze, combine, count_wavefronts, summarize
+from traceconf.errors import InputError
+from traceconf.reference import execution_cost
+from traceconf.rules import builtin_names, load_rule_set
+from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KIND_CODES
+
+
+def accesses_of(rows: list[tuple], warp_size: int = 32, kernel: str = "k") -> WarpAccesses:
+    """WarpAccesses from ``(kind, bytes, matrices, addresses)`` tuples, one execution each.
+
+    Instruction ids are the row numbers; ``addresses`` may be shorter than the warp (rest inactive).
+    """
+    n = len(rows)
+    address = np.full((n, warp_size), -1, dtype=np.int64)
+    for i, (_, _, _, lanes) in enumerate(rows):
+        address[i, :len(lanes)] = lanes
+    return WarpAccesses(kernel, np.zeros(n, np.int64), np.arange(n, dtype=np.int32) % 4, np.arange(n) * 7 + 3,
+                        np.arange(n, dtype=np.int32), np.array([KIND_CODES[r[0]] for r in rows], np.int8),
+                        np.array([r[1] for r in rows], np.int16), np.array([r[2] for r in rows], np.int8),
+                        address)
+
+
+def costs(rules, rows, warp_size=None):
+    """[(wavefronts, ideal, max_ways)] per row through the vectorized engine."""
+    w, i, m = count_wavefronts(accesses_of(rows, warp_size or rules.warp_size), rules)
+    return list(zip(w.tolist(), i.tolist(), m.tolist()))
+
+
+SM90 = load_rule_set("sm_90")
+LANES = list(range(32))
+
+
+# ---------------------------------------------------------------------------
+# Engine == reference, every builtin rule set (hypothesis)
+# ---------------------------------------------------------------------------
+
+@st.composite
+def execution(draw, rules):
+    """One random execution the rule set supports: kind, width, mask, and a conflict-prone address pattern."""
+    kinds = [k for k in KIND_CODES if rules.supports(k)]
+    kind = draw(st.sampled_from(kinds))
+    w = rules.warp_size
+    if rules.matrix is not None and kind in rules.matrix.kinds:
+        nbytes = rules.matrix.row_bytes
+        matrices = draw(st.sampled_from([m for m in (1, 2, 4) if m * rules.matrix.lanes <= w]))
+    else:
+        nbytes = draw(st.sampled_from([b for b in (1, 2, 4, 8, 16) if any(
+            r.matches(kind, min(b, rules.split_bytes)) for r in rules.lane_groups)]))
+        matrices = 0
+    style = draw(st.sampled_from(["random", "strided", "paired", "broadcast"]))
+    span = draw(st.sampled_from([64, 256, 1024, 8192]))
+    if style == "random":
+        lanes = draw(st.lists(st.integers(0, span // nbytes - 1), min_size=w, max_size=w))
+        address = [x * nbytes for x in lanes]
+    elif style == "strided":
+        stride = draw(st.integers(0, 33)) * nbytes
+        base = draw(st.integers(0, 64)) * nbytes
+        address = [base + stride * lane for lane in range(w)]
+    elif style == "paired":      # lanes n and n^x share an address, sometimes with one broken pair
+        x = draw(st.sampled_from([1, 2, 3, 4]))
+        lanes = draw(st.lists(st.integers(0, span // nbytes - 1), min_size=w, max_size=w))
+        address = [lanes[min(n, n ^ x)] * nbytes for n in range(w)]
+        if draw(st.booleans()):
+            address[draw(st.integers(0, w - 1))] += nbytes
+    else:
+        address = [draw(st.sampled_from([0, 128, 4 * nbytes]))] * w
+    mask = draw(st.sampled_from(["all", "random", "even", "odd", "low", "none"]))
+    if mask == "random":
+        active = draw(st.lists(st.booleans(), min_size=w, max_size=w))
+    else:
+        active = [{"all": True, "even": n % 2 == 0, "odd": n % 2 == 1, "low": n < w // 4, "none": False}[mask]
+                  for n in range(w)]
+    if kind in ("ldmatrix", "stmatrix"):
+        active = [True] * w        # .sync.aligned: every lane executes
+    return kind, nbytes, matrices, [a if on else -1 for a, on in zip(address, active)]
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_engine_matches_reference(name):
+    rules = load_rule_set(name)
+
+    @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(execution(rules), min_size=1, max_size=12))
+    def check(rows):
+        expected = [execution_cost(rules, *row) for row in rows]
+        assert costs(rules, rows) == [(c.wavefronts, c.ideal_wavefronts, c.max_ways) for c in expected]
+
+    check()
+
+
+def test_chunk_boundaries_do_not_change_results(monkeypatch):
+    rng = np.random.default_rng(7)
+    rows = [("ld", b, 0, list(rng.integers(0, 64, 32) * b)) for b in (4, 8, 16) for _ in range(40)]
+    whole = costs(SM90, rows)
+    monkeypatch.setattr(engine, "CHUNK_KEYS", 64)
+    assert costs(SM90, rows) == whole
+    assert costs(load_rule_set("sm_1x"), rows) == [
+        tuple(execution_cost(load_rule_set("sm_1x"), *row).__dict__.values()) for row in rows]
+
+
+def test_addresses_beyond_31_bits_use_wide_keys():
+    base = 3 << 40
+    rows = [("ld", 4, 0, [base + 128 * lane for lane in LANES]), ("ld", 4, 0, [base + 4 * lane for lane in LANES]),
+            ("ld", 4, 0, [base, base + (1 << 35)] * 16)]
+    assert costs(SM90, rows) == [(32, 1, 32), (1, 1, 1), (2, 1, 2)]
+
+
+# ---------------------------------------------------------------------------
+# Hand-checked cases of the rules the hardware data do not cover
+# ---------------------------------------------------------------------------
+
+def test_kepler_row_rule_and_bank_modes():
+    four, eight = load_rule_set("sm_3x"), load_rule_set("sm_3x_8byte")
+    words_i_and_i_plus_32 = [4 * lane if lane < 16 else 4 * (lane + 16) for lane in LANES]   # words 0-15, 32-47
+    assert costs(four, [("ld", 4, 0, words_i_and_i_plus_32)]) == [(1, 1, 1)]
+    assert costs(four, [("ld", 4, 0, [0, 256] * 16)]) == [(2, 1, 2)]       # words 0 and 64: two bank rows
+
+    def stride(words):
+        return [("ld", 4, 0, [4 * words * lane for lane in LANES])]
+    # 8-byte mode: 32-bit words 2k and 2k+1 share a bank word (multicast), so even strides halve and odd
+    # strides meet 8-byte words of two different 256-B rows in one bank.
+    assert (costs(four, stride(2)), costs(eight, stride(2))) == ([(1, 1, 1)], [(1, 1, 1)])
+    assert (costs(four, stride(3)), costs(eight, stride(3))) == ([(1, 1, 1)], [(2, 1, 2)])
+    assert (costs(four, stride(6)), costs(eight, stride(6))) == ([(2, 1, 2)], [(1, 1, 1)])
+    assert costs(four, [("ld", 8, 0, [8 * lane for lane in LANES])]) == [(1, 1, 1)]     # 256 B in one pass
+    assert costs(four, [("ld", 16, 0, [16 * lane for lane in LANES])]) == [(2, 2, 1)]   # half-warp choice
+
+
+def test_fermi_128_bit_ways_follow_the_guide():
+    fermi = load_rule_set("sm_2x")
+    contiguous = [16 * lane for lane in LANES]
+    assert costs(fermi, [("ld", 16, 0, contiguous)]) == [(8, 4, 2)]     # "majority ... 2-way"
+    two_per_bank = [32 * lane for lane in LANES]                         # 2 lanes per bank in each quarter
+    assert costs(fermi, [("ld", 16, 0, two_per_bank)]) == [(12, 4, 3)]  # ways = 1 + 2
+    assert costs(fermi, [("ld", 8, 0, [8 * lane for lane in LANES])]) == [(2, 2, 1)]
+
+
+def test_amd_swizzled_b128_reads_and_contiguous_writes():
+    cdna3 = load_rule_set("cdna3")
+    # Each 4-lane block takes 16-B chunks 0-3 of its own 128-B row, or chunks 4-7 when lane bit 4 is set:
+    # conflict-free for the swizzled read phases {0-3, 20-23}, ..., 2-way for contiguous write phases {0-7}, ...
+    address = [128 * (lane // 4) + 16 * (lane % 4 + 4 * (lane >> 4 & 1)) for lane in range(64)]
+    assert costs(cdna3, [("ld", 16, 0, address), ("st", 16, 0, address)]) == [(8, 8, 1), (16, 8, 2)]
+    assert costs(load_rule_set("rdna4"), [("ld", 16, 0, address[:32])]) == [(8, 4, 2)]   # contiguous reads
+
+
+def test_store_merging_off_counts_same_address_writes(tmp_path):
+    gpu = tmp_path / "intel_like.toml"
+    gpu.write_text('alias_of = "sm_90"\nname = "intel_like"\ntitle = "test"\nevidence = "unverified"\n'
+                   "merge_stores = false\n")
+    rules = load_rule_set(str(gpu))
+    same = [0] * 32
+    assert costs(rules, [("st", 4, 0, same), ("ld", 4, 0, same), ("atom", 4, 0, [0, 4] * 16)]) == [
+        (32, 1, 32), (1, 1, 1), (16, 1, 16)]
+
+
+def test_matrix_lanes_beyond_the_matrices_are_ignored():
+    rows = [("ldmatrix", 16, 1, [16 * r for r in range(8)] + [128 * r for r in range(24)]),
+            ("ldmatrix", 16, 2, [128 * r for r in range(16)] + [0] * 16)]
+    assert costs(SM90, rows) == [(1, 1, 1), (16, 2, 8)]
+
+
+# ---------------------------------------------------------------------------
+# Tables and errors
+# ---------------------------------------------------------------------------
+
+def test_analyze_table_schema_order_and_columns():
+    rows = [("st", 4, 0, [128 * lane for lane in LANES]), ("ld", 16, 0, [0] * 8),
+            ("ld", 4, 0, [4 * lane for lane in LANES])]
+    acc = accesses_of(rows)
+    table = analyze(acc, SM90)
+    assert table.schema == EXECUTIONS
+    assert table.column("execution").to_pylist() == acc.execution.tolist()
+    assert table.column("kind").to_pylist() == ["st", "ld", "ld"]
+    assert table.column("active_lanes").to_pylist() == [32, 8, 32]
+    assert table.column("wavefronts").to_pylist() == [32, 1, 1]
+    assert table.column("ideal_wavefronts").to_pylist() == [1, 1, 1]
+    assert table.column("excess_wavefronts").to_pylist() == [31, 0, 0]
+    assert table.column("max_ways").to_pylist() == [32, 1, 1]
+    assert set(table.column("device").to_pylist()) == {"sm_90"}
+
+
+def test_analyze_accepts_the_long_accesses_table():
+    rows = [("ld", 8, 0, [8 * lane for lane in LANES]), ("ldmatrix", 16, 4, [128 * lane for lane in LANES]),
+            ("cp_async", 16, 0, [16 * lane for lane in range(8)])]
+    acc = accesses_of(rows)
+    assert analyze(acc.to_table(), SM90).equals(analyze(acc, SM90))
+
+
+def test_empty_input():
+    table = analyze(WarpAccesses.empty("k"), SM90)
+    assert table.num_rows == 0 and table.schema == EXECUTIONS
+    assert summarize(table).num_rows == 0
+    assert combine([]).schema == INSTRUCTION_RESULTS
+
+
+def test_warp_size_mismatch_is_a_clear_error():
+    with pytest.raises(InputError, match="64 lanes per warp but rule set 'sm_90' expects 32"):
+        analyze(accesses_of([("ld", 4, 0, [0] * 64)], warp_size=64), SM90)
+    long = accesses_of([("ld", 4, 0, list(range(0, 256, 4)))], warp_size=64).to_table()
+    with pytest.raises(InputError, match="32-lane warps"):
+        analyze(long, SM90)
+
+
+@pytest.mark.parametrize("row, message", [
+    (("ld", 12, 0, [0]), "12-byte ld accesses are not supported"),
+    (("ldmatrix", 16, 1, [0] * 32), "no rule for ldmatrix"),
+    (("ld", 4, 0, [-8]), "negative address"),
+])
+def test_bad_executions_name_the_execution(row, message):
+    with pytest.raises(InputError, match=message):
+        analyze(accesses_of([("ld", 4, 0, [0]), row]), load_rule_set("sm_70"))
+
+
+def test_ldmatrix_with_too_many_matrices():
+    with pytest.raises(InputError, match="at most 4 matrices"):
+        analyze(accesses_of([("ldmatrix", 16, 8, [0] * 32)]), SM90)
+
+
+def test_summarize_groups_scales_and_combines():
+    rows = ([("ld", 4, 0, [128 * lane for lane in LANES])] * 3 + [("ld", 4, 0, [4 * lane for lane in LANES])] * 2)
+    acc = accesses_of(rows)
+    acc.instruction[:] = [5, 5, 5, 9, 9]
+    executions = analyze(acc, SM90)
+    results = summarize(executions, scale=10)
+    assert results.schema == INSTRUCTION_RESULTS
+    assert results.to_pylist() == [
+        dict(device="sm_90", kernel="k", instruction=5, kind="ld", bytes=4, executions=30, wavefronts=960,
+             ideal_wavefronts=30, excess_wavefronts=930, max_ways=32),
+        dict(device="sm_90", kernel="k", instruction=9, kind="ld", bytes=4, executions=20, wavefronts=20,
+             ideal_wavefronts=20, excess_wavefronts=0, max_ways=1)]
+    parts = [summarize(executions.slice(0, 2), 10), summarize(executions.slice(2), 10)]
+    assert combine(parts).equals(results)
+    with pytest.raises(ValueError):
+        summarize(executions, scale=0)
+
+
+def test_combine_keeps_devices_apart():
+    acc = accesses_of([("ld", 4, 0, [8 * lane for lane in LANES])])
+    a, b = summarize(analyze(acc, SM90)), summarize(analyze(acc, load_rule_set("sm_2x")))
+    merged = combine([a, b, a])
+    assert merged.column("device").to_pylist() == ["sm_2x", "sm_90"]
+    assert merged.column("executions").to_pylist() == [1, 2]
+    assert merged.column("wavefronts").to_pylist() == [2, 4]
+
+
+def test_result_tables_feed_pandas_and_polars():
+    table = summarize(analyze(accesses_of([("ld", 4, 0, [4 * lane for lane in LANES])]), SM90))
+    assert table.to_pandas().loc[0, "wavefronts"] == 1
+    polars = pytest.importorskip("polars")
+    assert polars.from_arrow(table)["executions"].to_list() == [1]
+    assert isinstance(table, pa.Table)

@@ -1,0 +1,331 @@
+"""The wavefront engine: one vectorized interpreter of every device rule set.
+
+For each warp-level execution the engine answers the question the rule sets
+describe as data (:mod:`traceconf.rules`): into how many shared-memory passes
+("wavefronts") does the hardware split it, how many would it need without bank
+conflicts, and how bad is the worst conflict.
+
+The executions of a :class:`~traceconf.accesses.WarpAccesses` fall into a
+handful of classes (kind, bytes, matrices).  Per class the rule set fixes the
+lane groups ("phases"), so each (execution, request, group) becomes one row of
+a small matrix of bank-row keys, and every rule is an array operation over all
+of those rows at once:
+
+* multicast devices: sort the keys of each row; per bank, the number of
+  distinct rows is a run count over the sorted keys; the group needs as many
+  passes as its busiest bank;
+* CC 1.x single-word broadcast: the guide's iterative procedure, one vector
+  step per pass (at most 16 steps), over all half-warps together.
+
+:mod:`traceconf.reference` computes the same numbers one warp at a time with
+dicts and loops; the property tests hold the two equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from traceconf.accesses import INACTIVE, WarpAccesses, from_table
+from traceconf.errors import InputError
+from traceconf.rules import WRITE_KINDS, RuleSet
+from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KINDS
+
+__all__ = ["analyze", "summarize", "combine"]
+
+#: Sort keys per chunk; bounds the temporary arrays (~ a few tens of MB) and keeps them cache friendly.
+CHUNK_KEYS = 1 << 18
+GROUP_KEYS = ["device", "kernel", "instruction", "kind", "bytes"]
+
+
+# ---------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------
+
+def analyze(accesses: WarpAccesses | pa.Table, rules: RuleSet) -> pa.Table:
+    """Wavefronts of every warp-level execution under ``rules`` (schema :data:`EXECUTIONS`).
+
+    ``accesses`` is a :class:`WarpAccesses` or a long ACCESSES table (pivoted per
+    kernel).  Rows keep the input order.
+    """
+    if isinstance(accesses, pa.Table):
+        try:
+            parts = from_table(accesses, warp_size=rules.warp_size)
+        except ValueError as error:
+            raise InputError(f"{error} (rule set {rules.name!r} has {rules.warp_size}-lane warps)") from None
+        tables = [analyze(part, rules) for part in parts]
+        return pa.concat_tables(tables) if tables else EXECUTIONS.empty_table()
+    if accesses.warp_size != rules.warp_size:
+        raise InputError(f"kernel {accesses.kernel!r}: accesses have {accesses.warp_size} lanes per warp but "
+                         f"rule set {rules.name!r} expects {rules.warp_size}; the producer must emit "
+                         f"{rules.warp_size}-lane warps for this device")
+    wavefronts, ideal, max_ways = count_wavefronts(accesses, rules)
+    n = len(accesses)
+    active_lanes = np.count_nonzero(accesses.address != INACTIVE, axis=1).astype(np.int16)
+    kinds = pa.DictionaryArray.from_arrays(pa.array(accesses.kind.astype(np.int32)), pa.array(KINDS, pa.string()))
+    return pa.table(
+        {
+            "device": pa.repeat(pa.scalar(rules.name, pa.string()), n),
+            "kernel": pa.repeat(pa.scalar(accesses.kernel, pa.string()), n),
+            "cta": accesses.cta.astype(np.int64, copy=False),
+            "warp": accesses.warp.astype(np.int32, copy=False),
+            "execution": accesses.execution.astype(np.int64, copy=False),
+            "instruction": accesses.instruction.astype(np.int32, copy=False),
+            "kind": kinds.cast(pa.string()),
+            "bytes": accesses.bytes.astype(np.int16, copy=False),
+            "active_lanes": active_lanes,
+            "wavefronts": wavefronts,
+            "ideal_wavefronts": ideal,
+            "excess_wavefronts": wavefronts - ideal,
+            "max_ways": max_ways.astype(np.int16),
+        },
+        schema=EXECUTIONS,
+    )
+
+
+def summarize(executions: pa.Table, scale: int = 1) -> pa.Table:
+    """One INSTRUCTION_RESULTS row per (device, kernel, instruction, kind, bytes).
+
+    ``scale`` multiplies executions and every sum: analysing one CTA and scaling
+    by the grid size is exact when all CTAs access shared memory alike.
+    """
+    if isinstance(scale, bool) or not isinstance(scale, (int, np.integer)) or scale < 1:
+        raise ValueError(f"scale must be a positive integer, got {scale!r}")
+    grouped = executions.group_by(GROUP_KEYS, use_threads=False).aggregate(
+        [("execution", "count"), ("wavefronts", "sum"), ("ideal_wavefronts", "sum"),
+         ("excess_wavefronts", "sum"), ("max_ways", "max")])
+    return _results(grouped, {"executions": "execution_count", "wavefronts": "wavefronts_sum",
+                              "ideal_wavefronts": "ideal_wavefronts_sum",
+                              "excess_wavefronts": "excess_wavefronts_sum", "max_ways": "max_ways_max"},
+                    int(scale))
+
+
+def combine(results: list[pa.Table]) -> pa.Table:
+    """Merge partial summaries (e.g. of streamed trace chunks): sums add, max_ways takes the max."""
+    if not results:
+        return INSTRUCTION_RESULTS.empty_table()
+    table = pa.concat_tables([r.select(INSTRUCTION_RESULTS.names).cast(INSTRUCTION_RESULTS) for r in results])
+    grouped = table.group_by(GROUP_KEYS, use_threads=False).aggregate(
+        [("executions", "sum"), ("wavefronts", "sum"), ("ideal_wavefronts", "sum"),
+         ("excess_wavefronts", "sum"), ("max_ways", "max")])
+    return _results(grouped, {name: f"{name}_max" if name == "max_ways" else f"{name}_sum"
+                              for name in INSTRUCTION_RESULTS.names[len(GROUP_KEYS):]}, 1)
+
+
+def _results(grouped: pa.Table, columns: dict[str, str], scale: int) -> pa.Table:
+    data = {key: grouped.column(key) for key in GROUP_KEYS}
+    for name, source in columns.items():
+        column = grouped.column(source)
+        data[name] = column if name == "max_ways" or scale == 1 else pc.multiply(column.cast(pa.int64()), scale)
+    table = pa.table(data).cast(INSTRUCTION_RESULTS)
+    return table.sort_by([(key, "ascending") for key in GROUP_KEYS])
+
+
+# ---------------------------------------------------------------------------
+# Classes of executions and their plans
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Plan:
+    """How the executions of one class are cut into groups and requests."""
+
+    groups: np.ndarray            # (G, S) lanes of each group
+    paired_groups: np.ndarray | None   # (G/f, S*f) groups after load pairing, None if pairing never applies
+    partners: tuple[int, ...]
+    width: int                    # bytes per lane per request
+    requests: int                 # separate requests per lane access (split_bytes)
+    extra_wavefronts: int
+    distinct: bool                # same bank row counts once (multicast/merge) or every access counts
+
+
+def _plan(rules: RuleSet, kind: str, nbytes: int, matrices: int) -> _Plan:
+    if nbytes not in (1, 2, 4, 8, 16):
+        raise InputError(f"{nbytes}-byte {kind} accesses are not supported (widths are 1, 2, 4, 8 or 16 bytes)")
+    if not rules.supports(kind):
+        raise InputError(f"rule set {rules.name!r} has no rule for {kind} (the instruction does not exist on "
+                         f"{rules.title})")
+    distinct = rules.merge_stores or kind not in WRITE_KINDS
+    width = min(nbytes, rules.split_bytes)     # wider accesses are separate requests of split_bytes each
+    requests = nbytes // width
+    if rules.matrix is not None and kind in rules.matrix.kinds:
+        lanes = rules.matrix.lanes
+        if nbytes != rules.matrix.row_bytes or not 1 <= matrices <= rules.warp_size // lanes:
+            raise InputError(f"{kind} with {matrices} matrices of {nbytes}-byte rows does not fit rule set "
+                             f"{rules.name!r} ({rules.matrix.row_bytes}-byte rows, at most "
+                             f"{rules.warp_size // lanes} matrices)")
+        return _Plan(np.arange(matrices * lanes).reshape(matrices, lanes), None, (), width, requests, 0, distinct)
+    rule = rules.lane_group_rule(kind, width)  # lane groups are chosen by the request width
+    groups = np.array(rule.groups)
+    paired, partners = None, ()
+    if rules.pairing is not None and rules.pairing.applies(kind, width):
+        factor = rules.pairing.factor
+        paired = groups.reshape(len(groups) // factor, factor * groups.shape[1])
+        partners = rules.pairing.partners
+    return _Plan(groups, paired, partners, width, requests, rule.extra_wavefronts, distinct)
+
+
+def count_wavefronts(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(wavefronts, ideal_wavefronts, max_ways) per execution, as int32/int32/int32 arrays."""
+    n = len(acc)
+    wavefronts = np.zeros(n, dtype=np.int32)
+    ideal = np.zeros(n, dtype=np.int32)
+    max_ways = np.zeros(n, dtype=np.int32)
+    if n == 0:
+        return wavefronts, ideal, max_ways
+    if acc.address.min() < INACTIVE:
+        row = int(np.nonzero((acc.address < INACTIVE).any(axis=1))[0][0])
+        raise InputError(f"kernel {acc.kernel!r}: execution {int(acc.execution[row])} has a negative address")
+    class_code = (acc.kind.astype(np.int64) << 16) | (acc.bytes.astype(np.int64) << 8) | acc.matrices.astype(np.int64)
+    codes, inverse = np.unique(class_code, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(codes) + 1))
+    for c, code in enumerate(codes):
+        rows = order[bounds[c]:bounds[c + 1]]
+        kind, nbytes, matrices = KINDS[int(code >> 16)], int((code >> 8) & 0xFF), int(code & 0xFF)
+        try:
+            plan = _plan(rules, kind, nbytes, matrices)
+        except InputError as error:
+            first = int(acc.execution[rows[0]])
+            raise InputError(f"kernel {acc.kernel!r}, execution {first} (instruction "
+                             f"{int(acc.instruction[rows[0]])}): {error.message}") from None
+        for begin in range(0, len(rows), _chunk_rows(plan, rules)):
+            chunk_rows = rows[begin:begin + _chunk_rows(plan, rules)]
+            address = acc.address[chunk_rows]
+            if plan.paired_groups is None:
+                parts = [(slice(None), plan.groups)]
+            else:
+                paired = _pairs(address, plan.partners)
+                parts = [(~paired, plan.groups), (paired, plan.paired_groups)]
+            for which, groups in parts:
+                part = address if isinstance(which, slice) else address[which]
+                if len(part):
+                    target = chunk_rows[which]
+                    wavefronts[target], ideal[target], max_ways[target] = _count(part, groups, plan, rules)
+    return wavefronts, ideal, max_ways
+
+
+def _chunk_rows(plan: _Plan, rules: RuleSet) -> int:
+    return max(1, CHUNK_KEYS // (rules.warp_size * plan.requests))
+
+
+def _pairs(address: np.ndarray, partners: tuple[int, ...]) -> np.ndarray:
+    """Per execution: does every active lane n read what lane n^x reads (or is n^x inactive), for some x?"""
+    n, warp = address.shape
+    lanes = np.arange(warp)
+    paired = np.zeros(n, dtype=bool)
+    for x in partners:
+        if x & (x - 1) == 0:      # lanes n and n^x are the two halves of aligned blocks of 2x lanes: views
+            blocks = address.reshape(n, warp // (2 * x), 2, x)
+            a, b = blocks[:, :, 0, :], blocks[:, :, 1, :]
+        else:
+            low = lanes[lanes < lanes ^ x]
+            a, b = address[:, low], address[:, low ^ x]
+        agree = (a == b) | (a == INACTIVE) | (b == INACTIVE)
+        paired |= agree.reshape(n, -1).all(axis=1)
+    return paired
+
+
+# ---------------------------------------------------------------------------
+# Counting executions that share one group layout
+# ---------------------------------------------------------------------------
+
+def _count(address: np.ndarray, groups: np.ndarray, plan: _Plan, rules: RuleSet):
+    """(wavefronts, ideal, max_ways) of executions (rows of ``address``) cut into ``groups``."""
+    n_groups, group_lanes = groups.shape
+    lanes = groups.ravel()
+    if np.array_equal(lanes, np.arange(len(lanes))):
+        address = address[:, :len(lanes)]
+    else:
+        address = address[:, lanes]                  # group members side by side
+    active = address != INACTIVE
+    group_active = active.reshape(len(address), n_groups, group_lanes).any(axis=2)
+    # Rows relative to the lowest row in use: bank and row relations are unchanged, keys stay small.
+    lowest, highest = int(address.view(np.uint64).min()), int(address.max())   # -1 is the largest uint64
+    base = lowest - lowest % rules.row_bytes if lowest <= highest else 0
+    wavefronts = ideal = max_ways = 0
+    for request in range(plan.requests):             # > 1 only for split accesses (CC 1.x, TeraScale)
+        shift = base - request * plan.width
+        relative = address - shift                   # inactive lanes hold junk; ``active`` masks them
+        rows = max(0, highest - shift) // rules.row_bytes + 1
+        if rules.broadcast == "single_word":
+            passes = _single_word_passes(relative, active, n_groups, group_lanes, rules)
+        else:
+            passes = _multicast_passes(relative, active, rows, n_groups, group_lanes, plan, rules)
+        passes = (passes + plan.extra_wavefronts) * group_active
+        wavefronts = wavefronts + passes.sum(axis=1)
+        ideal = ideal + group_active.sum(axis=1)
+        max_ways = np.maximum(max_ways, passes.max(axis=1))
+    return wavefronts, ideal, max_ways
+
+
+def _multicast_passes(relative: np.ndarray, active: np.ndarray, rows: int, n_groups: int, group_lanes: int,
+                      plan: _Plan, rules: RuleSet) -> np.ndarray:
+    """Per (execution, group): the busiest bank's number of distinct bank rows.
+
+    An aligned access of ``unit = max(width, bank_bytes)`` bytes touches all banks
+    of its unit in one row, so every bank of a unit has the same count and one
+    key per lane suffices: ``group | unit | row`` (``| lane`` when same-row
+    accesses must not merge).  Inactive lanes get a unit past the last one, a
+    bank of their own that never raises a group's maximum.
+    """
+    m, warp = relative.shape
+    unit = max(plan.width, rules.bank_bytes)
+    units = rules.banks * rules.bank_bytes // unit
+    row_shift = rules.row_bytes.bit_length() - 1
+    fits_int32 = rows << row_shift < 1 << 31         # the relative byte addresses themselves
+    if not plan.distinct:
+        rows *= group_lanes
+    row_bits = max(1, rows.bit_length())
+    unit_bits = units.bit_length()                   # room for the inactive unit
+    group_bits = (n_groups - 1).bit_length()
+    dtype = np.int32 if fits_int32 and row_bits + unit_bits + group_bits < 31 else np.int64
+    relative = relative.astype(dtype, copy=False)
+    group_prefix = (np.arange(warp, dtype=dtype) // group_lanes) << (unit_bits + row_bits)
+    row = relative >> row_shift
+    if not plan.distinct:                            # every access its own key: count, do not merge
+        row = row * group_lanes + np.arange(warp, dtype=dtype) % group_lanes
+    keys = (((relative >> (unit.bit_length() - 1)) & (units - 1)) << row_bits) | row | group_prefix
+    keys = np.where(active, keys, group_prefix | (units << row_bits)).astype(dtype, copy=False)
+    keys.sort(axis=1)                                # groups stay in their own slots (high bits)
+    change = keys[:, 1:] ^ keys[:, :-1]
+    new_key = np.ones(keys.shape, dtype=bool)
+    np.not_equal(change, 0, out=new_key[:, 1:])
+    new_bank = np.ones(keys.shape, dtype=bool)
+    np.greater_equal(change, 1 << row_bits, out=new_bank[:, 1:])
+    count_type = np.int8 if warp < 128 else np.int16
+    distinct_so_far = np.cumsum(new_key, axis=1, dtype=count_type)
+    before_bank = np.where(new_bank, distinct_so_far - new_key, 0).astype(count_type, copy=False)
+    np.maximum.accumulate(before_bank, axis=1, out=before_bank)
+    per_bank = distinct_so_far - before_bank
+    return per_bank.reshape(m, n_groups, group_lanes).max(axis=2).astype(np.int32)
+
+
+def _single_word_passes(relative: np.ndarray, active: np.ndarray, n_groups: int, group_lanes: int,
+                        rules: RuleSet) -> np.ndarray:
+    """CC 1.x §1.1, per (execution, group): steps of one broadcast word (most lanes, lowest word on ties)
+    plus the lowest remaining lane of every other bank, until every lane is served."""
+    m = len(relative)
+    word = (relative >> (rules.bank_bytes.bit_length() - 1)).reshape(m * n_groups, group_lanes)
+    remaining = active.reshape(m * n_groups, group_lanes).copy()
+    bank = word & (rules.banks - 1)
+    steps = np.zeros(len(word), dtype=np.int32)
+    live = np.nonzero(remaining.any(axis=1))[0]
+    word, bank, remaining = word[live], bank[live], remaining[live]
+    same_word = word[:, :, None] == word[:, None, :]
+    lower_same_bank = (bank[:, :, None] == bank[:, None, :]) & np.tri(group_lanes, k=-1, dtype=bool)
+    no_word = np.iinfo(word.dtype).max
+    while len(live):
+        steps[live] += 1
+        lanes_of_word = np.where(remaining, (same_word & remaining[:, None, :]).sum(axis=2), 0)
+        best = lanes_of_word.max(axis=1, keepdims=True)
+        broadcast = np.where(remaining & (lanes_of_word == best), word, no_word).min(axis=1, keepdims=True)
+        first_of_bank = remaining & ~(lower_same_bank & remaining[:, None, :]).any(axis=2)
+        served = (remaining & (word == broadcast)) | (first_of_bank & (bank != (broadcast & (rules.banks - 1))))
+        remaining &= ~served
+        keep = remaining.any(axis=1)
+        live, word, bank, remaining = live[keep], word[keep], bank[keep], remaining[keep]
+        same_word, lower_same_bank = same_word[keep], lower_same_bank[keep]
+    return steps.reshape(m, n_groups)

@@ -1,0 +1,402 @@
+"""Device rule sets: shared-memory bank rules as data, one TOML file per device.
+
+Every device is described by a small table of facts (bank geometry, lane
+groups per access width, load pairing, the matrix rule of ldmatrix/stmatrix)
+that ONE engine (:mod:`traceconf.engine`) and one scalar reference
+(:mod:`traceconf.reference`) interpret; there is no class per GPU.  The file
+format and the evidence behind every builtin rule set are documented in
+``docs/rules.md``.
+
+>>> rules = load_rule_set("sm_90")              # builtin, by name
+>>> rules = load_rule_set("./my_gpu.toml")      # a user file, same schema
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from traceconf.errors import InputError
+from traceconf.schemas import KINDS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = ["RuleSet", "RuleFileError", "LaneGroupRule", "PairingRule", "MatrixRule",
+           "load_rule_set", "list_rule_sets", "builtin_names", "EVIDENCE", "BROADCAST", "WRITE_KINDS"]
+
+#: How a rule set's claims are backed, strongest first.
+EVIDENCE = ("measured", "documented", "inferred", "unverified")
+#: ``multicast``: any number of words per pass go to every lane that wants them (2.x+, AMD);
+#: ``single_word``: one broadcast word per pass, CC 1.x §1.1 iterative procedure.
+BROADCAST = ("multicast", "single_word")
+#: Kinds that write shared memory (``merge_stores`` decides whether same-address writes conflict).
+WRITE_KINDS = frozenset({"st", "atom", "stmatrix", "cp_async"})
+MATRIX_KINDS = frozenset({"ldmatrix", "stmatrix"})
+LANE_KINDS = frozenset(KINDS) - MATRIX_KINDS
+WIDTHS = (1, 2, 4, 8, 16)
+
+_MISSING = object()
+_TOP_KEYS = {"name", "title", "vendor", "evidence", "notes", "alias_of", "warp_size", "banks", "bank_bytes",
+             "row_bytes", "broadcast", "split_bytes", "merge_stores", "lane_groups", "pairing", "matrix"}
+_DESCRIPTIVE_KEYS = {"name", "title", "vendor", "evidence", "notes", "alias_of"}
+_REQUIRED = ("name", "title", "vendor", "evidence", "warp_size", "banks", "bank_bytes", "row_bytes",
+             "lane_groups")
+
+
+class RuleFileError(InputError):
+    """A rule file that cannot be read or breaks the schema (names the file, the key and the problem)."""
+
+
+@dataclass(frozen=True)
+class LaneGroupRule:
+    """Which lanes are scheduled together ("phases") for accesses of some widths/kinds."""
+
+    bytes: frozenset[int]
+    kinds: frozenset[str] | None           # None: every non-matrix kind
+    groups: tuple[tuple[int, ...], ...]    # partition of the warp's lanes, equal sizes
+    extra_wavefronts: int = 0              # passes added to every active group (Fermi 128-bit "add 1")
+
+    def matches(self, kind: str, nbytes: int) -> bool:
+        return nbytes in self.bytes and (self.kinds is None or kind in self.kinds)
+
+
+@dataclass(frozen=True)
+class PairingRule:
+    """Load pairing: if every active lane n reads the address of lane n^x (or n^x is inactive), groups merge."""
+
+    kinds: frozenset[str]
+    min_bytes: int
+    partners: tuple[int, ...]
+    factor: int
+
+    def applies(self, kind: str, nbytes: int) -> bool:
+        return kind in self.kinds and nbytes >= self.min_bytes
+
+
+@dataclass(frozen=True)
+class MatrixRule:
+    """ldmatrix/stmatrix: one group per 8x8 matrix, rows supplied by ``lanes`` consecutive lanes."""
+
+    kinds: frozenset[str]
+    lanes: int
+    row_bytes: int
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """One device's shared-memory bank rules (see ``docs/rules.md`` for every field)."""
+
+    name: str
+    title: str
+    vendor: str
+    evidence: str
+    notes: str
+    alias_of: str | None
+    warp_size: int
+    banks: int
+    bank_bytes: int
+    row_bytes: int
+    broadcast: str
+    split_bytes: int
+    merge_stores: bool
+    lane_groups: tuple[LaneGroupRule, ...]
+    pairing: PairingRule | None
+    matrix: MatrixRule | None
+    source: str = "builtin"
+    same_rules_as: str | None = None       # the rule set whose rules this alias repeats unchanged
+
+
+    def lane_group_rule(self, kind: str, nbytes: int) -> LaneGroupRule:
+        """The first lane-group rule that covers ``kind`` accesses of ``nbytes`` bytes per lane."""
+        for rule in self.lane_groups:
+            if rule.matches(kind, nbytes):
+                return rule
+        raise InputError(f"rule set {self.name!r} has no lane-group rule for {nbytes}-byte {kind} accesses")
+
+    def supports(self, kind: str) -> bool:
+        if kind in MATRIX_KINDS:
+            return self.matrix is not None and kind in self.matrix.kinds
+        return any(rule.kinds is None or kind in rule.kinds for rule in self.lane_groups)
+
+    def describe(self) -> str:
+        """One line: name, vendor/title, banks x bytes, warp size, evidence (``traceconf devices``)."""
+        alias = f" (rules of {self.same_rules_as})" if self.same_rules_as else ""
+        return (f"{self.name:<12} {self.vendor + ' ' + self.title:<52} {self.banks:>2} x {self.bank_bytes} B"
+                f"  warp {self.warp_size:<2}  {self.evidence}{alias}")
+
+
+# ---------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------
+
+def builtin_names() -> list[str]:
+    """Names of the rule sets shipped with traceconf, sorted."""
+    return sorted(p.name[:-5] for p in resources.files(__name__).iterdir() if p.name.endswith(".toml"))
+
+
+def list_rule_sets() -> list[RuleSet]:
+    """Every builtin rule set, in a stable order (vendor, then name)."""
+    return sorted((load_rule_set(name) for name in builtin_names()),
+                  key=lambda r: (r.vendor != "NVIDIA", r.vendor, _natural(r.name)))
+
+
+def load_rule_set(name_or_path: str | Path) -> RuleSet:
+    """A builtin rule set by name (``"sm_90"``) or a user file by path (``"./my_gpu.toml"``)."""
+    text = str(name_or_path)
+    if isinstance(name_or_path, Path) or text.endswith(".toml") or "/" in text or "\\" in text:
+        return _load_file(str(Path(text).resolve()))
+    if text not in builtin_names():
+        raise RuleFileError(f"unknown device {text!r}; builtin rule sets: {', '.join(builtin_names())} "
+                            "(or give the path of a .toml rule file)")
+    return _load_builtin(text)
+
+
+@lru_cache(maxsize=None)
+def _load_builtin(name: str) -> RuleSet:
+    path = resources.files(__name__) / f"{name}.toml"
+    return _build(_read(str(path), path.read_text(encoding="utf-8")), "builtin", expect_name=name)
+
+
+@lru_cache(maxsize=64)
+def _load_file(path: str) -> RuleSet:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise RuleFileError(f"cannot read rule file: {error.strerror}", path) from None
+    return _build(_read(path, text), path)
+
+
+@dataclass
+class _Doc:
+    """A parsed TOML rule file plus what is needed to point at its lines."""
+
+    path: str
+    text: str
+    data: dict
+
+    def error(self, key: str, message: str) -> RuleFileError:
+        line = _key_line(self.text, key)
+        source = self.text.splitlines()[line - 1] if line else None
+        return RuleFileError(f"key {key!r}: {message}", self.path, line, 1 if line else None, source)
+
+
+def _read(path: str, text: str) -> _Doc:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        match = re.search(r"\(at line (\d+), column (\d+)\)", str(error))
+        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error))
+        line, column = (int(match.group(1)), int(match.group(2))) if match else (None, None)
+        source = text.splitlines()[line - 1] if line and line <= len(text.splitlines()) else None
+        raise RuleFileError(f"not valid TOML: {message}", path, line, column, source) from None
+    return _Doc(path, text, data)
+
+
+def _key_line(text: str, key: str) -> int | None:
+    """1-based line where ``key`` (last dotted part) is assigned or its table starts."""
+    leaf = key.split(".")[-1].split("[")[0]
+    pattern = re.compile(rf"^\s*(\[\[?\s*{re.escape(leaf)}\s*\]\]?|{re.escape(leaf)}\s*=)")
+    for number, line in enumerate(text.splitlines(), 1):
+        if pattern.match(line):
+            return number
+    return None
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def _merged(doc: _Doc, seen: tuple[str, ...]) -> dict:
+    """The file's keys on top of its ``alias_of`` base (recursively); aliases inherit everything else."""
+    base_name = doc.data.get("alias_of")
+    if base_name is None:
+        return dict(doc.data)
+    if not isinstance(base_name, str):
+        raise doc.error("alias_of", f"expected the name of a builtin rule set, got {base_name!r}")
+    if base_name in seen:
+        raise doc.error("alias_of", f"alias cycle {' -> '.join(seen + (base_name,))}")
+    if base_name not in builtin_names():
+        raise doc.error("alias_of", f"unknown builtin rule set {base_name!r}")
+    path = resources.files(__name__) / f"{base_name}.toml"
+    base = _merged(_read(str(path), path.read_text(encoding="utf-8")), seen + (base_name,))
+    base.update(doc.data)
+    return base
+
+
+def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
+    data = _merged(doc, (str(doc.data.get("name")),))
+    unknown = sorted(set(doc.data) - _TOP_KEYS)
+    if unknown:
+        raise doc.error(unknown[0], f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    for key in _REQUIRED:
+        if key not in data:
+            raise RuleFileError(f"missing required key {key!r}", doc.path)
+    v = _Validator(doc, data)
+    name = v.string("name")
+    if expect_name is not None and name != expect_name:
+        raise doc.error("name", f"builtin file {expect_name}.toml must be named {expect_name!r}, not {name!r}")
+    warp_size = v.choice("warp_size", (32, 64))
+    banks = v.power_of_two("banks", 1, 256)
+    bank_bytes = v.choice("bank_bytes", (4, 8))
+    row_bytes = v.power_of_two("row_bytes", 4, 1 << 16)
+    if row_bytes % (banks * bank_bytes):
+        raise doc.error("row_bytes", f"must be a multiple of banks x bank_bytes = {banks * bank_bytes}, "
+                                     f"got {row_bytes}")
+    broadcast = v.choice("broadcast", BROADCAST, default="multicast")
+    split_bytes = v.choice("split_bytes", WIDTHS, default=16)
+    merge_stores = v.boolean("merge_stores", default=True)
+    if broadcast == "single_word":
+        if split_bytes > bank_bytes:
+            raise doc.error("split_bytes", "single_word broadcast serves one word per lane: split_bytes must "
+                                           f"not exceed bank_bytes ({bank_bytes})")
+        if row_bytes != banks * bank_bytes:
+            raise doc.error("row_bytes", "single_word broadcast works on words: row_bytes must equal "
+                                         f"banks x bank_bytes ({banks * bank_bytes})")
+        if not merge_stores:
+            raise doc.error("merge_stores", "merge_stores = false is defined for multicast rule sets only")
+    evidence = v.choice("evidence", EVIDENCE)
+    alias_of = data.get("alias_of")
+    lane_groups = v.lane_groups(warp_size)
+    same_rules_as = None
+    if alias_of is not None and not set(doc.data) - _DESCRIPTIVE_KEYS:
+        base = _load_builtin(alias_of)
+        same_rules_as = base.same_rules_as or base.name
+    return RuleSet(
+        name=name, title=v.string("title"), vendor=v.string("vendor"), evidence=evidence,
+        notes=v.string("notes", default="").strip(), alias_of=alias_of,
+        warp_size=warp_size, banks=banks, bank_bytes=bank_bytes, row_bytes=row_bytes, broadcast=broadcast,
+        split_bytes=split_bytes, merge_stores=merge_stores,
+        lane_groups=lane_groups, pairing=v.pairing(warp_size, lane_groups), matrix=v.matrix(warp_size),
+        source=source, same_rules_as=same_rules_as)
+
+
+class _Validator:
+    """Typed access to the merged keys; every failure names the file, the key and the problem."""
+
+    def __init__(self, doc: _Doc, data: dict):
+        self.doc, self.data = doc, data
+
+    def _get(self, key: str, default):
+        value = self.data
+        for part in key.split("."):
+            if not isinstance(value, dict) or part not in value:
+                if default is _MISSING:
+                    raise RuleFileError(f"missing required key {key!r}", self.doc.path)
+                return default
+            value = value[part]
+        return value
+
+    def string(self, key: str, default=None) -> str:
+        value = self._get(key, _MISSING if default is None else default)
+        if not isinstance(value, str) or (default is None and not value.strip()):
+            raise self.doc.error(key, f"expected a non-empty string, got {value!r}")
+        return value
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self._get(key, default)
+        if not isinstance(value, bool):
+            raise self.doc.error(key, f"expected true or false, got {value!r}")
+        return value
+
+    def integer(self, key: str, low: int, high: int, value=None) -> int:
+        """``value`` when given (a nested entry), else the key's value."""
+        value = self._get(key, _MISSING) if value is None else value
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise self.doc.error(key, f"expected an integer from {low} to {high}, got {value!r}")
+        return value
+
+    def power_of_two(self, key: str, low: int, high: int) -> int:
+        value = self.integer(key, low, high)
+        if value & (value - 1):
+            raise self.doc.error(key, f"expected a power of two, got {value}")
+        return value
+
+    def choice(self, key: str, allowed: tuple, default=None):
+        value = self._get(key, _MISSING if default is None else default)
+        if value not in allowed or isinstance(value, bool):
+            raise self.doc.error(key, f"expected one of {', '.join(map(str, allowed))}, got {value!r}")
+        return value
+
+    def kinds(self, key: str, value, allowed: frozenset[str]) -> frozenset[str]:
+        if not isinstance(value, list) or not value or any(k not in allowed for k in value):
+            raise self.doc.error(key, f"expected a non-empty list of kinds from {', '.join(sorted(allowed))}, "
+                                      f"got {value!r}")
+        return frozenset(value)
+
+    def lane_groups(self, warp_size: int) -> tuple[LaneGroupRule, ...]:
+        entries = self.data["lane_groups"]
+        if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+            raise self.doc.error("lane_groups", "expected one or more [[lane_groups]] tables")
+        rules = []
+        for i, entry in enumerate(entries):
+            key = f"lane_groups[{i}]"
+            extra = set(entry) - {"bytes", "kinds", "lanes", "groups", "extra_wavefronts"}
+            if extra:
+                raise self.doc.error(f"{key}.{sorted(extra)[0]}",
+                                     "unknown key (allowed: bytes, kinds, lanes, groups, extra_wavefronts)")
+            widths = entry.get("bytes")
+            if not isinstance(widths, list) or not widths or any(w not in WIDTHS for w in widths):
+                raise self.doc.error(f"{key}.bytes", f"expected a list of widths from {WIDTHS}, got {widths!r}")
+            kinds = self.kinds(f"{key}.kinds", entry["kinds"], LANE_KINDS) if "kinds" in entry else None
+            if ("lanes" in entry) == ("groups" in entry):
+                raise self.doc.error(f"{key}.lanes", "give exactly one of lanes = N or groups = [[lanes], ...]")
+            if "lanes" in entry:
+                size = self.integer(f"{key}.lanes", 1, warp_size, entry["lanes"])
+                if warp_size % size:
+                    raise self.doc.error(f"{key}.lanes", f"{size} does not divide the warp size {warp_size}")
+                groups = tuple(tuple(range(start, start + size)) for start in range(0, warp_size, size))
+            else:
+                groups = self._explicit_groups(f"{key}.groups", entry["groups"], warp_size)
+            extra_wavefronts = self.integer(f"{key}.extra_wavefronts", 0, 16, entry.get("extra_wavefronts", 0))
+            rules.append(LaneGroupRule(frozenset(widths), kinds, groups, extra_wavefronts))
+        return tuple(rules)
+
+    def _explicit_groups(self, key: str, groups, warp_size: int) -> tuple[tuple[int, ...], ...]:
+        if (not isinstance(groups, list) or not groups
+                or not all(isinstance(g, list) and g and all(isinstance(x, int) for x in g) for g in groups)):
+            raise self.doc.error(key, f"expected a list of lane lists, got {groups!r}")
+        flat = sorted(lane for group in groups for lane in group)
+        if flat != list(range(warp_size)):
+            raise self.doc.error(key, f"the groups must cover lanes 0..{warp_size - 1} exactly once")
+        if len({len(g) for g in groups}) != 1:
+            raise self.doc.error(key, "all groups must have the same number of lanes")
+        return tuple(tuple(g) for g in groups)
+
+    def pairing(self, warp_size: int, lane_groups: tuple[LaneGroupRule, ...]) -> PairingRule | None:
+        table = self.data.get("pairing")
+        if table is None:
+            return None
+        if not isinstance(table, dict) or set(table) - {"kinds", "min_bytes", "partners", "factor"}:
+            raise self.doc.error("pairing", "expected a table with kinds, min_bytes, partners, factor")
+        kinds = self.kinds("pairing.kinds", table.get("kinds"), LANE_KINDS)
+        min_bytes = self.choice("pairing.min_bytes", WIDTHS)
+        partners = table.get("partners")
+        if (not isinstance(partners, list) or not partners
+                or any(isinstance(p, bool) or not isinstance(p, int) or not 0 < p < warp_size for p in partners)):
+            raise self.doc.error("pairing.partners", f"expected lane xors from 1 to {warp_size - 1}, got {partners!r}")
+        factor = self.power_of_two("pairing.factor", 2, warp_size)
+        for rule in lane_groups:
+            merged = any(w >= min_bytes for w in rule.bytes) and (rule.kinds is None or rule.kinds & kinds)
+            if merged and len(rule.groups) % factor:
+                raise self.doc.error("pairing.factor", f"{factor} does not divide the {len(rule.groups)} lane "
+                                                       "groups it would merge")
+        return PairingRule(kinds, min_bytes, tuple(partners), factor)
+
+    def matrix(self, warp_size: int) -> MatrixRule | None:
+        table = self.data.get("matrix")
+        if table is None:
+            return None
+        if not isinstance(table, dict) or set(table) - {"kinds", "lanes", "row_bytes"}:
+            raise self.doc.error("matrix", "expected a table with kinds, lanes, row_bytes")
+        kinds = self.kinds("matrix.kinds", table.get("kinds"), MATRIX_KINDS)
+        lanes = self.power_of_two("matrix.lanes", 1, warp_size)
+        row_bytes = self.choice("matrix.row_bytes", WIDTHS)
+        return MatrixRule(kinds, lanes, row_bytes)
+
