@@ -103,7 +103,7 @@ _STATIC_KINDS = {"ld": "ld", "st": "st", "atom": "atom", "red": "atom", "ldmatri
                  "stmatrix": "stmatrix", "cp": "cp_async"}
 
 
-def _static_kind(row: dict) -> str | None:
+def static_shared_kind(row: dict) -> str | None:
     """Access kind of a PTX instruction that names the shared state space, else None."""
     kind = _STATIC_KINDS.get(row["opcode"])
     if kind is None:
@@ -146,14 +146,14 @@ def _instruction_info(module, kernel: str, ids: Iterable[int], kinds: dict[int, 
     for ident in sorted(set(ids)):
         row = rows[ident]
         out.append({"kernel": kernel, "instruction": ident, "text": row["text"],
-                    "kind": kinds.get(ident) or _static_kind(row) or row["opcode"],
+                    "kind": kinds.get(ident) or static_shared_kind(row) or row["opcode"],
                     "bytes": widths.get(ident, row["access_bytes"] or 0), "ptx_line": row["ptx_line"],
                     "pc": None, "source_file": row["source_file"], "source_line": row["source_line"]})
     return pa.Table.from_pylist(out, schema=INSTRUCTION_INFO)
 
 
 def _kernel_shared_instructions(module, kernel: str) -> list[int]:
-    return [r["instruction"] for r in module.instructions_of(kernel) if _static_kind(r)]
+    return [r["instruction"] for r in module.instructions_of(kernel) if static_shared_kind(r)]
 
 
 def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: list,
