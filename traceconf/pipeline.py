@@ -40,7 +40,10 @@ class KernelAnalysis:
 
 @dataclass
 class KernelFailure:
-    """A kernel that could not be analysed, with the reason (reported, not raised)."""
+    """A kernel that could not be analysed, with the reason (reported, not raised).
+
+    ``kernel`` is empty when the input failed between kernels (e.g. a launch whose trace file is missing).
+    """
 
     kernel: str
     error: InputError
@@ -236,22 +239,33 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
 
     fmt = detect_format(str(path))
     done, failed = [], []
-    for trace in open_trace(str(path), skip_bad=skip_bad, progress=progress):
+    traces = iter(open_trace(str(path), skip_bad=skip_bad, progress=progress))
+    while True:
+        try:
+            trace = next(traces)
+        except StopIteration:
+            break
+        except InputError as error:  # e.g. a launch whose trace file is missing: keep what came before
+            failed.append(KernelFailure("", error))
+            break
         if kernels and not _matches(trace.kernel, kernels):
             continue
+        partial, notes = [], []
         try:
-            partial = [summarize(analyze(chunk, rules)) for chunk in trace.chunks() for rules in rule_sets]
+            for chunk in trace.chunks():
+                partial += [summarize(analyze(chunk, rules)) for rules in rule_sets]
         except InputError as error:
             failed.append(KernelFailure(trace.kernel, error))
-            continue
-        info = trace_instruction_info(trace)
-        notes = []
+            if not partial:
+                continue
+            notes.append(f"incomplete: the trace could not be read past {error.location() or 'an error'}; "
+                         "counts cover the accesses before it")
         if trace.bad_lines:
             notes.append(f"{trace.bad_lines} malformed line(s) skipped (--skip-bad)")
         done.append(KernelAnalysis(kernel=trace.kernel, input_path=str(path), input_format=fmt,
                                    launch=dict(trace.launch), results=combine(partial) if partial
                                    else INSTRUCTION_RESULTS.empty_table(),
-                                   instructions=info, notes=notes))
+                                   instructions=trace_instruction_info(trace), notes=notes))
     return done, failed
 
 

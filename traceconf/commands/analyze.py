@@ -138,7 +138,7 @@ def failure_line(failure: KernelFailure) -> str:
     """``FILE:LINE:COL: kernel K: message`` (the kernel is named once, even if the message already does)."""
     where = failure.error.location()
     message = failure.error.message
-    if not message.startswith(f"kernel {failure.kernel}"):
+    if failure.kernel and not message.startswith(f"kernel {failure.kernel}"):
         message = f"kernel {failure.kernel}: {message}"
     return f"{where + ': ' if where else 'error: '}{message}"
 
