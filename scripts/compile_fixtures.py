@@ -7,11 +7,12 @@ it, one per target architecture the file supports, with::
     nvcc -ptx -lineinfo -arch=<arch> NAME.cu -o NAME.<arch>.ptx
 
 ``-lineinfo`` keeps ``.loc`` directives, so every PTX instruction maps back to a
-CUDA source line. The targets are sm_90 (the measured GPU) and sm_75, the oldest
-architecture CUDA 13 still compiles for (sm_52 was dropped by CUDA 13 and the
-CUDA 11/12 compiler wheels on PyPI ship only ptxas, no nvcc front end; see
-docs/hardware.md). Files whose kernels need newer instructions say so in
-``MIN_ARCH``.
+CUDA source line. The targets are sm_90 (the measured GPU), sm_75 (the oldest
+architecture CUDA 13 compiles for) and sm_52 (Maxwell). CUDA 13 dropped sm_52 and
+the CUDA 11/12 compiler wheels on PyPI ship only ptxas, so sm_52 is compiled by an
+older toolkit's nvcc: ``$LEGACY_NVCC``, by default ``/usr/bin/nvcc`` from Debian's
+``nvidia-cuda-toolkit`` 11.8 (bookworm, component non-free). Files whose kernels
+need newer instructions say so in ``MIN_ARCH``.
 
 ``--sass DIR`` also assembles each sm_90 PTX with ``ptxas -arch=sm_90 -lineinfo``
 (the same PTX the hardware ran) and writes ``cuobjdump -sass`` of the cubin to
@@ -24,6 +25,7 @@ any committed PTX differs from the compiler's output.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -34,7 +36,10 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "cuda"
 SASS_DIR = REPO / "tests" / "data" / "hw" / "sass"
 
-ARCHS = ("sm_90", "sm_75")
+ARCHS = ("sm_90", "sm_75", "sm_52")
+#: Targets the current toolkit no longer compiles for, and the older nvcc that does.
+LEGACY_ARCHS = {"sm_52"}
+LEGACY_NVCC = os.environ.get("LEGACY_NVCC", "/usr/bin/nvcc")
 #: Fixtures that use instructions absent from the older targets.
 MIN_ARCH = {
     "cp_async.cu": "sm_80",   # cp.async
@@ -60,7 +65,8 @@ def run(command: list[str], cwd: Path | None = None) -> None:
 
 def compile_ptx(source: Path, arch: str, out_dir: Path) -> Path:
     ptx = out_dir / f"{source.stem}.{arch}.ptx"
-    run(["nvcc", "-ptx", "-lineinfo", f"-arch={arch}", source.name, "-o", str(ptx.resolve())], cwd=source.parent)
+    nvcc = LEGACY_NVCC if arch in LEGACY_ARCHS else "nvcc"
+    run([nvcc, "-ptx", "-lineinfo", f"-arch={arch}", source.name, "-o", str(ptx.resolve())], cwd=source.parent)
     # nvcc writes the source's absolute path into its .file directive; keep the
     # committed PTX independent of where the repository is checked out.
     ptx.write_text(ptx.read_text().replace(f'"{source.resolve()}"', f'"{source.name}"'))

@@ -139,3 +139,18 @@ def test_predicted_wavefronts_equal_the_hardware_counters(path, kernel, launch, 
     if kernel in REWRITTEN_BY_PTXAS:
         pytest.skip(f"ptxas merged shared accesses of {kernel}; PTX-level prediction differs by design")
     assert (predicted["ld"], predicted["st"]) == hardware
+
+
+def _older_target_cases():
+    for case in _cuda_cases():
+        path, kernel, launch, static, _ = case.values
+        for arch in ("sm_75", "sm_52"):
+            older = path.with_name(path.name.replace(".sm_90.", f".{arch}."))
+            if static and older.exists():
+                yield pytest.param(path, older, kernel, launch, id=f"{case.id}-{arch}")
+
+
+@pytest.mark.parametrize("path, older, kernel, launch", _older_target_cases())
+def test_older_targets_ptx_gives_the_same_prediction(path, older, kernel, launch):
+    """The same kernel compiled for sm_75 (CUDA 13) and sm_52 (CUDA 11.8) makes the same shared accesses."""
+    assert predict(older, kernel, launch)[1] == predict(path, kernel, launch)[1]
