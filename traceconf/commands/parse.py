@@ -1,0 +1,129 @@
+"""``traceconf parse``: the kernels of a PTX file and their shared-memory instructions."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import typer
+
+from traceconf.errors import InputError
+from traceconf.ptx import PtxModule, parse_file
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+
+
+def _operands(row: dict) -> str:
+    return ", ".join(op["text"] for op in row["operands"])
+
+
+def _opcode(row: dict) -> str:
+    return ".".join([row["opcode"], *row["modifiers"]])
+
+
+def _shared_rows(module: PtxModule) -> list[dict]:
+    return module.shared_instructions().to_pylist()
+
+
+def _kernel_summary(module: PtxModule, name: str) -> dict:
+    row = module.kernel(name)
+    return {"kernel": name, "entry": row["entry"], "ptx_line": row["ptx_line"],
+            "shared": row["shared"], "params": row["params"]}
+
+
+def _json(module: PtxModule) -> str:
+    by_kernel: dict[str, list] = {}
+    for row in _shared_rows(module):
+        by_kernel.setdefault(row["kernel"], []).append({
+            "instruction": row["instruction"], "ptx_line": row["ptx_line"],
+            "source_file": row["source_file"], "source_line": row["source_line"],
+            "opcode": _opcode(row), "state_space": row["state_space"],
+            "generic": row["state_space"] == "generic", "access_bytes": row["access_bytes"],
+            "guard": ("!" if row["guard_negated"] else "") + row["guard"] if row["guard"] else None,
+            "operands": [op["text"] for op in row["operands"]], "text": row["text"]})
+    kernels = []
+    for name in module.function_names():
+        summary = _kernel_summary(module, name)
+        summary["shared_instructions"] = by_kernel.get(name, [])
+        kernels.append(summary)
+    return json.dumps(kernels, indent=2)
+
+
+def _table(module: PtxModule) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    header = f"{module.path}: PTX {module.version or '?'}, {module.target or '?'}, " \
+             f"{module.address_size}-bit, {len(module.kernel_names())} kernel(s)"
+    table = Table(title=header, title_justify="left")
+    for column, justify in (("kernel", "left"), ("#", "right"), ("PTX line", "right"), ("source", "left"),
+                            ("instruction", "left"), ("bytes", "right"), ("operands", "left")):
+        table.add_column(column, justify=justify, overflow="fold")
+    for row in _shared_rows(module):
+        source = f"{Path(row['source_file']).name}:{row['source_line']}" if row["source_file"] else ""
+        opcode = _opcode(row) + ("  (generic)" if row["state_space"] == "generic" else "")
+        guard = f"@{'!' if row['guard_negated'] else ''}{row['guard']} " if row["guard"] else ""
+        table.add_row(row["kernel"], str(row["instruction"]), str(row["ptx_line"]), source, guard + opcode,
+                      str(row["access_bytes"]), _operands(row))
+    console.print(table)
+    for name in module.function_names():
+        shared = module.kernel(name)["shared"]
+        if shared:
+            described = ", ".join(f"{v['name']} ({'extern, ' if v['extern'] else ''}{v['bytes']} B, "
+                                  f"align {v['align']}, {v['scope']})" for v in shared)
+            console.print(f"[bold]{name}[/bold] shared: {described}")
+
+
+def _write(module: PtxModule, output: Path) -> None:
+    table = module.instructions
+    if output.suffix.lower() == ".csv":
+        # CSV has no nested types: lists and operands become their text.
+        flat = {}
+        for name in table.column_names:
+            column = table.column(name)
+            if name == "operands":
+                flat[name] = pa.array(["; ".join(op["text"] for op in ops) for ops in column.to_pylist()])
+            elif pa.types.is_list(column.type):
+                flat[name] = pc.binary_join(column, ".") if name == "modifiers" else pc.binary_join(column, " ")
+            else:
+                flat[name] = column
+        pa_csv.write_csv(pa.table(flat), output)
+    else:
+        pq.write_table(table, output)
+
+
+def parse(ptx: Annotated[Path, typer.Argument(help="PTX file (nvcc/Triton output or a cuobjdump -ptx dump).")],
+          format: Annotated[Format, typer.Option("--format", "-f", help="table (default) or json.")] = Format.table,
+          output: Annotated[Optional[Path], typer.Option(
+              "-o", "--output", help="Write the full INSTRUCTIONS table: .parquet (default) or .csv.")] = None,
+          ) -> None:
+    """List the kernels of a PTX file and their shared-memory instructions.
+
+    Shared-memory instructions are the ones in the shared state space (ld/st/atom/red,
+    ldmatrix/stmatrix, cp.async, mbarrier) plus generic ld/st/atom/red/ldmatrix/stmatrix,
+    marked "generic": whether those hit shared memory is decided by the emulator.
+    """
+    module = parse_file(ptx)
+    if output is not None:
+        try:
+            _write(module, output)
+        except OSError as error:
+            raise InputError(f"cannot write: {error.strerror or error}", str(output)) from None
+    if format is Format.json:
+        typer.echo(_json(module))
+    else:
+        _table(module)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("parse")(parse)

@@ -1,0 +1,212 @@
+"""PTX text → :class:`PtxModule` (KERNELS + INSTRUCTIONS tables).
+
+Steps: bytes are checked and decoded (binary files and non-UTF-8 bytes are
+reported, not crashed on); comments are blanked with spaces so that every
+later stage sees the same positions; the statement cache parses the file, or
+— when it cannot vouch for the input, or ``cache=False`` — Lark parses the
+whole file; the records become Arrow tables.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lark.exceptions import UnexpectedInput
+
+from traceconf.errors import InputError
+from traceconf.ptx.diagnostics import error_at, translate
+from traceconf.ptx.grammar import ptx_parser
+from traceconf.ptx.opcodes import GENERIC_SHARED_OPCODES
+from traceconf.ptx.statements import Fallback, StatementCache
+from traceconf.ptx.tables import ModuleHeader, TableBuilder
+from traceconf.ptx.transform import StatementError
+
+_COMMENT_OR_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/|/\*')
+_NOT_NEWLINE = re.compile(r"[^\n]")
+
+
+@dataclass
+class PtxModule:
+    """A parsed PTX file: its functions (KERNELS) and their instructions (INSTRUCTIONS).
+
+    A ``cuobjdump -ptx`` dump may hold several PTX modules; ``modules`` lists
+    their headers and ``version``/``target``/``address_size`` are the first
+    one's.  A kernel that a later module defines again (the same code for
+    another architecture) is named ``name@target`` there.
+    """
+
+    path: str
+    kernels: pa.Table
+    instructions: pa.Table
+    modules: list[ModuleHeader] = field(repr=False)
+    _rows: dict[str, tuple[int, int]] = field(repr=False)
+
+    @property
+    def version(self) -> str | None:
+        return self.modules[0].version
+
+    @property
+    def target(self) -> str | None:
+        return self.modules[0].target
+
+    @property
+    def address_size(self) -> int:
+        return self.modules[0].effective_address_size
+
+    def kernel_names(self) -> list[str]:
+        """Names of the ``.entry`` kernels, in file order."""
+        entry = self.kernels.column("entry").to_pylist()
+        return [name for name, is_entry in zip(self.kernels.column("kernel").to_pylist(), entry) if is_entry]
+
+    def function_names(self) -> list[str]:
+        """Names of every function (entries and ``.func``), in file order."""
+        return self.kernels.column("kernel").to_pylist()
+
+    def kernel(self, name: str) -> dict:
+        """The KERNELS row of ``name`` as a dict."""
+        rows = self.kernels.filter(pc.equal(self.kernels.column("kernel"), name)).to_pylist()
+        if not rows:
+            raise KeyError(self._unknown(name))
+        return rows[0]
+
+    def instructions_of(self, name: str) -> list[dict]:
+        """INSTRUCTIONS rows of function ``name`` as dicts, in ordinal order."""
+        if name not in self._rows:
+            if name in self.function_names():
+                return []     # a prototype without a body
+            raise KeyError(self._unknown(name))
+        start, count = self._rows[name]
+        return self.instructions.slice(start, count).to_pylist()
+
+    def shared_instructions(self) -> pa.Table:
+        """Instructions that access shared memory, or may through a generic address.
+
+        Shared state space (ld/st/atom/red/ldmatrix/stmatrix/cp.async/mbarrier...)
+        plus generic ld/st/atom/red/ldmatrix/stmatrix; whether a generic
+        address points into shared memory is the emulator's call.
+        """
+        table = self.instructions
+        space = table.column("state_space")
+        generic = pc.and_(pc.equal(space, "generic"),
+                          pc.is_in(table.column("opcode"), pa.array(sorted(GENERIC_SHARED_OPCODES))))
+        return table.filter(pc.fill_null(pc.or_(pc.equal(space, "shared"), generic), False))
+
+    def _unknown(self, name: str) -> str:
+        return f"no function '{name}' in {self.path} (functions: {', '.join(self.function_names()) or 'none'})"
+
+
+def decode(data: bytes, filename: str) -> str:
+    """PTX bytes → text; binary data and invalid UTF-8 are InputErrors with a location."""
+    if data.startswith(b"\x7fELF"):
+        raise InputError("this is an ELF binary (a cubin or executable?), not PTX text; "
+                         "extract the PTX with `cuobjdump -ptx`", filename)
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        column = nul - (data.rfind(b"\n", 0, nul) + 1) + 1
+        raise InputError(f"binary data (NUL byte at offset {nul}): expected PTX text", filename, line, column)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        bad = error.start
+        line = data.count(b"\n", 0, bad) + 1
+        column = bad - (data.rfind(b"\n", 0, bad) + 1) + 1
+        source = data.split(b"\n")[line - 1].decode("utf-8", "replace")
+        raise InputError(f"invalid UTF-8 byte 0x{data[bad]:02x}: PTX must be ASCII/UTF-8 text",
+                         filename, line, column, source.replace("\t", " ")) from None
+
+
+def blank_comments(text: str, filename: str) -> str:
+    """Comments replaced by spaces (newlines kept): positions and line numbers stay valid."""
+    pieces, position, copied = [], 0, 0
+    # str.find jumps to the next '/' or '"' (rare in PTX) far faster than a regex scan.
+    upcoming = {"/": text.find("/"), '"': text.find('"')}
+    while True:
+        for char, found in upcoming.items():
+            if 0 <= found < position:
+                upcoming[char] = text.find(char, position)
+        candidates = [found for found in upcoming.values() if found >= 0]
+        if not candidates:
+            break
+        match = _COMMENT_OR_STRING.match(text, min(candidates))
+        if match is None:                       # a lone '/' or an unterminated string
+            position = min(candidates) + 1
+            continue
+        token = match.group()
+        if token == "/*":
+            raise error_at("unterminated /* comment", filename, text, match.start())
+        if token[0] != '"':
+            pieces.append(text[copied:match.start()])
+            pieces.append(" " * len(token) if token[1] == "/" else _NOT_NEWLINE.sub(" ", token))
+            copied = match.end()
+        position = match.end()
+    pieces.append(text[copied:])
+    return "".join(pieces)
+
+
+def parse_records(text: str, filename: str, cache: bool = True) -> list:
+    """Records of comment-blanked ``text``: statement cache first, whole-file Lark if it bails."""
+    parser = ptx_parser()
+    if cache:
+        try:
+            return StatementCache(parser).parse(text)
+        except Fallback:
+            pass
+    try:
+        return parser.parse(text)
+    except UnexpectedInput as error:
+        raise translate(error, filename, text) from None
+    except StatementError as error:
+        raise error_at(error.message, filename, text, error.token.start_pos) from None
+
+
+def parse_ptx(text: str | bytes, filename: str = "<string>", cache: bool = True) -> PtxModule:
+    """Parse PTX source (a module or a ``cuobjdump -ptx`` dump).
+
+    ``cache=False`` forces the plain whole-file Lark parse; results are
+    identical, only slower.  Raises :class:`traceconf.errors.InputError`.
+    """
+    # Parsing allocates millions of small, acyclic objects: the cyclic garbage
+    # collector would rescan them again and again for nothing.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse(text, filename, cache)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _parse(text: str | bytes, filename: str, cache: bool) -> PtxModule:
+    if isinstance(text, bytes):
+        text = decode(text, filename)
+    if not text.strip():
+        raise InputError("empty file: no PTX to parse", filename)
+    blanked = blank_comments(text, filename)
+    if not blanked.strip():
+        raise InputError("no PTX statements (the file holds only comments)", filename)
+    records = parse_records(blanked, filename, cache)
+    builder = TableBuilder(filename)
+    builder.add(records)
+    kernels, instructions = builder.tables()
+    rows, start = {}, 0
+    for name, count in zip(builder.defined_names, builder.counts):
+        rows[name] = (start, count)
+        start += count
+    return PtxModule(filename, kernels, instructions, builder.modules, rows)
+
+
+def parse_file(path: str | Path, cache: bool = True) -> PtxModule:
+    """Parse a PTX file; unreadable files are InputErrors too."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror or error}", str(path)) from None
+    return parse_ptx(data, str(path), cache)

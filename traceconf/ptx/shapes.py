@@ -1,0 +1,234 @@
+"""Common statement shapes read without the LALR machinery (part of the statement cache).
+
+A Lark parse costs ~0.3 ms of set-up however short the text; a file has
+thousands of distinct operand texts (every register, every ``[%rd8+4]``, every
+label) and hundreds of distinct ``.loc`` and ``.reg`` lines.  Most of them have
+one of a handful of shapes — register, name, immediate, ``[base+offset]``,
+``{a, b, c, d}``, ``.loc f l c``, a one-name declaration — which one regular
+expression each recognises.  The regexes are assembled from the grammar's own
+terminal regexes and the tokens they yield go to the grammar's transformer
+methods, so the records are the ones Lark would build; other shapes go to Lark.
+
+Each shape is also checked against a real Lark parse the first time the
+process uses it; a disagreement (a bug) switches that shape off, so results
+stay Lark's, and is recorded in :data:`DISAGREEMENTS` for the test suite.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lark import Token
+from lark.exceptions import LarkError
+
+from traceconf.ptx.grammar import PtxParser
+from traceconf.ptx.records import Operand
+from traceconf.ptx.transform import (PtxTransformer, StatementError, address_operand, float_operand,
+                                     immediate_operand, loc_record, name_operand, parse_int, register_operand,
+                                     vector_operand)
+
+
+#: Shapes already compared with Lark in this process, shapes switched off, and why.
+CHECKED: set[str] = set()
+DISABLED: set[str] = set()
+DISAGREEMENTS: list[tuple[str, object, object]] = []
+
+
+class _BoundMethods:
+    """Transformer methods looked up once (Lark's v_args wraps them anew on every access)."""
+
+    def __init__(self, target):
+        self._target = target
+
+    def __getattr__(self, name):
+        method = getattr(self._target, name)
+        setattr(self, name, method)
+        return method
+
+
+class NotParsed(Exception):
+    """The grammar rejects the text (the caller falls back to a whole-file parse)."""
+
+
+class ShapeReader:
+    def __init__(self, parser: PtxParser):
+        self.parser = parser
+        self.transformer = PtxTransformer()
+        self.t = _BoundMethods(self.transformer)
+        t = parser.terminal_regex
+        reg, ident, int_ = t("REG"), t("IDENT"), t("INT")
+        float_ = f"{t('FLOAT_HEX')}|{t('FLOAT_DEC')}"
+        immediate = rf"-?\s*(?:{float_}|{int_})"
+        element = rf"(?:{reg}|{ident}|{immediate})"
+        # One alternative per shape; floats before integers, as the terminal priorities say.
+        self.operand_shape = re.compile("|".join([
+            rf"(?P<register>{reg})",
+            rf"(?P<name>{ident})",
+            rf"(?P<float>(-)?\s*({float_}))",
+            rf"(?P<immediate>(-)?\s*({int_}))",
+            rf"(?P<address>\[\s*({reg}|{ident})\s*(?:([+-])\s*(-)?\s*({int_}))?\s*\])",
+            rf"(?P<absolute>\[\s*(-)?\s*({int_})\s*\])",
+            rf"(?P<vector>\{{\s*{element}(?:\s*,\s*{element})*\s*\}})",
+        ]))
+        self.operand_builders = {"register": self._register, "name": self._name, "float": self._float,
+                                 "immediate": self._immediate, "address": self._address,
+                                 "absolute": self._absolute, "vector": self._vector}
+        line_int = rf"(?:{int_})"
+        self.statement_shapes = [
+            ("loc", re.compile(rf"\.loc\s+({line_int})\s+({line_int})\s+({line_int})"), self._loc),
+            ("declaration", re.compile(
+                rf"((?:{t('LINKAGE')}\s+)*)({t('STATE_SPACE')})((?:\s+(?:\.align\s+{int_}|{t('VECTOR')}|{t('TYPE')}))*)"
+                rf"\s+({ident}|{reg})(?:\s*<\s*({int_})\s*>)?((?:\s*\[\s*(?:{int_})?\s*\])*)\s*;"),
+             self._declaration),
+        ]
+        self.attribute = re.compile(rf"\.align\s+({int_})|({t('VECTOR')})|({t('TYPE')})")
+        self.dimension = re.compile(rf"\[\s*({int_})?\s*\]")
+        self.linkage = re.compile(t("LINKAGE"))
+        self.cache: dict[str, Operand] = {}
+        # Operand list pieces: vectors and addresses may hold commas, nothing else may.
+        self.piece = re.compile(r"\s*((?:\{[^{}]*\}|\[[^\[\]]*\]|[^,{}\[\]()\"])+?)\s*(,|$)")
+
+    def read_list(self, text: str) -> tuple[Operand, ...]:
+        """Operands of ``op, op, ...`` (the text between an opcode and its ';')."""
+        if "{" not in text and "(" not in text and '"' not in text:
+            pieces = [piece.strip() for piece in text.split(",")]
+            if "" in pieces:
+                return self._lark(text, "operands")    # `a,,b` or a trailing comma
+            return self._read_pieces(pieces)
+        pieces, position, end = [], 0, len(text)
+        while position < end:
+            match = self.piece.match(text, position)
+            if match is None:
+                return self._lark(text, "operands")
+            pieces.append(match.group(1))
+            position = match.end()
+            if match.group(2) == "," and position == end:
+                return self._lark(text, "operands")   # trailing comma: let the grammar complain
+        return self._read_pieces(pieces)
+
+    def _read_pieces(self, pieces: list[str]) -> tuple[Operand, ...]:
+        cache = self.cache
+        out = []
+        for piece in pieces:
+            operand = cache.get(piece)
+            if operand is None:
+                operand = cache[piece] = self.read(piece)
+            out.append(operand)
+        return tuple(out)
+
+    def read(self, text: str) -> Operand:
+        """One operand."""
+        match = self.operand_shape.fullmatch(text)
+        if match is None or match.lastgroup in DISABLED:
+            return self._lark(text, "operand")
+        try:
+            operand = self.operand_builders[match.lastgroup](match)
+        except ValueError:          # e.g. an octal literal with an 8: the grammar reports it
+            raise NotParsed(text) from None
+        return self._checked(match.lastgroup, text, operand, "operand")
+
+    def read_statement(self, text: str) -> list:
+        """Records of one body statement (``.loc 1 5 2``, ``.reg .b32 %r<9>;`` or any other)."""
+        return self._read(text, self.statement_shapes, "body_items")
+
+    def _read(self, text: str, shapes: list, start: str):
+        for name, regex, build in shapes:
+            match = regex.fullmatch(text)
+            if match is None:
+                continue
+            if name in DISABLED:
+                break
+            self.transformer.source = text
+            try:
+                result = build(match)
+            except (ValueError, StatementError):
+                raise NotParsed(text) from None
+            return self._checked(name, text, result, start)
+        return self._lark(text, start)
+
+    def _checked(self, shape: str, text: str, result, start: str):
+        """``result``, compared with Lark's parse the first time ``shape`` is used."""
+        if shape in CHECKED:
+            return result
+        CHECKED.add(shape)
+        reference = self._lark(text, start)
+        if reference != result and repr(reference) != repr(result):  # NaN != NaN
+            DISAGREEMENTS.append((text, result, reference))
+            DISABLED.add(shape)
+            return reference
+        return result
+
+    def _lark(self, text: str, start: str):
+        try:
+            return self.parser.parse(text, start=start)
+        except (LarkError, StatementError) as error:
+            raise NotParsed(str(error)) from None
+
+    # ------------------------------------------------------------ shapes
+    @staticmethod
+    def _token(match: re.Match, group: int, type_: str) -> Token:
+        return Token(type_, match.group(group), start_pos=match.start(group), end_pos=match.end(group),
+                     line=1, column=match.start(group) + 1)
+
+    @staticmethod
+    def _loc(match):
+        return [loc_record(*match.groups())]
+
+    def _declaration(self, match):
+        t = self.t
+        children = [Token("LINKAGE", m.group()) for m in self.linkage.finditer(match.group(1))]
+        children.append(self._token(match, 2, "STATE_SPACE"))
+        for attribute in self.attribute.finditer(match.group(3)):
+            align, vector, type_ = attribute.groups()
+            if align is not None:
+                children.append(t.align(Token("INT", align)))
+            else:
+                children.append(Token("VECTOR", vector) if vector is not None else Token("TYPE", type_))
+        rest = []
+        if match.group(5) is not None:
+            rest.append(t.register_range(Token("INT", match.group(5))))
+        for dimension in self.dimension.finditer(match.group(6)):
+            length = dimension.group(1)
+            rest.append(t.array_dimension(Token("INT", length)) if length is not None else t.array_dimension())
+        children.append(t.declarator(self._token(match, 4, "IDENT"), *rest))
+        return list(t.declaration(*children))
+
+    @staticmethod
+    def _register(match):
+        return register_operand(match.group())
+
+    @staticmethod
+    def _name(match):
+        return name_operand(match.group())
+
+    @staticmethod
+    def _float(match):
+        index = match.re.groupindex["float"]
+        return float_operand(match.group(index + 2), match.group(index + 1) is not None, match.group())
+
+    @staticmethod
+    def _immediate(match):
+        index = match.re.groupindex["immediate"]
+        return immediate_operand(match.group(index + 2), match.group(index + 1) is not None, match.group())
+
+    @staticmethod
+    def _address(match):
+        index = match.re.groupindex["address"]
+        base, sign, minus, digits = match.group(index + 1, index + 2, index + 3, index + 4)
+        offset = 0
+        if digits is not None:
+            offset = parse_int(digits)
+            if (sign == "-") != (minus is not None):
+                offset = -offset
+        return address_operand(base, offset, match.group())
+
+    @staticmethod
+    def _absolute(match):
+        index = match.re.groupindex["absolute"]
+        value = parse_int(match.group(index + 2))
+        return address_operand(None, -value if match.group(index + 1) else value, match.group())
+
+    @staticmethod
+    def _vector(match):
+        text = match.group()
+        return vector_operand(tuple(e.strip() for e in text[1:-1].split(",")), text)

@@ -1,0 +1,314 @@
+"""The statement cache: the fast parse path.
+
+Compiled PTX is mostly function bodies, one statement per line, and those
+statements repeat a few shapes with different registers.  This path
+
+1. finds the function bodies (brace matching, strings skipped);
+2. splits the module-level text between them into statements — line
+   directives (``.version``, ``.file``, dump header lines), declarations and
+   function headers up to their ';' or body — and parses each with the grammar
+   (start symbol ``start``), cached by exact text; a function header is cached
+   with its own name masked, because nvcc repeats the name inside parameter
+   names and otherwise every header of a file would be distinct;
+3. splits each body into lines and handles the common ones from caches:
+   labels, and instructions ``[@guard] opcode operand, ...;`` whose operands
+   are read one by one (:mod:`traceconf.ptx.shapes`) and cached by text —
+   ``%r12`` or ``[%rd8+4]`` is read once per file, not per use;
+4. hands any other body statement (``.loc``, declarations, multi-line
+   instructions, inline asm blocks) to :mod:`traceconf.ptx.shapes` or to the
+   grammar (start symbol ``body_items``), cached by exact text.
+
+Everything produced here goes through the same grammar terminals and the same
+transformer as the whole-file parse, so records are identical; anything this
+path does not recognise raises :class:`Fallback` and the caller re-parses the
+whole file with Lark (which also produces the precise error message).
+"""
+
+from __future__ import annotations
+
+import re
+
+from lark.exceptions import LarkError
+
+from traceconf.ptx.grammar import PtxParser
+from traceconf.ptx.opcodes import UnknownOpcode, opcode_info
+from traceconf.ptx.records import LINED, Function, Instruction, Label, Parameter
+from traceconf.ptx.shapes import NotParsed, ShapeReader
+from traceconf.ptx.transform import StatementError
+
+_BODY_OPEN = re.compile(r"\.(?:entry|func)(?![\w$])[^{;=]*\{")
+_FUNCTION_KINDS = (".entry", ".func")
+_BRACES = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}]')
+_LINE_DIRECTIVE = re.compile(r"\.(?:version|target|address_size|file)(?![\w$])|@@DWARF")
+_FUNCTION_NAME = re.compile(r"\.(?:entry|func)(?![\w$])\s*(?:\([^()]*\)\s*)?([A-Za-z_$][\w$]*)")
+_MASK = "\x00"
+
+
+class Fallback(Exception):
+    """This path cannot vouch for the input; parse the whole file with Lark instead."""
+
+
+def find_bodies(text: str) -> list[tuple[int, int]]:
+    """(position of '{', position of the matching '}') of every function body."""
+    bodies = []
+    position = 0
+    # str.find is much faster than a regex search that stops at every '.' of the file;
+    # remember where each keyword occurs next so that the file is scanned once.
+    upcoming = {kind: text.find(kind) for kind in _FUNCTION_KINDS}
+    while True:
+        for kind, found in upcoming.items():
+            if 0 <= found < position:
+                upcoming[kind] = text.find(kind, position)
+        candidates = [found for found in upcoming.values() if found >= 0]
+        if not candidates:
+            return bodies
+        header = _BODY_OPEN.match(text, min(candidates))
+        if header is None:
+            position = min(candidates) + 1
+            continue
+        opening = header.end() - 1
+        closing = _matching_brace(text, opening)
+        bodies.append((opening, closing))
+        position = closing + 1
+
+
+def _matching_brace(text: str, opening: int) -> int:
+    """Position of the '}' that closes the '{' at ``opening``."""
+    depth, position = 1, opening + 1
+    while True:
+        closing = text.find("}", position)
+        if closing < 0:
+            raise Fallback("unbalanced braces")
+        if text.find('"', position, closing) >= 0:
+            return _matching_brace_with_strings(text, opening)
+        depth += text.count("{", position, closing) - 1
+        if depth == 0:
+            return closing
+        position = closing + 1
+
+
+def _matching_brace_with_strings(text: str, opening: int) -> int:
+    depth = 0
+    for brace in _BRACES.finditer(text, opening):
+        token = brace.group()
+        if token == "{":
+            depth += 1
+        elif token == "}":
+            depth -= 1
+            if depth == 0:
+                return brace.start()
+    raise Fallback("unbalanced braces")
+
+
+class StatementCache:
+    """Caches of one parse (operand texts, statements, opcode tokens)."""
+
+    def __init__(self, parser: PtxParser):
+        self.parser = parser
+        guard, opcode = parser.terminal_regex("GUARD"), parser.terminal_regex("OPCODE")
+        self.instruction = re.compile(rf"(?:({guard})\s+)?({opcode})(?:\s+([^;\s:](?:[^;]*[^;\s])?))?\s*;$")
+        self.label = re.compile(parser.terminal_regex("LABEL_DEF"))
+        self.dump_line = re.compile(parser.terminal_regex("DUMP_LINE"))
+        self.shapes = ShapeReader(parser)
+        self.operand_lists: dict = {}
+        self.chunks: dict = {}
+        self.lines: dict = {}
+        self.headers: dict = {}
+
+    # ------------------------------------------------------------ whole file
+    def parse(self, text: str) -> list:
+        records: list = []
+        position, line = 0, 1
+        for opening, closing in find_bodies(text):
+            module_records = self.module_statements(text[position:opening], line, header=True)
+            function = module_records[-1] if module_records else None
+            if type(function) is not Function or function.body != []:
+                raise Fallback("a body that does not follow a function header")
+            records.extend(module_records)
+            line += text.count("\n", position, opening)
+            function.body.extend(self.body(text[opening + 1:closing], line))
+            line += text.count("\n", opening, closing)
+            position = closing + 1
+        records.extend(self.module_statements(text[position:], line, header=False))
+        return records
+
+    def module_statements(self, text: str, first_line: int, header: bool) -> list:
+        """Records of module-level ``text``; with ``header`` it ends with a function header
+        whose body (emptied) follows."""
+        out: list = []
+        lines = text.split("\n")
+        index, count = 0, len(lines)
+        while index < count:
+            statement = lines[index].strip()
+            index += 1
+            if not statement:
+                continue
+            first = index - 1
+            chunk = [lines[first]]
+            if not (_LINE_DIRECTIVE.match(statement) or self.dump_line.match(statement)):
+                depth = statement.count("{") - statement.count("}")
+                while index < count and not (depth == 0 and statement.endswith((";", "}"))):
+                    statement = lines[index].strip()
+                    depth += statement.count("{") - statement.count("}")
+                    chunk.append(lines[index])
+                    index += 1
+            source = "\n".join(chunk)
+            if header and index == count:
+                out.extend(self._header(source + "{}", first_line + first))
+            else:
+                out.extend(self._chunk(source, first_line + first, "start"))
+        return out
+
+    def _header(self, source: str, line: int) -> list:
+        """A function header (plus anything before it in the same statement) and an empty body."""
+        name = _FUNCTION_NAME.search(source)
+        if name is None or '"' in source or not _only_in_identifiers(source, name.group(1)):
+            return self._chunk(source, line, "start")
+        name = name.group(1)
+        key = source.replace(name, _MASK)
+        template = self.headers.get(key)
+        if template is not None:
+            return _rebase([_mask(template, _MASK, name)], line - 1)
+        records = self._grammar(source, "start")
+        if len(records) == 1:   # just the header: every name it holds is a function or parameter name
+            self.headers[key] = _mask(records[0], name, _MASK)
+        return _rebase(records, line - 1)
+
+    # ------------------------------------------------------------ bodies
+    def body(self, text: str, first_line: int) -> list:
+        out: list = []
+        append = out.append
+        lines = text.split("\n")
+        # statement text → instruction fields (a tuple) or line-relative records (a list)
+        cache = self.lines
+        instruction = self.instruction.match
+        depth = 0
+        index, count = 0, len(lines)
+        while index < count:
+            statement = lines[index].strip()
+            index += 1
+            if not statement:
+                continue
+            cached = cache.get(statement)
+            if cached is not None:
+                if type(cached) is tuple:
+                    append(Instruction(first_line + index - 1, *cached))
+                else:                     # `.loc 17 82 0`, `.reg .u32 %r<9>;` ...
+                    out.extend(_rebase(cached, first_line + index - 2))
+                continue
+            match = instruction(statement)
+            if match is not None:
+                fields = cache[statement] = self._instruction(match, statement)
+                append(Instruction(first_line + index - 1, *fields))
+                continue
+            if statement[0] == "{":   # a scope block, maybe with a statement on the same line
+                depth += 1
+                if len(statement) > 1:
+                    lines[index - 1] = lines[index - 1].lstrip()[1:]
+                    index -= 1
+                continue
+            if statement[-1] == "}":
+                depth -= 1
+                if depth < 0:
+                    raise Fallback("'}' closes more blocks than were opened")
+                inner = statement[:-1].rstrip()
+                if inner:             # `cvt.u32.u64 %r1, %tmp; }` (inline asm blocks)
+                    match = instruction(inner)
+                    if match is None:
+                        raise Fallback("a statement before '}' on one line")
+                    append(Instruction(first_line + index - 1, *self._instruction(match, inner)))
+                continue
+            label = self.label.match(statement)
+            if label is not None:
+                rest = statement[label.end():].strip()
+                record = Label(label.group()[:-1].rstrip())
+                append(record)
+                if rest:                  # the statement after the label, same line
+                    lines[index - 1] = lines[index - 1].lstrip()[label.end():]
+                    index -= 1
+                else:
+                    cache[statement] = [record]
+                continue
+            # Anything else is one statement up to its ';' (a `.loc` line has none).
+            first = index - 1
+            if statement.startswith(".loc") or statement.endswith((";", "{", "}")):
+                records = cache[statement] = self._read_statement(statement)
+                out.extend(_rebase(records, first_line + first - 1))
+                continue
+            chunk = [lines[first].lstrip()]   # trailing blanks belong to a multi-line statement's text
+            while not statement.endswith((";", "{", "}")) and index < count:
+                statement = lines[index].strip()
+                chunk.append(lines[index])
+                index += 1
+            out.extend(self._chunk("\n".join(chunk), first_line + first, "body_items"))
+        if depth:
+            raise Fallback("unclosed '{' block")
+        return out
+
+    def _instruction(self, match: re.Match, statement: str) -> tuple:
+        """Instruction fields after the line: guard, guard_negated, info, operands, text."""
+        guard, opcode, operand_text = match.groups()
+        try:
+            info = opcode_info(opcode)
+        except UnknownOpcode:
+            raise Fallback(opcode) from None
+        if operand_text is None:
+            operands = ()
+        else:
+            operands = self.operand_lists.get(operand_text)
+            if operands is None:
+                try:
+                    operands = self.shapes.read_list(operand_text)
+                except NotParsed:
+                    raise Fallback(operand_text) from None
+                self.operand_lists[operand_text] = operands
+        text = statement[:-1].rstrip()
+        if guard is None:
+            return None, False, info, operands, text
+        negated = guard[1] == "!"
+        return guard[2 if negated else 1:], negated, info, operands, text
+
+    def _read_statement(self, statement: str) -> list:
+        try:
+            return self.shapes.read_statement(statement)
+        except NotParsed:
+            raise Fallback(statement) from None
+
+    def _chunk(self, text: str, line: int, start: str) -> list:
+        records = self.chunks.get(text)
+        if records is None:
+            records = self.chunks[text] = self._grammar(text, start)
+        return _rebase(records, line - 1)
+
+    def _grammar(self, text: str, start: str):
+        try:
+            return self.parser.parse(text, start=start)
+        except (LarkError, StatementError) as error:
+            raise Fallback(str(error)) from None
+
+
+def _rebase(records: list, offset: int) -> list:
+    if not offset:
+        return records
+    return [r._replace(line=r.line + offset) if isinstance(r, LINED) else r for r in records]
+
+
+def _only_in_identifiers(text: str, name: str) -> bool:
+    """Whether every occurrence of ``name`` lies inside an identifier (never in `.u64`, `%r1`, 16)."""
+    position = text.find(name)
+    while position >= 0:
+        start = position
+        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_$"):
+            start -= 1
+        if text[start].isdigit() or (start > 0 and text[start - 1] in ".%"):
+            return False
+        position = text.find(name, position + 1)
+    return True
+
+
+def _mask(record: Function, old: str, new: str) -> Function:
+    """``record`` with ``old`` replaced by ``new`` in every name it holds (function and parameters)."""
+    def rename(params: tuple[Parameter, ...]) -> tuple[Parameter, ...]:
+        return tuple(p._replace(name=p.name.replace(old, new)) for p in params)
+    return record._replace(name=record.name.replace(old, new), returns=rename(record.returns),
+                           params=rename(record.params), body=[] if record.body is not None else None)
