@@ -14,7 +14,7 @@ from traceconf.accesses import INACTIVE
 from traceconf.report.explain import PHASE_FILLS, Picture, lane_ranges
 
 CELL_W, CELL_H = 34, 30
-LEFT, TOP = 86, 92
+LEFT, TOP = 108, 92
 CONFLICT = "#d62728"
 
 
