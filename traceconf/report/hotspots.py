@@ -63,6 +63,23 @@ def _ranked(tables: list[pa.Table]) -> np.ndarray:
     return np.lexsort((ids, -wavefronts, -excess))
 
 
+def _fit(table: Table, width: int | None) -> None:
+    """On a narrow terminal the source and instruction columns give way, never the counts."""
+    if width is None:
+        return
+    text_columns = [c for c in table.columns if c.header in ("source", "instruction")]
+    fixed = 0
+    for column in table.columns:
+        if column not in text_columns:
+            cells = [Text.from_markup(c) if isinstance(c, str) else c for c in column.cells]
+            header = max(len(line) for line in str(column.header).split("\n"))
+            fixed += max([header] + [c.cell_len for c in cells]) + 3  # padding and border
+    room = max(24, width - fixed - 7)
+    source, instruction = text_columns
+    source.max_width = max(12, min(source.max_width or room, room * 9 // 20))
+    instruction.max_width = max(12, min(instruction.max_width or room, room - source.max_width))
+
+
 def _share(excess: int, total: int) -> str:
     return f"{100.0 * excess / total:.0f}%" if total else "–"
 
@@ -80,8 +97,9 @@ def _where_in_input(row: dict) -> str:
     return f"#{row['instruction']} "
 
 
-def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None = 20) -> Group:
-    """The rich renderable for one kernel."""
+def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None = 20,
+                  width: int | None = None) -> Group:
+    """The rich renderable for one kernel, fitted to ``width`` columns when given."""
     tables = [kernel_table(analysis, device) for device in devices]
     single = len(devices) == 1
     header = Text.assemble((f"{analysis.kernel}", "bold"), f"  ({analysis.input_path})\n",
@@ -143,6 +161,7 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
                 excess.append(f" ({_share(row['excess_wavefronts'], total)})", style="dim")
                 cells += [f"{row['wavefronts']:,}", excess, _ways(row["max_ways"])]
         table.add_row(*cells)
+    _fit(table, width)
 
     parts = [header, table]
     if len(shown) < len(order):
@@ -188,4 +207,4 @@ def render(analyses: list[KernelAnalysis], devices: list[str], top: int | None, 
     for number, analysis in enumerate(analyses):
         if number:
             console.print()
-        console.print(kernel_report(analysis, devices, top))
+        console.print(kernel_report(analysis, devices, top, console.width))
