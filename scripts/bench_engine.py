@@ -5,7 +5,9 @@ Builds an in-memory ACCESSES table of mixed, realistic shared-memory patterns
 vectors, broadcasts, ldmatrix, divergent lanes, histogram atomics), then times
 
 * the pivot of the long Arrow table into dense warps (``accesses.from_table``),
-* ``engine.analyze`` on the dense warps (warp-level executions/s, lane accesses/s),
+* ``engine.analyze`` on the dense warps, with the pattern memo (default) and without
+  (warp-level executions/s, lane accesses/s); results must be identical,
+* the same for a worst case: every lane a random address, nothing repeats,
 * a plain per-warp Python loop over ``reference.execution_cost`` on a subset,
 
 and prints the ratio engine / reference measured in the same run.  Target:
@@ -76,6 +78,16 @@ def build_warps(n: int, seed: int = 1) -> WarpAccesses:
                         kind, nbytes, matrices, address)
 
 
+def random_warps(n: int, seed: int = 2) -> WarpAccesses:
+    """Worst case for the memo: 4/8/16-byte loads and stores, every lane a random aligned address."""
+    rng = np.random.default_rng(seed)
+    nbytes = rng.choice(np.array([4, 8, 16], np.int16), n)
+    address = rng.integers(0, 48 * 1024 // 16, (n, 32)) * nbytes[:, None]
+    kind = rng.choice(np.array([KIND_CODES["ld"], KIND_CODES["st"]], np.int8), n)
+    return WarpAccesses("random", np.arange(n) // 64, (np.arange(n) % 8).astype(np.int32), np.arange(n),
+                        np.zeros(n, np.int32), kind, nbytes, np.zeros(n, np.int8), address.astype(np.int64))
+
+
 def long_table(acc: WarpAccesses) -> pa.Table:
     """The same executions as a long ACCESSES table (one row per active lane), built with numpy."""
     rows, lanes = np.nonzero(acc.address != INACTIVE)
@@ -115,8 +127,18 @@ def main() -> None:
 
     executions, engine_s = timed(analyze, pivoted, rules)
     engine_rate = args.executions / engine_s
-    print(f"engine (analyze)     {engine_s:7.2f} s  {engine_rate / 1e6:7.2f} M executions/s  "
+    print(f"engine, memo         {engine_s:7.2f} s  {engine_rate / 1e6:7.2f} M executions/s  "
           f"{lane_accesses / engine_s / 1e6:7.1f} M lane accesses/s")
+    full, full_s = timed(analyze, pivoted, rules, False)
+    print(f"engine, no memo      {full_s:7.2f} s  {args.executions / full_s / 1e6:7.2f} M executions/s  "
+          f"{lane_accesses / full_s / 1e6:7.1f} M lane accesses/s   (identical: {full.equals(executions)})")
+    random = random_warps(args.executions)
+    worst, worst_s = timed(analyze, random, rules)
+    worst_full, worst_full_s = timed(analyze, random, rules, False)
+    print(f"worst case (random)  memo {args.executions / worst_s / 1e6:5.2f} M executions/s, "
+          f"no memo {args.executions / worst_full_s / 1e6:5.2f} M executions/s  "
+          f"({32 * args.executions / worst_s / 1e6:.1f} / {32 * args.executions / worst_full_s / 1e6:.1f} "
+          f"M lane accesses/s; identical: {worst.equals(worst_full)})")
 
     subset = warps.take(np.arange(min(args.reference, args.executions)))
     kinds = [KINDS[k] for k in subset.kind]

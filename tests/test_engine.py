@@ -262,3 +262,55 @@ def test_result_tables_feed_pandas_and_polars():
     polars = pytest.importorskip("polars")
     assert polars.from_arrow(table)["executions"].to_list() == [1]
     assert isinstance(table, pa.Table)
+
+
+# ---------------------------------------------------------------------------
+# Shift invariance and the pattern memo
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_costs_are_invariant_under_a_shift_by_whole_bank_rows(name):
+    """docs/rules.md "Shift invariance": the property the memo relies on, checked on the reference."""
+    rules = load_rule_set(name)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(execution(rules), st.integers(1, 1 << 20))
+    def check(row, rows_up):
+        kind, nbytes, matrices, address = row
+        shifted = [a if a == -1 else a + rows_up * rules.row_bytes for a in address]
+        assert execution_cost(rules, kind, nbytes, matrices, shifted) == execution_cost(rules, *row)
+
+    check()
+
+
+@pytest.mark.parametrize("name", ["sm_90", "sm_1x", "sm_3x", "cdna4", "terascale"])
+def test_memo_gives_the_results_of_the_full_rules(name, monkeypatch):
+    rules = load_rule_set(name)
+    monkeypatch.setattr(engine, "MEMO_MAX_UNIQUE", 1.0)        # always take the memo path here
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(execution(rules), min_size=1, max_size=6), st.lists(st.integers(0, 1 << 16), min_size=1,
+                                                                        max_size=24), st.integers(0, 5))
+    def check(rows, shifts, row_offset):
+        # Each pattern repeated at several bank-row shifts, plus shifts off the row grid (not the same pattern).
+        repeated = [(kind, b, m, [a if a == -1 else a + s * rules.row_bytes + row_offset * 4 * (s % 2) * b
+                                  for a in address])
+                    for s in shifts for (kind, b, m, address) in rows]
+        acc = accesses_of(repeated, rules.warp_size)
+        memo = count_wavefronts(acc, rules, memoise=True)
+        full = count_wavefronts(acc, rules, memoise=False)
+        assert all(np.array_equal(a, b) for a, b in zip(memo, full))
+        assert analyze(acc, rules, memoise=True).equals(analyze(acc, rules, memoise=False))
+
+    check()
+
+
+def test_memo_survives_hash_collisions(monkeypatch):
+    """With every lane multiplier 0 all patterns of a class hash alike: the exact check must split them."""
+    monkeypatch.setattr(engine, "_LANE_MULTIPLIERS", np.zeros(64, dtype=np.uint64))
+    monkeypatch.setattr(engine, "MEMO_CHUNK_ROWS", 3)
+    monkeypatch.setattr(engine, "MEMO_MAX_UNIQUE", 1.0)
+    rows = [("ld", 4, 0, [128 * lane for lane in LANES]), ("ld", 4, 0, [4 * lane for lane in LANES]),
+            ("ld", 4, 0, [4096 + 128 * lane for lane in LANES]), ("ld", 4, 0, [-1] * 31 + [0]),
+            ("st", 4, 0, [0] * 32), ("ld", 4, 0, [0] * 32)]
+    assert costs(SM90, rows) == [(32, 1, 32), (1, 1, 1), (32, 1, 32), (1, 1, 1), (1, 1, 1), (1, 1, 1)]

@@ -26,12 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from traceconf.accesses import INACTIVE, WarpAccesses, from_table
 from traceconf.errors import InputError
-from traceconf.rules import WRITE_KINDS, RuleSet
+from traceconf.rules import RuleSet
 from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KINDS
 
 __all__ = ["analyze", "summarize", "combine"]
@@ -39,30 +40,38 @@ __all__ = ["analyze", "summarize", "combine"]
 #: Sort keys per chunk; bounds the temporary arrays (~ a few tens of MB) and keeps them cache friendly.
 CHUNK_KEYS = 1 << 18
 GROUP_KEYS = ["device", "kernel", "instruction", "kind", "bytes"]
+#: Executions hashed per step of the memo; keeps the (rows x lanes) temporaries in the L2 cache.
+MEMO_CHUNK_ROWS = 4096
+#: Above this fraction of distinct hashes the memo is skipped (checking it costs more than it saves).
+MEMO_MAX_UNIQUE = 0.5
+#: Odd 64-bit multipliers of the pattern hash, one per lane (fixed: results never depend on them).
+_LANE_MULTIPLIERS = (np.random.default_rng(0x7ACE).integers(0, 1 << 62, 64, dtype=np.int64) * 2 + 1).view(np.uint64)
+_CLASS_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
 
 # ---------------------------------------------------------------------------
 # Public API
 # ---------------------------------------------------------------------------
 
-def analyze(accesses: WarpAccesses | pa.Table, rules: RuleSet) -> pa.Table:
+def analyze(accesses: WarpAccesses | pa.Table, rules: RuleSet, memoise: bool = True) -> pa.Table:
     """Wavefronts of every warp-level execution under ``rules`` (schema :data:`EXECUTIONS`).
 
     ``accesses`` is a :class:`WarpAccesses` or a long ACCESSES table (pivoted per
-    kernel).  Rows keep the input order.
+    kernel).  Rows keep the input order.  ``memoise`` (see :func:`count_wavefronts`)
+    changes the speed, never the result.
     """
     if isinstance(accesses, pa.Table):
         try:
             parts = from_table(accesses, warp_size=rules.warp_size)
         except ValueError as error:
             raise InputError(f"{error} (rule set {rules.name!r} has {rules.warp_size}-lane warps)") from None
-        tables = [analyze(part, rules) for part in parts]
+        tables = [analyze(part, rules, memoise) for part in parts]
         return pa.concat_tables(tables) if tables else EXECUTIONS.empty_table()
     if accesses.warp_size != rules.warp_size:
         raise InputError(f"kernel {accesses.kernel!r}: accesses have {accesses.warp_size} lanes per warp but "
                          f"rule set {rules.name!r} expects {rules.warp_size}; the producer must emit "
                          f"{rules.warp_size}-lane warps for this device")
-    wavefronts, ideal, max_ways = count_wavefronts(accesses, rules)
+    wavefronts, ideal, max_ways = count_wavefronts(accesses, rules, memoise)
     n = len(accesses)
     active_lanes = np.count_nonzero(accesses.address != INACTIVE, axis=1).astype(np.int16)
     kinds = pa.DictionaryArray.from_arrays(pa.array(accesses.kind.astype(np.int32)), pa.array(KINDS, pa.string()))
@@ -147,7 +156,7 @@ def _plan(rules: RuleSet, kind: str, nbytes: int, matrices: int) -> _Plan:
     if not rules.supports(kind):
         raise InputError(f"rule set {rules.name!r} has no rule for {kind} (the instruction does not exist on "
                          f"{rules.title})")
-    distinct = rules.merge_stores or kind not in WRITE_KINDS
+    distinct = rules.merges(kind)
     width = min(nbytes, rules.split_bytes)     # wider accesses are separate requests of split_bytes each
     requests = nbytes // width
     if rules.matrix is not None and kind in rules.matrix.kinds:
@@ -167,17 +176,83 @@ def _plan(rules: RuleSet, kind: str, nbytes: int, matrices: int) -> _Plan:
     return _Plan(groups, paired, partners, width, requests, rule.extra_wavefronts, distinct)
 
 
-def count_wavefronts(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(wavefronts, ideal_wavefronts, max_ways) per execution, as int32/int32/int32 arrays."""
+def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
+                     memoise: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(wavefronts, ideal_wavefronts, max_ways) per execution, as int32/int32/int32 arrays.
+
+    With ``memoise`` the rules run once per distinct *pattern*: executions equal up to
+    a shift of all their addresses by a multiple of ``row_bytes`` cost the same under
+    every rule set (docs/rules.md, "Shift invariance"), and real kernels repeat a few
+    patterns per instruction at many tile bases.  The results are identical either way.
+    """
+    n = len(acc)
+    if n and acc.address.min() < INACTIVE:
+        row = int(np.nonzero((acc.address < INACTIVE).any(axis=1))[0][0])
+        raise InputError(f"kernel {acc.kernel!r}: execution {int(acc.execution[row])} has a negative address")
+    if not memoise or n < 2:
+        return _count_executions(acc, rules)
+    representative = _representatives(acc, rules)
+    unique = np.nonzero(representative == np.arange(n))[0]
+    if len(unique) == n:
+        return _count_executions(acc, rules)
+    position = np.empty(n, dtype=np.intp)
+    position[unique] = np.arange(len(unique))
+    take = position[representative]
+    return tuple(result[take] for result in _count_executions(acc.take(unique), rules))
+
+
+def _representatives(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
+    """Per execution, the first execution with the same pattern (itself if none): same class (kind, bytes,
+    matrices), same active lanes, and addresses equal after subtracting each one's lowest active address
+    rounded down to ``row_bytes``.  A hash proposes the pairs; an exact comparison confirms every one."""
+    n, warp = acc.address.shape
+    multipliers = _LANE_MULTIPLIERS[:warp]
+    row_mask = np.uint64((1 << 64) - rules.row_bytes)            # clears the offset inside a bank row
+    base = np.empty(n, dtype=np.int64)
+    key = np.empty(n, dtype=np.uint64)
+    for start in range(0, n, MEMO_CHUNK_ROWS):
+        rows = slice(start, start + MEMO_CHUNK_ROWS)
+        base[rows], normal = _normalised(acc.address[rows], row_mask)
+        np.matmul(normal.view(np.uint64), multipliers, out=key[rows])      # wraps modulo 2**64
+    class_code = ((acc.kind.astype(np.uint64) << np.uint64(16)) | (acc.bytes.astype(np.uint64) << np.uint64(8))
+                  | acc.matrices.astype(np.uint64))
+    key ^= class_code * _CLASS_MULTIPLIER
+    codes, uniques = pd.factorize(key)                             # O(n) hash table
+    if len(uniques) > n * MEMO_MAX_UNIQUE:                         # few repeats: the check would cost more
+        return np.arange(n)
+    first = np.empty(len(uniques), dtype=np.intp)
+    first[codes[::-1]] = np.arange(n - 1, -1, -1)
+    representative = first[codes]
+    same = class_code == class_code[representative]
+    _, pattern = _normalised(acc.address[first], row_mask, base[first])   # the normalised first occurrences
+    for start in range(0, n, MEMO_CHUNK_ROWS):                     # exact check: a hash collision is no error
+        rows = slice(start, start + MEMO_CHUNK_ROWS)
+        _, normal = _normalised(acc.address[rows], row_mask, base[rows])
+        differs = normal != pattern[codes[rows]]
+        if differs.any():                                          # rare: a flat test first, rows only then
+            same[rows] &= ~differs.any(axis=1)
+    return np.where(same, representative, np.arange(n))
+
+
+def _normalised(address: np.ndarray, row_mask: np.uint64, base: np.ndarray | None = None):
+    """(base, addresses - base with inactive lanes kept at -1); base = lowest active address rounded down
+    to the bank row (0 for a warp without active lanes)."""
+    if base is None:
+        lowest = address.view(np.uint64).min(axis=1)             # -1 (inactive) is the largest uint64
+        base = np.where(lowest == np.uint64((1 << 64) - 1), np.uint64(0), lowest & row_mask).view(np.int64)
+    normal = address - base[:, None]
+    np.maximum(normal, INACTIVE, out=normal)                       # inactive: -1 - base < -1; active: >= 0
+    return base, normal
+
+
+def _count_executions(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rules applied to every execution (no memo)."""
     n = len(acc)
     wavefronts = np.zeros(n, dtype=np.int32)
     ideal = np.zeros(n, dtype=np.int32)
     max_ways = np.zeros(n, dtype=np.int32)
     if n == 0:
         return wavefronts, ideal, max_ways
-    if acc.address.min() < INACTIVE:
-        row = int(np.nonzero((acc.address < INACTIVE).any(axis=1))[0][0])
-        raise InputError(f"kernel {acc.kernel!r}: execution {int(acc.execution[row])} has a negative address")
     class_code = (acc.kind.astype(np.int64) << 16) | (acc.bytes.astype(np.int64) << 8) | acc.matrices.astype(np.int64)
     codes, inverse = np.unique(class_code, return_inverse=True)
     order = np.argsort(inverse, kind="stable")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traceconf.rules import WRITE_KINDS, RuleSet
+from traceconf.rules import RuleSet
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addres
             if rules.broadcast == "single_word":
                 passes = _single_word_steps(rules, accesses)
             else:
-                passes = _multicast_passes(rules, accesses, width, merge=rules.merge_stores or kind not in WRITE_KINDS)
+                passes = _multicast_passes(rules, accesses, width, merge=rules.merges(kind))
             passes += extra
             wavefronts += passes
             ideal += 1
@@ -68,13 +68,16 @@ def _paired(lane_address: dict[int, int], partners) -> bool:
 
 
 def _multicast_passes(rules: RuleSet, accesses: dict[int, int], width: int, merge: bool) -> int:
-    """Busiest bank's count of distinct bank rows (same row = multicast / merged write)."""
+    """Busiest bank's count of distinct bank rows (same row = multicast / merged write; ``merge`` false:
+    every lane's access counts on its own, e.g. shared atomics on sm_90)."""
     rows_of_bank: dict[int, set] = {}
     for lane, address in accesses.items():
-        for piece in range(address, address + max(width, rules.bank_bytes), rules.bank_bytes):
-            bank = (piece // rules.bank_bytes) % rules.banks
-            row = piece // rules.row_bytes
-            rows_of_bank.setdefault(bank, set()).add(row if merge else (row, lane, piece))
+        # The pieces of a ``width``-byte access at ``address`` are the bank words it overlaps, and only
+        # those: a 1- or 2-byte access touches one word whatever its offset inside it (sm_90 measured).
+        for word in range(address // rules.bank_bytes, (address + width - 1) // rules.bank_bytes + 1):
+            bank = word % rules.banks
+            row = word * rules.bank_bytes // rules.row_bytes
+            rows_of_bank.setdefault(bank, set()).add(row if merge else (row, lane, word))
     return max(len(rows) for rows in rows_of_bank.values())
 
 

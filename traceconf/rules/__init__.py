@@ -44,7 +44,8 @@ WIDTHS = (1, 2, 4, 8, 16)
 
 _MISSING = object()
 _TOP_KEYS = {"name", "title", "vendor", "evidence", "notes", "alias_of", "warp_size", "banks", "bank_bytes",
-             "row_bytes", "broadcast", "split_bytes", "merge_stores", "lane_groups", "pairing", "matrix"}
+             "row_bytes", "broadcast", "split_bytes", "merge_stores", "merge_same_word", "lane_groups", "pairing",
+             "matrix"}
 _DESCRIPTIVE_KEYS = {"name", "title", "vendor", "evidence", "notes", "alias_of"}
 _REQUIRED = ("name", "title", "vendor", "evidence", "warp_size", "banks", "bank_bytes", "row_bytes",
              "lane_groups")
@@ -106,6 +107,7 @@ class RuleSet:
     broadcast: str
     split_bytes: int
     merge_stores: bool
+    unmerged_kinds: frozenset[str]         # kinds whose lanes on one bank word each cost a pass (no merging)
     lane_groups: tuple[LaneGroupRule, ...]
     pairing: PairingRule | None
     matrix: MatrixRule | None
@@ -119,6 +121,10 @@ class RuleSet:
             if rule.matches(kind, nbytes):
                 return rule
         raise InputError(f"rule set {self.name!r} has no lane-group rule for {nbytes}-byte {kind} accesses")
+
+    def merges(self, kind: str) -> bool:
+        """Do lanes of one ``kind`` access that touch the same bank word share a pass (multicast / merge)?"""
+        return kind not in self.unmerged_kinds
 
     def supports(self, kind: str) -> bool:
         if kind in MATRIX_KINDS:
@@ -261,6 +267,9 @@ def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
                                          f"banks x bank_bytes ({banks * bank_bytes})")
         if not merge_stores:
             raise doc.error("merge_stores", "merge_stores = false is defined for multicast rule sets only")
+    unmerged_kinds = v.unmerged_kinds(merge_stores)
+    if broadcast == "single_word" and unmerged_kinds:
+        raise doc.error("merge_same_word", "unmerged kinds are defined for multicast rule sets only")
     evidence = v.choice("evidence", EVIDENCE)
     alias_of = data.get("alias_of")
     lane_groups = v.lane_groups(warp_size)
@@ -272,7 +281,7 @@ def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
         name=name, title=v.string("title"), vendor=v.string("vendor"), evidence=evidence,
         notes=v.string("notes", default="").strip(), alias_of=alias_of,
         warp_size=warp_size, banks=banks, bank_bytes=bank_bytes, row_bytes=row_bytes, broadcast=broadcast,
-        split_bytes=split_bytes, merge_stores=merge_stores,
+        split_bytes=split_bytes, merge_stores=merge_stores, unmerged_kinds=unmerged_kinds,
         lane_groups=lane_groups, pairing=v.pairing(warp_size, lane_groups), matrix=v.matrix(warp_size),
         source=source, same_rules_as=same_rules_as)
 
@@ -329,6 +338,21 @@ class _Validator:
             raise self.doc.error(key, f"expected a non-empty list of kinds from {', '.join(sorted(allowed))}, "
                                       f"got {value!r}")
         return frozenset(value)
+
+    def unmerged_kinds(self, merge_stores: bool) -> frozenset[str]:
+        """Kinds that do not merge same-word lanes: write kinds when ``merge_stores`` is false, then the
+        per-kind switches of ``[merge_same_word]`` (``atom = false``) on top."""
+        unmerged = set() if merge_stores else set(WRITE_KINDS)
+        table = self.data.get("merge_same_word", {})
+        if not isinstance(table, dict):
+            raise self.doc.error("merge_same_word", f"expected a table of kind = true/false, got {table!r}")
+        for kind, merge in table.items():
+            if kind not in KINDS:
+                raise self.doc.error("merge_same_word", f"unknown kind {kind!r} (kinds: {', '.join(KINDS)})")
+            if not isinstance(merge, bool):
+                raise self.doc.error("merge_same_word", f"{kind}: expected true or false, got {merge!r}")
+            (unmerged.discard if merge else unmerged.add)(kind)
+        return frozenset(unmerged)
 
     def lane_groups(self, warp_size: int) -> tuple[LaneGroupRule, ...]:
         entries = self.data["lane_groups"]
