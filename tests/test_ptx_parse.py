@@ -391,3 +391,41 @@ def test_shape_reader_matches_lark(operands):
         return
     assert repr(reader.read_list(text)) == repr(reference)
     assert not shapes.DISAGREEMENTS
+
+
+def test_grammar_is_found_in_the_source_tree_and_in_a_wheel():
+    tomllib = pytest.importorskip("tomllib")   # Python >= 3.11
+
+    from traceconf.ptx.grammar import GRAMMAR_CANDIDATES, grammar_path
+    from conftest import REPO
+    assert grammar_path() == REPO / "grammars" / "ptx.lark"
+    wheel_location = REPO / "traceconf" / "grammars" / "ptx.lark"
+    assert wheel_location in GRAMMAR_CANDIDATES and GRAMMAR_CANDIDATES.index(wheel_location) == 0
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert config["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]["grammars"] == "traceconf/grammars"
+
+
+def test_cli_parse_json_table_and_outputs(tmp_path):
+    import json
+
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from traceconf.cli import app
+    fixture = str(FIXTURES / "ptx" / "smem_kernels.ptx")
+    runner = CliRunner()
+    result = runner.invoke(app, ["parse", fixture, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    kernels = json.loads(result.output)
+    assert [k["kernel"] for k in kernels][:2] == ["_Z4bumpPi", "_Z16transpose_paddedPfPKfi"]
+    transpose = kernels[1]["shared_instructions"]
+    assert [(i["opcode"], i["ptx_line"], i["source_line"], i["access_bytes"]) for i in transpose] == [
+        ("st.shared.f32", 74, 9, 4), ("ld.shared.f32", 81, 11, 4)]
+    table = runner.invoke(app, ["parse", fixture, "-o", str(tmp_path / "i.parquet")], env={"COLUMNS": "250"})
+    assert table.exit_code == 0 and "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in table.output
+    assert "_ZZ16transpose_paddedPfPKfiE4tile (4224 B, align 4, function)" in table.output
+    assert pq.read_table(tmp_path / "i.parquet").equals(parse_file(fixture).instructions)
+    assert runner.invoke(app, ["parse", fixture, "-o", str(tmp_path / "i.csv")]).exit_code == 0
+    csv = pa_csv.read_csv(tmp_path / "i.csv")
+    assert csv.num_rows == parse_file(fixture).instructions.num_rows and "operands" in csv.column_names

@@ -20,8 +20,10 @@ COMMAND_MODULES = (
     "analyze",
     "explain",
     "compare_ncu",
+    "compare_gpgpusim",
     "devices",
     "convert",
+    "parse",
 )
 
 app = typer.Typer(

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from traceconf.errors import InputError
 from traceconf.ptx.records import (AddressSize, DumpLine, FileDecl, Function, Instruction, Label, Loc,
-                                   Operand, Target, Variable, Version)
+                                   Target, Variable, Version)
 from traceconf.schemas import INSTRUCTIONS, KERNELS, OPERAND_TYPE
 
 #: A header line that starts a new module in a ``cuobjdump -ptx`` dump.

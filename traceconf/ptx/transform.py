@@ -11,7 +11,6 @@ import struct
 
 from lark import Token, Transformer, v_args
 
-from traceconf.errors import InputError
 from traceconf.ptx.opcodes import TYPE_BYTES, UnknownOpcode, opcode_info
 from traceconf.ptx.records import (AddressSize, DumpLine, FileDecl, Function, Instruction, Label, Loc,
                                    Operand, Parameter, Target, Variable, Version)
