@@ -429,3 +429,13 @@ def test_cli_parse_json_table_and_outputs(tmp_path):
     assert runner.invoke(app, ["parse", fixture, "-o", str(tmp_path / "i.csv")]).exit_code == 0
     csv = pa_csv.read_csv(tmp_path / "i.csv")
     assert csv.num_rows == parse_file(fixture).instructions.num_rows and "operands" in csv.column_names
+
+
+def test_instruction_ids_are_module_wide_row_numbers():
+    """Accesses made inside a called .func keep their own id, distinct from the caller's."""
+    from traceconf.ptx import parse_file
+    from tests.conftest import FIXTURES
+    module = parse_file(str(FIXTURES / "cuda" / "strides.sm_90.ptx"))
+    ids = module.instructions.column("instruction").to_pylist()
+    assert ids == list(range(len(ids)))
+    assert len(module.kernel_names()) > 1

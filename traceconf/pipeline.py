@@ -142,12 +142,11 @@ def select_kernels(names: list[str], patterns: list[str] | None, path: str) -> l
 
 def _instruction_info(module, kernel: str, ids: Iterable[int], kinds: dict[int, str],
                       widths: dict[int, int]) -> pa.Table:
-    rows = {r["instruction"]: r for r in module.instructions.to_pylist()}
-    # The kernel's own rows win: robust whether ids are module-wide or restart in every function.
-    rows.update({r["instruction"]: r for r in module.instructions_of(kernel)})
+    ordered = sorted(set(ids))
+    # Instruction ids are module-wide ordinals, i.e. row numbers of the INSTRUCTIONS table.
+    rows = module.instructions.take(pa.array(ordered, pa.int64())).to_pylist()
     out = []
-    for ident in sorted(set(ids)):
-        row = rows[ident]
+    for ident, row in zip(ordered, rows):
         out.append({"kernel": kernel, "instruction": ident, "text": row["text"],
                     "kind": kinds.get(ident) or static_shared_kind(row) or row["opcode"],
                     "bytes": widths.get(ident, row["access_bytes"] or 0), "ptx_line": row["ptx_line"],

@@ -211,7 +211,7 @@ class TableBuilder:
         else:
             ptx_line = guard = guard_negated = infos = operands = text = ()
         kernel = pa.array(np.repeat(np.asarray(self.defined_names, dtype=object), counts), pa.string())
-        ordinal = np.arange(n, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        ordinal = np.arange(n, dtype=np.int64)  # module-wide: ids stay unique across called .func bodies
         # Opcode columns: one row per distinct opcode token (opcode_info returns shared objects).
         unique_infos, info_ids = _distinct_objects(infos)
         info_ids = pa.array(info_ids, pa.int64())
