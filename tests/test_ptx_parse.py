@@ -425,6 +425,7 @@ def test_cli_parse_json_table_and_outputs(tmp_path):
     table = runner.invoke(app, ["parse", fixture, "-o", str(tmp_path / "i.parquet")], env={"COLUMNS": "250"})
     assert table.exit_code == 0 and "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in table.output
     assert "_ZZ16transpose_paddedPfPKfiE4tile (4224 B, align 4, function)" in table.output
+    assert "[%r" in table.output, "address operands must survive rich markup"
     assert pq.read_table(tmp_path / "i.parquet").equals(parse_file(fixture).instructions)
     assert runner.invoke(app, ["parse", fixture, "-o", str(tmp_path / "i.csv")]).exit_code == 0
     csv = pa_csv.read_csv(tmp_path / "i.csv")
@@ -433,8 +434,6 @@ def test_cli_parse_json_table_and_outputs(tmp_path):
 
 def test_instruction_ids_are_module_wide_row_numbers():
     """Accesses made inside a called .func keep their own id, distinct from the caller's."""
-    from traceconf.ptx import parse_file
-    from tests.conftest import FIXTURES
     module = parse_file(str(FIXTURES / "cuda" / "strides.sm_90.ptx"))
     ids = module.instructions.column("instruction").to_pylist()
     assert ids == list(range(len(ids)))

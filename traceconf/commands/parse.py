@@ -60,6 +60,7 @@ def _json(module: PtxModule) -> str:
 
 def _table(module: PtxModule) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -73,15 +74,17 @@ def _table(module: PtxModule) -> None:
         source = f"{Path(row['source_file']).name}:{row['source_line']}" if row["source_file"] else ""
         opcode = _opcode(row) + ("  (generic)" if row["state_space"] == "generic" else "")
         guard = f"@{'!' if row['guard_negated'] else ''}{row['guard']} " if row["guard"] else ""
-        table.add_row(row["kernel"], str(row["instruction"]), str(row["ptx_line"]), source, guard + opcode,
-                      str(row["access_bytes"]), _operands(row))
+        # PTX is full of [brackets]: escape it so rich does not read it as markup.
+        table.add_row(*(escape(cell) for cell in (
+            row["kernel"], str(row["instruction"]), str(row["ptx_line"]), source, guard + opcode,
+            str(row["access_bytes"]), _operands(row))))
     console.print(table)
     for name in module.function_names():
         shared = module.kernel(name)["shared"]
         if shared:
             described = ", ".join(f"{v['name']} ({'extern, ' if v['extern'] else ''}{v['bytes']} B, "
                                   f"align {v['align']}, {v['scope']})" for v in shared)
-            console.print(f"[bold]{name}[/bold] shared: {described}")
+            console.print(f"[bold]{escape(name)}[/bold] shared: {escape(described)}")
 
 
 def _write(module: PtxModule, output: Path) -> None:
