@@ -77,7 +77,7 @@ def test_bad_csv_is_located(tmp_path, text, message):
 def test_compare_ncu_cli_on_a_trace():
     from conftest import shared_path
     trace = shared_path("traces", "microgpusim-matrixmul", "kernelslist.g")
-    result = CliRunner().invoke(app, ["compare-ncu", str(NCU / "mult_gpu_sass.csv"), str(trace), "--json"])
+    result = CliRunner().invoke(app, ["compare-ncu", str(NCU / "mult_gpu_sass.csv"), str(trace), "--format", "json"])
     assert result.exit_code == 0, result.output
     (comparison,) = json.loads(result.stdout)["comparisons"]
     assert comparison["totals"]["measured"] == {"wavefronts": 112, "ideal_wavefronts": 96, "excess_wavefronts": 16}
@@ -102,7 +102,7 @@ def test_real_ncu_report_matches_the_prediction_for_float4_column():
     if not hasattr(pytest.importorskip("traceconf.ptx"), "parse_file"):
         pytest.skip("PTX parser not in this tree yet")
     result = CliRunner().invoke(app, ["compare-ncu", str(report), str(ptx), "-k", "_Z13float4_columnPK6float4PS_",
-                                      "--block", "64", "--json"])
+                                      "--block", "64", "--format", "json"])
     assert result.exit_code == 0, result.output
     (comparison,) = json.loads(result.stdout)["comparisons"]
     expected = {"wavefronts": 72, "ideal_wavefronts": 16, "excess_wavefronts": 56}

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Grid, Kernels, MaxSteps, Params, check_input, fail,
+from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params, check_input, fail,
                                         launch_request, load_devices, report_failures, stdout_console)
 from traceconf.errors import InputError
 from traceconf.pipeline import run_file
@@ -53,7 +53,7 @@ def compare_ncu(
     device: Annotated[str, typer.Option("--device", "-d", help="Rule set of the profiled GPU.")] = "sm_90",
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout (table or json).")] = Format.table,
 ) -> None:
     """Line up Nsight Compute's measured shared wavefronts with the prediction (per kernel, kind, CUDA line)."""
     from traceconf.report.frame import kernel_table
@@ -71,7 +71,7 @@ def compare_ncu(
     except InputError as error:
         raise fail(error) from None
     comparisons = [compare(m, name, kernel_table(by_name[name], rules.name)) for m, name in pairs]
-    if as_json:
+    if format is Format.json:
         typer.echo(json.dumps({"device": rules.name, "comparisons": [c.__dict__ for c in comparisons]}, indent=2))
     else:
         console = stdout_console()
