@@ -35,6 +35,8 @@ def scale_note(launch: dict) -> str:
         return f"{analysed} of {total} CTAs sampled: counts cover the sampled CTAs only"
     if "analysed_ctas" in launch:
         ctas = launch["analysed_ctas"]
+        if ctas == 0:
+            return "nothing to emulate (no shared-memory access)"
         scale = launch.get("scale", 1)
         plural = "CTA" if ctas == 1 else "CTAs"
         return f"{ctas} {plural} analysed, ×{scale:g} exact" if scale != 1 else f"{ctas} {plural} analysed, exact"
