@@ -150,7 +150,7 @@ def _older_target_cases():
                 yield pytest.param(path, older, kernel, launch, id=f"{case.id}-{arch}")
 
 
-@pytest.mark.parametrize("path, older, kernel, launch", _older_target_cases())
+@pytest.mark.parametrize("path, older, kernel, launch", list(_older_target_cases()))
 def test_older_targets_ptx_gives_the_same_prediction(path, older, kernel, launch):
     """The same kernel compiled for sm_75 (CUDA 13) and sm_52 (CUDA 11.8) makes the same shared accesses."""
     assert predict(older, kernel, launch)[1] == predict(path, kernel, launch)[1]
