@@ -125,10 +125,17 @@ def _pivot(kernel: str, table: pa.Table, warp_size: int | None) -> WarpAccesses:
     width = warp_size or (64 if len(lane) and lane.max() >= 32 else 32)
     if len(lane) and lane.max() >= width:
         raise ValueError(f"lane {int(lane.max())} does not fit a warp of {width}")
-    ids, row = np.unique(execution, return_inverse=True)
+    if np.all(execution[1:] >= execution[:-1]):  # the usual order: executions are runs, found without a sort
+        change = execution[1:] != execution[:-1]
+        first = np.concatenate(([0], np.flatnonzero(change) + 1))[:len(execution)]  # first table row of each
+        ids = execution[first]
+        row = np.zeros(len(execution), dtype=np.int64)
+        np.cumsum(change, out=row[1:])
+    else:
+        ids, row = np.unique(execution, return_inverse=True)
+        first = np.full(len(ids), -1, dtype=np.int64)
+        first[row[::-1]] = np.arange(len(row))[::-1]  # first table row of each execution
     n = len(ids)
-    first = np.full(n, -1, dtype=np.int64)
-    first[row[::-1]] = np.arange(len(row))[::-1]  # first table row of each execution
 
     def per_execution(name: str, dtype) -> np.ndarray:
         values = _column(table, name, dtype) if name != "kind" else kind

@@ -13,14 +13,19 @@ further active lane, each relative to the previous active lane.  Anything after
 the address block (v4's optional immediate, v5's two, v6's register values) is
 ignored.  See docs/traces.md for the versions and their evidence.
 
-Parsing is vectorized per block of text (see :mod:`traceconf.traces.tokens`):
-only the opcode of every line is located; lines whose opcode family can touch
-shared memory are decoded in full, all at once.
+Parsing is vectorized per block of text (see :mod:`traceconf.traces.tokens`).
+One RE2 pass over the block's lines (:func:`plain_line_pattern`) finds the
+well-formed lines whose opcode cannot touch shared memory (ALU, global and local
+memory: most of a trace); those are only counted.  The other lines are gathered
+and tokenized; of those, lines whose opcode family can touch shared memory are
+decoded in full, all at once.  Line numbers, counts and errors are those of the
+whole block.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
@@ -33,7 +38,8 @@ from traceconf.traces.options import Problem, ReadOptions
 from traceconf.traces.sass import ALWAYS, FAMILIES, shared_op
 from traceconf.traces.source import LineBlocks
 from traceconf.traces.source import head
-from traceconf.traces.tokens import _HEX_DIGIT, Tokens, parse_hex, parse_int, token_bytes, token_strings, tokenize
+from traceconf.traces.tokens import (_HEX_DIGIT, _NEWLINE, Tokens, concat_lines, group_rows, line_array, lines_matching,
+                                     parse_hex, parse_int, token_bytes, token_strings, tokenize)
 
 WARP_SIZE = 32
 #: NVBit: "shmem range is [shmem_base_addr, shmem_base_addr+16MB) and the base address is 16MB aligned".
@@ -41,7 +47,15 @@ SHARED_WINDOW = 1 << 24
 
 _FAMILY_WIDTH = 8
 _FAMILY_KEYS = np.array([f.encode() for f in FAMILIES], dtype=f"S{_FAMILY_WIDTH}").view(np.uint64)
-_LANES = np.arange(WARP_SIZE, dtype=np.uint64)
+#: Mode-1 lines with |base| and |stride| below these span base .. base + 31 * stride without int64 wrap-around,
+#: so their shared-window test can be made on the two ends of the span (see TracegParser._decode).
+_SAFE_BASE, _SAFE_STRIDE = 1 << 62, 1 << 40
+_BYTE_BITS = np.arange(8, dtype=np.uint8)
+#: For every byte of an active mask (8 lanes): which of its lanes are active, how many, and the rank of each
+#: lane among the active lanes of the byte below it.
+_BYTE_LANES = (np.arange(256, dtype=np.uint8)[:, None] >> _BYTE_BITS & 1).astype(bool)
+_BYTE_POPULATION = _BYTE_LANES.sum(axis=1).astype(np.uint8)
+_BYTE_RANK = (np.cumsum(_BYTE_LANES, axis=1) - _BYTE_LANES).astype(np.uint8)
 
 _HEADER = re.compile(r"-\s*(?P<key>[^=]*?)\s*=\s*(?P<value>.*?)\s*$")
 _DIM = re.compile(r"\(?\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)?")
@@ -67,6 +81,37 @@ _REASONS = (
     "bad thread-block/warp prefix",
     "instruction line outside a 'warp = N' block",
 )
+
+
+_SEPARATOR = r"[\x00-\x20]"  # token separators, as in tokens.py (a line's newline ends its last token)
+_SOLID = r"[^\x00-\x20]"
+
+
+def _other_than(words: tuple[str, ...], prefix: str = "") -> str:
+    """RE2 for the opcode families (runs of bytes that are no separator and no '.') that, after ``prefix``,
+    spell none of ``words``: the complement of their trie, so that no look-ahead is needed."""
+    follow = sorted({w[len(prefix)] for w in words if w.startswith(prefix) and len(w) > len(prefix)})
+    family_byte = r"[^\x00-\x20.]"
+    other = r"[^\x00-\x20." + "".join(follow) + "]" + family_byte + "*"
+    branches = ([""] if prefix not in words else []) + [other]
+    branches += [f"{c}(?:{_other_than(words, prefix + c)})" for c in follow]
+    return "|".join(branches)
+
+
+@lru_cache(maxsize=None)
+def plain_line_pattern(prefix_tokens: int) -> str:
+    """RE2 that a line matches only if parse_block would find it a well-formed instruction line whose opcode
+    family cannot touch shared memory: such a line yields nothing and is only counted.
+
+    It is deliberately narrow (dest count written as one digit 0-9, opcode family spelled exactly): a line
+    it misses is parsed in full, so it only has to be sound, not complete.
+    """
+    token = f"{_SEPARATOR}+{_SOLID}+"
+    dests = "|".join(f"{n}(?:{token}){{{n}}}" if n else "0" for n in range(10))
+    # the opcode token: a family other than those (possibly empty when a '.' follows), then its modifiers
+    opcode = f"(?:(?:{_other_than(FAMILIES)})\\.{_SOLID}*|(?:{_other_than(FAMILIES + ('',))}))"
+    return (f"^{_SEPARATOR}*[0-9a-fA-F](?:[0-9a-fA-F]{_SOLID}*)?(?:{token}){{{prefix_tokens + 1}}}"
+            f"{_SEPARATOR}+(?:{dests}){_SEPARATOR}+{opcode}(?:{_SEPARATOR}|$)")
 
 
 def read_kernelslist(path: Path) -> list[tuple[int, str, Path]]:
@@ -192,6 +237,7 @@ class TracegParser:
         self.seen = 0                                 # instruction lines seen in the current warp
         self.next_execution = 0
         self.pcs: set[int] = set()
+        self.plain_line = plain_line_pattern(self.prefix)
 
     # ---------------------------------------------------------------- structure
     def _close_warp(self, line: int, problems: list[Problem]) -> None:
@@ -204,37 +250,37 @@ class TracegParser:
 
     def _structure(self, texts: list[bytes], lines: np.ndarray, inst_before: np.ndarray, n_inst: int,
                    first_line: int, problems: list[Problem]) -> tuple[np.ndarray, np.ndarray]:
-        """Walk the structure lines; return the (cta, warp) in force after each of them (-1: none)."""
-        cta = np.empty(len(lines) + 1, dtype=np.int64)
-        warp = np.empty(len(lines) + 1, dtype=np.int64)
-        cta[0] = -1 if self.cta is None else self.cta
-        warp[0] = -1 if self.warp is None else self.warp
+        """Walk the structure lines (``texts[k]`` is line ``lines[k]``); return the (cta, warp) in force after
+        each of them (-1: none)."""
+        cta = [-1 if self.cta is None else self.cta]
+        warp = [-1 if self.warp is None else self.warp]
         previous = 0
-        for k, line in enumerate(lines.tolist()):
-            self.seen += int(inst_before[k]) - previous
-            previous = int(inst_before[k])
-            text = texts[line].strip()
+        for text, line, before in zip(texts, lines.tolist(), inst_before.tolist()):
+            self.seen += before - previous
+            previous = before
+            text = text.strip()
             number = first_line + line
             match = _STRUCTURE.fullmatch(text)
+            kind = match.lastgroup if match is not None else None
             if match is None:
                 problems.append(Problem(number, "unrecognised line in trace body", 1, text.decode("utf-8", "replace")))
-            elif match["begin"] or match["end"] or match["tb"]:
+            elif kind in ("begin", "end", "tb"):
                 self._close_warp(number, problems)
                 self.warp = None
-                if match["tb"]:
+                if kind == "tb":
                     x, y, z = (int(v) for v in match["tb"].split(b","))
                     gx, gy, _ = self.grid
                     self.cta = x + y * gx + z * gx * gy
-            elif match["warp"]:
+            elif kind == "warp":
                 self._close_warp(number, problems)
                 self.warp = int(match["warp"])
-            elif match["insts"]:
+            elif kind == "insts":
                 self.expected = (int(match["insts"]), number)
                 self.seen = 0
-            cta[k + 1] = -1 if self.cta is None else self.cta
-            warp[k + 1] = -1 if self.warp is None else self.warp
+            cta.append(-1 if self.cta is None else self.cta)
+            warp.append(-1 if self.warp is None else self.warp)
         self.seen += n_inst - previous
-        return cta, warp
+        return np.array(cta, dtype=np.int64), np.array(warp, dtype=np.int64)
 
     def finish(self, line: int) -> Iterator:
         problems: list[Problem] = []
@@ -250,19 +296,36 @@ class TracegParser:
 
     # ---------------------------------------------------------------- lines
     def parse_block(self, block: bytes, first_line: int) -> Iterator:
-        t = tokenize(block)
+        buf = np.frombuffer(block, dtype=np.uint8)
+        line_end = np.flatnonzero(buf == _NEWLINE)
+        line_start = np.empty_like(line_end)
+        line_start[:1] = 0
+        line_start[1:] = line_end[:-1] + 1
+        # Most lines (ALU, global memory) provably yield nothing: they are only counted.  The rest is
+        # gathered into a smaller text and tokenized; line numbers are those of ``block`` (``kept``).
+        text = line_array(block, line_start)
+        is_plain = lines_matching(text, self.plain_line)
+        plain = np.flatnonzero(is_plain)
+        keep = ~is_plain & (line_end > line_start)
+        kept = np.flatnonzero(keep)
+        t = tokenize(block if len(kept) == len(line_end) else concat_lines(text, keep))
         lines = np.flatnonzero(t.count > 0)
         lead = token_bytes(t, t.first[lines], 2)
         digit = _HEX_DIGIT[lead] != 255
         is_inst = digit[:, 0] & (digit[:, 1] | (lead[:, 1] == 0))
-        inst, structure = lines[is_inst], lines[~is_inst]
+        inst, structure = lines[is_inst], lines[~is_inst]  # line numbers in ``t``
+        inst_line, structure_line = kept[inst], kept[structure]  # the same lines' numbers in ``block``
 
         problems: list[Problem] = []
-        inst_before = np.searchsorted(inst, structure)
-        texts = block.split(b"\n") if len(structure) else []
-        ctx_cta, ctx_warp = self._structure(texts, structure, inst_before, len(inst), first_line, problems)
+        every_inst = np.zeros(len(line_end), dtype=bool)
+        every_inst[plain] = True
+        every_inst[inst_line] = True
+        every_inst = np.flatnonzero(every_inst)
+        texts = [block[a:b] for a, b in zip(line_start[structure_line].tolist(), line_end[structure_line].tolist())]
+        ctx_cta, ctx_warp = self._structure(texts, structure_line, np.searchsorted(every_inst, structure_line),
+                                            len(every_inst), first_line, problems)
         # (cta, warp) in force at each instruction line: that after the last structure line above it
-        context = np.searchsorted(structure, inst)
+        context = np.searchsorted(structure_line, inst_line)
 
         reason = np.zeros(len(inst), dtype=np.int8)
         P = self.prefix
@@ -284,14 +347,16 @@ class TracegParser:
         candidate &= reason == 0
         if not self.has_tb_prefix:
             _mark(reason, ctx_warp[context] < 0, 14)
+            orphans = plain[ctx_warp[np.searchsorted(structure_line, plain)] < 0]
+            problems.extend(self._orphans(block, line_start, line_end, orphans, first_line))
 
         rows = np.flatnonzero(candidate)
-        decoded = self._decode(t, inst[rows], first[rows], count[rows], opcode[rows], reason, rows, context[rows],
-                               ctx_cta, ctx_warp)
+        decoded = self._decode(t, inst_line[rows], first[rows], count[rows], opcode[rows], reason, rows,
+                               context[rows], ctx_cta, ctx_warp)
 
         bad_rows = np.flatnonzero(reason)
         if len(bad_rows):
-            problems.extend(self._problems(t, inst, bad_rows, reason, opcode, first_line))
+            problems.extend(self._problems(t, inst, inst_line, bad_rows, reason, opcode, first_line))
         cut = None
         if problems and not self.options.skip_bad:
             cut = min(problems).line - first_line  # emit what precedes the first bad line, then raise
@@ -299,13 +364,23 @@ class TracegParser:
             yield from self._emit(t, decoded, reason, first_line, cut)
         yield from self._report(problems)
 
-    def _problems(self, t: Tokens, inst, bad_rows, reason, opcode, first_line) -> list[Problem]:
+    def _problems(self, t: Tokens, inst, inst_line, bad_rows, reason, opcode, first_line) -> list[Problem]:
         if self.options.skip_bad:
-            return [Problem(first_line + int(inst[i])) for i in bad_rows.tolist()]
+            return [Problem(first_line + int(inst_line[i])) for i in bad_rows.tolist()]
         i = int(bad_rows[0])  # only the first one is reported
         line = int(inst[i])
         column = t.column(int(opcode[i]), line) if reason[i] not in (1, 2, 14) else 1
-        return [Problem(first_line + line, _REASONS[reason[i]], column, t.line_text(line))]
+        return [Problem(first_line + int(inst_line[i]), _REASONS[reason[i]], column, t.line_text(line))]
+
+    def _orphans(self, block: bytes, line_start, line_end, orphans: np.ndarray, first_line: int) -> list[Problem]:
+        """Problems of counted-only instruction lines that no 'warp = N' line precedes."""
+        if self.options.skip_bad:
+            return [Problem(first_line + line) for line in orphans.tolist()]
+        if len(orphans) == 0:
+            return []
+        line = int(orphans[0])
+        text = block[line_start[line]:line_end[line]].decode("utf-8", "replace").rstrip("\r")
+        return [Problem(first_line + line, _REASONS[14], 1, text)]
 
     def _decode(self, t: Tokens, lines, first, count, opcode, reason, rows, context, ctx_cta, ctx_warp):
         """Decode candidate lines in full; marks malformed ones in ``reason``; None when none are shared."""
@@ -319,8 +394,9 @@ class TracegParser:
         def at(index):
             return np.minimum(index, last_token)
 
-        longest = int((t.end[opcode] - t.start[opcode]).max())
-        names, which = np.unique(token_strings(t, opcode, longest), return_inverse=True)
+        longest = -(-int((t.end[opcode] - t.start[opcode]).max()) // 8) * 8
+        representative, which = group_rows(token_bytes(t, opcode, longest).view(np.uint64))
+        names = token_strings(t, opcode[representative], longest)
         ops = [shared_op(name.decode("ascii", "replace")) for name in names]  # never None: families pre-filtered
 
         sources, bad = parse_int(t, at(opcode + 1))
@@ -338,25 +414,55 @@ class TracegParser:
         mask, bad = parse_hex(t, at(first + P + 1))
         _mark(local, bad | (mask < 0) | (mask >= 1 << WARP_SIZE), 9)
 
-        active = ((mask.astype(np.uint64)[:, None] >> _LANES) & np.uint64(1)).astype(bool)
-        population = active.sum(axis=1)
+        # lanes of the few distinct masks (one byte, 8 lanes, at a time through tables), then copied per row;
+        # the extra last mask (0) is that of malformed rows: no active lane
+        masks, mask_group = np.unique(mask.astype("<u4"), return_inverse=True)
+        mask_bytes = np.append(masks, 0).astype("<u4").view(np.uint8).reshape(-1, 4)
+        byte_population = _BYTE_POPULATION[mask_bytes]
+        population = byte_population.sum(axis=1)[mask_group]
         address_token = width_token + 2
         needed = np.where(mode == 0, population, np.where(mode == 1, 2, np.maximum(population, 1)))
         _mark(local, address_token + needed > end, 7)
-        active &= (local == 0)[:, None]
+        mask_group = np.where(local == 0, mask_group.reshape(-1), len(masks))
+        # rank of each lane among the active lanes: active lanes of the lower bytes + of its own byte below it
+        below = np.cumsum(byte_population, axis=1, dtype=np.uint8) - byte_population
+        active = np.take(_BYTE_LANES[mask_bytes].reshape(-1, WARP_SIZE), mask_group, axis=0)
+        rank = np.take((_BYTE_RANK[mask_bytes] + below[:, :, None]).reshape(-1, WARP_SIZE), mask_group, axis=0)
+        any_active = byte_population.any(axis=1)[mask_group]
 
-        # mode 1 (nearly every shared line): base + stride * rank among the active lanes, as (n, 32) arrays
-        rank = np.cumsum(active, axis=1) - 1
         base, bad_base = parse_hex(t, at(address_token))
         stride, bad_stride = parse_int(t, at(address_token + 1))
-        _mark(local, (mode > 0) & bad_base & active.any(axis=1), 10)
+        _mark(local, (mode > 0) & bad_base & any_active, 10)
         _mark(local, (mode == 1) & bad_stride & (population > 1), 11)
-        value = base[:, None] + rank * np.where(mode == 1, stride, 0)[:, None]
-        # modes 0 and 2, lane by lane over their rows only
+        op_always = np.array([op.space == ALWAYS for op in ops])[which]
+        cp_async = np.array([op.kind == "cp_async" for op in ops])[which]
+        stride = np.where(mode == 1, stride, 0)
+        # Mode 1 (nearly every shared line) spans base .. base + (population - 1) * stride: when that whole
+        # range is inside the shared window, or outside it, every lane of the row is treated alike, so the
+        # window is decided per row.  Other rows (modes 0 and 2, ranges that straddle a bound, sums that
+        # could wrap) are decided lane by lane below.
+        span = (population.clip(1) - 1) * stride
+        low, high = base + np.minimum(span, 0), base + np.maximum(span, 0)
+        lane_by_lane = (mode != 1) | (np.abs(base) >= _SAFE_BASE) | (base == -1 << 63) | (np.abs(stride) >= _SAFE_STRIDE)
+        offsets = op_always | cp_async  # opcodes whose small addresses are offsets into shared memory
+        if self.shmem_base is not None:
+            inside = (low >= self.shmem_base) & (high < self.shmem_base + SHARED_WINDOW)
+            outside = (high < self.shmem_base) | (low >= self.shmem_base + SHARED_WINDOW)
+        else:
+            inside, outside = np.zeros(len(rows), dtype=bool), np.ones(len(rows), dtype=bool)
+        offset_inside = (low >= 0) & (high < SHARED_WINDOW)
+        offset_outside = (high < 0) | (low >= SHARED_WINDOW)
+        keep_row = inside | (outside & offsets & offset_inside)
+        lane_by_lane |= ~inside & ~outside | (outside & offsets & ~offset_inside & ~offset_outside)
+        lane_by_lane &= any_active
+        shift = np.where(inside & ~lane_by_lane, self.shmem_base or 0, 0)
+        value = np.multiply(rank, stride[:, None], dtype=np.int64)
+        value += (base - shift)[:, None]
+
         listed = np.flatnonzero((mode != 1) & (local == 0))
-        if len(listed):
+        if len(listed):  # modes 0 and 2, lane by lane over their rows only
             row, lane = np.nonzero(active[listed])
-            k = rank[listed][row, lane]
+            k = rank[listed][row, lane].astype(np.int64)
             token = address_token[listed][row] + k
             lane_mode = mode[listed][row]
             lanes_value = np.zeros(len(row), dtype=np.int64)
@@ -375,18 +481,23 @@ class TracegParser:
             _mark(local, np.isin(np.arange(len(rows)), listed[bad_rows]) & (mode == 0), 10)
             _mark(local, np.isin(np.arange(len(rows)), listed[bad_rows]), 11)
 
-        # shared window: generic (window) addresses become offsets; opcodes that only sometimes touch
-        # shared memory keep just the lanes that fall inside the window
-        op_always = np.array([op.space == ALWAYS for op in ops])[which]
-        cp_async = np.array([op.kind == "cp_async" for op in ops])[which]
-        if self.shmem_base is not None:
-            window = (value >= self.shmem_base) & (value < self.shmem_base + SHARED_WINDOW)
-            value -= np.where(window, self.shmem_base, 0)
-        else:
-            window = np.zeros(value.shape, dtype=bool)
-        is_offset = (value >= 0) & (value < SHARED_WINDOW)
-        keep = active & (window | (is_offset & (op_always | cp_async)[:, None]))
-        _mark(local, (active & ~keep).any(axis=1) & op_always, 12)
+        dropped = any_active & ~keep_row  # rows with an active lane outside shared memory
+        by_lane = np.flatnonzero(lane_by_lane)
+        if len(by_lane):
+            # shared window: generic (window) addresses become offsets; opcodes that only sometimes touch
+            # shared memory keep just the lanes that fall inside the window
+            lane_value = value[by_lane]
+            if self.shmem_base is not None:
+                window = (lane_value >= self.shmem_base) & (lane_value < self.shmem_base + SHARED_WINDOW)
+                lane_value -= np.where(window, self.shmem_base, 0)
+            else:
+                window = np.zeros(lane_value.shape, dtype=bool)
+            is_offset = (lane_value >= 0) & (lane_value < SHARED_WINDOW)
+            lane_active = active[by_lane]
+            lane_keep = lane_active & (window | (is_offset & offsets[by_lane][:, None]))
+            value[by_lane] = lane_value
+            dropped[by_lane] = (lane_active & ~lane_keep).any(axis=1)
+        _mark(local, dropped & op_always, 12)
 
         if self.has_tb_prefix:
             prefix_values, bad = parse_int(t, at(first[:, None] + np.arange(4)).reshape(-1))
@@ -403,38 +514,47 @@ class TracegParser:
             source_line = None
 
         reason[rows] = np.where(reason[rows] == 0, local, reason[rows])
-        address = np.where(keep & (local == 0)[:, None], value, INACTIVE)
+        ok = local == 0
+        keep = active & (keep_row & ok & ~lane_by_lane)[:, None]
+        shared = keep_row & any_active & ok  # rows left with at least one shared lane
+        if len(by_lane):
+            keep[by_lane] = lane_keep & ok[by_lane][:, None]
+            shared[by_lane] = keep[by_lane].any(axis=1)
+        np.copyto(value, INACTIVE, where=~keep)
         return {
-            "rows": rows, "lines": lines, "address": address, "pc": pc, "cta": cta,
+            "rows": rows, "lines": lines, "address": value, "shared": shared, "pc": pc, "cta": cta,
             "warp": warp, "ops": ops, "which": which, "opcode_token": opcode, "first": first,
             "sources": sources, "source_line": source_line,
         }
 
     def _emit(self, t: Tokens, d: dict, reason: np.ndarray, first_line: int, cut: int | None) -> Iterator:
         rows = d["rows"]
-        keep = (reason[rows] == 0) & (d["address"] != INACTIVE).any(axis=1)
+        keep = (reason[rows] == 0) & d["shared"]
         if cut is not None:
             keep &= d["lines"] < cut
         picked = np.flatnonzero(keep)
         if len(picked) == 0:
             return
-        which = d["which"][picked]
+        take = slice(None) if len(picked) == len(rows) else picked  # all decoded lines shared: no copies
+        which = d["which"][take]
         ops = d["ops"]
         kind = np.array([op.kind_code for op in ops], dtype=np.int8)[which]
         size = np.array([op.bytes for op in ops], dtype=np.int16)[which]
         matrices = np.array([op.matrices for op in ops], dtype=np.int8)[which]
-        pc = d["pc"][picked]
+        pc = d["pc"][take]
         new = self._new_instructions(t, d, picked, pc)
         if new:
             yield InstructionsSeen(new)
         n = len(picked)
         execution = np.arange(self.next_execution, self.next_execution + n, dtype=np.int64)
         self.next_execution += n
-        accesses = WarpAccesses("", d["cta"][picked].astype(np.int64), d["warp"][picked].astype(np.int32),
-                                execution, pc.astype(np.int32), kind, size, matrices, d["address"][picked])
+        accesses = WarpAccesses("", d["cta"][take].astype(np.int64), d["warp"][take].astype(np.int32),
+                                execution, pc.astype(np.int32), kind, size, matrices, d["address"][take])
         yield from chunked(accesses, self.options.chunk_executions)
 
     def _new_instructions(self, t: Tokens, d: dict, picked: np.ndarray, pc: np.ndarray) -> list[dict]:
+        if all(value in self.pcs for value in np.unique(pc).tolist()):
+            return []
         unique, first_index = np.unique(pc, return_index=True)
         rows = []
         for value, index in zip(unique.tolist(), first_index.tolist()):

@@ -246,43 +246,62 @@ class _Pivot:
 
     def _pivot(self, table: pa.Table, row0: int) -> WarpAccesses:
         execution = table.column("execution").to_numpy()
-        starts = np.flatnonzero(np.diff(execution, prepend=execution[0] - 1))
-        row = np.cumsum(np.diff(execution, prepend=execution[0]) != 0)
+        # rows of an execution are contiguous (checked by batch()): a new execution starts where the id changes
+        change = execution[1:] != execution[:-1]
+        starts = np.concatenate(([0], np.flatnonzero(change) + 1))
         values = {}
         for name in _PER_EXECUTION:
-            column = table.column(name)
-            if name == "kind":
-                column = column.combine_chunks()
-                if pa.types.is_dictionary(column.type):  # map the few dictionary entries, then take
-                    column = pc.index_in(column.dictionary, value_set=_KIND_SET).take(column.indices)
-                else:
-                    column = pc.index_in(column, value_set=_KIND_SET)
-                if column.null_count:
-                    bad = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-                    raise InputError(f"unknown access kind {table.column('kind')[bad].as_py()!r} (expected one of "
-                                     f"{', '.join(KINDS)})", **self._where(row0 + bad))
-            array = column.to_numpy()
-            per_execution = array[starts]
-            differs = np.flatnonzero(array != per_execution[row])
+            array, lookup = self._per_row(table, name, row0)
+            # the first row that differs from its execution's first row is the first change inside an execution
+            differs = np.flatnonzero((array[1:] != array[:-1]) & ~change)
+            if lookup is not None and len(differs):  # dictionary codes: equal names may still have two codes
+                differs = differs[lookup[array[differs + 1]] != lookup[array[differs]]]
             if len(differs):
-                bad = int(differs[0])
+                bad = int(differs[0]) + 1
                 raise InputError(f"execution {execution[bad]} mixes different {name} values",
                                  **self._where(row0 + bad))
-            values[name] = per_execution
+            values[name] = array[starts] if lookup is None else lookup[array[starts]]
         lane = table.column("lane").to_numpy().astype(np.int64)
         if len(lane) and (lane.min() < 0 or lane.max() >= 32):
             bad = int(np.flatnonzero((lane < 0) | (lane >= 32))[0])
             raise InputError(f"lane {lane[bad]} is outside a warp of 32", **self._where(row0 + bad))
-        address = np.full((len(starts), 32), INACTIVE, dtype=np.int64)
+        row = np.zeros(len(execution), dtype=np.int64)
+        np.cumsum(change, out=row[1:])
         flat = row * 32 + lane
-        target = address.reshape(-1)
+        address = table.column("address").to_numpy()
         # lanes usually ascend within an execution; only otherwise is a sort needed to find duplicates
-        if len(flat) > 1 and np.any(np.diff(flat) <= 0) and np.any(np.diff(np.sort(flat)) == 0):
+        ascending = not np.any(flat[1:] <= flat[:-1])
+        if not ascending and np.any(np.diff(np.sort(flat)) == 0):
             ordered = np.sort(flat)
             duplicate = ordered[np.flatnonzero(np.diff(ordered) == 0)[0]]
             bad = int(np.flatnonzero(flat == duplicate)[1])
             raise InputError(f"lane {lane[bad]} appears twice in execution {execution[bad]}", **self._where(row0 + bad))
-        target[flat] = table.column("address").to_numpy()
+        if ascending and len(flat) == 32 * len(starts):  # every lane of every execution, in order
+            address = address.astype(np.int64).reshape(-1, 32)
+        else:
+            dense = np.full((len(starts), 32), INACTIVE, dtype=np.int64)
+            dense.reshape(-1)[flat] = address
+            address = dense
         return WarpAccesses("", values["cta"].astype(np.int64), values["warp"].astype(np.int32), execution[starts],
                             values["instruction"].astype(np.int32), values["kind"].astype(np.int8),
                             values["bytes"].astype(np.int16), values["matrices"].astype(np.int8), address)
+
+    def _per_row(self, table: pa.Table, name: str, row0: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """A per-execution column, row by row, as (values, None) or, for dictionary-coded kinds, as
+        (dictionary indices, kind code of each dictionary entry)."""
+        column = table.column(name)
+        if name != "kind":
+            return column.to_numpy(), None
+        column = column.combine_chunks()
+        if pa.types.is_dictionary(column.type):  # map the few dictionary entries, not the rows
+            entry_codes = pc.index_in(column.dictionary, value_set=_KIND_SET)
+            if entry_codes.null_count == 0 and column.indices.null_count == 0:
+                return column.indices.to_numpy(), entry_codes.to_numpy()
+            codes = entry_codes.take(column.indices)
+        else:
+            codes = pc.index_in(column, value_set=_KIND_SET)
+        if codes.null_count:
+            bad = int(np.flatnonzero(codes.is_null().to_numpy(zero_copy_only=False))[0])
+            raise InputError(f"unknown access kind {table.column('kind')[bad].as_py()!r} (expected one of "
+                             f"{', '.join(KINDS)})", **self._where(row0 + bad))
+        return codes.to_numpy(), None
