@@ -153,9 +153,15 @@ def main() -> None:
           f"on {len(subset):,} executions")
     agree = executions.column("wavefronts").slice(0, len(subset)).to_pylist() == expected
     print(f"engine / reference   {engine_rate / reference_rate:7.1f} x   (results agree on the subset: {agree})")
+    # The target, "10 million warp-level accesses/s from an in-memory Arrow table", read both ways:
+    # rows of the ACCESSES table (one per lane access) end to end, and warp-level executions.
     target = 10e6
-    print(f"target 10 M executions/s per core: {'met' if engine_rate >= target else 'NOT met'} "
-          f"({engine_rate / target:.0%} of target)")
+    end_to_end = pivot_s + engine_s
+    for label, rate in (("Arrow rows (lane accesses) end to end", lane_accesses / end_to_end),
+                        ("warp-level executions end to end", args.executions / end_to_end),
+                        ("warp-level executions, engine alone", engine_rate)):
+        print(f"target 10 M/s, {label:38s}: {rate / 1e6:6.2f} M/s  "
+              f"{'met' if rate >= target else 'NOT met'} ({rate / target:.0%})")
     total = executions.column("wavefronts").to_numpy().sum()
     ideal = executions.column("ideal_wavefronts").to_numpy().sum()
     print(f"workload wavefronts {total:,}, ideal {ideal:,}, excess {total - ideal:,}")

@@ -101,7 +101,11 @@ def from_table(table: pa.Table, warp_size: int | None = None) -> list[WarpAccess
         raise ValueError(f"access table lacks column(s) {', '.join(missing)}")
     result = []
     kernels = table.column("kernel")
-    names = pc.unique(kernels).to_pylist()
+    if table.num_rows == 0:
+        return result
+    first = kernels[0]
+    # One kernel is the usual case; comparing with the first name is cheaper than hashing every row.
+    names = [first.as_py()] if pc.all(pc.equal(kernels, first)).as_py() else pc.unique(kernels).to_pylist()
     for kernel in names:
         part = table if len(names) == 1 else table.filter(pc.equal(kernels, kernel))
         result.append(_pivot(kernel, part, warp_size))
@@ -112,20 +116,25 @@ def _column(table: pa.Table, name: str, dtype) -> np.ndarray:
     return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=dtype)
 
 
+def _kind_codes(names: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Codes of :data:`KINDS` for kind names; an unknown name raises ``ValueError``."""
+    codes = pc.index_in(names, value_set=pa.array(KINDS))
+    if codes.null_count:
+        unknown = names.filter(pc.is_null(codes))[0].as_py()
+        raise ValueError(f"unknown access kind {unknown!r} (expected one of {', '.join(KINDS)})")
+    return codes.to_numpy(zero_copy_only=False)
+
+
 def _pivot(kernel: str, table: pa.Table, warp_size: int | None) -> WarpAccesses:
     execution = _column(table, "execution", np.int64)
     lane = _column(table, "lane", np.int64)
-    codes = pc.index_in(table.column("kind"), value_set=pa.array(KINDS))  # vectorized: no per-row Python
-    if codes.null_count:
-        unknown = table.column("kind").filter(pc.is_null(codes))[0].as_py()
-        raise ValueError(f"unknown access kind {unknown!r} (expected one of {', '.join(KINDS)})")
-    kind = codes.to_numpy().astype(np.int8)
     if len(lane) and (lane.min() < 0):
         raise ValueError("negative lane number in access table")
     width = warp_size or (64 if len(lane) and lane.max() >= 32 else 32)
     if len(lane) and lane.max() >= width:
         raise ValueError(f"lane {int(lane.max())} does not fit a warp of {width}")
-    if np.all(execution[1:] >= execution[:-1]):  # the usual order: executions are runs, found without a sort
+    runs = bool(np.all(execution[1:] >= execution[:-1]))
+    if runs:  # the usual order: executions are runs, found without a sort
         change = execution[1:] != execution[:-1]
         first = np.concatenate(([0], np.flatnonzero(change) + 1))[:len(execution)]  # first table row of each
         ids = execution[first]
@@ -137,19 +146,44 @@ def _pivot(kernel: str, table: pa.Table, warp_size: int | None) -> WarpAccesses:
         first[row[::-1]] = np.arange(len(row))[::-1]  # first table row of each execution
     n = len(ids)
 
-    def per_execution(name: str, dtype) -> np.ndarray:
-        values = _column(table, name, dtype) if name != "kind" else kind
-        out = values[first]
-        if np.any(values != out[row]):
-            bad = int(ids[row[np.nonzero(values != out[row])[0][0]]])
-            raise ValueError(f"execution {bad} of kernel {kernel!r} mixes different {name} values")
-        return out
+    def report(name: str, bad: np.ndarray) -> None:
+        if len(bad):
+            raise ValueError(f"execution {int(ids[row[bad[0]]])} of kernel {kernel!r} mixes different {name} values")
 
-    address = np.full((n, width), INACTIVE, dtype=np.int64)
+    def check(name: str, values: np.ndarray) -> None:
+        """Every row must carry its execution's value (inside a run: its predecessor's)."""
+        if runs:
+            report(name, np.flatnonzero((values[1:] != values[:-1]) & ~change) + 1)
+        else:
+            report(name, np.flatnonzero(values != values[first][row]))
+
+    def per_execution(name: str, dtype) -> np.ndarray:
+        values = _column(table, name, dtype)
+        check(name, values)
+        return values[first]
+
+    # Kinds are strings: look up only one per execution, then compare neighbours as strings.
+    kind_names = table.column("kind")
+    if runs:
+        codes = _kind_codes(kind_names.take(pa.array(first)))
+        if len(execution) > 1:
+            differs = pc.fill_null(pc.not_equal(kind_names.slice(1), kind_names.slice(0, len(execution) - 1)), True)
+            bad = np.flatnonzero(differs.to_numpy(zero_copy_only=False) & ~change) + 1
+            _kind_codes(kind_names.take(pa.array(bad[:1])))  # an unknown name is named as such
+            report("kind", bad)
+    else:
+        all_codes = _kind_codes(kind_names)
+        check("kind", all_codes)
+        codes = all_codes[first]
+    kind = codes.astype(np.int8)
+
     flat = row * width + lane
-    if len(flat) and np.bincount(flat, minlength=n * width).max() > 1:
+    # Lanes rising inside every run cannot repeat; otherwise count them.
+    rising = runs and bool(np.all((lane[1:] > lane[:-1]) | change))
+    if len(flat) and not rising and np.bincount(flat, minlength=n * width).max() > 1:
         raise ValueError(f"kernel {kernel!r}: a lane appears twice in one execution")
+    address = np.full((n, width), INACTIVE, dtype=np.int64)
     address.reshape(-1)[flat] = _column(table, "address", np.int64)
     return WarpAccesses(kernel, per_execution("cta", np.int64), per_execution("warp", np.int32), ids,
-                        per_execution("instruction", np.int32), per_execution("kind", np.int8),
+                        per_execution("instruction", np.int32), kind,
                         per_execution("bytes", np.int16), per_execution("matrices", np.int8), address)

@@ -1,0 +1,80 @@
+"""The pivot between the long ACCESSES table and dense WarpAccesses, both ways."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from traceconf.accesses import INACTIVE, WarpAccesses, from_table
+from traceconf.schemas import ACCESSES, KINDS
+
+
+def _warps(address: np.ndarray, kind: list[int], kernel: str = "k") -> WarpAccesses:
+    n = len(address)
+    return WarpAccesses(kernel, np.arange(n) // 4, (np.arange(n) % 4).astype(np.int32), np.arange(n) * 3,
+                        np.arange(n, dtype=np.int32) % 5, np.asarray(kind, np.int8),
+                        np.full(n, 4, np.int16), np.zeros(n, np.int8), address)
+
+
+@st.composite
+def warp_batches(draw):
+    n = draw(st.integers(1, 12))
+    address = np.array(draw(st.lists(st.lists(st.integers(-1, 4096), min_size=32, max_size=32),
+                                     min_size=n, max_size=n)), dtype=np.int64)
+    address[address < 0] = INACTIVE
+    address[:, 0] = np.maximum(address[:, 0], 0)  # every execution has an active lane
+    kind = draw(st.lists(st.integers(0, len(KINDS) - 1), min_size=n, max_size=n))
+    return _warps(address, kind)
+
+
+def _same(a: WarpAccesses, b: WarpAccesses) -> None:
+    for name in ("cta", "warp", "execution", "instruction", "kind", "bytes", "matrices", "address"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+@settings(max_examples=60, deadline=None)
+@given(warp_batches(), st.booleans())
+def test_round_trip_in_any_row_order(warps, shuffle):
+    table = warps.to_table()
+    if shuffle:  # rows of an execution need not be adjacent nor lanes in order
+        table = table.take(pa.array(np.random.default_rng(0).permutation(table.num_rows)))
+    (back,) = from_table(table, warp_size=32)
+    _same(back, warps)
+
+
+def test_several_kernels_pivot_separately():
+    one = _warps(np.tile(np.arange(32) * 4, (2, 1)), [0, 1], "a")
+    two = _warps(np.tile(np.arange(32) * 8, (3, 1)), [1, 1, 2], "b")
+    parts = from_table(pa.concat_tables([one.to_table(), two.to_table()]), warp_size=32)
+    assert [p.kernel for p in parts] == ["a", "b"]
+    _same(parts[0], one)
+    _same(parts[1], two)
+
+
+def _bad(table: pa.Table, column: str, at: int, value) -> pa.Table:
+    values = table.column(column).to_pylist()
+    values[at] = value
+    return table.set_column(table.schema.get_field_index(column), ACCESSES.field(column), pa.array(values,
+                            ACCESSES.field(column).type))
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("column, value, message", [
+    ("kind", "st", "mixes different kind"), ("warp", 3, "mixes different warp"),
+    ("bytes", 8, "mixes different bytes"), ("kind", "load", "unknown access kind 'load'"),
+    ("lane", 0, "a lane appears twice")])
+def test_inconsistent_executions_are_named(column, value, message, shuffle):
+    table = _warps(np.tile(np.arange(32) * 4, (3, 1)), [0, 0, 0]).to_table()
+    table = _bad(table, column, 40, value)  # a row inside the second execution
+    if shuffle:
+        table = table.take(pa.array(np.random.default_rng(1).permutation(table.num_rows)))
+    with pytest.raises(ValueError, match=message):
+        from_table(table, warp_size=32)
+
+
+def test_lanes_must_fit_the_warp():
+    table = _warps(np.tile(np.arange(32) * 4, (1, 1)), [0]).to_table()
+    with pytest.raises(ValueError, match="does not fit a warp of 16"):
+        from_table(table, warp_size=16)
