@@ -60,7 +60,10 @@ def parse_dims(text: str, option: str) -> tuple[int, int, int]:
     parts = [p for p in text.replace("x", ",").replace("×", ",").split(",")]
     if not 1 <= len(parts) <= 3:
         raise InputError(f"{option}: expected X[,Y[,Z]], got {text!r}")
-    dims = [parse_int(p, option) for p in parts]
+    try:
+        dims = [parse_int(p, option) for p in parts]
+    except InputError:
+        raise InputError(f"{option}: expected X[,Y[,Z]] of whole numbers, got {text!r}") from None
     if any(d < 1 for d in dims):
         raise InputError(f"{option}: every dimension must be at least 1, got {text!r}")
     return tuple(dims + [1] * (3 - len(dims)))  # type: ignore[return-value]

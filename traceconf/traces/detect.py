@@ -38,6 +38,8 @@ def detect_format(path: str | Path) -> str:
             return "canonical_parquet"
     text = head(path)
     body = text.lstrip()
+    if not body:
+        raise InputError("empty file: nothing to analyse", str(path), 1, 1)
     if body.startswith(b"-kernel name") or body.startswith(b"#BEGIN_TB"):
         return "accelsim"
     lines = [line.strip() for line in body.splitlines()[:20] if line.strip()]
@@ -52,6 +54,8 @@ def detect_format(path: str | Path) -> str:
         return "canonical_csv"
     if _PTX.search(text):
         return "ptx"
+    if path.suffix.lower() == ".ptx":
+        raise InputError("not PTX: no .version, .target or .entry directive near the start of the file", str(path))
     raise InputError("unrecognised trace format (expected an Accel-Sim .traceg or kernelslist.g, an NVBit "
                      "mem_trace log, a GPGPU-Sim gpgpu_inst_stats.txt, or a canonical access table as "
                      "Parquet or CSV)", str(path))
