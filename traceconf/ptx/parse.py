@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from lark.exceptions import UnexpectedInput
 
 from traceconf.errors import InputError
+from traceconf.ptx.bodies import Bodies
 from traceconf.ptx.diagnostics import error_at, translate
 from traceconf.ptx.grammar import ptx_parser
 from traceconf.ptx.opcodes import GENERIC_SHARED_OPCODES
@@ -150,16 +151,19 @@ def blank_comments(text: str, filename: str) -> str:
     return "".join(pieces)
 
 
-def parse_records(text: str, filename: str, cache: bool = True) -> list:
-    """Records of comment-blanked ``text``: statement cache first, whole-file Lark if it bails."""
+def parse_records(text: str, filename: str, cache: bool = True) -> tuple[list, Bodies]:
+    """Module-level records of comment-blanked ``text`` and the function bodies they refer to:
+    statement cache first, whole-file Lark if it bails."""
     parser = ptx_parser()
     if cache:
+        statements = StatementCache(parser)
         try:
-            return StatementCache(parser).parse(text)
+            return statements.parse(text), statements.bodies
         except Fallback:
             pass
     try:
-        return parser.parse(text)
+        bodies = Bodies()
+        return bodies.compact(parser.parse(text)), bodies
     except UnexpectedInput as error:
         raise translate(error, filename, text) from None
     except StatementError as error:
@@ -191,8 +195,8 @@ def _parse(text: str | bytes, filename: str, cache: bool) -> PtxModule:
     blanked = blank_comments(text, filename)
     if not blanked.strip():
         raise InputError("no PTX statements (the file holds only comments)", filename)
-    records = parse_records(blanked, filename, cache)
-    builder = TableBuilder(filename)
+    records, bodies = parse_records(blanked, filename, cache)
+    builder = TableBuilder(filename, bodies)
     builder.add(records)
     kernels, instructions = builder.tables()
     rows, start = {}, 0

@@ -77,7 +77,8 @@ class Function(NamedTuple):
     returns: tuple[Parameter, ...]
     params: tuple[Parameter, ...]
     performance: tuple[tuple[str, tuple[int, ...]], ...]
-    body: list | None           # records in source order; None for a prototype
+    body: list | range | None   # records in source order (as parsed), then its items in the file's
+                                # :class:`traceconf.ptx.bodies.Bodies`; None for a prototype
 
 
 class Version(NamedTuple):

@@ -10,8 +10,10 @@ statements repeat a few shapes with different registers.  This path
    (start symbol ``start``), cached by exact text; a function header is cached
    with its own name masked, because nvcc repeats the name inside parameter
    names and otherwise every header of a file would be distinct;
-3. splits each body into lines and handles the common ones from caches:
-   labels, and instructions ``[@guard] opcode operand, ...;`` whose operands
+3. splits each body into lines and gives each line an entry of
+   :class:`traceconf.ptx.bodies.Bodies` (no record per line): one dict lookup
+   per line text finds the entry of every line seen before; the others are
+   read in order — labels, and instructions ``[@guard] opcode operand, ...;`` whose operands
    are read one by one (:mod:`traceconf.ptx.shapes`) and cached by text —
    ``%r12`` or ``[%rd8+4]`` is read once per file, not per use;
 4. hands any other body statement (``.loc``, declarations, multi-line
@@ -30,9 +32,10 @@ import re
 
 from lark.exceptions import LarkError
 
+from traceconf.ptx.bodies import EMPTY, Bodies
 from traceconf.ptx.grammar import PtxParser
 from traceconf.ptx.opcodes import UnknownOpcode, opcode_info
-from traceconf.ptx.records import LINED, Function, Instruction, Label, Parameter
+from traceconf.ptx.records import LINED, Function, Label, Parameter
 from traceconf.ptx.shapes import NotParsed, ShapeReader
 from traceconf.ptx.transform import StatementError
 
@@ -114,6 +117,8 @@ class StatementCache:
         self.chunks: dict = {}
         self.lines: dict = {}
         self.headers: dict = {}
+        self.body_chunks: dict = {}
+        self.bodies = Bodies()
 
     # ------------------------------------------------------------ whole file
     def parse(self, text: str) -> list:
@@ -124,12 +129,12 @@ class StatementCache:
             function = module_records[-1] if module_records else None
             if type(function) is not Function or function.body != []:
                 raise Fallback("a body that does not follow a function header")
-            records.extend(module_records)
+            records.extend(self.bodies.compact(module_records[:-1]))
             line += text.count("\n", position, opening)
-            function.body.extend(self.body(text[opening + 1:closing], line))
+            records.append(function._replace(body=self.body(text[opening + 1:closing], line)))
             line += text.count("\n", opening, closing)
             position = closing + 1
-        records.extend(self.module_statements(text[position:], line, header=False))
+        records.extend(self.bodies.compact(self.module_statements(text[position:], line, header=False)))
         return records
 
     def module_statements(self, text: str, first_line: int, header: bool) -> list:
@@ -175,75 +180,79 @@ class StatementCache:
         return _rebase(records, line - 1)
 
     # ------------------------------------------------------------ bodies
-    def body(self, text: str, first_line: int) -> list:
-        out: list = []
-        append = out.append
+    def body(self, text: str, first_line: int) -> range:
+        """Items of a body (one entry per line, see :mod:`traceconf.ptx.bodies`)."""
         lines = text.split("\n")
-        # statement text → instruction fields (a tuple) or line-relative records (a list)
+        # Line text (as written, and stripped) → entry: most lines repeat, so one C-level pass
+        # finds almost every line's entry and only the rest (None) are read below, in order.
         cache = self.lines
-        instruction = self.instruction.match
-        depth = 0
-        index, count = 0, len(lines)
-        while index < count:
-            statement = lines[index].strip()
-            index += 1
-            if not statement:
-                continue
-            cached = cache.get(statement)
-            if cached is not None:
-                if type(cached) is tuple:
-                    append(Instruction(first_line + index - 1, *cached))
-                else:                     # `.loc 17 82 0`, `.reg .u32 %r<9>;` ...
-                    out.extend(_rebase(cached, first_line + index - 2))
-                continue
-            match = instruction(statement)
-            if match is not None:
-                fields = cache[statement] = self._instruction(match, statement)
-                append(Instruction(first_line + index - 1, *fields))
-                continue
-            if statement[0] == "{":   # a scope block, maybe with a statement on the same line
-                depth += 1
-                if len(statement) > 1:
-                    lines[index - 1] = lines[index - 1].lstrip()[1:]
-                    index -= 1
-                continue
-            if statement[-1] == "}":
-                depth -= 1
-                if depth < 0:
-                    raise Fallback("'}' closes more blocks than were opened")
-                inner = statement[:-1].rstrip()
-                if inner:             # `cvt.u32.u64 %r1, %tmp; }` (inline asm blocks)
-                    match = instruction(inner)
-                    if match is None:
-                        raise Fallback("a statement before '}' on one line")
-                    append(Instruction(first_line + index - 1, *self._instruction(match, inner)))
-                continue
-            label = self.label.match(statement)
-            if label is not None:
-                rest = statement[label.end():].strip()
-                record = Label(label.group()[:-1].rstrip())
-                append(record)
-                if rest:                  # the statement after the label, same line
-                    lines[index - 1] = lines[index - 1].lstrip()[label.end():]
-                    index -= 1
-                else:
-                    cache[statement] = [record]
-                continue
-            # Anything else is one statement up to its ';' (a `.loc` line has none).
-            first = index - 1
-            if statement.startswith(".loc") or statement.endswith((";", "{", "}")):
-                records = cache[statement] = self._read_statement(statement)
-                out.extend(_rebase(records, first_line + first - 1))
-                continue
-            chunk = [lines[first].lstrip()]   # trailing blanks belong to a multi-line statement's text
-            while not statement.endswith((";", "{", "}")) and index < count:
-                statement = lines[index].strip()
-                chunk.append(lines[index])
-                index += 1
-            out.extend(self._chunk("\n".join(chunk), first_line + first, "body_items"))
+        entries = list(map(cache.get, lines))
+        bodies, instruction = self.bodies, self.instruction.match
+        depth, index, count = 0, 0, len(lines)
+        prefix = EMPTY       # labels read so far on this line, before its statement
+        while True:
+            try:
+                index = entries.index(None, index)
+            except ValueError:
+                break
+            raw = lines[index]
+            statement = raw.strip()
+            entry = cache.get(statement)
+            if entry is None:
+                if not statement:
+                    entry = EMPTY
+                elif (match := instruction(statement)) is not None:
+                    entry = bodies.instruction(self._instruction(match, statement))
+                elif statement[0] == "{":   # a scope block, maybe with a statement on the same line
+                    depth += 1
+                    if len(statement) > 1:
+                        lines[index] = raw.lstrip()[1:]
+                        continue
+                    entries[index] = prefix
+                    prefix, index = EMPTY, index + 1
+                    continue
+                elif statement[-1] == "}":
+                    depth -= 1
+                    if depth < 0:
+                        raise Fallback("'}' closes more blocks than were opened")
+                    inner = statement[:-1].rstrip()
+                    entry = EMPTY
+                    if inner:             # `cvt.u32.u64 %r1, %tmp; }` (inline asm blocks)
+                        match = instruction(inner)
+                        if match is None:
+                            raise Fallback("a statement before '}' on one line")
+                        entry = bodies.instruction(self._instruction(match, inner))
+                    entries[index] = bodies.joined(prefix, entry)
+                    prefix, index = EMPTY, index + 1
+                    continue
+                elif (label := self.label.match(statement)) is not None:
+                    rest = statement[label.end():].strip()
+                    record = Label(label.group()[:-1].rstrip())
+                    if rest:              # the statement after the label, same line
+                        prefix = bodies.entry([record], prefix)
+                        lines[index] = raw.lstrip()[label.end():]
+                        continue
+                    entry = bodies.entry([record])
+                elif statement.startswith(".loc") or statement.endswith((";", "{", "}")):
+                    entry = bodies.entry(self._read_statement(statement))
+                else:                     # a statement over several lines, up to its ';'
+                    first = index
+                    chunk = [raw.lstrip()]   # trailing blanks belong to a multi-line statement's text
+                    while not statement.endswith((";", "{", "}")) and index + 1 < count:
+                        index += 1
+                        statement = lines[index].strip()
+                        chunk.append(lines[index])
+                        entries[index] = EMPTY
+                    entries[first] = bodies.joined(prefix, self._body_chunk("\n".join(chunk)))
+                    prefix, index = EMPTY, index + 1
+                    continue
+                cache[statement] = entry
+            cache[raw] = entry
+            entries[index] = bodies.joined(prefix, entry)
+            prefix, index = EMPTY, index + 1
         if depth:
             raise Fallback("unclosed '{' block")
-        return out
+        return bodies.add_lines(entries, first_line)
 
     def _instruction(self, match: re.Match, statement: str) -> tuple:
         """Instruction fields after the line: guard, guard_negated, info, operands, text."""
@@ -273,6 +282,12 @@ class StatementCache:
             return self.shapes.read_statement(statement)
         except NotParsed:
             raise Fallback(statement) from None
+
+    def _body_chunk(self, text: str) -> int:
+        entry = self.body_chunks.get(text)
+        if entry is None:
+            entry = self.body_chunks[text] = self.bodies.entry(self._grammar(text, "body_items"))
+        return entry
 
     def _chunk(self, text: str, line: int, start: str) -> list:
         records = self.chunks.get(text)

@@ -1,6 +1,8 @@
 """Records → the KERNELS and INSTRUCTIONS Arrow tables (schemas in :mod:`traceconf.schemas`).
 
-One pass over the records appends plain Python columns; everything that needs
+One pass over the module-level records collects modules and functions; the
+function bodies (:mod:`traceconf.ptx.bodies`) become columns with array
+operations, per distinct instruction then taken per row; everything that needs
 the whole module (``.file`` tables that debug PTX emits after the code, whether
 a bare name is a register, a label or a symbol, which module-scope shared
 variables a function references) is resolved afterwards on arrays.
@@ -15,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from traceconf.errors import InputError
-from traceconf.ptx.records import (AddressSize, DumpLine, FileDecl, Function, Instruction, Label, Loc,
-                                   Target, Variable, Version)
+from traceconf.ptx.bodies import INSTRUCTION, LABEL, LOC, VARIABLE, Bodies
+from traceconf.ptx.records import AddressSize, DumpLine, FileDecl, Function, Target, Variable, Version
 from traceconf.schemas import INSTRUCTIONS, KERNELS, OPERAND_TYPE
 
 #: A header line that starts a new module in a ``cuobjdump -ptx`` dump.
@@ -70,19 +72,16 @@ class _FunctionScope:
 class TableBuilder:
     """Accumulates the records of one PTX file (one or more modules)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, bodies: Bodies):
         self.path = path
+        self.bodies = bodies
         self.modules: list[ModuleHeader] = []
         self.kernel_rows: dict[str, dict] = {}
-        self.scopes: list[_FunctionScope] = []       # one per definition, in INSTRUCTIONS order
+        # one per definition, in INSTRUCTIONS order: (KERNELS row, module index, items of its body)
+        self.definitions: list[tuple[dict, int, range]] = []
+        self.scopes: list[_FunctionScope] = []
         self.defined_names: list[str] = []
-        self.counts: list[int] = []
-        self.records: list[Instruction] = []
-        # (instruction index from which it applies, file key, source line); file key -1 = none
-        self.loc_marks: list[tuple[int, int, int | None]] = []
-        self.file_keys: dict[tuple[int, int], int] = {}
-        # (index of the instruction it marks, label)
-        self.label_marks: list[tuple[int, str]] = []
+        self.counts: list[int] = []                  # instructions per definition (known after tables())
         self._new_module(1)
 
     # ------------------------------------------------------------ records
@@ -138,7 +137,9 @@ class TableBuilder:
             row["_order"] = existing["_order"]
         self.kernel_rows[name] = row
         if function.body is not None:
-            self._body(name, function.body, row, module_index)
+            self.definitions.append((row, module_index, function.body))
+            self.scopes.append(_FunctionScope(module_index))
+            self.defined_names.append(name)
 
     def _kernel_row(self, function: Function, name: str, module_index: int) -> dict:
         performance = dict(function.performance)
@@ -160,88 +161,93 @@ class TableBuilder:
             "_order": len(self.kernel_rows),
         }
 
-    def _body(self, name: str, body: list, row: dict, module_index: int) -> None:
-        scope = _FunctionScope(module_index)
-        instructions = self.records
-        append = instructions.append
-        start = len(instructions)
-        self.loc_marks.append((start, -1, None))      # no .loc carries over from the previous function
-        labels_before = len(self.label_marks)
-        for record in body:
-            kind = type(record)
-            if kind is Instruction:
-                append(record)
-            elif kind is Loc:
-                key = (module_index, record.file)
-                file_key = self.file_keys.get(key)
-                if file_key is None:
-                    file_key = self.file_keys[key] = len(self.file_keys)
-                self.loc_marks.append((len(instructions), file_key, record.line))
-            elif kind is Label:
-                self.label_marks.append((len(instructions), record.name))
-                scope.labels.add(record.name)
-            elif kind is Variable:
-                if record.space == "reg":
-                    row["registers"].append({"name": record.name, "type": record.type, "count": record.count})
-                    # `x<1>` declares x0 and a plain `x` declares x: count 1 cannot tell them apart
-                    scope.register_ranges[record.name] = record.count
-                    if record.count == 1:
-                        scope.registers.add(record.name)
-                elif record.space == "shared":
-                    row["_shared"].append(_shared_var(record, "function"))
-        end = len(instructions)
-        while len(self.label_marks) > labels_before and self.label_marks[-1][0] == end:
-            self.label_marks.pop()    # labels after the last instruction mark nothing
-        self.scopes.append(scope)
-        self.defined_names.append(name)
-        self.counts.append(end - start)
-
     # ------------------------------------------------------------ tables
     def tables(self) -> tuple[pa.Table, pa.Table]:
         """(KERNELS, INSTRUCTIONS)."""
         instructions = self._instructions()
         return self._kernels(), instructions
 
+    def _body_atoms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(atom id, PTX line, definition index) of every atom of every definition, in order."""
+        atoms, lines, item_starts = self.bodies.expanded()
+        starts = np.fromiter((item_starts[b.start] for _, _, b in self.definitions), np.int64, len(self.definitions))
+        stops = np.fromiter((item_starts[b.stop] for _, _, b in self.definitions), np.int64, len(self.definitions))
+        lengths = stops - starts
+        function_of = np.repeat(np.arange(len(lengths)), lengths)
+        index = np.arange(int(lengths.sum())) + np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        return atoms[index], lines[index], function_of
+
     def _instructions(self) -> pa.Table:
-        n = len(self.records)
-        counts = np.asarray(self.counts, dtype=np.int64)
-        function_of = np.repeat(np.arange(len(counts)), counts)
-        if n:
-            ptx_line, guard, guard_negated, infos, operands, text = zip(*self.records)
-        else:
-            ptx_line = guard = guard_negated = infos = operands = text = ()
-        kernel = pa.array(np.repeat(np.asarray(self.defined_names, dtype=object), counts), pa.string())
+        atoms, atom_lines, atom_function = self._body_atoms()
+        payloads = self.bodies.atoms
+        kinds = np.asarray(self.bodies.kinds, dtype=np.int8)[atoms]
+        is_instruction = kinds == INSTRUCTION
+        rows = np.flatnonzero(is_instruction)             # atom position of every instruction
+        n = len(rows)
+        function_of = atom_function[rows]
+        counts = np.bincount(function_of, minlength=len(self.definitions))
+        self.counts = counts.tolist()
+        self._declarations(atoms, kinds, atom_function)
+        # Per distinct instruction atom (the statement cache shares them between lines), then taken.
+        distinct, which = np.unique(atoms[rows], return_inverse=True)
+        fields = [payloads[a] for a in distinct.tolist()]
+        which = pa.array(which.reshape(-1), pa.int64())
+        guard, guard_negated, infos, operands, text = zip(*fields) if fields else ((),) * 5
+        kernel = pa.array(self.defined_names, pa.string()).take(pa.array(function_of, pa.int64()))
         ordinal = np.arange(n, dtype=np.int64)  # module-wide: ids stay unique across called .func bodies
-        # Opcode columns: one row per distinct opcode token (opcode_info returns shared objects).
-        unique_infos, info_ids = _distinct_objects(infos)
-        info_ids = pa.array(info_ids, pa.int64())
-        opcode = pa.array([i.opcode for i in unique_infos], pa.string()).take(info_ids)
-        modifiers = pa.array([list(i.modifiers) for i in unique_infos], pa.list_(pa.string())).take(info_ids)
-        type_ = pa.array([i.type for i in unique_infos], pa.string()).take(info_ids)
-        vector = pa.array([i.vector for i in unique_infos], pa.int8()).take(info_ids)
-        memory = np.fromiter((i.memory for i in unique_infos), bool, len(unique_infos))
-        memory_rows = np.flatnonzero(memory[info_ids.to_numpy()]) if n else np.zeros(0, np.int64)
-        state_space, access_bytes = self._memory_columns(n, memory_rows, infos, operands)
-        source_file, source_line = self._source_columns(n)
-        label_index = np.fromiter((i for i, _ in self.label_marks), np.int64, len(self.label_marks))
-        label_offsets = np.concatenate([[0], np.cumsum(np.bincount(label_index, minlength=n)[:n])])
-        labels = pa.ListArray.from_arrays(pa.array(label_offsets, pa.int32()),
-                                          pa.array([label for _, label in self.label_marks], pa.string()))
+        opcode = pa.array([i.opcode for i in infos], pa.string()).take(which)
+        modifiers = pa.array([list(i.modifiers) for i in infos], pa.list_(pa.string())).take(which)
+        type_ = pa.array([i.type for i in infos], pa.string()).take(which)
+        vector = pa.array([i.vector for i in infos], pa.int8()).take(which)
+        state_space, access_bytes = self._memory_columns(infos, operands)
+        source_file, source_line = self._source_columns(atoms, kinds, atom_function, rows)
+        labels = self._label_column(atoms, kinds, atom_function, np.cumsum(counts))
         return pa.Table.from_arrays(
-            [kernel, pa.array(ordinal, pa.int32()), opcode, modifiers, state_space, type_, vector,
-             access_bytes, self._operand_column(operands, function_of), pa.array(guard, pa.string()),
-             pa.array(guard_negated, pa.bool_()), labels, source_file, source_line,
-             pa.array(ptx_line, pa.int32()), pa.array(text, pa.string())],
+            [kernel, pa.array(ordinal, pa.int32()), opcode, modifiers, state_space.take(which), type_, vector,
+             access_bytes.take(which), self._operand_column(operands, which.to_numpy(), function_of),
+             pa.array(guard, pa.string()).take(which), pa.array(guard_negated, pa.bool_()).take(which), labels,
+             source_file, source_line, pa.array(atom_lines[rows], pa.int32()),
+             pa.array(text, pa.string()).take(which)],
             schema=INSTRUCTIONS)
 
+    def _declarations(self, atoms: np.ndarray, kinds: np.ndarray, atom_function: np.ndarray) -> None:
+        """Registers, function-scope shared variables and labels of every definition."""
+        payloads = self.bodies.atoms
+        for position in np.flatnonzero(kinds == LABEL).tolist():
+            self.scopes[atom_function[position]].labels.add(payloads[atoms[position]].name)
+        for position in np.flatnonzero(kinds == VARIABLE).tolist():
+            record, function = payloads[atoms[position]], atom_function[position]
+            row, scope = self.definitions[function][0], self.scopes[function]
+            if record.space == "reg":
+                row["registers"].append({"name": record.name, "type": record.type, "count": record.count})
+                # `x<1>` declares x0 and a plain `x` declares x: count 1 cannot tell them apart
+                scope.register_ranges[record.name] = record.count
+                if record.count == 1:
+                    scope.registers.add(record.name)
+            elif record.space == "shared":
+                row["_shared"].append(_shared_var(record, "function"))
+
+    def _label_column(self, atoms: np.ndarray, kinds: np.ndarray, atom_function: np.ndarray,
+                      function_ends: np.ndarray) -> pa.Array:
+        """The labels just before each instruction (labels after a body's last instruction mark nothing)."""
+        payloads = self.bodies.atoms
+        positions = np.flatnonzero(kinds == LABEL)
+        marks = np.cumsum(kinds == INSTRUCTION)[positions]   # instructions before the label: the next one's row
+        kept = marks < function_ends[atom_function[positions]]
+        positions, marks = positions[kept], marks[kept]
+        n = int(function_ends[-1]) if len(function_ends) else 0
+        offsets = np.concatenate([[0], np.cumsum(np.bincount(marks, minlength=n)[:n])])
+        names = [payloads[a].name for a in atoms[positions].tolist()]
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(names, pa.string()))
+
     @staticmethod
-    def _memory_columns(n: int, memory_rows: np.ndarray, infos, operands) -> tuple[pa.Array, pa.Array]:
-        """state_space and access_bytes: a memory opcode counts only with an address operand."""
-        state_space = [None] * n
-        access_bytes = [0] * n
-        for i in memory_rows.tolist():
-            info, ops = infos[i], operands[i]
-            if not any(op.kind == "address" for op in ops):
+    def _memory_columns(infos, operands) -> tuple[pa.Array, pa.Array]:
+        """state_space and access_bytes per distinct instruction: a memory opcode counts only
+        with an address operand."""
+        state_space = [None] * len(infos)
+        access_bytes = [0] * len(infos)
+        for i, (info, ops) in enumerate(zip(infos, operands)):
+            if not info.memory or not any(op.kind == "address" for op in ops):
                 continue   # cp.async.wait_group, mbarrier.pending_count ...
             state_space[i] = info.state_space
             nbytes = info.access_bytes
@@ -251,24 +257,36 @@ class TableBuilder:
             access_bytes[i] = nbytes
         return pa.array(state_space, pa.string()), pa.array(access_bytes, pa.int16())
 
-    def _source_columns(self, n: int) -> tuple[pa.Array, pa.Array]:
-        """source_file/source_line from the last .loc before each instruction (.file resolved now)."""
-        marks = self.loc_marks
-        starts = np.fromiter((m[0] for m in marks), np.int64, len(marks))
-        which = np.searchsorted(starts, np.arange(n), side="right") - 1
-        paths = [self.modules[module].files.get(index) for module, index in self.file_keys] + [None]
-        keys = np.fromiter((m[1] for m in marks), np.int64, len(marks))
-        keys[keys < 0] = len(paths) - 1
-        source_file = pa.array(paths, pa.string()).take(pa.array(keys[which], pa.int64()))
-        source_line = pa.array([m[2] for m in marks], pa.int32()).take(pa.array(which, pa.int64()))
-        return source_file, source_line
+    def _source_columns(self, atoms: np.ndarray, kinds: np.ndarray, atom_function: np.ndarray,
+                        rows: np.ndarray) -> tuple[pa.Array, pa.Array]:
+        """source_file/source_line from the last .loc before each instruction in its function
+        (.file resolved now: debug PTX declares files after the code)."""
+        payloads = self.bodies.atoms
+        last = np.maximum.accumulate(np.where(kinds == LOC, np.arange(len(atoms)), -1))[rows]
+        valid = (last >= 0) & (atom_function[np.maximum(last, 0)] == atom_function[rows])
+        # Per distinct .loc atom, then per distinct (module, .file index).
+        locs, loc_of = np.unique(atoms[last[valid]], return_inverse=True)
+        locs = [payloads[a] for a in locs.tolist()]
+        loc_file = np.fromiter((loc.file for loc in locs), np.int64, len(locs))[loc_of.reshape(-1)]
+        loc_line = np.fromiter((loc.line for loc in locs), np.int64, len(locs))[loc_of.reshape(-1)]
+        modules = np.fromiter((m for _, m, _ in self.definitions), np.int64, len(self.definitions))
+        stride = int(loc_file.max()) + 1 if len(loc_file) else 1
+        keys, key_of = np.unique(modules[atom_function[rows[valid]]] * stride + loc_file, return_inverse=True)
+        paths = [self.modules[key // stride].files.get(key % stride) for key in keys.tolist()] + [None]
+        file_of = np.full(len(rows), len(paths) - 1, dtype=np.int64)
+        file_of[valid] = key_of.reshape(-1)
+        lines = np.zeros(len(rows), dtype=np.int64)
+        lines[valid] = loc_line
+        source_file = pa.array(paths, pa.string()).take(pa.array(file_of, pa.int64()))
+        return source_file, pa.array(lines, pa.int32(), mask=~valid)
 
-    def _operand_column(self, operands, function_of: np.ndarray) -> pa.Array:
+    def _operand_column(self, operands: tuple, rows: np.ndarray, function_of: np.ndarray) -> pa.Array:
         """list<OPERAND_TYPE>: each distinct operand tuple is converted once; bare names are
         resolved per function (the same text may be a register in one and a symbol in another)."""
-        distinct, rows = _distinct_objects(operands)
+        distinct, tuple_of = _distinct_objects(operands)
+        rows = tuple_of[rows]
         named = np.fromiter((any(op.kind == "name" for op in ops) for ops in distinct), bool, len(distinct))
-        unique = [ops for ops in distinct]
+        unique = list(distinct)
         if named.any():
             # A tuple with bare names gets one resolved copy per function that uses it.
             with_names = np.flatnonzero(named[rows])
@@ -283,7 +301,8 @@ class TableBuilder:
         self._unique_operands, self._operand_rows, self._function_of = unique, rows, function_of
         lengths = np.fromiter((len(ops) for ops in unique), np.int32, len(unique))
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-        values = pa.array([op for ops in unique for op in ops], OPERAND_TYPE)
+        values, value_of = _distinct_objects([op for ops in unique for op in ops])
+        values = pa.array(values, OPERAND_TYPE).take(pa.array(value_of, pa.int64()))
         return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values).take(pa.array(rows, pa.int64()))
 
     def _kernels(self) -> pa.Table:
