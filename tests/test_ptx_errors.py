@@ -80,6 +80,9 @@ def test_binary_garbage_and_encodings():
     assert (nul.line, nul.column) == (2, 1) and "binary data (NUL byte at offset 13)" in nul.message
     latin1 = error_of(b".version 8.0\n// caf\xe9\n")
     assert (latin1.line, latin1.column) == (2, 7) and latin1.message.startswith("invalid UTF-8 byte 0xe9")
+    assert latin1.source_line == "// caf\ufffd"
+    noise = error_of(bytes(range(128, 256)) * 2)   # binary without NULs: no screenful of it echoed back
+    assert noise.message.startswith("invalid UTF-8 byte 0x80") and noise.source_line is None
     elf = error_of(b"\x7fELF\x02\x01\x01\x00")
     assert "ELF binary" in elf.message and elf.line is None
     control = error_of(HEADER + "\x07\n")

@@ -118,9 +118,11 @@ def decode(data: bytes, filename: str) -> str:
         bad = error.start
         line = data.count(b"\n", 0, bad) + 1
         column = bad - (data.rfind(b"\n", 0, bad) + 1) + 1
-        source = data.split(b"\n")[line - 1].decode("utf-8", "replace")
+        source = data.split(b"\n")[line - 1].decode("utf-8", "replace").replace("\t", " ")
+        # Show the line only when it is text with a stray byte, not a screenful of binary.
+        printable = sum(ch.isprintable() for ch in source) >= 0.9 * len(source) and len(source) <= 200
         raise InputError(f"invalid UTF-8 byte 0x{data[bad]:02x}: PTX must be ASCII/UTF-8 text",
-                         filename, line, column, source.replace("\t", " ")) from None
+                         filename, line, column, source if printable else None) from None
 
 
 def blank_comments(text: str, filename: str) -> str:
