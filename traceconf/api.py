@@ -4,7 +4,7 @@
 >>> df = traceconf.analyze_ptx("transpose.ptx", kernel="transpose_unpadded", block=(32, 8), grid=(32, 32))
 >>> df.sort_values("excess_wavefronts", ascending=False).head()
 
-The columns are those of :data:`traceconf.report.frame.RESULT_ROWS` (the same
+The columns are those of :data:`traceconf.schemas.RESULT_ROWS` (the same
 table ``traceconf analyze -o results.parquet`` writes): ``input, kernel,
 device, instruction, kind, width_bits, text, ptx_line, pc, source_file,
 source_line, source, executions, wavefronts, ideal_wavefronts,

@@ -197,3 +197,33 @@ INSTRUCTION_INFO = pa.schema(
         _f("source_line", pa.int32(), "CUDA source line"),
     ]
 )
+
+
+# --------------------------------------------------------------------------
+# What reports write: INSTRUCTION_RESULTS joined with INSTRUCTION_INFO
+# --------------------------------------------------------------------------
+
+#: Columns of the per-instruction results table (``-o results.parquet``, ``--format csv``, the Python API).
+RESULT_ROWS = pa.schema(
+    [
+        _f("input", pa.string(), "the analysed file", False),
+        _f("kernel", pa.string(), "kernel name", False),
+        _f("device", pa.string(), "rule set (device) the counts were computed for", False),
+        _f("instruction", pa.int32(), "static instruction id (PTX ordinal, or trace PC id)", False),
+        _f("kind", pa.string(), "ld | st | atom | ldmatrix | stmatrix | cp_async", False),
+        _f("width_bits", pa.int32(), "bits accessed per lane (128 per ldmatrix/stmatrix row)", False),
+        _f("text", pa.string(), "PTX instruction (or SASS text for traces)", False),
+        _f("ptx_line", pa.int32(), "line in the PTX file (null for traces)"),
+        _f("pc", pa.int64(), "SASS program counter (traces; null for PTX)"),
+        _f("source_file", pa.string(), "CUDA source file from .loc / line info"),
+        _f("source_line", pa.int32(), "CUDA source line"),
+        _f("source", pa.string(), "\"file:line\" or null"),
+        _f("executions", pa.int64(), "warp-level executions (scaled to the whole launch)", False),
+        _f("wavefronts", pa.int64(), "shared-memory wavefronts (passes)", False),
+        _f("ideal_wavefronts", pa.int64(), "wavefronts without bank conflicts", False),
+        _f("excess_wavefronts", pa.int64(), "wavefronts - ideal_wavefronts (Nsight's bank conflicts)", False),
+        _f("max_ways", pa.int32(), "largest n-way conflict degree over all executions (0 if never executed)", False),
+        _f("resolved", pa.bool_(), "false when the emulator could not compute this instruction's addresses", False),
+        _f("unresolved_reason", pa.string(), "why the addresses are unknown (null when resolved)"),
+    ]
+)

@@ -144,28 +144,24 @@ def _condition(m, slot: Slot, guard, active: np.ndarray):
     return active & holds & ~stopped, stopped
 
 
-def _branch(slot: Slot, ctx: Context, guard):
-    target = slot.target
-
-    def run(m, active, mask):
-        taken, stopped = _condition(m, slot, guard, active)
-        stay = active & ~taken if stopped is None else active & ~taken & ~stopped
-        m.pc[taken] = target
-        m.pc[stay] += 1
-    return run
-
-
-def _return(slot: Slot, ctx: Context, guard):
-    """ret (to the instruction after the inlined call, or exit for the kernel) and exit/trap."""
-    target = slot.target if slot.row["opcode"] == "ret" else None
-    destination = EXIT if target is None else target
-
+def _jump_to(slot: Slot, guard, destination: int):
+    """Guarded threads go to ``destination``; the others fall through to the next instruction."""
     def run(m, active, mask):
         taken, stopped = _condition(m, slot, guard, active)
         stay = active & ~taken if stopped is None else active & ~taken & ~stopped
         m.pc[taken] = destination
         m.pc[stay] += 1
     return run
+
+
+def _branch(slot: Slot, ctx: Context, guard):
+    return _jump_to(slot, guard, slot.target)
+
+
+def _return(slot: Slot, ctx: Context, guard):
+    """ret (to the instruction after the inlined call, or exit for the kernel) and exit/trap."""
+    target = slot.target if slot.row["opcode"] == "ret" else None
+    return _jump_to(slot, guard, EXIT if target is None else target)
 
 
 def _call(slot: Slot, ctx: Context, guard):
