@@ -12,6 +12,8 @@ parse makes one entry per record.  Either way the atoms hold the records that
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 from traceconf.ptx.records import Function, Instruction, Label, Loc, Variable
@@ -95,9 +97,9 @@ class Bodies:
         atoms start (one more than there are items: the last is the total)."""
         counts = np.fromiter(map(len, self.entries), np.int64, len(self.entries))
         firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        flat = [pair for atoms in self.entries for pair in atoms]
-        flat_atoms = np.fromiter((a for a, _ in flat), np.int64, len(flat))
-        flat_offsets = np.fromiter((o for _, o in flat), np.int64, len(flat))
+        pairs = np.fromiter(chain.from_iterable(chain.from_iterable(self.entries)), np.int64,
+                            2 * int(counts.sum())).reshape(-1, 2)
+        flat_atoms, flat_offsets = pairs[:, 0], pairs[:, 1]
         items = np.asarray(self.items, dtype=np.int64)
         lines = np.concatenate(self._lines) if self._lines else np.zeros(0, np.int64)
         per_item = counts[items]

@@ -86,15 +86,17 @@ class ShapeReader:
         self.linkage = re.compile(t("LINKAGE"))
         self.cache: dict[str, Operand] = {}
         # Operand list pieces: vectors and addresses may hold commas, nothing else may.
+        self.comma = re.compile(r"\s*,\s*")
         self.piece = re.compile(r"\s*((?:\{[^{}]*\}|\[[^\[\]]*\]|[^,{}\[\]()\"])+?)\s*(,|$)")
 
     def read_list(self, text: str) -> tuple[Operand, ...]:
         """Operands of ``op, op, ...`` (the text between an opcode and its ';')."""
         if "{" not in text and "(" not in text and '"' not in text:
-            pieces = [piece.strip() for piece in text.split(",")]
+            pieces = self.comma.split(text.strip())
             if "" in pieces:
                 return self._lark(text, "operands")    # `a,,b` or a trailing comma
-            return self._read_pieces(pieces)
+            operands = tuple(map(self.cache.get, pieces))
+            return operands if None not in operands else self._read_pieces(pieces)
         pieces, position, end = [], 0, len(text)
         while position < end:
             match = self.piece.match(text, position)
@@ -107,25 +109,26 @@ class ShapeReader:
         return self._read_pieces(pieces)
 
     def _read_pieces(self, pieces: list[str]) -> tuple[Operand, ...]:
-        cache = self.cache
+        cache, read = self.cache, self.read
         out = []
         for piece in pieces:
             operand = cache.get(piece)
             if operand is None:
-                operand = cache[piece] = self.read(piece)
+                operand = cache[piece] = read(piece)
             out.append(operand)
         return tuple(out)
 
     def read(self, text: str) -> Operand:
         """One operand."""
         match = self.operand_shape.fullmatch(text)
-        if match is None or match.lastgroup in DISABLED:
+        shape = match.lastgroup if match is not None else None
+        if shape is None or shape in DISABLED:
             return self._lark(text, "operand")
         try:
-            operand = self.operand_builders[match.lastgroup](match)
+            operand = self.operand_builders[shape](match)
         except ValueError:          # e.g. an octal literal with an 8: the grammar reports it
             raise NotParsed(text) from None
-        return self._checked(match.lastgroup, text, operand, "operand")
+        return operand if shape in CHECKED else self._checked(shape, text, operand, "operand")
 
     def read_statement(self, text: str) -> list:
         """Records of one body statement (``.loc 1 5 2``, ``.reg .b32 %r<9>;`` or any other)."""

@@ -248,7 +248,7 @@ class StatementCache:
                     continue
                 cache[statement] = entry
             cache[raw] = entry
-            entries[index] = bodies.joined(prefix, entry)
+            entries[index] = entry if prefix == EMPTY else bodies.joined(prefix, entry)
             prefix, index = EMPTY, index + 1
         if depth:
             raise Fallback("unclosed '{' block")

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from traceconf.errors import InputError
 from traceconf.ptx.bodies import INSTRUCTION, LABEL, LOC, VARIABLE, Bodies
-from traceconf.ptx.records import AddressSize, DumpLine, FileDecl, Function, Target, Variable, Version
+from traceconf.ptx.records import AddressSize, DumpLine, FileDecl, Function, Operand, Target, Variable, Version
 from traceconf.schemas import INSTRUCTIONS, KERNELS, OPERAND_TYPE
 
 #: A header line that starts a new module in a ``cuobjdump -ptx`` dump.
@@ -170,8 +170,8 @@ class TableBuilder:
     def _body_atoms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(atom id, PTX line, definition index) of every atom of every definition, in order."""
         atoms, lines, item_starts = self.bodies.expanded()
-        starts = np.fromiter((item_starts[b.start] for _, _, b in self.definitions), np.int64, len(self.definitions))
-        stops = np.fromiter((item_starts[b.stop] for _, _, b in self.definitions), np.int64, len(self.definitions))
+        starts = item_starts[np.fromiter((b.start for _, _, b in self.definitions), np.int64, len(self.definitions))]
+        stops = item_starts[np.fromiter((b.stop for _, _, b in self.definitions), np.int64, len(self.definitions))]
         lengths = stops - starts
         function_of = np.repeat(np.arange(len(lengths)), lengths)
         index = np.arange(int(lengths.sum())) + np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
@@ -195,10 +195,13 @@ class TableBuilder:
         guard, guard_negated, infos, operands, text = zip(*fields) if fields else ((),) * 5
         kernel = pa.array(self.defined_names, pa.string()).take(pa.array(function_of, pa.int64()))
         ordinal = np.arange(n, dtype=np.int64)  # module-wide: ids stay unique across called .func bodies
-        opcode = pa.array([i.opcode for i in infos], pa.string()).take(which)
-        modifiers = pa.array([list(i.modifiers) for i in infos], pa.list_(pa.string())).take(which)
-        type_ = pa.array([i.type for i in infos], pa.string()).take(which)
-        vector = pa.array([i.vector for i in infos], pa.int8()).take(which)
+        # Per distinct opcode (instructions share their OpcodeInfo), then per row.
+        opcodes, info_of = _distinct_objects(infos)
+        info_of = pa.array(info_of[which.to_numpy()], pa.int64())
+        opcode = pa.array([i.opcode for i in opcodes], pa.string()).take(info_of)
+        modifiers = pa.array([list(i.modifiers) for i in opcodes], pa.list_(pa.string())).take(info_of)
+        type_ = pa.array([i.type for i in opcodes], pa.string()).take(info_of)
+        vector = pa.array([i.vector for i in opcodes], pa.int8()).take(info_of)
         state_space, access_bytes = self._memory_columns(infos, operands)
         source_file, source_line = self._source_columns(atoms, kinds, atom_function, rows)
         labels = self._label_column(atoms, kinds, atom_function, np.cumsum(counts))
@@ -213,11 +216,14 @@ class TableBuilder:
     def _declarations(self, atoms: np.ndarray, kinds: np.ndarray, atom_function: np.ndarray) -> None:
         """Registers, function-scope shared variables and labels of every definition."""
         payloads = self.bodies.atoms
-        for position in np.flatnonzero(kinds == LABEL).tolist():
-            self.scopes[atom_function[position]].labels.add(payloads[atoms[position]].name)
-        for position in np.flatnonzero(kinds == VARIABLE).tolist():
-            record, function = payloads[atoms[position]], atom_function[position]
-            row, scope = self.definitions[function][0], self.scopes[function]
+        scopes = self.scopes
+        labels = np.flatnonzero(kinds == LABEL)
+        for function, atom in zip(atom_function[labels].tolist(), atoms[labels].tolist()):
+            scopes[function].labels.add(payloads[atom].name)
+        variables = np.flatnonzero(kinds == VARIABLE)
+        for function, atom in zip(atom_function[variables].tolist(), atoms[variables].tolist()):
+            record = payloads[atom]
+            row, scope = self.definitions[function][0], scopes[function]
             if record.space == "reg":
                 row["registers"].append({"name": record.name, "type": record.type, "count": record.count})
                 # `x<1>` declares x0 and a plain `x` declares x: count 1 cannot tell them apart
@@ -281,29 +287,36 @@ class TableBuilder:
         return source_file, pa.array(lines, pa.int32(), mask=~valid)
 
     def _operand_column(self, operands: tuple, rows: np.ndarray, function_of: np.ndarray) -> pa.Array:
-        """list<OPERAND_TYPE>: each distinct operand tuple is converted once; bare names are
-        resolved per function (the same text may be a register in one and a symbol in another)."""
+        """list<OPERAND_TYPE>: each distinct operand is converted once; a bare name is resolved
+        once per (operand, function) that uses it (the same text may be a register in one
+        function and a symbol in another)."""
         distinct, tuple_of = _distinct_objects(operands)
-        rows = tuple_of[rows]
-        named = np.fromiter((any(op.kind == "name" for op in ops) for ops in distinct), bool, len(distinct))
-        unique = list(distinct)
-        if named.any():
-            # A tuple with bare names gets one resolved copy per function that uses it.
-            with_names = np.flatnonzero(named[rows])
-            pairs, inverse = np.unique(np.stack([rows[with_names], function_of[with_names]]), axis=1,
-                                       return_inverse=True)
-            for tuple_row, function in pairs.T.tolist():
-                scope = self.scopes[function]
-                unique.append(tuple(op._replace(kind=scope.kind_of(op.name)) if op.kind == "name" else op
-                                    for op in distinct[tuple_row]))
-            rows = rows.copy()
-            rows[with_names] = len(distinct) + inverse.reshape(-1)
-        self._unique_operands, self._operand_rows, self._function_of = unique, rows, function_of
-        lengths = np.fromiter((len(ops) for ops in unique), np.int32, len(unique))
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-        values, value_of = _distinct_objects([op for ops in unique for op in ops])
-        values = pa.array(values, OPERAND_TYPE).take(pa.array(value_of, pa.int64()))
-        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values).take(pa.array(rows, pa.int64()))
+        lengths = np.fromiter(map(len, distinct), np.int64, len(distinct))
+        values, value_of = _distinct_objects([op for ops in distinct for op in ops])
+        # Every operand of every instruction row: its flat position among the distinct tuples.
+        row_tuple = tuple_of[rows]
+        row_lengths = lengths[row_tuple]
+        row_offsets = np.concatenate([[0], np.cumsum(row_lengths)])
+        tuple_starts = np.cumsum(lengths) - lengths
+        element_row = np.repeat(np.arange(len(rows)), row_lengths)
+        element_value = value_of[tuple_starts[row_tuple][element_row] + np.arange(int(row_offsets[-1]))
+                                 - row_offsets[:-1][element_row]]
+        element_function = function_of[element_row]
+        is_name = np.fromiter((op.kind == "name" for op in values), bool, len(values))
+        named = np.flatnonzero(is_name[element_value])
+        if len(named):
+            functions = len(self.scopes)
+            keys, inverse = np.unique(element_value[named] * functions + element_function[named],
+                                      return_inverse=True)
+            scopes = self.scopes
+            resolved = [Operand(scopes[key % functions].kind_of(values[key // functions].name),
+                                *values[key // functions][1:]) for key in keys.tolist()]
+            element_value = element_value.copy()
+            element_value[named] = len(values) + inverse.reshape(-1)
+            values = values + resolved
+        self._operand_values, self._element_value, self._element_function = values, element_value, element_function
+        column = pa.array(values, OPERAND_TYPE).take(pa.array(element_value, pa.int64()))
+        return pa.ListArray.from_arrays(pa.array(row_offsets, pa.int32()), column)
 
     def _kernels(self) -> pa.Table:
         self._attach_module_shared()
@@ -319,15 +332,14 @@ class TableBuilder:
 
     def _attach_module_shared(self) -> None:
         """Module-scope shared variables each definition references (declaration order)."""
-        symbols = [{op.name for op in ops if op.kind == "symbol" or (op.kind == "address" and op.name
-                                                                      and op.name[0] != "%")}
-                   for ops in self._unique_operands]
-        with_symbols = np.flatnonzero(np.fromiter((bool(s) for s in symbols), bool, len(symbols)))
-        used = np.isin(self._operand_rows, with_symbols)
-        pairs = np.unique(np.stack([self._function_of[used], self._operand_rows[used]]), axis=1)
+        symbols = [op.name if op.kind == "symbol" or (op.kind == "address" and op.name and op.name[0] != "%")
+                   else None for op in self._operand_values]
+        with_symbols = np.fromiter((name is not None for name in symbols), bool, len(symbols))
+        used = with_symbols[self._element_value]
+        values = len(symbols)
         referenced: dict[int, set] = {}
-        for function, row in pairs.T.tolist():
-            referenced.setdefault(function, set()).update(symbols[row])
+        for key in np.unique(self._element_function[used] * values + self._element_value[used]).tolist():
+            referenced.setdefault(key // values, set()).add(symbols[key % values])
         for function, names in referenced.items():
             row = self.kernel_rows[self.defined_names[function]]
             module = self.modules[row["_module"]]
