@@ -40,8 +40,17 @@ def source_trace() -> tuple[str, str]:
     return "generated sample kernel (v4, 70% shared lines)", samples.traceg(version=4, immediates=1)
 
 
-def big_traceg(path: Path, megabytes: float) -> int:
-    """The source trace with its first CTA repeated (new CTA ids) until the file reaches ``megabytes``."""
+_ADDRESS = re.compile(r"\b0x([0-9a-fA-F]+)")
+
+
+def big_traceg(path: Path, megabytes: float, distinct: bool = False) -> int:
+    """The source trace with its first CTA repeated (new CTA ids) until the file reaches ``megabytes``.
+
+    The copies repeat their CTA's lines exactly, which the reader exploits (it parses each distinct line
+    text once); with ``distinct``, every address of copy ``k`` is moved by ``4 * k`` bytes, so that no
+    line with an address (global or shared) repeats across CTAs: only ALU lines and the lines that warps
+    of one CTA share still repeat.
+    """
     text = source_trace()[1]
     head, _, body = text.partition("#BEGIN_TB")
     cta = "#BEGIN_TB" + body.split("#BEGIN_TB")[0]
@@ -50,7 +59,10 @@ def big_traceg(path: Path, megabytes: float) -> int:
     with open(path, "w") as out:
         out.write(head)
         for index in range(copies):
-            out.write(cta.replace("thread block = 0,0,0", f"thread block = {index},0,0"))
+            copy = cta.replace("thread block = 0,0,0", f"thread block = {index},0,0")
+            if distinct:
+                copy = _ADDRESS.sub(lambda m: f"0x{int(m.group(1), 16) + 4 * index:x}", copy)
+            out.write(copy)
     return path.stat().st_size
 
 
@@ -165,6 +177,12 @@ def main() -> None:
         print(f"naive line-by-line parser: {small_size / 1e6 / naive_seconds:.1f} MB/s; "
               f"vectorized reader is {naive_seconds / fast_small_seconds:.1f}x faster on the same "
               f"{small_size / 1e6:.1f} MB")
+        moved = folder / "distinct.traceg"
+        moved_size = big_traceg(moved, args.mb, distinct=True)
+        seconds, _ = timed(fast_read, moved)
+        print(f".traceg, addresses distinct per CTA: {moved_size / 1e6:.1f} MB in {seconds:.2f} s = "
+              f"{moved_size / 1e6 / seconds:.1f} MB/s; per CPU second: {moved_size / 1e6 / timed.cpu:.1f} MB/s")
+        moved.unlink()
 
         # canonical Parquet -> WarpAccesses (and through the engine when present)
         parquet = folder / "accesses.parquet"

@@ -1,7 +1,7 @@
 """The .traceg reader's shortcuts give exactly what the full parse gives.
 
-Shortcuts under test: the RE2 screen that only counts lines which cannot touch
-shared memory, the eight-characters-at-a-time hexadecimal parser, the hashed
+Shortcuts under test: parsing each distinct line text once, the RE2 screen that
+only counts lines which cannot touch shared memory, the eight-characters-at-a-time hexadecimal parser, the hashed
 grouping of opcodes, and the per-row shared-window decision for mode-1 lines.
 """
 
@@ -154,7 +154,8 @@ def traces(tmp_path_factory):
 
 def test_shortcuts_give_what_the_full_parse_gives(traces, monkeypatch):
     fast = {(p, skip): _read(p, skip) for p in traces for skip in (False, True)}
-    # the full parse: no line is screened out, and every mode-1 row is decided lane by lane
+    # the full parse: every line parsed on its own, none screened out, every mode-1 row decided lane by lane
+    monkeypatch.setattr(accelsim, "distinct_lines", lambda lines: (lines, np.arange(len(lines))))
     monkeypatch.setattr(accelsim, "plain_line_pattern", lambda prefix: "^$.")
     monkeypatch.setattr(accelsim, "_SAFE_STRIDE", 0)
     for (path, skip), got in fast.items():

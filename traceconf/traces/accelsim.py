@@ -14,12 +14,17 @@ the address block (v4's optional immediate, v5's two, v6's register values) is
 ignored.  See docs/traces.md for the versions and their evidence.
 
 Parsing is vectorized per block of text (see :mod:`traceconf.traces.tokens`).
-One RE2 pass over the block's lines (:func:`plain_line_pattern`) finds the
-well-formed lines whose opcode cannot touch shared memory (ALU, global and local
-memory: most of a trace); those are only counted.  The other lines are gathered
-and tokenized; of those, lines whose opcode family can touch shared memory are
-decoded in full, all at once.  Line numbers, counts and errors are those of the
-whole block.
+A trace repeats most of its lines (an ALU instruction is the same line in every
+warp, a shared access often the same line in every CTA), so the block's lines
+are hashed into their distinct texts and everything that depends on a line's
+text alone is done once per distinct text.  One RE2 pass over those
+(:func:`plain_line_pattern`) finds the well-formed lines whose opcode cannot
+touch shared memory (ALU, global and local memory: most of a trace); those are
+only counted.  The other texts are gathered and tokenized; of those, lines whose
+opcode family can touch shared memory are decoded in full, all at once.  What
+depends on a line's place (its warp and CTA, its line number, the count of
+instruction lines per warp) is then worked out per line.  Line numbers, counts
+and errors are those of the whole block.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import pandas as pd
 
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.errors import InputError
@@ -38,8 +44,9 @@ from traceconf.traces.options import Problem, ReadOptions
 from traceconf.traces.sass import ALWAYS, FAMILIES, shared_op
 from traceconf.traces.source import LineBlocks
 from traceconf.traces.source import head
-from traceconf.traces.tokens import (_HEX_DIGIT, _NEWLINE, Tokens, concat_lines, group_rows, line_array, lines_matching,
-                                     parse_hex, parse_int, token_bytes, token_strings, tokenize)
+from traceconf.traces.tokens import (_HEX_DIGIT, _NEWLINE, Tokens, concat_lines, distinct_lines, group_rows,
+                                     line_array, line_lengths, lines_matching, parse_hex, parse_int, token_bytes,
+                                     token_strings, tokenize)
 
 WARP_SIZE = 32
 #: NVBit: "shmem range is [shmem_base_addr, shmem_base_addr+16MB) and the base address is 16MB aligned".
@@ -301,20 +308,32 @@ class TracegParser:
         line_start = np.empty_like(line_end)
         line_start[:1] = 0
         line_start[1:] = line_end[:-1] + 1
+        # A trace repeats most of its lines (an ALU instruction is the same line in every warp; a shared
+        # access, the same line in every CTA), so lines are screened, tokenized, classified and decoded once
+        # per distinct text, then expanded to the lines of ``block`` that carry it.
+        distinct, text_of_line = distinct_lines(line_array(block, line_start))
         # Most lines (ALU, global memory) provably yield nothing: they are only counted.  The rest is
-        # gathered into a smaller text and tokenized; line numbers are those of ``block`` (``kept``).
-        text = line_array(block, line_start)
-        is_plain = lines_matching(text, self.plain_line)
+        # tokenized; ``t``'s lines are the distinct texts of the kept lines (each ends with its newline, so
+        # a text longer than one byte is a non-empty line).
+        plain_text = lines_matching(distinct, self.plain_line)
+        keep_text = ~plain_text & (line_lengths(distinct) > 1)
+        is_plain = plain_text[text_of_line]
         plain = np.flatnonzero(is_plain)
-        keep = ~is_plain & (line_end > line_start)
-        kept = np.flatnonzero(keep)
-        t = tokenize(block if len(kept) == len(line_end) else concat_lines(text, keep))
+        kept = np.flatnonzero(keep_text[text_of_line])  # line numbers in ``block``
+        t = tokenize(concat_lines(distinct, keep_text))
+        kept_text = (np.cumsum(keep_text) - 1)[text_of_line[kept]]  # line of ``t`` of each kept line
         lines = np.flatnonzero(t.count > 0)
         lead = token_bytes(t, t.first[lines], 2)
         digit = _HEX_DIGIT[lead] != 255
         is_inst = digit[:, 0] & (digit[:, 1] | (lead[:, 1] == 0))
-        inst, structure = lines[is_inst], lines[~is_inst]  # line numbers in ``t``
-        inst_line, structure_line = kept[inst], kept[structure]  # the same lines' numbers in ``block``
+        inst = lines[is_inst]  # distinct instruction texts: line numbers in ``t``
+        kind_of_text = np.zeros(len(t.count), dtype=np.int8)  # 0: blank, 1: instruction, 2: structure
+        kind_of_text[lines] = np.where(is_inst, 1, 2)
+        kept_kind = kind_of_text[kept_text]
+        inst_line, structure_line = kept[kept_kind == 1], kept[kept_kind == 2]  # line numbers in ``block``
+        inst_of_text = np.zeros(len(t.count), dtype=np.int64)
+        inst_of_text[inst] = np.arange(len(inst))
+        inst_text = inst_of_text[kept_text[kept_kind == 1]]  # row of ``inst`` of each instruction line
 
         problems: list[Problem] = []
         every_inst = np.zeros(len(line_end), dtype=bool)
@@ -327,7 +346,7 @@ class TracegParser:
         # (cta, warp) in force at each instruction line: that after the last structure line above it
         context = np.searchsorted(structure_line, inst_line)
 
-        reason = np.zeros(len(inst), dtype=np.int8)
+        reason = np.zeros(len(inst), dtype=np.int8)  # per distinct instruction text
         P = self.prefix
         first, count = t.first[inst], t.count[inst]
         last_token = len(t.start) - 1
@@ -345,31 +364,43 @@ class TracegParser:
         for key in _FAMILY_KEYS:  # ten integer comparisons beat a sort-based isin
             candidate |= family == key
         candidate &= reason == 0
+        candidates = np.flatnonzero(candidate)  # distinct texts decoded in full
+        decoded = self._decode(t, first[candidates], count[candidates], opcode[candidates])
+        line_reason = reason[inst_text]  # per instruction line; reasons found first take precedence
         if not self.has_tb_prefix:
-            _mark(reason, ctx_warp[context] < 0, 14)
+            _mark(line_reason, ctx_warp[context] < 0, 14)
             orphans = plain[ctx_warp[np.searchsorted(structure_line, plain)] < 0]
             problems.extend(self._orphans(block, line_start, line_end, orphans, first_line))
+        if decoded is not None:
+            reason[candidates] = decoded["reason"]
+            line_reason = np.where(line_reason == 0, reason[inst_text], line_reason)
 
-        rows = np.flatnonzero(candidate)
-        decoded = self._decode(t, inst_line[rows], first[rows], count[rows], opcode[rows], reason, rows,
-                               context[rows], ctx_cta, ctx_warp)
-
-        bad_rows = np.flatnonzero(reason)
+        bad_rows = np.flatnonzero(line_reason)
         if len(bad_rows):
-            problems.extend(self._problems(t, inst, inst_line, bad_rows, reason, opcode, first_line))
+            problems.extend(self._problems(t, inst, inst_line, inst_text, bad_rows, line_reason, opcode,
+                                           first_line))
         cut = None
         if problems and not self.options.skip_bad:
             cut = min(problems).line - first_line  # emit what precedes the first bad line, then raise
         if decoded is not None:
-            yield from self._emit(t, decoded, reason, first_line, cut)
+            # decoded instruction lines, and the row of ``decoded`` of each
+            decoded_text = np.full(len(inst), -1, dtype=np.int64)
+            decoded_text[candidates] = np.arange(len(candidates))
+            rows = np.flatnonzero(candidate[inst_text])
+            yield from self._emit(t, decoded, decoded_text[inst_text[rows]], line_reason[rows], inst_line[rows],
+                                  ctx_cta[context[rows]], ctx_warp[context[rows]], cut)
         yield from self._report(problems)
 
-    def _problems(self, t: Tokens, inst, inst_line, bad_rows, reason, opcode, first_line) -> list[Problem]:
+    def _problems(self, t: Tokens, inst, inst_line, inst_text, bad_rows, reason, opcode,
+                  first_line) -> list[Problem]:
+        """Problems of the instruction lines ``bad_rows`` (line ``inst_line[i]`` has text ``inst[inst_text[i]]``
+        of ``t``); only the first when they are to be raised."""
         if self.options.skip_bad:
             return [Problem(first_line + int(inst_line[i])) for i in bad_rows.tolist()]
         i = int(bad_rows[0])  # only the first one is reported
-        line = int(inst[i])
-        column = t.column(int(opcode[i]), line) if reason[i] not in (1, 2, 14) else 1
+        text = int(inst_text[i])
+        line = int(inst[text])
+        column = t.column(int(opcode[text]), line) if reason[i] not in (1, 2, 14) else 1
         return [Problem(first_line + int(inst_line[i]), _REASONS[reason[i]], column, t.line_text(line))]
 
     def _orphans(self, block: bytes, line_start, line_end, orphans: np.ndarray, first_line: int) -> list[Problem]:
@@ -382,14 +413,15 @@ class TracegParser:
         text = block[line_start[line]:line_end[line]].decode("utf-8", "replace").rstrip("\r")
         return [Problem(first_line + line, _REASONS[14], 1, text)]
 
-    def _decode(self, t: Tokens, lines, first, count, opcode, reason, rows, context, ctx_cta, ctx_warp):
-        """Decode candidate lines in full; marks malformed ones in ``reason``; None when none are shared."""
-        if len(rows) == 0:
+    def _decode(self, t: Tokens, first, count, opcode):
+        """Decode candidate lines (distinct texts) in full, their reasons to be malformed included; None when
+        there are none."""
+        if len(first) == 0:
             return None
         P = self.prefix
         end = first + count  # one past each line's last token
         last_token = len(t.start) - 1
-        local = np.zeros(len(rows), dtype=np.int8)  # reasons of these rows
+        local = np.zeros(len(first), dtype=np.int8)  # reasons of these rows
 
         def at(index):
             return np.minimum(index, last_token)
@@ -449,7 +481,7 @@ class TracegParser:
             inside = (low >= self.shmem_base) & (high < self.shmem_base + SHARED_WINDOW)
             outside = (high < self.shmem_base) | (low >= self.shmem_base + SHARED_WINDOW)
         else:
-            inside, outside = np.zeros(len(rows), dtype=bool), np.ones(len(rows), dtype=bool)
+            inside, outside = np.zeros(len(first), dtype=bool), np.ones(len(first), dtype=bool)
         offset_inside = (low >= 0) & (high < SHARED_WINDOW)
         offset_outside = (high < 0) | (low >= SHARED_WINDOW)
         keep_row = inside | (outside & offsets & offset_inside)
@@ -478,8 +510,8 @@ class TracegParser:
             lanes_value = np.where(hexa, lanes_value, base[listed][row] + running)
             value[listed[row], lane] = lanes_value
             bad_rows = np.bincount(row[bad_value], minlength=len(listed)) > 0
-            _mark(local, np.isin(np.arange(len(rows)), listed[bad_rows]) & (mode == 0), 10)
-            _mark(local, np.isin(np.arange(len(rows)), listed[bad_rows]), 11)
+            _mark(local, np.isin(np.arange(len(first)), listed[bad_rows]) & (mode == 0), 10)
+            _mark(local, np.isin(np.arange(len(first)), listed[bad_rows]), 11)
 
         dropped = any_active & ~keep_row  # rows with an active lane outside shared memory
         by_lane = np.flatnonzero(lane_by_lane)
@@ -507,13 +539,12 @@ class TracegParser:
             cta = prefix_values[:, 0] + prefix_values[:, 1] * gx + prefix_values[:, 2] * gx * gy
             warp = prefix_values[:, 3]
         else:
-            cta, warp = ctx_cta[context], ctx_warp[context]
+            cta = warp = None  # from the structure lines above each line
         if self.lineinfo:
             source_line, _ = parse_int(t, at(first + P - 1))
         else:
             source_line = None
 
-        reason[rows] = np.where(reason[rows] == 0, local, reason[rows])
         ok = local == 0
         keep = active & (keep_row & ok & ~lane_by_lane)[:, None]
         shared = keep_row & any_active & ok  # rows left with at least one shared lane
@@ -522,38 +553,43 @@ class TracegParser:
             shared[by_lane] = keep[by_lane].any(axis=1)
         np.copyto(value, INACTIVE, where=~keep)
         return {
-            "rows": rows, "lines": lines, "address": value, "shared": shared, "pc": pc, "cta": cta,
-            "warp": warp, "ops": ops, "which": which, "opcode_token": opcode, "first": first,
-            "sources": sources, "source_line": source_line,
+            "reason": local, "address": value, "shared": shared, "pc": pc, "cta": cta, "warp": warp, "ops": ops,
+            "which": which, "opcode_token": opcode, "first": first, "sources": sources, "source_line": source_line,
         }
 
-    def _emit(self, t: Tokens, d: dict, reason: np.ndarray, first_line: int, cut: int | None) -> Iterator:
-        rows = d["rows"]
-        keep = (reason[rows] == 0) & d["shared"]
+    def _emit(self, t: Tokens, d: dict, text: np.ndarray, reason: np.ndarray, lines: np.ndarray,
+              cta: np.ndarray, warp: np.ndarray, cut: int | None) -> Iterator:
+        """Accesses of the decoded lines (line ``lines[k]`` of the block has text ``text[k]`` of ``d`` and
+        the (cta, warp) context ``cta[k], warp[k]``) that are well-formed, shared and before ``cut``."""
+        keep = (reason == 0) & d["shared"][text]
         if cut is not None:
-            keep &= d["lines"] < cut
+            keep &= lines < cut
         picked = np.flatnonzero(keep)
         if len(picked) == 0:
             return
-        take = slice(None) if len(picked) == len(rows) else picked  # all decoded lines shared: no copies
-        which = d["which"][take]
+        text = text[picked]
+        which = d["which"][text]
         ops = d["ops"]
         kind = np.array([op.kind_code for op in ops], dtype=np.int8)[which]
         size = np.array([op.bytes for op in ops], dtype=np.int16)[which]
         matrices = np.array([op.matrices for op in ops], dtype=np.int8)[which]
-        pc = d["pc"][take]
-        new = self._new_instructions(t, d, picked, pc)
+        pc = d["pc"][text]
+        new = self._new_instructions(t, d, text, pc)
         if new:
             yield InstructionsSeen(new)
         n = len(picked)
         execution = np.arange(self.next_execution, self.next_execution + n, dtype=np.int64)
         self.next_execution += n
-        accesses = WarpAccesses("", d["cta"][take].astype(np.int64), d["warp"][take].astype(np.int32),
-                                execution, pc.astype(np.int32), kind, size, matrices, d["address"][take])
+        if d["cta"] is not None:  # from each line's thread-block/warp prefix
+            cta, warp = d["cta"][text], d["warp"][text]
+        else:
+            cta, warp = cta[picked], warp[picked]
+        accesses = WarpAccesses("", cta.astype(np.int64), warp.astype(np.int32), execution, pc.astype(np.int32),
+                                kind, size, matrices, d["address"][text])
         yield from chunked(accesses, self.options.chunk_executions)
 
     def _new_instructions(self, t: Tokens, d: dict, picked: np.ndarray, pc: np.ndarray) -> list[dict]:
-        if all(value in self.pcs for value in np.unique(pc).tolist()):
+        if all(value in self.pcs for value in pd.unique(pc).tolist()):
             return []
         unique, first_index = np.unique(pc, return_index=True)
         rows = []
