@@ -31,7 +31,6 @@ import argparse
 import csv
 import json
 import re
-import shutil
 import subprocess
 import sys
 import traceback

@@ -7,7 +7,6 @@ end-to-end group at the bottom runs the real pipeline on the PTX fixtures.
 
 from __future__ import annotations
 
-import importlib
 import json
 from types import SimpleNamespace
 
@@ -146,15 +145,6 @@ def test_real_trace_json_and_parquet(tmp_path):
     assert duckdb.connect().execute(f"select count(distinct device) from '{out}'").fetchall()[0][0] == 2
 
 
-try:
-    PTX_READY = all(hasattr(importlib.import_module(module), name)
-                    for module, name in (("traceconf.ptx", "parse_file"), ("traceconf.emulate", "emulate")))
-except ImportError:
-    PTX_READY = False
-needs_ptx = pytest.mark.skipif(not PTX_READY, reason="PTX parser / emulator not in this tree yet")
-
-
-@needs_ptx
 def test_transpose_ptx_end_to_end(tmp_path):
     from conftest import FIXTURES
     ptx = FIXTURES / "emulate" / "transpose.ptx"
@@ -169,7 +159,6 @@ def test_transpose_ptx_end_to_end(tmp_path):
     assert "transpose_unpadded on sm_90" in result.stderr and "transpose_padded" not in result.stderr
 
 
-@needs_ptx
 def test_transpose_ptx_table_suggest_and_explain(tmp_path):
     from conftest import FIXTURES
     ptx = FIXTURES / "emulate" / "transpose.ptx"

@@ -8,24 +8,18 @@ are plain PTX so they read like the programs users feed the tool.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from traceconf.accesses import INACTIVE
 from traceconf.emulate import Launch, emulate
+from traceconf.ptx import parse_file, parse_ptx
 
 
 def parse(text: str, name: str = "test.ptx"):
-    ptx = pytest.importorskip("traceconf.ptx")
-    if not hasattr(ptx, "parse_ptx"):
-        pytest.skip("traceconf.ptx.parse_ptx is not available yet")
-    return ptx.parse_ptx(text, name)
+    return parse_ptx(text, name)
 
 
 def parse_path(path):
-    ptx = pytest.importorskip("traceconf.ptx")
-    if not hasattr(ptx, "parse_file"):
-        pytest.skip("traceconf.ptx.parse_file is not available yet")
-    return ptx.parse_file(str(path))
+    return parse_file(str(path))
 
 
 HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"

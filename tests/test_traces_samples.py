@@ -210,7 +210,6 @@ def test_truncated_warp_is_detected(generated, tmp_path):
 
 
 def test_chunks_are_bounded_and_blocks_split_anywhere(generated, monkeypatch):
-    expected = samples.expected_accesses()
     monkeypatch.setattr(trace_source, "BLOCK_BYTES", 97)  # blocks end mid-warp, mid-TB
     for name in ("accelsim-v4-lineinfo", "accelsim-prev3", "accelsim-v4-mode0"):
         kt = next(open_trace(generated / f"{name}.traceg", chunk_executions=5))
@@ -284,8 +283,9 @@ def test_convert_cli_parquet_csv_and_bad_input(generated, tmp_path):
 
 
 def test_trace_to_engine_wavefronts(generated):
-    engine = pytest.importorskip("traceconf.engine")
-    rules = pytest.importorskip("traceconf.rules").load_rule_set("sm_90")
+    from traceconf import engine
+    from traceconf.rules import load_rule_set
+    rules = load_rule_set("sm_90")
     warps = samples.GRID[0] * samples.WARPS
     for name in ("accelsim-v5-clusters.traceg", "canonical.parquet"):
         kt = next(open_trace(generated / name))

@@ -34,6 +34,16 @@ def _writer(path: Path):
         raise InputError(f"cannot write: {error}", str(path)) from None
 
 
+def _byte_progress(stack: ExitStack, name: str):
+    """A rich bar over the bytes read (terminals only); returns the reader's progress callback."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+    bar = stack.enter_context(Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                                       TransferSpeedColumn(), TimeRemainingColumn(), transient=True))
+    task = bar.add_task(f"reading {name}", total=None)
+    return lambda done, total: bar.update(task, completed=done, total=total)
+
+
 def convert(
     trace: Path = typer.Argument(..., help="Accel-Sim kernelslist.g / .traceg(.xz) / trace folder, NVBit mem_trace "
                                            "log, or canonical Parquet/CSV."),
@@ -43,18 +53,7 @@ def convert(
 ) -> None:
     """Convert a recorded trace to the canonical access table (one row per lane access)."""
     with ExitStack() as stack:
-        progress = None
-        if sys.stdout.isatty():
-            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-            bar = stack.enter_context(Progress("[progress.description]{task.description}", BarColumn(),
-                                               DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                                               transient=True))
-            task = bar.add_task(f"reading {trace.name}", total=None)
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
+        progress = _byte_progress(stack, trace.name) if sys.stdout.isatty() else None
         traces = open_trace(trace, skip_bad=skip_bad, progress=progress)
         writer = _writer(output)
         stack.callback(writer.close)  # closes the file with what was written, even on an InputError

@@ -36,7 +36,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
