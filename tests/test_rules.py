@@ -155,3 +155,4 @@ def test_devices_command_shows_one_rule_set_in_full():
     result = CliRunner().invoke(app, ["devices", "sm_90"])
     assert result.exit_code == 0
     assert "pairing" in result.output and "one group per matrix" in result.output and "§4.3" in result.output
+    assert "every lane of atom on one word costs its own pass" in result.output

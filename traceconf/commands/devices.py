@@ -17,7 +17,9 @@ def _details(rules: RuleSet) -> str:
              f"  banks         {rules.banks} x {rules.bank_bytes} B, distinct {rules.row_bytes}-byte rows "
              "in one bank serialize",
              f"  warp          {rules.warp_size} lanes",
-             f"  broadcast     {rules.broadcast}" + ("" if rules.merge_stores else "; same-address writes conflict"),
+             f"  broadcast     {rules.broadcast}" + ("" if rules.merge_stores else "; same-address writes conflict")
+             + ("; every lane of " + "/".join(sorted(rules.unmerged_kinds)) + " on one word costs its own pass"
+                if rules.unmerged_kinds else ""),
              f"  split         accesses wider than {rules.split_bytes} B become separate requests"]
     for rule in rules.lane_groups:
         kinds = "/".join(sorted(rule.kinds)) if rule.kinds else "ld/st/atom/cp_async"
