@@ -17,8 +17,12 @@ from __future__ import annotations
 import pyarrow as pa
 
 
-def _f(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> pa.Field:
+def documented_field(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> pa.Field:
+    """An Arrow field carrying its one-line meaning (printed by ``describe``)."""
     return pa.field(name, type_, nullable=nullable, metadata={"doc": doc})
+
+
+_f = documented_field  # short name for the tables below
 
 
 #: Access kinds, in the order of their integer codes (see ``KIND_CODES``).

@@ -24,6 +24,7 @@ from traceconf.ptx.bodies import Bodies
 from traceconf.ptx.diagnostics import error_at, translate
 from traceconf.ptx.grammar import ptx_parser
 from traceconf.ptx.opcodes import GENERIC_SHARED_OPCODES
+from traceconf.ptx.scan import NextOf
 from traceconf.ptx.statements import Fallback, StatementCache
 from traceconf.ptx.tables import ModuleHeader, TableBuilder
 from traceconf.ptx.transform import StatementError
@@ -128,18 +129,14 @@ def decode(data: bytes, filename: str) -> str:
 def blank_comments(text: str, filename: str) -> str:
     """Comments replaced by spaces (newlines kept): positions and line numbers stay valid."""
     pieces, position, copied = [], 0, 0
-    # str.find jumps to the next '/' or '"' (rare in PTX) far faster than a regex scan.
-    upcoming = {"/": text.find("/"), '"': text.find('"')}
+    needles = NextOf(text, "/\"")       # '/' and '"' are rare in PTX
     while True:
-        for char, found in upcoming.items():
-            if 0 <= found < position:
-                upcoming[char] = text.find(char, position)
-        candidates = [found for found in upcoming.values() if found >= 0]
-        if not candidates:
+        start = needles.after(position)
+        if start < 0:
             break
-        match = _COMMENT_OR_STRING.match(text, min(candidates))
+        match = _COMMENT_OR_STRING.match(text, start)
         if match is None:                       # a lone '/' or an unterminated string
-            position = min(candidates) + 1
+            position = start + 1
             continue
         token = match.group()
         if token == "/*":

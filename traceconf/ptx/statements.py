@@ -36,6 +36,7 @@ from traceconf.ptx.bodies import EMPTY, Bodies
 from traceconf.ptx.grammar import PtxParser
 from traceconf.ptx.opcodes import UnknownOpcode, opcode_info
 from traceconf.ptx.records import LINED, Function, Label, Parameter
+from traceconf.ptx.scan import NextOf
 from traceconf.ptx.shapes import NotParsed, ShapeReader
 from traceconf.ptx.transform import StatementError
 
@@ -55,19 +56,14 @@ def find_bodies(text: str) -> list[tuple[int, int]]:
     """(position of '{', position of the matching '}') of every function body."""
     bodies = []
     position = 0
-    # str.find is much faster than a regex search that stops at every '.' of the file;
-    # remember where each keyword occurs next so that the file is scanned once.
-    upcoming = {kind: text.find(kind) for kind in _FUNCTION_KINDS}
+    keywords = NextOf(text, _FUNCTION_KINDS)
     while True:
-        for kind, found in upcoming.items():
-            if 0 <= found < position:
-                upcoming[kind] = text.find(kind, position)
-        candidates = [found for found in upcoming.values() if found >= 0]
-        if not candidates:
+        start = keywords.after(position)
+        if start < 0:
             return bodies
-        header = _BODY_OPEN.match(text, min(candidates))
+        header = _BODY_OPEN.match(text, start)
         if header is None:
-            position = min(candidates) + 1
+            position = start + 1
             continue
         opening = header.end() - 1
         closing = _matching_brace(text, opening)

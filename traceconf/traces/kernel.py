@@ -24,10 +24,7 @@ import pyarrow as pa
 
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import InputError
-
-
-def _f(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> pa.Field:
-    return pa.field(name, type_, nullable=nullable, metadata={"doc": doc})
+from traceconf.schemas import documented_field as _f
 
 
 #: The shared-memory instructions of one traced kernel launch (``KernelTrace.instructions``).
