@@ -188,7 +188,7 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
     unresolved_ids = [u["instruction"] for u in first.unresolved]
     info = _instruction_info(module, kernel, list(kinds) + static + unresolved_ids, kinds, widths)
     launch_facts = launch.describe(kernel_row, str(module.path))
-    notes = list(getattr(first, "notes", []) or [])
+    notes = list(first.notes)
     if first.scale is not None:
         launch_facts["analysed_ctas"] = len(first.analysed_ctas)
         launch_facts["scale"] = first.scale
@@ -200,14 +200,7 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
                           results=pa.concat_tables(summaries) if summaries else INSTRUCTION_RESULTS.empty_table(),
                           instructions=info, unresolved=first.unresolved, notes=notes,
                           accesses={w: e.accesses for w, e in by_warp_size.items()},
-                          shared_layout=_layout_variables(getattr(first, "shared_layout", None)))
-
-
-def _layout_variables(layout) -> list[dict]:
-    """The emulation's shared layout as plain dicts (a SharedLayout or already a list)."""
-    if layout is None:
-        return []
-    return [dict(v) for v in getattr(layout, "variables", layout)]
+                          shared_layout=[dict(v) for v in first.shared_layout])
 
 
 def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
