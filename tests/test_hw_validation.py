@@ -31,7 +31,7 @@ import pytest
 from traceconf.pipeline import LaunchRequest, run_ptx, static_shared_kind
 from traceconf.ptx import parse_file
 from traceconf.rules import load_rule_set
-from traceconf.traces.sass import ALWAYS, shared_op
+from traceconf.sass.opcodes import ALWAYS, shared_op
 
 REPO = Path(__file__).resolve().parents[1]
 CUDA = REPO / "tests" / "fixtures" / "cuda"

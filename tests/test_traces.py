@@ -9,7 +9,7 @@ from conftest import shared_path
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.errors import InputError
 from traceconf.traces import detect_format, open_trace
-from traceconf.traces.sass import ALWAYS, IN_WINDOW, shared_op
+from traceconf.sass.opcodes import ALWAYS, IN_WINDOW, shared_op
 from traceconf.traces.tokens import parse_hex, parse_int, tokenize
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from traceconf.errors import InputError
+from traceconf.sass.opcodes import shared_op
 
 #: Measured column → accepted header names (first found wins).
 COLUMNS = {
@@ -34,10 +35,6 @@ COLUMNS = {
 }
 LOCATION_COLUMNS = ("Source Location", "Location", "Line", "Source Line")
 KERNEL_LABELS = ("kernel name", "kernel", "function name", "function")
-#: SASS opcode (before the first dot) → access kind.  Generic LD/ST/ATOM/RED count shared wavefronts when
-#: they hit the shared window (their rows carry wavefronts then, zero otherwise).
-OPCODE_KINDS = {"LDS": "ld", "STS": "st", "ATOMS": "atom", "LDSM": "ldmatrix", "STSM": "stmatrix",
-                "LDGSTS": "cp_async", "LD": "ld", "ST": "st", "ATOM": "atom", "RED": "atom"}
 
 
 @dataclass
@@ -71,7 +68,8 @@ def opcode_kind(sass: str) -> str | None:
     tokens = sass.split()
     if tokens and tokens[0].startswith("@"):
         tokens = tokens[1:]
-    return OPCODE_KINDS.get(tokens[0].split(".")[0]) if tokens else None
+    op = shared_op(tokens[0]) if tokens else None
+    return op.kind if op is not None else None
 
 
 def _header_index(row: list[str]) -> dict[str, int] | None:

@@ -41,7 +41,7 @@ from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.errors import InputError
 from traceconf.traces.kernel import BadLines, InstructionsSeen, KernelStart, chunked
 from traceconf.traces.options import Problem, ReadOptions
-from traceconf.traces.sass import ALWAYS, FAMILIES, shared_op
+from traceconf.sass.opcodes import ALWAYS, FAMILIES, shared_op
 from traceconf.traces.source import LineBlocks
 from traceconf.traces.source import head
 from traceconf.traces.tokens import (_HEX_DIGIT, _NEWLINE, Tokens, concat_lines, distinct_lines, group_rows,

@@ -33,7 +33,7 @@ from traceconf.accesses import WarpAccesses
 from traceconf.traces.accelsim import SHARED_WINDOW, WARP_SIZE
 from traceconf.traces.kernel import BadLines, InstructionsSeen, KernelStart, chunked
 from traceconf.traces.options import Problem, ReadOptions
-from traceconf.traces.sass import ALWAYS, shared_op
+from traceconf.sass.opcodes import ALWAYS, shared_op
 from traceconf.traces.source import LineBlocks
 from traceconf.traces.tokens import parse_hex, tokenize
 
