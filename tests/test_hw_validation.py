@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from traceconf.pipeline import LaunchRequest, run_ptx, static_shared_kind
+from traceconf.pipeline import LaunchRequest, run_ptx
+from traceconf.ptx.opcodes import shared_access_kind
 from traceconf.ptx import parse_file
 from traceconf.rules import load_rule_set
 from traceconf.sass.opcodes import ALWAYS, shared_op
@@ -65,7 +66,7 @@ def _sass_classes(listing: str) -> dict[str, set]:
 def _ptx_classes(path: Path) -> dict[str, set]:
     module = parse_file(str(path))
     return {name: {(kind, row["access_bytes"]) for row in module.instructions_of(name)
-                   if (kind := static_shared_kind(row))}
+                   if (kind := shared_access_kind(row["opcode"], row["state_space"]))}
             for name in module.kernel_names()}
 
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import InputError
+from traceconf.ptx.opcodes import shared_access_kind
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS
 
 Progress = Callable[[int, int], None]
@@ -102,23 +103,6 @@ class LaunchRequest:
                 "params": self.params_for(kernel_row, path), "dynamic_smem": self.dynamic_smem}
 
 
-_STATIC_KINDS = {"ld": "ld", "st": "st", "atom": "atom", "red": "atom", "ldmatrix": "ldmatrix",
-                 "stmatrix": "stmatrix", "cp": "cp_async"}
-
-
-def static_shared_kind(row: dict) -> str | None:
-    """Access kind of a PTX instruction that names the shared state space, else None."""
-    kind = _STATIC_KINDS.get(row["opcode"])
-    if kind is None:
-        return None
-    modifiers = row["modifiers"] or []
-    if kind == "cp_async" and "async" not in modifiers:
-        return None
-    if row["state_space"] == "shared" or any(m.startswith("shared") for m in modifiers):
-        return kind
-    return None
-
-
 def select_kernels(names: list[str], patterns: list[str] | None, path: str) -> list[str]:
     """Kernels matching any NAME_OR_REGEX (exact name first, then a full regex match)."""
     if not patterns:
@@ -148,14 +132,14 @@ def _instruction_info(module, kernel: str, ids: Iterable[int], kinds: dict[int, 
     out = []
     for ident, row in zip(ordered, rows):
         out.append({"kernel": kernel, "instruction": ident, "text": row["text"],
-                    "kind": kinds.get(ident) or static_shared_kind(row) or row["opcode"],
+                    "kind": kinds.get(ident) or shared_access_kind(row["opcode"], row["state_space"]) or row["opcode"],
                     "bytes": widths.get(ident, row["access_bytes"] or 0), "ptx_line": row["ptx_line"],
                     "pc": None, "source_file": row["source_file"], "source_line": row["source_line"]})
     return pa.Table.from_pylist(out, schema=INSTRUCTION_INFO)
 
 
 def _kernel_shared_instructions(module, kernel: str) -> list[int]:
-    return [r["instruction"] for r in module.instructions_of(kernel) if static_shared_kind(r)]
+    return [r["instruction"] for r in module.instructions_of(kernel) if shared_access_kind(r["opcode"], r["state_space"])]
 
 
 def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: list,

@@ -23,8 +23,9 @@ from traceconf.emulate.layout import lay_out
 from traceconf.emulate.memory import space_of
 from traceconf.emulate.operands import Context
 from traceconf.emulate.program import link
-from traceconf.emulate.simt import Findings, Machine, compile_slot, is_shared_capable
+from traceconf.emulate.simt import Findings, Machine, compile_slot
 from traceconf.errors import InputError
+from traceconf.ptx.opcodes import may_access_shared, shared_access_kind
 
 #: Threads emulated together when every CTA must run (bounds memory, keeps numpy arrays large).
 CHUNK_THREADS = 1 << 15
@@ -117,10 +118,10 @@ def _touches_shared(program) -> bool:
     """Whether any instruction can reach shared memory: one names the shared space, or a generic
     access exists and some ``cvta.shared`` can produce a shared window address for it."""
     rows = [slot.row for slot in program.slots]
-    direct = any(is_shared_capable(row) and space_of(row) == "shared" for row in rows)
+    direct = any(shared_access_kind(row["opcode"], row["state_space"]) for row in rows)
     window = any(row["opcode"] == "cvta" and space_of(row) == "shared" and "to" not in (row["modifiers"] or [])
                  for row in rows)
-    return direct or (window and any(is_shared_capable(row) for row in rows))
+    return direct or (window and any(may_access_shared(row["opcode"], row["state_space"]) for row in rows))
 
 
 def _assemble(kernel: str, machines: list[Machine], warp_size: int) -> WarpAccesses:

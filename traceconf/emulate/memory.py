@@ -24,6 +24,7 @@ from traceconf.emulate.intops import TYPE_BITS
 from traceconf.emulate.operands import Context, address_reader, param_symbol, reader, register_key, \
     split_destinations
 from traceconf.emulate.program import Slot
+from traceconf.ptx.opcodes import SHARED_ACCESS_KINDS
 from traceconf.schemas import KIND_CODES
 
 U64 = np.uint64
@@ -110,9 +111,10 @@ def _load(slot, ctx, row, modifiers):
     if space == "param":
         return _load_param(slot, ctx, row)
     write = _loaded_destinations(row, slot)
-    if space not in ("shared", "generic") or address_index is None:
-        return lambda m, mask: write(m, mask)
-    record = _shared_access(slot, ctx, address_index, "ld", access_bytes(row), generic=space == "generic")
+    if space not in ("shared", "generic") or address_index is None or row["opcode"] not in SHARED_ACCESS_KINDS:
+        return lambda m, mask: write(m, mask)        # ldu reads global memory only
+    record = _shared_access(slot, ctx, address_index, SHARED_ACCESS_KINDS[row["opcode"]], access_bytes(row),
+                            generic=space == "generic")
 
     def run(m, mask):
         record(m, mask)
@@ -127,8 +129,8 @@ def _store(slot, ctx, row, modifiers):
         return _store_param(slot, ctx, row)
     if space not in ("shared", "generic") or address_index is None:
         return lambda m, mask: None
-    kind = "st"
-    return _shared_access(slot, ctx, address_index, kind, access_bytes(row), generic=space == "generic")
+    return _shared_access(slot, ctx, address_index, SHARED_ACCESS_KINDS[row["opcode"]], access_bytes(row),
+                          generic=space == "generic")
 
 
 def _atomic(slot, ctx, row, modifiers):
@@ -138,7 +140,8 @@ def _atomic(slot, ctx, row, modifiers):
     write = _loaded_destinations(row, slot) if has_result else None
     if space not in ("shared", "generic") or address_index is None:
         return (lambda m, mask: write(m, mask)) if write else (lambda m, mask: None)
-    record = _shared_access(slot, ctx, address_index, "atom", access_bytes(row), generic=space == "generic")
+    record = _shared_access(slot, ctx, address_index, SHARED_ACCESS_KINDS[row["opcode"]], access_bytes(row),
+                            generic=space == "generic")
 
     def run(m, mask):
         record(m, mask)
@@ -151,7 +154,7 @@ def _matrix(slot, ctx, row, modifiers):
     matrices = next((MATRIX_COUNTS[m] for m in modifiers if m in MATRIX_COUNTS), 1)
     space = space_of(row)
     address_index = _address_operand(row)
-    kind = row["opcode"]
+    kind = SHARED_ACCESS_KINDS[row["opcode"]]
     record = _shared_access(slot, ctx, address_index, kind, 16, generic=space == "generic", matrices=matrices)
     if kind == "stmatrix":
         return record
@@ -177,7 +180,7 @@ def _copy(slot, ctx, row, modifiers):
         return lambda m, mask: None
     size_operand = operands[2] if len(operands) > 2 else None
     size = int(size_operand["value"]) if size_operand and size_operand["kind"] == "imm" else access_bytes(row)
-    return _shared_access(slot, ctx, 0, "cp_async", size, generic=False)
+    return _shared_access(slot, ctx, 0, SHARED_ACCESS_KINDS[row["opcode"]], size, generic=False)
 
 
 def _mbarrier(slot, ctx, row, modifiers):

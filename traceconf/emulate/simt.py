@@ -46,12 +46,12 @@ from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.state import ThreadState
 from traceconf.emulate.warp import compile_warp
 from traceconf.errors import InputError
+from traceconf.ptx.opcodes import may_access_shared
 
 EXIT = np.iinfo(np.int64).max
 WAIT = EXIT - 1
 NO_OP_OPCODES = frozenset({"membar", "fence", "nanosleep", "pmevent", "prefetch", "prefetchu", "brkpt",
                            "griddepcontrol", "setmaxnreg", "applypriority", "discard"})
-SHARED_CAPABLE = frozenset({"ld", "ldu", "st", "atom", "red", "ldmatrix", "stmatrix", "cp"})
 
 
 class Compiled:
@@ -91,15 +91,6 @@ def _with_guard(body, guard):
         body(m, active & holds)
         m.guard_taint = taint.ZERO
     return run
-
-
-def is_shared_capable(row: dict) -> bool:
-    if row["opcode"] not in SHARED_CAPABLE:
-        return False
-    if row["opcode"] == "cp":
-        modifiers = row["modifiers"] or []
-        return "async" in modifiers and any(m.split("::")[0] == "shared" for m in modifiers)
-    return space_of(row) in ("shared", "generic")
 
 
 def compile_slot(slot: Slot, ctx: Context) -> Compiled:
@@ -360,7 +351,7 @@ class Findings:
                 continue
             seen.add(index)
             todo.extend(_successors(slots, index))
-        found = [slots[i] for i in sorted(seen) if is_shared_capable(slots[i].row)]
+        found = [slots[i] for i in sorted(seen) if may_access_shared(slots[i].row["opcode"], slots[i].row["state_space"])]
         self._reach_cache[start] = found
         return found
 

@@ -28,8 +28,11 @@ KNOWN_OPCODES = frozenset("""
 MEMORY_OPCODES = frozenset(
     "ld ldu st atom red ldmatrix stmatrix cp mbarrier prefetch prefetchu multimem discard applypriority".split())
 
-#: Opcodes that can touch shared memory through a generic address (the emulator decides).
-GENERIC_SHARED_OPCODES = frozenset("ld st atom red ldmatrix stmatrix".split())
+#: PTX opcode → the access kind it makes when it touches shared memory (the one PTX table; SASS opcodes
+#: have theirs in :mod:`traceconf.sass.opcodes`).  ``cp`` counts only as ``cp.async``: a plain ``cp`` is no
+#: memory access, and :func:`opcode_info` gives it no state space.
+SHARED_ACCESS_KINDS = {"ld": "ld", "st": "st", "atom": "atom", "red": "atom", "ldmatrix": "ldmatrix",
+                       "stmatrix": "stmatrix", "cp": "cp_async"}
 
 SPACES = frozenset("shared global local param const".split())
 
@@ -111,6 +114,13 @@ def opcode_info(token: str) -> OpcodeInfo:
                       access_bytes, size_operand)
 
 
-def is_shared_candidate(info: OpcodeInfo) -> bool:
-    """Whether an instruction with this opcode may access shared memory (generic ones included)."""
-    return info.state_space == "shared" or (info.state_space == "generic" and info.opcode in GENERIC_SHARED_OPCODES)
+def shared_access_kind(opcode: str, state_space: str | None) -> str | None:
+    """Access kind of an instruction that names the shared state space (``ld.shared``, ``cp.async…shared``),
+    else None.  ``state_space`` is the INSTRUCTIONS column (see :func:`opcode_info`)."""
+    return SHARED_ACCESS_KINDS.get(opcode) if state_space == "shared" else None
+
+
+def may_access_shared(opcode: str, state_space: str | None) -> bool:
+    """Whether the instruction can access shared memory: it names the shared space, or it addresses
+    generically (whether a generic address lies in the shared window is the emulator's call)."""
+    return opcode in SHARED_ACCESS_KINDS and state_space in ("shared", "generic")

@@ -23,7 +23,7 @@ from traceconf.errors import InputError
 from traceconf.ptx.bodies import Bodies
 from traceconf.ptx.diagnostics import error_at, translate
 from traceconf.ptx.grammar import ptx_parser
-from traceconf.ptx.opcodes import GENERIC_SHARED_OPCODES
+from traceconf.ptx.opcodes import may_access_shared
 from traceconf.ptx.scan import NextOf
 from traceconf.ptx.statements import Fallback, StatementCache
 from traceconf.ptx.tables import ModuleHeader, TableBuilder
@@ -87,17 +87,14 @@ class PtxModule:
         return self.instructions.slice(start, count).to_pylist()
 
     def shared_instructions(self) -> pa.Table:
-        """Instructions that access shared memory, or may through a generic address.
-
-        Shared state space (ld/st/atom/red/ldmatrix/stmatrix/cp.async/mbarrier...)
-        plus generic ld/st/atom/red/ldmatrix/stmatrix; whether a generic
-        address points into shared memory is the emulator's call.
-        """
+        """Instructions that may access shared memory (:func:`~traceconf.ptx.opcodes.may_access_shared`):
+        the shared state space, or a generic address that the emulator may find in the shared window."""
         table = self.instructions
-        space = table.column("state_space")
-        generic = pc.and_(pc.equal(space, "generic"),
-                          pc.is_in(table.column("opcode"), pa.array(sorted(GENERIC_SHARED_OPCODES))))
-        return table.filter(pc.fill_null(pc.or_(pc.equal(space, "shared"), generic), False))
+        keys = pc.binary_join_element_wise(table.column("opcode"), pc.fill_null(table.column("state_space"), ""),
+                                           ".")
+        distinct = pc.unique(keys).to_pylist()
+        wanted = [key for key in distinct if may_access_shared(*key.split(".", 1))]
+        return table.filter(pc.is_in(keys, pa.array(wanted, pa.string())))
 
     def _unknown(self, name: str) -> str:
         return f"no function '{name}' in {self.path} (functions: {', '.join(self.function_names()) or 'none'})"
