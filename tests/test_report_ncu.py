@@ -12,7 +12,7 @@ from test_report_support import transpose_analysis
 from traceconf.cli import app
 from traceconf.errors import InputError
 from traceconf.report.frame import kernel_table
-from traceconf.report.ncu import base_name, compare, opcode_kind, pair_kernels, read_source_csv
+from traceconf.report.ncu import compare, opcode_kind, pair_kernels, read_source_csv
 
 NCU = FIXTURES / "ncu"
 
@@ -23,14 +23,6 @@ NCU = FIXTURES / "ncu"
                                         ("FFMA R1, R2, R3, R1", None)])
 def test_opcode_kind(sass, kind):
     assert opcode_kind(sass) == kind
-
-
-@pytest.mark.parametrize("name, base", [("void mult_gpu<float>(float *, float *, float *, int, int)", "mult_gpu"),
-                                        ("_Z8mult_gpuIfEvPT_S1_S1_ii", "mult_gpu"),
-                                        ("_ZN4cute6kernelEPf", "kernel"), ("ns::k2(int)", "k2"),
-                                        ("transpose_padded", "transpose_padded")])
-def test_base_name(name, base):
-    assert base_name(name) == base
 
 
 def test_read_sass_csv():

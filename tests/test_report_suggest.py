@@ -11,7 +11,7 @@ from rich.console import Console
 from test_report_support import LOADS, STORES, transpose_analysis
 from traceconf.accesses import WarpAccesses
 from traceconf.pipeline import KernelAnalysis
-from traceconf.report.suggest import (display_name, pad, render_suggestions, row_candidates, suggest_for,
+from traceconf.report.suggest import (pad, render_suggestions, row_candidates, suggest_for,
                                       swizzle, variable_of, Variable)
 from traceconf.rules import load_rule_set
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS, KIND_CODES
@@ -23,11 +23,6 @@ TILE = [{"name": "_ZZ18transpose_unpaddedE4tile", "offset": 0, "bytes": 4096, "a
 def with_layout(analysis: KernelAnalysis, layout=TILE) -> KernelAnalysis:
     analysis.shared_layout = layout
     return analysis
-
-
-def test_display_name_demangles_demoted_variables():
-    assert display_name("_ZZ18transpose_unpaddedE4tile") == "tile"
-    assert display_name("smem") == "smem"
 
 
 def test_variable_and_row_inferred_from_addresses():

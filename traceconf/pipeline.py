@@ -7,7 +7,6 @@ so that one bad kernel never loses the others' results.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -17,6 +16,7 @@ import pyarrow as pa
 
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import InputError
+from traceconf.names import matches, select_kernels
 from traceconf.ptx.opcodes import shared_access_kind
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS
 
@@ -101,27 +101,6 @@ class LaunchRequest:
     def describe(self, kernel_row: dict, path: str) -> dict:
         return {"block": list(self.block_for(kernel_row, path)), "grid": list(self.grid),
                 "params": self.params_for(kernel_row, path), "dynamic_smem": self.dynamic_smem}
-
-
-def select_kernels(names: list[str], patterns: list[str] | None, path: str) -> list[str]:
-    """Kernels matching any NAME_OR_REGEX (exact name first, then a full regex match)."""
-    if not patterns:
-        return names
-    chosen = []
-    for pattern in patterns:
-        if pattern in names:
-            matches = [pattern]
-        else:
-            try:
-                regex = re.compile(pattern)
-            except re.error as exc:
-                raise InputError(f"--kernel {pattern!r} is neither a kernel name nor a valid regex ({exc})") from None
-            matches = [n for n in names if regex.fullmatch(n) or regex.search(n)]
-        if not matches:
-            listing = ", ".join(names) or "none"
-            raise InputError(f"no kernel matches {pattern!r}; kernels in the file: {listing}", file=path)
-        chosen += [m for m in matches if m not in chosen]
-    return chosen
 
 
 def _instruction_info(module, kernel: str, ids: Iterable[int], kinds: dict[int, str],
@@ -224,7 +203,7 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
         except InputError as error:  # e.g. a launch whose trace file is missing: keep what came before
             failed.append(KernelFailure("", error))
             break
-        if kernels and not _matches(trace.kernel, kernels):
+        if not matches(trace.kernel, kernels):
             continue
         partial, notes = [], []
         try:
@@ -258,10 +237,6 @@ def run_file(path: str | Path, kernels: list[str] | None, launch: LaunchRequest,
     if input_format(path) == "ptx":
         return run_ptx(path, kernels, launch, rule_sets, progress)
     return run_trace(path, kernels, rule_sets, skip_bad, progress)
-
-
-def _matches(name: str, patterns: list[str]) -> bool:
-    return any(p == name or re.search(p, name) for p in patterns)
 
 
 def trace_instruction_info(trace) -> pa.Table:

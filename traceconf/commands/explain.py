@@ -18,6 +18,7 @@ from traceconf.accesses import WarpAccesses
 from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Grid, MaxSteps, Params, check_input, fail,
                                         launch_request, load_devices, report_failures, stdout_console)
 from traceconf.errors import InputError
+from traceconf.names import matches
 from traceconf.pipeline import input_format, run_ptx, trace_instruction_info
 
 
@@ -65,7 +66,7 @@ def _trace_executions(file: Path, kernel: str, spec: str, rules) -> tuple[pa.Tab
     names, info = [], None
     for trace in open_trace(file):
         names.append(trace.kernel)
-        if _matches(trace.kernel, kernel):
+        if matches(trace.kernel, [kernel]):
             trace.drain()
             info = trace_instruction_info(trace)
             break
@@ -74,15 +75,11 @@ def _trace_executions(file: Path, kernel: str, spec: str, rules) -> tuple[pa.Tab
     ident, _ = resolve_instruction(info, spec, str(file))
     parts = []
     for trace in open_trace(file):
-        if _matches(trace.kernel, kernel):
+        if matches(trace.kernel, [kernel]):
             parts = [chunk.take(np.nonzero(chunk.instruction == ident)[0]) for chunk in trace.chunks()]
             break
     parts = [p for p in parts if len(p)]
     return info, ident, (WarpAccesses.concat(parts) if parts else WarpAccesses.empty(kernel, rules.warp_size))
-
-
-def _matches(name: str, pattern: str) -> bool:
-    return name == pattern or re.search(pattern, name) is not None
 
 
 def explain(

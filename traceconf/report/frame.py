@@ -50,20 +50,15 @@ def _unresolved_reasons(analysis: KernelAnalysis) -> dict[int, str]:
 def kernel_table(analysis: KernelAnalysis, device: str) -> pa.Table:
     """RESULT_ROWS of one kernel on one device, ordered by instruction id."""
     info = pa.concat_tables([analysis.instructions.cast(INSTRUCTION_INFO), _missing_info(analysis)])
-    info = info.sort_by("instruction")
     results = analysis.results.filter(pc.equal(analysis.results.column("device"), device))
+    # One row per instruction (a trace instruction may show several widths: their counts add up).
+    counts = results.group_by("instruction", use_threads=False).aggregate(
+        [(name, "sum") for name in COUNTS] + [("max_ways", "max")])
+    info = info.join(counts, "instruction", join_type="left outer", use_threads=False).sort_by("instruction")
     ids = info.column("instruction").to_numpy()
-    result_ids = results.column("instruction").to_numpy()
-    order = np.argsort(result_ids, kind="stable")
-    where = np.minimum(np.searchsorted(result_ids[order], ids), max(len(order) - 1, 0))
-    hit = (result_ids[order][where] == ids) if len(order) else np.zeros(len(ids), dtype=bool)
-    rows = order[where] if len(order) else where
 
-    def counted(name: str, dtype) -> np.ndarray:
-        out = np.zeros(len(ids), dtype=dtype)
-        if hit.any():
-            out[hit] = results.column(name).to_numpy()[rows[hit]]
-        return out
+    def counted(name: str, aggregate: str, type_: pa.DataType) -> pa.Array:
+        return pc.fill_null(info.column(f"{name}_{aggregate}"), 0).cast(type_).combine_chunks()
 
     reasons = _unresolved_reasons(analysis)
     reason = [reasons.get(int(i)) for i in ids]
@@ -84,8 +79,8 @@ def kernel_table(analysis: KernelAnalysis, device: str) -> pa.Table:
         "source_line": info.column("source_line"),
         "source": pa.array([f"{f}:{l}" if f and l is not None else None for f, l in zip(files, lines)],
                            pa.string()),
-        **{name: pa.array(counted(name, np.int64)) for name in COUNTS},
-        "max_ways": pa.array(counted("max_ways", np.int32)),
+        **{name: counted(name, "sum", pa.int64()) for name in COUNTS},
+        "max_ways": counted("max_ways", "max", pa.int32()),
         "resolved": pa.array([r is None for r in reason], pa.bool_()),
         "unresolved_reason": pa.array(reason, pa.string()),
     }, schema=RESULT_ROWS)

@@ -24,6 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from traceconf.errors import InputError
+from traceconf.names import same_kernel
 from traceconf.sass.opcodes import shared_op
 
 #: Measured column → accepted header names (first found wins).
@@ -162,27 +163,9 @@ def read_source_csv(path: str | Path) -> list[MeasuredKernel]:
     return kernels
 
 
-def base_name(name: str) -> str:
-    """Bare function name of a demangled (``void ns::foo<float>(float *, int)``) or mangled (``_Z3fooPfi``) name."""
-    if name.startswith("_Z"):
-        nested = name.startswith("_ZN")
-        rest, parts = name[3:] if nested else name[2:], []
-        while (match := re.match(r"(\d+)", rest)) and len(parts) < 64:
-            size = int(match.group(1))
-            parts.append(rest[match.end():match.end() + size])
-            rest = rest[match.end() + size:]
-            if not nested:
-                break
-        return parts[-1] if parts else name
-    plain = re.sub(r"<.*>", "", name.split("(")[0]).strip()
-    return plain.split()[-1].rsplit("::", 1)[-1] if plain else name
-
-
 def kernel_matches(measured: str | None, predicted: str) -> bool:
     """ncu names kernels demangled with parameters (``foo(float *, int)``) or mangled; PTX by its entry name."""
-    if measured is None:
-        return True
-    return measured == predicted or base_name(measured) == base_name(predicted)
+    return measured is None or same_kernel(measured, predicted)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceconf.accesses import INACTIVE, WarpAccesses
+from traceconf.names import function_name
 from traceconf.pipeline import KernelAnalysis
 
 MAX_ROW_CANDIDATES = 2
@@ -78,14 +79,6 @@ class Suggestion:
         return f"{self.best.label}: {before[1]}-way → {after[1]}-way"
 
 
-def display_name(name: str) -> str:
-    """``_ZZ18transpose_unpaddedE4tile`` → ``tile`` (demoted function-scope variables); others unchanged."""
-    match = re.fullmatch(r"_ZZ.*E(\d+)(\w+)", name)
-    if match and len(match.group(2)) >= int(match.group(1)):
-        return match.group(2)[:int(match.group(1))]
-    return name
-
-
 def variable_of(analysis: KernelAnalysis, address: np.ndarray) -> Variable:
     """The shared variable whose range holds most of ``address`` (active lanes only)."""
     active = address[address != INACTIVE]
@@ -94,7 +87,7 @@ def variable_of(analysis: KernelAnalysis, address: np.ndarray) -> Variable:
         start, size = int(variable["offset"]), int(variable["bytes"])
         inside = int(np.count_nonzero((active >= start) & (active < start + size)))
         if inside > hits:
-            best, hits = Variable(display_name(variable["name"]), start, size), inside
+            best, hits = Variable(function_name(variable["name"]), start, size), inside
     return best or Variable("shared memory", 0, None)
 
 
