@@ -10,7 +10,7 @@ from test_report_support import transpose_analysis
 from traceconf import api
 from traceconf.errors import InputError
 from traceconf.pipeline import KernelFailure
-from traceconf.report.frame import RESULT_ROWS
+from traceconf.analyses.results import RESULT_ROWS
 
 
 def test_analyze_trace_frame_has_the_documented_columns():

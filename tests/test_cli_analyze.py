@@ -36,8 +36,8 @@ def fake_pipeline(monkeypatch, tmp_path):
         return done, failed if calls.get("fail") else []
 
     monkeypatch.setattr(analyze_command, "run_file", run_file)
-    monkeypatch.setattr(analyze_command, "load_devices",
-                        lambda names: [SimpleNamespace(name=n) for n in dict.fromkeys(names or ["sm_90"])])
+    monkeypatch.setattr(analyze_command, "load_rule_sets",
+                        lambda names, default: [SimpleNamespace(name=n) for n in dict.fromkeys(names or [default])])
     source = tmp_path / "k.ptx"
     source.write_text(".version 8.0\n.target sm_90\n")
     return SimpleNamespace(path=source, calls=calls)

@@ -41,7 +41,7 @@ from typer.testing import CliRunner
 from conftest import FIXTURES
 from traceconf.cli import app
 from traceconf.errors import InputError
-from traceconf.report.gpgpusim import BankModel, closest_rule_set, model_cycles, rows_for_ptx
+from traceconf.analyses.gpgpusim import BankModel, closest_rule_set, model_cycles, rows_for_ptx
 from traceconf.traces import read_gpgpusim_stats
 
 STATS = FIXTURES / "gpgpusim"

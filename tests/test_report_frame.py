@@ -14,7 +14,7 @@ from rich.console import Console
 
 from test_report_support import LOADS, NEVER, SCALE, STORES, UNRESOLVED, transpose_analysis
 from traceconf.errors import InputError
-from traceconf.report.frame import RESULT_ROWS, excess_by_kernel, results_table
+from traceconf.analyses.results import RESULT_ROWS, excess_by_kernel, results_table
 from traceconf.report.hotspots import kernel_report, scale_note
 from traceconf.report.writers import csv_text, json_document, write_results
 from traceconf.schemas import KINDS

@@ -11,8 +11,8 @@ from conftest import FIXTURES, REPO
 from test_report_support import transpose_analysis
 from traceconf.cli import app
 from traceconf.errors import InputError
-from traceconf.report.frame import kernel_table
-from traceconf.report.ncu import compare, opcode_kind, pair_kernels, read_source_csv
+from traceconf.analyses.results import kernel_table
+from traceconf.analyses.ncu import compare, opcode_kind, pair_kernels, read_source_csv
 
 NCU = FIXTURES / "ncu"
 

@@ -11,7 +11,9 @@ from rich.console import Console
 from test_report_support import LOADS, STORES, transpose_analysis
 from traceconf.accesses import WarpAccesses
 from traceconf.pipeline import KernelAnalysis
-from traceconf.report.suggest import (pad, render_suggestions, row_candidates, suggest_for,
+from traceconf.analyses.suggest import suggestions
+from traceconf.report.suggest import render_suggestions
+from traceconf.analyses.suggest import (pad, row_candidates, suggest_for,
                                       swizzle, variable_of, Variable)
 from traceconf.rules import load_rule_set
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS, KIND_CODES
@@ -75,7 +77,7 @@ def test_a_store_that_the_pad_breaks_is_shown():
     assert suggestion.best.per_instruction[STORES[0]][0] > 1
     assert suggestion.regressions() == [STORES[0]]
     console = Console(width=200, file=io.StringIO(), record=True)
-    render_suggestions(analysis, [SM90], 1, console)
+    render_suggestions(analysis, SM90.name, suggestions(analysis, SM90, 1), console)
     assert "makes 1 other instruction(s) slower: L10 st.shared.f32" in console.export_text()
 
 
@@ -99,11 +101,11 @@ def test_no_addresses_no_suggestion():
 
 def test_render_lists_before_and_after_per_instruction():
     console = Console(width=200, file=io.StringIO(), record=True)
-    render_suggestions(with_layout(transpose_analysis()), [SM90], 2, console)
+    render_suggestions(with_layout(transpose_analysis()), SM90.name, suggestions(with_layout(transpose_analysis()), SM90, 2), console)
     text = console.export_text()
     assert "[30] L110 ld.shared.f32 %f2, [%r30]: pad tile row 32→33 words: 32-way → 1-way" in text
     assert "all accesses to tile" in text and "1,081,344" in text and "65,536" in text
     assert "(same change as above)" in text
     clean = Console(width=200, file=io.StringIO(), record=True)
-    render_suggestions(transpose_analysis(row_words=33), [SM90], 2, clean)
+    render_suggestions(transpose_analysis(row_words=33), SM90.name, suggestions(transpose_analysis(row_words=33), SM90, 2), clean)
     assert "no bank conflicts: nothing to suggest" in clean.export_text()

@@ -25,6 +25,7 @@ import pandas as pd
 
 from traceconf.errors import InputError
 from traceconf.pipeline import KernelAnalysis, KernelFailure, LaunchRequest, run_ptx, run_trace
+from traceconf.rules import load_rule_sets
 
 __all__ = ["analyze_ptx", "analyze_trace"]
 
@@ -45,18 +46,16 @@ def _kernels(kernel: str | Iterable[str] | None) -> list[str] | None:
 
 
 def _rules(devices: Sequence[str] | str) -> list:
-    from traceconf.commands.analyze import load_devices
-    return load_devices([devices] if isinstance(devices, str) else list(devices))
+    return load_rule_sets([devices] if isinstance(devices, str) else list(devices))
 
 
 def _frame(analyses: list[KernelAnalysis], failures: list[KernelFailure], rule_sets: list) -> pd.DataFrame:
-    from traceconf.commands.analyze import failure_line
-    from traceconf.report.frame import results_table
+    from traceconf.analyses.results import results_table
 
     if failures and not analyses:
         raise failures[0].error
     frame = results_table(analyses, [r.name for r in rule_sets]).to_pandas()
-    messages = [failure_line(failure) for failure in failures]
+    messages = [failure.line() for failure in failures]
     frame.attrs["failures"] = messages
     for message in messages:
         warnings.warn(message, stacklevel=3)

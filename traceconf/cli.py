@@ -13,6 +13,7 @@ import sys
 import typer
 
 from traceconf import __version__
+from traceconf.commands.analyze import report_input_error
 from traceconf.errors import InputError
 
 #: Sub-command modules, each exposing ``register(app)``.
@@ -49,15 +50,6 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"traceconf.commands.{_name}").register(app)
-
-
-def report_input_error(error: InputError) -> None:
-    """Print an InputError the way every command does: one line, then the source line."""
-    typer.echo(f"error: {error}" if not error.location() else str(error), err=True)
-    if error.source_line is not None:
-        typer.echo(f"    {error.source_line.rstrip()}", err=True)
-        if error.column:
-            typer.echo("    " + " " * (error.column - 1) + "^", err=True)
 
 
 def main() -> None:

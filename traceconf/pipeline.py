@@ -49,6 +49,14 @@ class KernelFailure:
     kernel: str
     error: InputError
 
+    def line(self) -> str:
+        """``FILE:LINE:COL: kernel K: message`` (the kernel is named once, even if the message already does)."""
+        where = self.error.location()
+        message = self.error.message
+        if self.kernel and not message.startswith(f"kernel {self.kernel}"):
+            message = f"kernel {self.kernel}: {message}"
+        return f"{where + ': ' if where else 'error: '}{message}"
+
 
 # ---------------------------------------------------------------------------
 # PTX

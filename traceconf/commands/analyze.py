@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from traceconf.errors import InputError
 from traceconf.pipeline import KernelFailure, LaunchRequest, run_file
+from traceconf.rules import load_rule_sets
 
 # ---------------------------------------------------------------------------
 # Options shared by analyze / explain / compare-ncu
@@ -88,23 +89,6 @@ def launch_request(block: str | None, grid: str, params: list[str] | None, dynam
                          params=parse_params(params), dynamic_smem=smem, ctas=ctas, max_steps=max_steps)
 
 
-def load_devices(names: list[str] | None) -> list:
-    """Rule sets for the --device names (deduplicated, in order)."""
-    from traceconf.rules import list_rule_sets, load_rule_set
-
-    chosen = list(dict.fromkeys(names or [DEFAULT_DEVICE]))
-    rule_sets = []
-    for name in chosen:
-        try:
-            rule_sets.append(load_rule_set(name))
-        except InputError:
-            raise
-        except (KeyError, ValueError, FileNotFoundError) as exc:
-            known = ", ".join(str(r) for r in list_rule_sets())
-            raise InputError(f"--device {name}: unknown rule set ({exc}); known: {known}") from None
-    return rule_sets
-
-
 def check_input(path: Path) -> None:
     if not path.is_file():
         raise InputError("no such file" if not path.exists() else "not a regular file", file=str(path))
@@ -134,20 +118,19 @@ def stdout_console() -> Console:
 def report_failures(failures: list[KernelFailure]) -> None:
     """One line per failed kernel: ``FILE:LINE:COL: kernel K: message`` (location when known)."""
     for failure in failures:
-        typer.echo(failure_line(failure), err=True)
+        typer.echo(failure.line(), err=True)
 
 
-def failure_line(failure: KernelFailure) -> str:
-    """``FILE:LINE:COL: kernel K: message`` (the kernel is named once, even if the message already does)."""
-    where = failure.error.location()
-    message = failure.error.message
-    if failure.kernel and not message.startswith(f"kernel {failure.kernel}"):
-        message = f"kernel {failure.kernel}: {message}"
-    return f"{where + ': ' if where else 'error: '}{message}"
+def report_input_error(error: InputError) -> None:
+    """Print an InputError the way every command does: one line, then the source line."""
+    typer.echo(f"error: {error}" if not error.location() else str(error), err=True)
+    if error.source_line is not None:
+        typer.echo(f"    {error.source_line.rstrip()}", err=True)
+        if error.column:
+            typer.echo("    " + " " * (error.column - 1) + "^", err=True)
 
 
 def fail(error: InputError) -> typer.Exit:
-    from traceconf.cli import report_input_error
     report_input_error(error)
     return typer.Exit(2)
 
@@ -183,13 +166,13 @@ def analyze(
     skip_bad: SkipBad = False,
 ) -> None:
     """Count shared-memory wavefronts per instruction and rank the bank-conflict hotspots."""
-    from traceconf.report.frame import excess_by_kernel, results_table
+    from traceconf.analyses.results import excess_by_kernel, results_table
     from traceconf.report.writers import csv_text, json_text, write_results
 
     try:
         check_input(file)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
-        rule_sets = load_devices(device)
+        rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
         with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
             analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress)
     except InputError as error:
@@ -227,9 +210,10 @@ def _print_tables(analyses, devices: list[str], top: int, suggest: bool, rule_se
     console = stdout_console()
     render(analyses, devices, top, console)
     if suggest:
+        from traceconf.analyses.suggest import suggestions
         from traceconf.report.suggest import render_suggestions
         for analysis in analyses:
-            render_suggestions(analysis, rule_sets, top, console)
+            render_suggestions(analysis, rule_sets[0].name, suggestions(analysis, rule_sets[0], top), console)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,9 +9,10 @@ from typing import Annotated, Optional
 import typer
 
 from traceconf.commands.analyze import (Block, Ctas, Devices, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params,
-                                        check_input, fail, launch_request, load_devices, report_failures,
+                                        check_input, fail, launch_request, report_failures,
                                         stdout_console)
 from traceconf.errors import InputError
+from traceconf.rules import load_rule_sets
 from traceconf.pipeline import input_format, run_ptx
 
 GPGPUSIM = "GPGPU-Sim model (replayed on the emulation)"
@@ -44,7 +45,8 @@ def compare_gpgpusim(
     max_steps: MaxSteps = 10_000_000,
 ) -> None:
     """Line up GPGPU-Sim's per-PTX-line smem_bk_conflicts with the predicted wavefronts for the same PTX."""
-    from traceconf.report.gpgpusim import BankModel, compare, csv_text, json_document, render, rows_for_ptx
+    from traceconf.analyses.gpgpusim import BankModel, compare, rows_for_ptx
+    from traceconf.report.gpgpusim import csv_text, json_document, render
     from traceconf.traces import read_gpgpusim_stats
 
     model = BankModel(shmem_banks, shmem_warp_parts, shmem_limited_broadcast)
@@ -59,7 +61,7 @@ def compare_gpgpusim(
         name = ptx_name or file.name
         rows = rows_for_ptx(read_gpgpusim_stats(stats), name, str(stats))
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
-        rule_sets = load_devices(device)
+        rule_sets = load_rule_sets(device)
         analyses, failures = run_ptx(file, kernel, launch, rule_sets)
     except InputError as error:
         raise fail(error) from None

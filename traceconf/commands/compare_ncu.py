@@ -11,8 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params, check_input, fail,
-                                        launch_request, load_devices, report_failures, stdout_console)
+                                        launch_request, report_failures, stdout_console)
 from traceconf.errors import InputError
+from traceconf.rules import load_rule_sets
 from traceconf.pipeline import run_file
 
 COUNT_KEYS = ("wavefronts", "ideal_wavefronts", "excess_wavefronts")
@@ -56,15 +57,15 @@ def compare_ncu(
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout (table or json).")] = Format.table,
 ) -> None:
     """Line up Nsight Compute's measured shared wavefronts with the prediction (per kernel, kind, CUDA line)."""
-    from traceconf.report.frame import kernel_table
-    from traceconf.report.ncu import compare, pair_kernels, read_source_csv
+    from traceconf.analyses.results import kernel_table
+    from traceconf.analyses.ncu import compare, pair_kernels, read_source_csv
 
     try:
         check_input(report)
         check_input(file)
         measured = read_source_csv(report)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
-        (rules,) = load_devices([device])
+        (rules,) = load_rule_sets([device])
         analyses, failures = run_file(file, kernel, launch, [rules])
         by_name = {a.kernel: a for a in analyses}
         pairs = pair_kernels(measured, list(by_name), str(report)) if analyses else []

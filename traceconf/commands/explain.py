@@ -16,8 +16,9 @@ import typer
 
 from traceconf.accesses import WarpAccesses
 from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Grid, MaxSteps, Params, check_input, fail,
-                                        launch_request, load_devices, report_failures, stdout_console)
+                                        launch_request, report_failures, stdout_console)
 from traceconf.errors import InputError
+from traceconf.rules import load_rule_sets
 from traceconf.names import matches
 from traceconf.pipeline import input_format, run_ptx, trace_instruction_info
 
@@ -108,7 +109,7 @@ def explain(
 
     try:
         check_input(file)
-        (rules,) = load_devices([device])
+        (rules,) = load_rule_sets([device])
         if input_format(file) == "ptx":
             launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
             info, accesses, unresolved = _ptx_executions(file, kernel, launch, rules)

@@ -40,7 +40,7 @@ import numpy as np
 
 from traceconf.emulate import taint
 from traceconf.emulate.alu import compile_alu, unknown_result
-from traceconf.emulate.memory import compile_memory, space_of
+from traceconf.emulate.memory import compile_memory
 from traceconf.emulate.operands import Context, reader
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.state import ThreadState

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceconf.pipeline import KernelAnalysis
-from traceconf.report.frame import COUNTS, kernel_table
+from traceconf.analyses.results import COUNTS, kernel_table
 from traceconf.report.source import source_text
 from traceconf.schemas import KINDS
 

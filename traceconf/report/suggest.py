@@ -1,205 +1,25 @@
-"""What-if layouts for the worst hotspots: row padding and XOR swizzles, re-counted by the engine.
-
-For a hotspot the suggestion works on addresses only:
-
-1. the shared variable is the one of the emulation's ``shared_layout`` whose
-   byte range holds the hotspot's addresses (traces without a layout: the whole
-   window, base 0);
-2. candidate row lengths come from the address pattern across lanes: the most
-   common byte distance between consecutive active lanes (a column walk of a
-   32×32 float tile has 128 B between lanes → rows of 32 words);
-3. every access of EVERY instruction that touches the variable is rewritten
-   (pad: ``base + row·(R + pad) + col``; swizzle: the word or 16-byte chunk
-   index XOR-ed with the row index), and the engine counts them again, so a pad
-   that fixes the loads but breaks the stores shows it;
-4. the change with the fewest wavefronts over the variable's instructions wins.
-
-Padding keeps every access aligned to its own width (vector and ldmatrix rows
-need 16-byte alignment), so pads are multiples of the widest access.
-"""
+"""The suggestions of :mod:`traceconf.analyses.suggest`, printed: headline and before/after per hotspot."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
-import numpy as np
-import pyarrow.compute as pc
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from traceconf.accesses import INACTIVE, WarpAccesses
-from traceconf.names import function_name
 from traceconf.pipeline import KernelAnalysis
-
-MAX_ROW_CANDIDATES = 2
-PAD_MULTIPLES = (1, 2)
-SWIZZLE_CHUNKS = (4, 16)
+from traceconf.analyses.suggest import Suggestion
 
 
-@dataclass
-class Variable:
-    name: str
-    base: int
-    bytes: int | None        # None: the whole window (no layout known)
-
-
-@dataclass
-class Outcome:
-    """Wavefronts of one layout, per instruction touching the variable."""
-
-    label: str
-    per_instruction: dict[int, tuple[int, int]]   # instruction → (wavefronts, max_ways)
-
-    @property
-    def wavefronts(self) -> int:
-        return sum(w for w, _ in self.per_instruction.values())
-
-
-@dataclass
-class Suggestion:
-    instruction: int
-    variable: Variable
-    row_bytes: int
-    baseline: Outcome
-    best: Outcome | None      # None: no candidate beats the current layout
-
-    def regressions(self) -> list[int]:
-        """Instructions the best change makes worse (e.g. a pad that fixes loads but breaks stores)."""
-        if self.best is None:
-            return []
-        return [i for i, (w, _) in self.best.per_instruction.items() if w > self.baseline.per_instruction[i][0]]
-
-    def headline(self) -> str:
-        if self.best is None:
-            return f"no padding or swizzle of {self.variable.name} helps"
-        before = self.baseline.per_instruction[self.instruction]
-        after = self.best.per_instruction[self.instruction]
-        return f"{self.best.label}: {before[1]}-way → {after[1]}-way"
-
-
-def variable_of(analysis: KernelAnalysis, address: np.ndarray) -> Variable:
-    """The shared variable whose range holds most of ``address`` (active lanes only)."""
-    active = address[address != INACTIVE]
-    best, hits = None, 0
-    for variable in analysis.shared_layout:
-        start, size = int(variable["offset"]), int(variable["bytes"])
-        inside = int(np.count_nonzero((active >= start) & (active < start + size)))
-        if inside > hits:
-            best, hits = Variable(function_name(variable["name"]), start, size), inside
-    return best or Variable("shared memory", 0, None)
-
-
-def row_candidates(address: np.ndarray, access_bytes: int, row_unit: int) -> list[int]:
-    """Most common distances between consecutive active lanes that can be a row length, most common first."""
-    left, right = address[:, :-1], address[:, 1:]
-    valid = (left != INACTIVE) & (right != INACTIVE)
-    distance = np.abs(right - left)[valid]
-    distance = distance[(distance > access_bytes) & (distance % row_unit == 0)]
-    if not len(distance):
-        return []
-    values, counts = np.unique(distance, return_counts=True)
-    return values[np.argsort(-counts, kind="stable")][:MAX_ROW_CANDIDATES].tolist()
-
-
-def _inside(address: np.ndarray, variable: Variable) -> np.ndarray:
-    active = address != INACTIVE
-    if variable.bytes is None:
-        return active
-    return active & (address >= variable.base) & (address < variable.base + variable.bytes)
-
-
-def pad(address: np.ndarray, mask: np.ndarray, variable: Variable, row: int, extra: int) -> np.ndarray:
-    offset = address - variable.base
-    out = address.copy()
-    out[mask] = variable.base + (offset[mask] // row) * (row + extra) + offset[mask] % row
-    return out
-
-
-def swizzle(address: np.ndarray, mask: np.ndarray, variable: Variable, row: int, chunk: int) -> np.ndarray:
-    """XOR the ``chunk``-byte index inside a row with the row index (modulo the chunks per row)."""
-    offset = address - variable.base
-    chunks = row // chunk
-    line, column = offset // row, offset % row
-    moved = ((column // chunk) ^ (line % chunks)) * chunk + column % chunk
-    out = address.copy()
-    out[mask] = variable.base + (line * row + moved)[mask]
-    return out
-
-
-def _count(accesses: WarpAccesses, address: np.ndarray, rules, scale: int) -> dict[int, tuple[int, int]]:
-    from traceconf.engine import analyze, summarize
-
-    changed = WarpAccesses(accesses.kernel, accesses.cta, accesses.warp, accesses.execution, accesses.instruction,
-                           accesses.kind, accesses.bytes, accesses.matrices, address)
-    table = summarize(analyze(changed, rules), scale=scale)
-    return {int(i): (int(w), int(m)) for i, w, m in zip(table.column("instruction").to_pylist(),
-                                                       table.column("wavefronts").to_pylist(),
-                                                       table.column("max_ways").to_pylist())}
-
-
-def suggest_for(analysis: KernelAnalysis, instruction: int, rules) -> Suggestion | None:
-    """Best pad/swizzle for the variable ``instruction`` accesses, or None without addresses or a row pattern."""
-    accesses = analysis.accesses.get(rules.warp_size)
-    if accesses is None or not len(accesses):
-        return None
-    own = accesses.instruction == instruction
-    if not own.any():
-        return None
-    variable = variable_of(analysis, accesses.address[own])
-    touches = np.any(_inside(accesses.address, variable), axis=1)
-    ids = np.unique(accesses.instruction[touches])
-    scope = accesses.take(np.nonzero(np.isin(accesses.instruction, ids))[0])
-    mask = _inside(scope.address, variable)
-    widest = int(scope.bytes.max())
-    rows = row_candidates(accesses.address[own], int(accesses.bytes[own][0]), rules.bank_bytes)
-    if not rows:
-        return None
-    scale = int(analysis.launch.get("scale", 1))
-    words = rules.bank_bytes
-    baseline = Outcome("current layout", _count(scope, scope.address, rules, scale))
-    outcomes = []
-    for row in rows:
-        for multiple in PAD_MULTIPLES:
-            extra = max(widest, words) * multiple
-            label = (f"pad {variable.name} row {row // words}→{(row + extra) // words} words"
-                     if row % words == 0 else f"pad {variable.name} row {row}→{row + extra} B")
-            outcomes.append(Outcome(label, _count(scope, pad(scope.address, mask, variable, row, extra), rules,
-                                                  scale)))
-        for chunk in SWIZZLE_CHUNKS:
-            chunks = row // chunk
-            if row % chunk or chunks < 2 or chunks & (chunks - 1) or chunk < widest:
-                continue
-            unit = "word" if chunk == words else f"{chunk}-B chunk"
-            label = f"swizzle {variable.name}: {unit} index ^= row % {chunks} (rows of {row} B)"
-            outcomes.append(Outcome(label, _count(scope, swizzle(scope.address, mask, variable, row, chunk), rules,
-                                                  scale)))
-    best = min(outcomes, key=lambda o: o.wavefronts)
-    return Suggestion(instruction, variable, rows[0], baseline,
-                      best if best.wavefronts < baseline.wavefronts else None)
-
-
-def hotspots(analysis: KernelAnalysis, device: str, top: int) -> list[int]:
-    """Instructions with excess wavefronts on ``device``, worst first."""
-    results = analysis.results.filter(pc.equal(analysis.results.column("device"), device))
-    rows = [r for r in results.to_pylist() if r["excess_wavefronts"] > 0]
-    rows.sort(key=lambda r: (-r["excess_wavefronts"], r["instruction"]))
-    return [r["instruction"] for r in rows[:top]]
-
-
-def render_suggestions(analysis: KernelAnalysis, rule_sets: list, top: int, console: Console) -> None:
-    """Suggestions for the first device's top hotspots, each with the per-instruction before/after."""
-    rules = rule_sets[0]
+def render_suggestions(analysis: KernelAnalysis, device: str, found: list[tuple[int, Suggestion | None]],
+                       console: Console) -> None:
+    """Suggestions for one kernel's hotspots on ``device``, each with the per-instruction before/after."""
     text_of = {int(r["instruction"]): (r["text"], r["ptx_line"]) for r in analysis.instructions.to_pylist()}
-    console.print(Text(f"\nsuggestions for {analysis.kernel} on {rules.name}", style="bold"))
-    targets = hotspots(analysis, rules.name, top)
-    if not targets:
+    console.print(Text(f"\nsuggestions for {analysis.kernel} on {device}", style="bold"))
+    if not found:
         console.print("  no bank conflicts: nothing to suggest")
         return
     done: set[tuple[str, int]] = set()
-    for instruction in targets:
-        suggestion = suggest_for(analysis, instruction, rules)
+    for instruction, suggestion in found:
         text = _name(instruction, text_of)
         where = f"[{instruction}] "
         if suggestion is None:

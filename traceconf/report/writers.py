@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from traceconf.errors import InputError
 from traceconf.pipeline import KernelAnalysis
-from traceconf.report.frame import COUNTS, RESULT_ROWS, kernel_table
+from traceconf.analyses.results import COUNTS, RESULT_ROWS, kernel_table
 from traceconf.schemas import KINDS
 
 #: Per-instruction keys of the JSON document, in order (RESULT_ROWS column → JSON key).

@@ -164,6 +164,11 @@ def load_rule_set(name_or_path: str | Path) -> RuleSet:
     return _load_builtin(text)
 
 
+def load_rule_sets(names: list[str] | None, default: str = "sm_90") -> list[RuleSet]:
+    """The rule sets the user named (``--device``, the API's ``devices``), deduplicated, in order."""
+    return [load_rule_set(name) for name in dict.fromkeys(names or [default])]
+
+
 @lru_cache(maxsize=None)
 def _load_builtin(name: str) -> RuleSet:
     path = resources.files(__name__) / f"{name}.toml"
@@ -232,8 +237,19 @@ def _merged(doc: _Doc, seen: tuple[str, ...]) -> dict:
         raise doc.error("alias_of", f"unknown builtin rule set {base_name!r}")
     path = resources.files(__name__) / f"{base_name}.toml"
     base = _merged(_read(str(path), path.read_text(encoding="utf-8")), seen + (base_name,))
-    base.update(doc.data)
-    return base
+    return _deep_merged(base, doc.data)
+
+
+def _deep_merged(base: dict, override: dict) -> dict:
+    """``override`` on top of ``base``: tables merge key by key (an alias that sets one entry of
+    ``[merge_same_word]`` keeps the others); any other value, arrays of tables too, replaces the base's."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
