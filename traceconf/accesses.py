@@ -10,7 +10,7 @@ warps (the emulator, Accel-Sim lines) can fill it without a long-table detour.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -38,7 +38,6 @@ class WarpAccesses:
     bytes: np.ndarray        # (n,) int16
     matrices: np.ndarray     # (n,) int8
     address: np.ndarray      # (n, warp_size) int64
-    meta: dict = field(default_factory=dict)
 
     @property
     def warp_size(self) -> int:
@@ -56,7 +55,7 @@ class WarpAccesses:
     def take(self, rows: np.ndarray) -> "WarpAccesses":
         return WarpAccesses(self.kernel, self.cta[rows], self.warp[rows], self.execution[rows],
                             self.instruction[rows], self.kind[rows], self.bytes[rows],
-                            self.matrices[rows], self.address[rows], dict(self.meta))
+                            self.matrices[rows], self.address[rows])
 
     @classmethod
     def concat(cls, parts: list["WarpAccesses"]) -> "WarpAccesses":
@@ -65,8 +64,7 @@ class WarpAccesses:
         first = parts[0]
         return cls(first.kernel,
                    *(np.concatenate([getattr(p, name) for p in parts])
-                     for name in ("cta", "warp", "execution", "instruction", "kind", "bytes", "matrices", "address")),
-                   meta=dict(first.meta))
+                     for name in ("cta", "warp", "execution", "instruction", "kind", "bytes", "matrices", "address")))
 
     def to_table(self) -> pa.Table:
         """Long ACCESSES table: one row per active lane."""

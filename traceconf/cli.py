@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "devices",
     "convert",
     "parse",
+    "schema",
 )
 
 app = typer.Typer(

@@ -151,10 +151,10 @@ def select_kernels(names: list[str], patterns: list[str] | None, path: str | Non
     return [name for name in names if name in chosen]
 
 
-def no_match_message(pattern: str, names: list[str]) -> str:
+def no_match_message(pattern: str, names: list[str], what: str = "kernel") -> str:
     readable = sorted({form for n in names for form in (qualified_name(n), function_name(n))})
     close = difflib.get_close_matches(pattern, readable, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     listing = ", ".join(qualified_name(n) for n in names[:20]) or "none"
     more = f" (and {len(names) - 20} more)" if len(names) > 20 else ""
-    return f"no kernel matches {pattern!r}{hint} (kernels: {listing}{more})"
+    return f"no {what} matches {pattern!r}{hint} ({what}s: {listing}{more})"

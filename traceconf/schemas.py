@@ -231,3 +231,58 @@ RESULT_ROWS = pa.schema(
         _f("unresolved_reason", pa.string(), "why the addresses are unknown (null when resolved)"),
     ]
 )
+
+# --------------------------------------------------------------------------
+# Trace readers' side tables
+# --------------------------------------------------------------------------
+
+#: The shared-memory instructions of one traced kernel launch (``KernelTrace.instructions``).
+TRACE_INSTRUCTIONS = pa.schema(
+    [
+        _f("kernel", pa.string(), "kernel name (unique per launch in the trace)", False),
+        _f("instruction", pa.int32(), "id used in the accesses' instruction column (the PC when the trace has PCs)", False),
+        _f("pc", pa.int64(), "SASS PC offset inside the function; null when the trace records none (NVBit mem_trace)"),
+        _f("sass", pa.string(), "opcode and register operands as recorded by the trace", False),
+        _f("opcode", pa.string(), "SASS opcode with modifiers, e.g. LDS.U.128", False),
+        _f("kind", pa.string(), "ld | st | atom | ldmatrix | stmatrix | cp_async", False),
+        _f("bytes", pa.int16(), "bytes accessed per lane", False),
+        _f("matrices", pa.int8(), "ldmatrix/stmatrix matrix count, 0 otherwise", False),
+        _f("source_line", pa.int32(), "CUDA source line when the trace records line numbers"),
+        _f("executions", pa.int64(), "warp-level executions with at least one active shared lane", False),
+    ]
+)
+
+#: GPGPU-Sim's per-PTX-line counters (``gpgpu_inst_stats.txt``), one row per (PTX file, line).
+GPGPUSIM_COUNTERS = ("count", "latency", "dram_traffic", "smem_bk_conflicts", "smem_warp", "gmem_access_generated",
+                     "gmem_warp", "exposed_latency", "warp_divergence")
+_GPGPUSIM_DOCS = {
+    "count": "threads that executed the PTX line",
+    "latency": "pipeline cycles of its warps",
+    "dram_traffic": "DRAM requests it caused",
+    "smem_bk_conflicts": "sum over its shared warp instructions of GPGPU-Sim's n-way degree (cycles)",
+    "smem_warp": "its warp instructions that accessed shared memory",
+    "gmem_access_generated": "global memory accesses it generated",
+    "gmem_warp": "its warp instructions that accessed global memory",
+    "exposed_latency": "pipeline bubbles attributed to it",
+    "warp_divergence": "warp divergences at it",
+}
+
+GPGPUSIM_STATS = pa.schema(
+    [pa.field("ptx_file", pa.string(), False, metadata={"doc": "PTX file GPGPU-Sim loaded (e.g. _1.ptx)"}),
+     pa.field("ptx_line", pa.int32(), False, metadata={"doc": "1-based PTX line"})]
+    + [pa.field(name, pa.int64(), False, metadata={"doc": _GPGPUSIM_DOCS[name]}) for name in GPGPUSIM_COUNTERS]
+)
+
+
+#: Every table of the pipeline by name, as ``traceconf schema`` lists them.
+TABLES = {
+    "instructions": INSTRUCTIONS,
+    "kernels": KERNELS,
+    "accesses": ACCESSES,
+    "executions": EXECUTIONS,
+    "instruction_results": INSTRUCTION_RESULTS,
+    "instruction_info": INSTRUCTION_INFO,
+    "result_rows": RESULT_ROWS,
+    "trace_instructions": TRACE_INSTRUCTIONS,
+    "gpgpusim_stats": GPGPUSIM_STATS,
+}

@@ -23,30 +23,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from traceconf.errors import InputError
+from traceconf.schemas import GPGPUSIM_COUNTERS, GPGPUSIM_STATS
 from traceconf.traces.source import LineBlocks
 
-_COUNTERS = ("count", "latency", "dram_traffic", "smem_bk_conflicts", "smem_warp", "gmem_access_generated",
-             "gmem_warp", "exposed_latency", "warp_divergence")
-_DOCS = {
-    "count": "threads that executed the PTX line",
-    "latency": "pipeline cycles of its warps",
-    "dram_traffic": "DRAM requests it caused",
-    "smem_bk_conflicts": "sum over its shared warp instructions of GPGPU-Sim's n-way degree (cycles)",
-    "smem_warp": "its warp instructions that accessed shared memory",
-    "gmem_access_generated": "global memory accesses it generated",
-    "gmem_warp": "its warp instructions that accessed global memory",
-    "exposed_latency": "pipeline bubbles attributed to it",
-    "warp_divergence": "warp divergences at it",
-}
 
-GPGPUSIM_STATS = pa.schema(
-    [pa.field("ptx_file", pa.string(), False, metadata={"doc": "PTX file GPGPU-Sim loaded (e.g. _1.ptx)"}),
-     pa.field("ptx_line", pa.int32(), False, metadata={"doc": "1-based PTX line"})]
-    + [pa.field(name, pa.int64(), False, metadata={"doc": _DOCS[name]}) for name in _COUNTERS]
-)
-
-_HEADER = "kernel line : " + " ".join(_COUNTERS)
-_ROW = re.compile(r"(?P<file>.+?) (?P<line>\d+) : (?P<values>\d+(?: \d+){%d})\s*" % (len(_COUNTERS) - 1))
+_HEADER = "kernel line : " + " ".join(GPGPUSIM_COUNTERS)
+_ROW = re.compile(r"(?P<file>.+?) (?P<line>\d+) : (?P<values>\d+(?: \d+){%d})\s*" % (len(GPGPUSIM_COUNTERS) - 1))
 
 
 def read_gpgpusim_stats(path: str | Path) -> pa.Table:
@@ -66,7 +48,7 @@ def read_gpgpusim_stats(path: str | Path) -> pa.Table:
                 raise InputError("expected 'PTXFILE LINE : ' and 9 counters", str(path), blocks.line, 1, text)
             columns["ptx_file"].append(match["file"])
             columns["ptx_line"].append(int(match["line"]))
-            for name, value in zip(_COUNTERS, match["values"].split()):
+            for name, value in zip(GPGPUSIM_COUNTERS, match["values"].split()):
                 columns[name].append(int(value))
     table = pa.table(columns, schema=GPGPUSIM_STATS)
     return table.sort_by([("ptx_file", "ascending"), ("ptx_line", "ascending")])

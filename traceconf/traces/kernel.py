@@ -24,24 +24,9 @@ import pyarrow as pa
 
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import InputError
-from traceconf.schemas import documented_field as _f
+from traceconf.schemas import TRACE_INSTRUCTIONS
 
 
-#: The shared-memory instructions of one traced kernel launch (``KernelTrace.instructions``).
-TRACE_INSTRUCTIONS = pa.schema(
-    [
-        _f("kernel", pa.string(), "kernel name (unique per launch in the trace)", False),
-        _f("instruction", pa.int32(), "id used in the accesses' instruction column (the PC when the trace has PCs)", False),
-        _f("pc", pa.int64(), "SASS PC offset inside the function; null when the trace records none (NVBit mem_trace)"),
-        _f("sass", pa.string(), "opcode and register operands as recorded by the trace", False),
-        _f("opcode", pa.string(), "SASS opcode with modifiers, e.g. LDS.U.128", False),
-        _f("kind", pa.string(), "ld | st | atom | ldmatrix | stmatrix | cp_async", False),
-        _f("bytes", pa.int16(), "bytes accessed per lane", False),
-        _f("matrices", pa.int8(), "ldmatrix/stmatrix matrix count, 0 otherwise", False),
-        _f("source_line", pa.int32(), "CUDA source line when the trace records line numbers"),
-        _f("executions", pa.int64(), "warp-level executions with at least one active shared lane", False),
-    ]
-)
 
 
 @dataclass
