@@ -48,13 +48,13 @@ def invoke(*args):
 
 
 def test_json_output_one_result_per_kernel_and_device(fake_pipeline):
-    result = invoke(fake_pipeline.path, "--block", "32,8", "--grid", "32x32", "-d", "sm_90", "-d", "sm_2x",
+    result = invoke(fake_pipeline.path, "--block", "32,8", "--grid", "32x32", "-d", "sm_90", "-d", "sm_1x",
                     "--format", "json", "--param", "0=0x10", "--param", "n=42")
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert [(r["kernel"], r["device"]) for r in document["results"]] == [
-        ("transpose_unpadded", "sm_90"), ("transpose_unpadded", "sm_2x"),
-        ("transpose_padded", "sm_90"), ("transpose_padded", "sm_2x")]
+        ("transpose_unpadded", "sm_90"), ("transpose_unpadded", "sm_1x"),
+        ("transpose_padded", "sm_90"), ("transpose_padded", "sm_1x")]
     launch = fake_pipeline.calls["launch"]
     assert launch.block == (32, 8, 1) and launch.grid == (32, 32, 1) and launch.params == {"0": 16, "n": 42}
     assert fake_pipeline.calls["progress"] is None  # never a progress bar without a terminal

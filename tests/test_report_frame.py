@@ -38,9 +38,9 @@ def test_results_table_lists_every_shared_instruction_with_counts():
 
 
 def test_results_table_one_block_per_device_in_requested_order():
-    table = results_table([transpose_analysis(devices=("sm_90", "sm_2x"))], ["sm_2x", "sm_90"])
+    table = results_table([transpose_analysis(devices=("sm_90", "sm_1x"))], ["sm_1x", "sm_90"])
     devices = table.column("device").to_pylist()
-    assert devices == ["sm_2x"] * 10 + ["sm_90"] * 10
+    assert devices == ["sm_1x"] * 10 + ["sm_90"] * 10
 
 
 def test_excess_by_kernel_sums_per_device():
@@ -50,10 +50,10 @@ def test_excess_by_kernel_sums_per_device():
 
 
 def test_json_document_contract():
-    document = json_document([transpose_analysis(devices=("sm_90", "sm_2x"))], ["sm_90", "sm_2x"])
+    document = json_document([transpose_analysis(devices=("sm_90", "sm_1x"))], ["sm_90", "sm_1x"])
     assert list(document) == ["results"]
     assert [(r["kernel"], r["device"]) for r in document["results"]] == [
-        ("transpose_unpadded", "sm_90"), ("transpose_unpadded", "sm_2x")]
+        ("transpose_unpadded", "sm_90"), ("transpose_unpadded", "sm_1x")]
     result = document["results"][0]
     assert list(result) == ["kernel", "device", "launch", "totals", "unresolved", "instructions"]
     assert list(result["totals"]) == list(KINDS)
@@ -67,6 +67,8 @@ def test_json_document_contract():
                            "ideal_wavefronts", "excess_wavefronts", "max_ways", "resolved"]
     assert first["ptx"].startswith("st.shared.f32") and first["source"] == "transpose.cu:12"
     assert result["launch"]["scale"] == SCALE
+    half_warps = document["results"][1]["totals"]["ld"]       # sm_1x: two 16-lane phases per warp execution
+    assert half_warps["ideal_wavefronts"] == 2 * 4 * 8 * SCALE and half_warps["wavefronts"] == 4 * 8 * 32 * SCALE
     json.dumps(document)  # plain JSON types only
 
 
@@ -122,10 +124,13 @@ def test_hotspot_report_ranks_by_excess_and_reads_source(tmp_path):
 
 
 def test_hotspot_report_side_by_side_devices():
-    text = _text(kernel_report(transpose_analysis(devices=("sm_90", "sm_2x")), ["sm_90", "sm_2x"], None))
+    text = _text(kernel_report(transpose_analysis(devices=("sm_90", "sm_1x")), ["sm_90", "sm_1x"], None))
     header = next(line for line in text.splitlines() if line.startswith("┃") and "sm_90" in line)
-    assert header.count("sm_90") == 3 and header.count("sm_2x") == 3  # wavefronts, excess, max per device
+    assert header.count("sm_90") == 3 and header.count("sm_1x") == 3  # wavefronts, excess, max per device
     assert "253,952" in text and "(25%)" in text and "unresolved" in text
+    # sm_1x's half-warps: the load has 16-way phases and 245,760 excess, in the sm_1x columns only
+    load = next(line for line in text.splitlines() if "ld.shared" in line and "253,952" in line)
+    assert load.index("253,952") < load.index("245,760") and "32-way" in load and "16-way" in load
 
 
 @pytest.mark.parametrize("launch, note", [

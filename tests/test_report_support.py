@@ -3,7 +3,7 @@
 The transpose case mirrors ``tests/fixtures/emulate/transpose.cu`` (32×32 tile,
 block 32×8, grid 32×32): four conflict-free row stores and four column loads
 that hit one bank 32 times.  Counts are computed here from first principles for
-the sm_90 rule (one phase of 32 lanes, distinct 4-byte words per bank), so the
+the sm_90 and sm_1x rules (phases of 32 / 16 lanes, distinct 4-byte words per bank), so the
 reports are tested against known numbers before the engine exists.
 """
 
@@ -49,20 +49,28 @@ def tile_accesses(kernel: str = "transpose_unpadded", row_words: int = TILE) -> 
     )
 
 
-def sm90_counts(address: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(wavefronts, max_ways) per execution for 4-byte accesses: max distinct words per bank."""
+#: Devices the hand-built results know: (banks, lanes per group) of 4-byte accesses.  sm_1x serves a warp as
+#: two half-warps on 16 banks, so its columns differ from sm_90's and a swapped column shows.
+BANKING = {"sm_90": (32, 32), "sm_1x": (16, 16)}
+
+
+def device_counts(address: np.ndarray, device: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(wavefronts, ideal, max_ways) per execution for 4-byte accesses of distinct words: per lane group,
+    the busiest bank's number of distinct words."""
+    banks, lanes = BANKING[device]
     words = np.where(address == INACTIVE, -1, address >> 2)
-    counts = []
+    wavefronts, ideal, ways = [], [], []
     for row in words:
-        active = row[row >= 0]
-        unique = np.unique(active)
-        counts.append(np.bincount(unique % 32, minlength=32).max() if len(unique) else 0)
-    counts = np.array(counts)
-    return counts, counts
+        groups = [g[g >= 0] for g in row.reshape(-1, lanes)]
+        passes = [np.bincount(np.unique(g) % banks, minlength=banks).max() for g in groups if len(g)]
+        wavefronts.append(sum(passes))
+        ideal.append(len(passes))
+        ways.append(max(passes, default=0))
+    return np.array(wavefronts), np.array(ideal), np.array(ways)
 
 
 def results_for(accesses: WarpAccesses, device: str, scale: int = SCALE) -> pa.Table:
-    wavefronts, ways = sm90_counts(accesses.address)
+    wavefronts, ideal, ways = device_counts(accesses.address, device)
     out = []
     for ident in np.unique(accesses.instruction):
         mask = accesses.instruction == ident
@@ -70,8 +78,8 @@ def results_for(accesses: WarpAccesses, device: str, scale: int = SCALE) -> pa.T
         out.append({"device": device, "kernel": accesses.kernel, "instruction": int(ident),
                     "kind": "st" if int(ident) in STORES else "ld", "bytes": 4,
                     "executions": n * scale, "wavefronts": int(wavefronts[mask].sum()) * scale,
-                    "ideal_wavefronts": n * scale,
-                    "excess_wavefronts": int(wavefronts[mask].sum() - n) * scale,
+                    "ideal_wavefronts": int(ideal[mask].sum()) * scale,
+                    "excess_wavefronts": int(wavefronts[mask].sum() - ideal[mask].sum()) * scale,
                     "max_ways": int(ways[mask].max())})
     return pa.Table.from_pylist(out, schema=INSTRUCTION_RESULTS)
 

@@ -136,7 +136,6 @@ def test_atom_cas_is_not_expressible_two_half_warp_phases_fit(tmp_path):
     row = next(r for r in _patterns() if r["kind"] == ATOM_CAS)
     measured = (int(row["hw_wf_atom"]), int(row["hw_bc_atom"]))
     assert measured == (2, 0) and int(row["sass_wf_atom"]) == 2
-    assert _model(SM90, [("atom", 4, 0, row["offsets"])]) == [(1, 0)]
     half_warps = 'merge_same_word = { atom = false }\n' + "".join(
         f'[[lane_groups]]\nbytes = {b}\n{k}lanes = {n}\n\n' for b, k, n in
         [([4], 'kinds = ["atom"]\n', 16), ([1, 2, 4], "", 32), ([8], "", 16), ([16], "", 8)])
@@ -155,4 +154,23 @@ def test_histogram_popc_inc_merges_same_word_lanes(tmp_path):
     measured = (int(launch["hw_wf_atom"]), int(launch["hw_bc_atom"]))
     merging = _user_rules(tmp_path, "[merge_same_word]\natom = true\n")
     assert tuple(np.sum(_model(merging, executions), axis=0)) == measured == (402, 274)
-    assert tuple(np.sum(_model(SM90, executions), axis=0)) == (451, 323)
+
+
+# Known gaps, pinned to the MEASURED values: these fail until ACCESSES tells the atomic operations apart
+# (then strict xfail turns them into failures, and the markers come off).
+
+@pytest.mark.xfail(strict=True, reason="ACCESSES has one 'atom' kind: ATOMS.CAS (2 wavefronts) counts as ATOMS.ADD (1)")
+def test_known_gap_atom_cas_counts_as_measured():
+    row = next(r for r in _patterns() if r["kind"] == ATOM_CAS)
+    assert _model(SM90, [("atom", 4, 0, row["offsets"])]) == [(int(row["hw_wf_atom"]), int(row["hw_bc_atom"]))]
+
+
+@pytest.mark.xfail(strict=True, reason="ACCESSES has one 'atom' kind: ATOMS.POPC.INC merges same-word lanes, "
+                                       "ATOMS.ADD does not; the sm_90 rule set gives 451 where the GPU did 402")
+def test_known_gap_histogram_popc_inc_counts_as_measured():
+    launch = _launch("histogram_shared")
+    data = np.random.default_rng(5).integers(0, 256, 4096)      # scripts/validate_hw.py, kernels.toml seed 5
+    executions = [("atom", 4, 0, (4 * data[block * 256 + warp * 32 + np.arange(32) + 512 * step]).tolist())
+                  for block in range(2) for warp in range(8) for step in range(8)]
+    measured = (int(launch["hw_wf_atom"]), int(launch["hw_bc_atom"]))
+    assert tuple(np.sum(_model(SM90, executions), axis=0)) == measured
