@@ -28,7 +28,8 @@ from traceconf.rules import load_rule_sets
 LAUNCH = "Launch (PTX input)"
 
 Kernels = Annotated[Optional[list[str]], typer.Option(
-    "--kernel", "-k", help="Kernel name or regex; repeat for several (default: every kernel).")]
+    "--kernel", "-k", help="Kernel: exact (mangled or demangled) name, bare function name (every template "
+    "instance), part of a name, or a regex; exact matches win. Repeat for several (default: every kernel).")]
 Block = Annotated[Optional[str], typer.Option(
     "--block", help="Block size X[,Y[,Z]] (default: the kernel's .reqntid).", rich_help_panel=LAUNCH)]
 Grid = Annotated[str, typer.Option("--grid", help="Grid size X[,Y[,Z]].", rich_help_panel=LAUNCH)]

@@ -85,7 +85,9 @@ def _trace_executions(file: Path, kernel: str, spec: str, rules) -> tuple[pa.Tab
 
 def explain(
     file: Annotated[Path, typer.Argument(help="PTX file or shared-memory trace.")],
-    kernel: Annotated[str, typer.Option("--kernel", "-k", help="Kernel name (or a regex matching one kernel).")],
+    kernel: Annotated[str, typer.Option(
+        "--kernel", "-k", help="Kernel: exact (mangled or demangled) name, bare function name, part of a name "
+        "or a regex; it must select one kernel.")],
     instruction: Annotated[str, typer.Option(
         "--instruction", "-i",
         help="Instruction id, PTX line (L123), CUDA source line (file.cu:42) or SASS pc (0x1a0).")],
