@@ -15,7 +15,7 @@ from test_report_support import LOADS, STORES, info_rows, tile_accesses
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.cli import app
 from traceconf.commands.explain import resolve_instruction
-from traceconf.engine import analyze
+from traceconf.engine import lane_wavefronts
 from traceconf.errors import InputError
 from traceconf.report.explain import (choose_row, execution_at, executions_of, picture,
                                       render_terminal)
@@ -30,8 +30,7 @@ def explained(address, kind="ld", nbytes=4, matrices=0, device="sm_90"):
     acc = WarpAccesses("k", np.zeros(1, np.int64), np.zeros(1, np.int32), np.zeros(1, np.int64),
                        np.zeros(1, np.int32), np.array([KIND_CODES[kind]], np.int8), np.array([nbytes], np.int16),
                        np.array([matrices], np.int8), address[None, :])
-    counts = analyze(acc, rules).to_pylist()[0]
-    return picture(execution_at(acc, 0, 0, "ld.shared", device), rules, counts)
+    return picture(execution_at(acc, 0, 0, "ld.shared", device), rules, lane_wavefronts(acc, rules))
 
 
 def test_column_walk_is_one_phase_of_32_passes():
@@ -70,14 +69,36 @@ def test_inactive_lanes_are_left_out():
     assert pic.phases == [tuple(range(16))] and sorted(set(pic.lane.tolist())) == list(range(16))
 
 
-def test_half_warp_device_and_rule_note():
-    # sm_1x: bytes of one word are different addresses; the single broadcast word costs extra steps
+def test_half_warp_single_word_broadcast_rows_are_the_engine_steps():
+    # sm_1x: lanes 4k..4k+3 read the four bytes of word k.  One word is broadcast per step (most lanes
+    # first), every other bank serves its lowest lane: 4, 3+1, 2+1+1, 1+1+1+1 lanes over 4 steps.  (The
+    # old picture drew one row of distinct words and a note that the rules count 4.)
     pic = explained(np.r_[np.arange(16), np.full(16, INACTIVE)], nbytes=1, device="sm_1x")
     assert [len(p) for p in pic.phases] == [16]
-    assert pic.picture_wavefronts == 1 and pic.wavefronts > 1
+    assert pic.wavefronts == len(pic.rows) == 4 and pic.max_ways == 4
+    served = {lane: wave for lane, wave in zip(pic.lane.tolist(), pic.wave.tolist())}
+    assert [served[lane] for lane in range(16)] == [0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 2, 2, 0, 1, 2, 3]
     console = Console(width=200, file=io.StringIO(), record=True)
     console.print(render_terminal(pic))
-    assert "sm_1x's rules count" in console.export_text()
+    text = console.export_text()
+    assert "rules count" not in text and "p0 wf3" in text
+    assert "bank 3: 1 distinct word from lanes 12–15 → 4-way" in text
+
+
+def test_split_requests_and_extra_wavefronts_are_rows():
+    # sm_1x splits a 64-bit access into two 32-bit requests; each half-warp is one pass per request.
+    pic = explained(np.arange(32) * 8, nbytes=8, device="sm_1x")
+    assert pic.requests == 2 and pic.wavefronts == len(pic.rows) == 8
+    assert [pic.label(k) for k in range(len(pic.rows))][:3] == ["r0 p0 wf0", "r0 p0 wf1", "r0 p1 wf0"]
+    assert sorted(pic.word[(pic.lane == 3)].tolist()) == [6, 7]        # word a/4 in r0, a/4 + 1 in r1
+    # Fermi 128-bit: every active quarter-warp pays one extra pass, drawn as an empty row.
+    fermi = explained(np.arange(32) * 16, nbytes=16, device="sm_2x")
+    assert fermi.wavefronts == len(fermi.rows) == 8 and sum(row.extra for row in fermi.rows) == 4
+    assert not np.isin(fermi.wave, [k for k, row in enumerate(fermi.rows) if row.extra]).any()
+    console = Console(width=250, file=io.StringIO(), record=True)
+    console.print(render_terminal(fermi))
+    assert "p0 wf1 extra" in console.export_text()
+    ET.fromstring(render_svg(fermi))
 
 
 def test_terminal_grid_names_the_conflict():

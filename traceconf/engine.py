@@ -17,6 +17,12 @@ of those rows at once:
 * CC 1.x single-word broadcast: the guide's iterative procedure, one vector
   step per pass (at most 16 steps), over all half-warps together.
 
+Both produce, per lane, the pass of its group that serves it (the per-bank rank
+of its key; the step that serves it); a group's passes are the largest of
+those.  :func:`count_wavefronts` keeps only the totals; :func:`lane_wavefronts`
+runs the same code and keeps the per-lane passes, which is what ``explain``
+draws.
+
 :mod:`traceconf.reference` computes the same numbers one warp at a time with
 dicts and loops; the property tests hold the two equal.
 """
@@ -35,7 +41,7 @@ from traceconf.errors import InputError
 from traceconf.rules import RuleSet
 from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KINDS
 
-__all__ = ["analyze", "summarize", "combine"]
+__all__ = ["analyze", "summarize", "combine", "count_wavefronts", "lane_wavefronts", "LaneWavefronts"]
 
 #: Sort keys per chunk; bounds the temporary arrays (~ a few tens of MB) and keeps them cache friendly.
 CHUNK_KEYS = 1 << 18
@@ -67,10 +73,7 @@ def analyze(accesses: WarpAccesses | pa.Table, rules: RuleSet, memoise: bool = T
             raise InputError(f"{error} (rule set {rules.name!r} has {rules.warp_size}-lane warps)") from None
         tables = [analyze(part, rules, memoise) for part in parts]
         return pa.concat_tables(tables) if tables else EXECUTIONS.empty_table()
-    if accesses.warp_size != rules.warp_size:
-        raise InputError(f"kernel {accesses.kernel!r}: accesses have {accesses.warp_size} lanes per warp but "
-                         f"rule set {rules.name!r} expects {rules.warp_size}; the producer must emit "
-                         f"{rules.warp_size}-lane warps for this device")
+    _check_warp_size(accesses, rules)
     wavefronts, ideal, max_ways = count_wavefronts(accesses, rules, memoise)
     n = len(accesses)
     active_lanes = np.count_nonzero(accesses.address != INACTIVE, axis=1).astype(np.int16)
@@ -122,6 +125,75 @@ def combine(results: list[pa.Table]) -> pa.Table:
          ("excess_wavefronts", "sum"), ("max_ways", "max")])
     return _results(grouped, {name: f"{name}_max" if name == "max_ways" else f"{name}_sum"
                               for name in INSTRUCTION_RESULTS.names[len(GROUP_KEYS):]}, 1)
+
+
+@dataclass(frozen=True)
+class LaneWavefronts:
+    """Which wavefront of its execution served each lane's access, as the engine counted it.
+
+    One entry per served piece: (execution ``row`` of the accesses given, ``lane``,
+    ``request``, bank ``word``) — a lane touches every bank word of its access, in
+    every request of a split access.  ``group`` indexes the lane groups the rules
+    used for that execution (after load pairing; one per matrix for ldmatrix/stmatrix)
+    and ``wavefront`` numbers the execution's wavefronts from 0, request by request,
+    group by group, pass by pass.  The per-wavefront arrays list every wavefront,
+    including those a rule adds without serving anything (``wavefront_extra``,
+    ``extra_wavefronts``), so ``wavefronts[row]`` is the number of wavefronts of
+    that row.
+    """
+
+    row: np.ndarray              # (k,) per served piece
+    lane: np.ndarray
+    request: np.ndarray
+    group: np.ndarray
+    wavefront: np.ndarray
+    word: np.ndarray             # byte address // bank_bytes
+    bank: np.ndarray
+    wavefront_row: np.ndarray    # (w,) per wavefront, ordered by row, then wavefront index
+    wavefront_index: np.ndarray
+    wavefront_request: np.ndarray
+    wavefront_group: np.ndarray
+    wavefront_pass: np.ndarray   # 0-based pass inside its (request, group)
+    wavefront_extra: np.ndarray  # True: added by the rule's extra_wavefronts, serves no lane
+    wavefronts: np.ndarray       # (n,) per execution, as count_wavefronts
+    ideal_wavefronts: np.ndarray
+    max_ways: np.ndarray
+
+
+def lane_wavefronts(accesses: WarpAccesses, rules: RuleSet) -> LaneWavefronts:
+    """Per execution of ``accesses``, which lanes (and bank words) went into which wavefront.
+
+    Runs the very lane grouping, pairing, request splitting and pass assignment that
+    :func:`count_wavefronts` runs, keeping every lane's pass instead of only the totals;
+    meant for a few executions (``explain``), not for whole launches.
+    """
+    _check_warp_size(accesses, rules)
+    _check_addresses(accesses)
+    n = len(accesses)
+    pieces: list[tuple[np.ndarray, ...]] = []
+    waves: list[tuple[np.ndarray, ...]] = []
+    wavefronts = np.zeros(n, dtype=np.int32)
+    ideal = np.zeros(n, dtype=np.int32)
+    max_ways = np.zeros(n, dtype=np.int32)
+    for rows, address, groups, plan in _parts(accesses, rules):
+        ranks = np.zeros((plan.requests, len(rows), groups.size), dtype=np.int32)
+        passes = np.zeros((plan.requests, len(rows), len(groups)), dtype=np.int32)
+        wavefronts[rows], ideal[rows], max_ways[rows] = _count(address, groups, plan, rules, ranks, passes)
+        piece, wave = _assignment(rows, address, groups, plan, rules, ranks, passes)
+        pieces.append(piece)
+        waves.append(wave)
+    if not pieces:                                   # no executions: empty columns of the right count
+        pieces, waves = [(np.zeros(0, np.int64),) * 7], [(np.zeros(0, np.int64),) * 6]
+    row, lane, request, group, wavefront, word, bank = map(np.concatenate, zip(*pieces))
+    order = np.lexsort((word, lane, wavefront, row))
+    row, lane, request, group, wavefront, word, bank = (c[order] for c in (row, lane, request, group, wavefront,
+                                                                            word, bank))
+    w_row, w_index, w_request, w_group, w_pass, w_extra = map(np.concatenate, zip(*waves))
+    order = np.lexsort((w_index, w_row))
+    w_row, w_index, w_request, w_group, w_pass, w_extra = (c[order] for c in (w_row, w_index, w_request,
+                                                                               w_group, w_pass, w_extra))
+    return LaneWavefronts(row, lane, request, group, wavefront, word, bank, w_row, w_index, w_request, w_group,
+                          w_pass, w_extra.astype(bool), wavefronts, ideal, max_ways)
 
 
 def _results(grouped: pa.Table, columns: dict[str, str], scale: int) -> pa.Table:
@@ -186,9 +258,7 @@ def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
     patterns per instruction at many tile bases.  The results are identical either way.
     """
     n = len(acc)
-    if n and acc.address.min() < INACTIVE:
-        row = int(np.nonzero((acc.address < INACTIVE).any(axis=1))[0][0])
-        raise InputError(f"kernel {acc.kernel!r}: execution {int(acc.execution[row])} has a negative address")
+    _check_addresses(acc)
     if not memoise or n < 2:
         return _count_executions(acc, rules)
     representative = _representatives(acc, rules)
@@ -199,6 +269,19 @@ def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
     position[unique] = np.arange(len(unique))
     take = position[representative]
     return tuple(result[take] for result in _count_executions(acc.take(unique), rules))
+
+
+def _check_warp_size(acc: WarpAccesses, rules: RuleSet) -> None:
+    if acc.warp_size != rules.warp_size:
+        raise InputError(f"kernel {acc.kernel!r}: accesses have {acc.warp_size} lanes per warp but "
+                         f"rule set {rules.name!r} expects {rules.warp_size}; the producer must emit "
+                         f"{rules.warp_size}-lane warps for this device")
+
+
+def _check_addresses(acc: WarpAccesses) -> None:
+    if len(acc) and acc.address.min() < INACTIVE:
+        row = int(np.nonzero((acc.address < INACTIVE).any(axis=1))[0][0])
+        raise InputError(f"kernel {acc.kernel!r}: execution {int(acc.execution[row])} has a negative address")
 
 
 def _representatives(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
@@ -251,8 +334,16 @@ def _count_executions(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np
     wavefronts = np.zeros(n, dtype=np.int32)
     ideal = np.zeros(n, dtype=np.int32)
     max_ways = np.zeros(n, dtype=np.int32)
-    if n == 0:
-        return wavefronts, ideal, max_ways
+    for rows, address, groups, plan in _parts(acc, rules):
+        wavefronts[rows], ideal[rows], max_ways[rows] = _count(address, groups, plan, rules)
+    return wavefronts, ideal, max_ways
+
+
+def _parts(acc: WarpAccesses, rules: RuleSet):
+    """(rows, addresses, groups, plan) for the executions of ``acc``, cut by class (kind, bytes, matrices),
+    into chunks, and by load pairing: each part is one lane-group layout."""
+    if len(acc) == 0:
+        return
     class_code = (acc.kind.astype(np.int64) << 16) | (acc.bytes.astype(np.int64) << 8) | acc.matrices.astype(np.int64)
     codes, inverse = np.unique(class_code, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
@@ -270,16 +361,12 @@ def _count_executions(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np
             chunk_rows = rows[begin:begin + _chunk_rows(plan, rules)]
             address = acc.address[chunk_rows]
             if plan.paired_groups is None:
-                parts = [(slice(None), plan.groups)]
-            else:
-                paired = _pairs(address, plan.partners)
-                parts = [(~paired, plan.groups), (paired, plan.paired_groups)]
-            for which, groups in parts:
-                part = address if isinstance(which, slice) else address[which]
-                if len(part):
-                    target = chunk_rows[which]
-                    wavefronts[target], ideal[target], max_ways[target] = _count(part, groups, plan, rules)
-    return wavefronts, ideal, max_ways
+                yield chunk_rows, address, plan.groups, plan
+                continue
+            paired = _pairs(address, plan.partners)
+            for which, groups in ((~paired, plan.groups), (paired, plan.paired_groups)):
+                if which.any():
+                    yield chunk_rows[which], address[which], groups, plan
 
 
 def _chunk_rows(plan: _Plan, rules: RuleSet) -> int:
@@ -307,8 +394,15 @@ def _pairs(address: np.ndarray, partners: tuple[int, ...]) -> np.ndarray:
 # Counting executions that share one group layout
 # ---------------------------------------------------------------------------
 
-def _count(address: np.ndarray, groups: np.ndarray, plan: _Plan, rules: RuleSet):
-    """(wavefronts, ideal, max_ways) of executions (rows of ``address``) cut into ``groups``."""
+def _count(address: np.ndarray, groups: np.ndarray, plan: _Plan, rules: RuleSet, ranks: np.ndarray | None = None,
+           group_passes: np.ndarray | None = None):
+    """(wavefronts, ideal, max_ways) of executions (rows of ``address``) cut into ``groups``.
+
+    When given (by :func:`lane_wavefronts`), ``ranks`` (requests, executions, lanes of ``groups.ravel()``)
+    receives the pass (1-based) of its group that serves each active lane in each request, 0 for inactive
+    lanes, and ``group_passes`` (requests, executions, groups) each group's passes: the largest of its
+    lanes' plus ``extra_wavefronts``, 0 for a group without active lanes.
+    """
     n_groups, group_lanes = groups.shape
     lanes = groups.ravel()
     if np.array_equal(lanes, np.arange(len(lanes))):
@@ -325,20 +419,60 @@ def _count(address: np.ndarray, groups: np.ndarray, plan: _Plan, rules: RuleSet)
         shift = base - request * plan.width
         relative = address - shift                   # inactive lanes hold junk; ``active`` masks them
         rows = max(0, highest - shift) // rules.row_bytes + 1
+        served_at = None if ranks is None else ranks[request]
         if rules.broadcast == "single_word":
-            passes = _single_word_passes(relative, active, n_groups, group_lanes, rules)
+            passes = _single_word_passes(relative, active, n_groups, group_lanes, rules, served_at)
         else:
-            passes = _multicast_passes(relative, active, rows, n_groups, group_lanes, plan, rules)
+            passes = _multicast_passes(relative, active, rows, n_groups, group_lanes, plan, rules, served_at)
         passes = (passes + plan.extra_wavefronts) * group_active
+        if group_passes is not None:
+            group_passes[request] = passes
         wavefronts = wavefronts + passes.sum(axis=1)
         ideal = ideal + group_active.sum(axis=1)
         max_ways = np.maximum(max_ways, passes.max(axis=1))
     return wavefronts, ideal, max_ways
 
 
+def _assignment(rows: np.ndarray, address: np.ndarray, groups: np.ndarray, plan: _Plan, rules: RuleSet,
+                ranks: np.ndarray, passes: np.ndarray):
+    """(pieces, wavefronts) of executions ``rows`` as :func:`_count` left them: ``ranks[request, execution,
+    position]`` is the 1-based pass that served the lane at ``groups.ravel()[position]`` (0: inactive),
+    ``passes[request, execution, group]`` the group's passes.  Wavefronts are numbered request by request,
+    group by group; a group's passes past its largest rank are the rule's extra wavefronts."""
+    requests, m, n_groups = passes.shape
+    group_lanes = groups.shape[1]
+    lanes = groups.ravel()
+    per_execution = passes.transpose(1, 0, 2).reshape(m, requests * n_groups)   # request-major order
+    offset = np.cumsum(per_execution, axis=1) - per_execution
+    # Pieces: one per (request, execution, position) with a rank, times the bank words of the access.
+    r, i, j = np.nonzero(ranks)
+    g = j // group_lanes
+    wavefront = offset[i, r * n_groups + g] + ranks[r, i, j] - 1
+    lane = lanes[j]
+    start = address[i, lane] - address[i, lane] % plan.width + r * plan.width
+    words = max(1, plan.width // rules.bank_bytes)
+    word = (start // rules.bank_bytes)[:, None] + np.arange(words)
+    piece = tuple(np.repeat(column, words) for column in (rows[i], lane, r, g, wavefront)) + (word.ravel(),)
+    piece = piece + (piece[5] % rules.banks,)
+    # Wavefronts: per (execution, request, group) its passes; those past the served ones are the extra ones.
+    e, q, h = np.nonzero(per_execution.reshape(m, requests, n_groups))
+    count = per_execution.reshape(m, requests, n_groups)[e, q, h]
+    first = offset[e, q * n_groups + h]
+    owner = np.repeat(np.arange(len(count)), count)
+    pass_ = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    served = ranks.reshape(requests, m, n_groups, group_lanes).max(axis=3)
+    extra = pass_ >= served[q, e, h][owner]
+    wave = (rows[e][owner], first[owner] + pass_, q[owner], h[owner], pass_, extra)
+    return piece, wave
+
+
 def _multicast_passes(relative: np.ndarray, active: np.ndarray, rows: int, n_groups: int, group_lanes: int,
-                      plan: _Plan, rules: RuleSet) -> np.ndarray:
+                      plan: _Plan, rules: RuleSet, served_at: np.ndarray | None = None) -> np.ndarray:
     """Per (execution, group): the busiest bank's number of distinct bank rows.
+
+    A lane is served in the pass numbered by its key's rank among the distinct keys
+    of its bank (1-based; written to ``served_at`` when given), so a group's passes
+    are its largest rank.
 
     An aligned access of ``unit = max(width, bank_bytes)`` bytes touches all banks
     of its unit in one row, so every bank of a unit has the same count and one
@@ -364,7 +498,11 @@ def _multicast_passes(relative: np.ndarray, active: np.ndarray, rows: int, n_gro
         row = row * group_lanes + np.arange(warp, dtype=dtype) % group_lanes
     keys = (((relative >> (unit.bit_length() - 1)) & (units - 1)) << row_bits) | row | group_prefix
     keys = np.where(active, keys, group_prefix | (units << row_bits)).astype(dtype, copy=False)
-    keys.sort(axis=1)                                # groups stay in their own slots (high bits)
+    if served_at is None:
+        keys.sort(axis=1)                            # groups stay in their own slots (high bits)
+    else:                                            # the same, remembering where each lane went
+        order = np.argsort(keys, axis=1, kind="stable")
+        keys = np.take_along_axis(keys, order, axis=1)
     change = keys[:, 1:] ^ keys[:, :-1]
     new_key = np.ones(keys.shape, dtype=bool)
     np.not_equal(change, 0, out=new_key[:, 1:])
@@ -374,14 +512,20 @@ def _multicast_passes(relative: np.ndarray, active: np.ndarray, rows: int, n_gro
     distinct_so_far = np.cumsum(new_key, axis=1, dtype=count_type)
     before_bank = np.where(new_bank, distinct_so_far - new_key, 0).astype(count_type, copy=False)
     np.maximum.accumulate(before_bank, axis=1, out=before_bank)
-    per_bank = distinct_so_far - before_bank
+    per_bank = distinct_so_far - before_bank           # the rank of each key inside its bank
+    if served_at is not None:
+        np.put_along_axis(served_at, order, per_bank, axis=1)
+        served_at *= active
     return per_bank.reshape(m, n_groups, group_lanes).max(axis=2).astype(np.int32)
 
 
 def _single_word_passes(relative: np.ndarray, active: np.ndarray, n_groups: int, group_lanes: int,
-                        rules: RuleSet) -> np.ndarray:
+                        rules: RuleSet, served_at: np.ndarray | None = None) -> np.ndarray:
     """CC 1.x §1.1, per (execution, group): steps of one broadcast word (most lanes, lowest word on ties)
-    plus the lowest remaining lane of every other bank, until every lane is served."""
+    plus the lowest remaining lane of every other bank, until every lane is served.
+
+    ``served_at`` (executions, lanes), when given, receives the step (1-based) that serves each lane; a
+    group's passes are its last step, the largest of them."""
     m = len(relative)
     word = (relative >> (rules.bank_bytes.bit_length() - 1)).reshape(m * n_groups, group_lanes)
     remaining = active.reshape(m * n_groups, group_lanes).copy()
@@ -392,7 +536,10 @@ def _single_word_passes(relative: np.ndarray, active: np.ndarray, n_groups: int,
     same_word = word[:, :, None] == word[:, None, :]
     lower_same_bank = (bank[:, :, None] == bank[:, None, :]) & np.tri(group_lanes, k=-1, dtype=bool)
     no_word = np.iinfo(word.dtype).max
+    step_of = None if served_at is None else served_at.reshape(m * n_groups, group_lanes)
+    step = 0
     while len(live):
+        step += 1
         steps[live] += 1
         lanes_of_word = np.where(remaining, (same_word & remaining[:, None, :]).sum(axis=2), 0)
         best = lanes_of_word.max(axis=1, keepdims=True)
@@ -400,6 +547,8 @@ def _single_word_passes(relative: np.ndarray, active: np.ndarray, n_groups: int,
         first_of_bank = remaining & ~(lower_same_bank & remaining[:, None, :]).any(axis=2)
         served = (remaining & (word == broadcast)) | (first_of_bank & (bank != (broadcast & (rules.banks - 1))))
         remaining &= ~served
+        if step_of is not None:
+            step_of[live] = np.where(served, step, step_of[live])
         keep = remaining.any(axis=1)
         live, word, bank, remaining = live[keep], word[keep], bank[keep], remaining[keep]
         same_word, lower_same_bank = same_word[keep], lower_same_bank[keep]

@@ -105,7 +105,7 @@ def explain(
     max_steps: MaxSteps = 10_000_000,
 ) -> None:
     """Show which lane hits which bank and word in one warp execution, and which lanes collide."""
-    from traceconf.engine import analyze
+    from traceconf.engine import analyze, lane_wavefronts
     from traceconf.report.explain import choose_row, execution_at, executions_of, picture, render_terminal
     from traceconf.report.svg import render_svg
 
@@ -133,8 +133,9 @@ def explain(
     except InputError as error:
         raise fail(error) from None
     text = {int(r["instruction"]): r["text"] for r in info.to_pylist()}[ident]
-    chosen = counts.slice(int(np.nonzero(rows == row)[0][0]), 1).to_pylist()[0]
-    pic = picture(execution_at(accesses, row, ordinal, text, rules.name), rules, chosen)
+    # The picture is the engine's own lane assignment for that execution, not a redrawing of the rules.
+    served = lane_wavefronts(accesses.take(np.array([row])), rules)
+    pic = picture(execution_at(accesses, row, ordinal, text, rules.name), rules, served)
     console = stdout_console()
     console.print(render_terminal(pic))
     if others:

@@ -2,19 +2,19 @@
 
 The picture is the one the classic bank-conflict tutorials draw by hand:
 banks as columns, one row per wavefront (shared-memory pass), lane numbers in
-the cells.  Lanes are first split into the device's lane groups ("phases":
-half-warps on sm_1x, quarter-warps for 128-bit accesses on sm_90, one group per
-8×8 matrix for ldmatrix ...), because lanes of different phases never share a
-pass.  Inside a phase, distinct words of one bank serialise: the k-th distinct
-word of a bank is served in the phase's k-th wavefront.  The engine's count for
-the execution is printed next to the picture and is the authoritative number
-(rules such as sm_1x's single-word broadcast cost more than the picture's
-distinct-word rows, and the report says so).
+the cells.  Every row is one wavefront the engine counted for the execution
+and every cell a bank word it served there, as :func:`traceconf.engine.lane_wavefronts`
+assigned them: lanes split into the device's lane groups ("phases": half-warps
+on sm_1x, quarter-warps for 128-bit accesses on sm_90, one group per 8×8
+matrix for ldmatrix ...; merged by load pairing), wide accesses split into
+requests, sm_1x's one broadcast word per pass, the rule's extra passes.  This
+module only draws; it decides nothing about banks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from rich.console import Group
@@ -22,9 +22,9 @@ from rich.table import Table
 from rich.text import Text
 
 from traceconf.accesses import INACTIVE, WarpAccesses
+from traceconf.engine import LaneWavefronts
 from traceconf.schemas import KINDS
 
-MATRIX_KINDS = ("ldmatrix", "stmatrix")
 #: Phase colours (terminal styles and SVG fills), cycled.
 PHASE_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
 PHASE_FILLS = ("#cfe8ff", "#f6d0f6", "#d3f5d3", "#fff2b3", "#dcdcff", "#ffd9c2", "#c9f2ef", "#ecd9ff")
@@ -48,109 +48,70 @@ class Execution:
     address: np.ndarray      # (warp_size,) byte addresses, INACTIVE for inactive lanes
 
 
+class Wavefront(NamedTuple):
+    """One drawn row: the engine's wavefront of one phase (and request)."""
+
+    phase: int
+    request: int
+    pass_: int               # 0-based pass inside its phase and request
+    extra: bool              # added by the rule (extra_wavefronts); serves no lane
+
+
 @dataclass
 class Picture:
-    """Per-cell view of one execution under one rule set."""
+    """Per-cell view of one execution under one rule set, as the engine assigned it."""
 
     execution: Execution
     banks: int
     bank_bytes: int
-    phases: list[tuple[int, ...]]     # active lanes of each phase that has any
-    lane: np.ndarray                  # per cell: lane, bank, word, phase index, pass inside the phase
+    requests: int                     # separate requests per lane access (split accesses: > 1)
+    phases: list[tuple[int, ...]]     # active lanes of each lane group that has any, in group order
+    lane: np.ndarray                  # per cell (one lane's bank word in one request):
     bank: np.ndarray
     word: np.ndarray
     phase: np.ndarray
-    wave: np.ndarray
-    phase_wavefronts: list[int]       # picture's passes per phase (+ the rule's extra passes)
-    wavefronts: int                   # engine: wavefronts of this execution (authoritative)
+    request: np.ndarray
+    wave: np.ndarray                  # the engine's wavefront index inside the execution
+    rows: list[Wavefront]             # row k draws wavefront k
+    wavefronts: int
     ideal_wavefronts: int
     max_ways: int
 
     @property
-    def picture_wavefronts(self) -> int:
-        return int(sum(self.phase_wavefronts))
+    def phase_wavefronts(self) -> list[int]:
+        """Wavefronts of each phase (all requests)."""
+        return [sum(1 for row in self.rows if row.phase == p) for p in range(len(self.phases))]
 
-    def rows(self) -> list[tuple[int, int]]:
-        """(phase index, pass) of every drawn wavefront row, in order."""
-        return [(p, k) for p, n in enumerate(self.phase_wavefronts) for k in range(n)]
+    def label(self, k: int) -> str:
+        """``p1 wf3`` (phase 1, its 4th pass); ``r1 `` in front for the second request of a split access."""
+        row = self.rows[k]
+        request = f"r{row.request} " if self.requests > 1 else ""
+        return f"{request}p{row.phase} wf{row.pass_}{' extra' if row.extra else ''}"
 
     def conflicting(self) -> np.ndarray:
-        """Per cell: does its bank hold more than one distinct word inside its phase?"""
-        key = self.phase * self.banks + self.bank
-        most = np.zeros(len(self.phase_wavefronts) * self.banks, dtype=np.int64)
-        np.maximum.at(most, key, self.wave + 1)
-        return most[key] > 1
+        """Per cell: is its bank served in more than one wavefront of its phase and request?"""
+        key = (self.request * len(self.phases) + self.phase) * self.banks + self.bank
+        pairs = np.unique(np.stack([key, self.wave]), axis=1)
+        keys, passes = np.unique(pairs[0], return_counts=True)
+        return passes[np.searchsorted(keys, key)] > 1
 
 
-# ---------------------------------------------------------------------------
-# Phases
-# ---------------------------------------------------------------------------
-
-def _paired(address: np.ndarray, partners: tuple[int, ...]) -> bool:
-    """Load pairing: every active lane n reads the address of lane n^x, or n^x is inactive (any listed x)."""
-    lanes = np.arange(len(address))
-    active = address != INACTIVE
-    for x in partners:
-        other = address[lanes ^ x]
-        if np.all(~active | (other == INACTIVE) | (other == address)):
-            return True
-    return False
-
-
-def lane_groups(rules, kind: str, nbytes: int, matrices: int, address: np.ndarray) -> list[tuple[int, ...]]:
-    """The device's lane groups for this access (all groups, active or not)."""
-    if kind in MATRIX_KINDS and rules.matrix is not None:
-        per = rules.matrix.lanes
-        return [tuple(range(start, start + per)) for start in range(0, per * max(matrices, 1), per)]
-    rule = rules.lane_group_rule(kind, nbytes)
-    groups = [tuple(g) for g in rule.groups]
-    pairing = rules.pairing
-    if pairing is not None and pairing.applies(kind, nbytes) and _paired(address, pairing.partners):
-        groups = [tuple(sorted(sum(groups[i:i + pairing.factor], ()))) for i in range(0, len(groups),
-                                                                                     pairing.factor)]
-    return groups
-
-
-def _pass_of(phase: np.ndarray, bank: np.ndarray, row: np.ndarray) -> np.ndarray:
-    """Per cell: rank of its bank row among the distinct rows of its (phase, bank) — the pass serving it."""
-    if not len(row):
-        return np.zeros(0, dtype=np.int64)
-    unique, inverse = np.unique(np.stack([phase, bank, row], axis=1), axis=0, return_inverse=True)
-    new_bank = np.r_[True, np.any(unique[1:, :2] != unique[:-1, :2], axis=1)]
-    first_of_bank = np.maximum.accumulate(np.where(new_bank, np.arange(len(unique)), 0))
-    return (np.arange(len(unique)) - first_of_bank)[inverse.reshape(-1)]
-
-
-def picture(execution: Execution, rules, counts: dict) -> Picture:
-    """Cells of one execution; ``counts`` holds the engine's wavefronts/ideal_wavefronts/max_ways."""
-    address = execution.address
-    groups = lane_groups(rules, execution.kind, execution.bytes, execution.matrices, address)
-    active = address != INACTIVE
-    phase_of = np.full(len(address), -1, dtype=np.int64)
-    phases = []
-    for group in groups:
-        lanes = [lane for lane in group if active[lane]]
-        if lanes:
-            phase_of[lanes] = len(phases)
-            phases.append(tuple(lanes))
-    bank_bytes = rules.bank_bytes
-    words_per_lane = max(1, -(-execution.bytes // bank_bytes))
-    lanes = np.nonzero(phase_of >= 0)[0]
-    lane = np.repeat(lanes, words_per_lane)
-    word = (address[lane] // bank_bytes) + np.tile(np.arange(words_per_lane), len(lanes))
-    phase = phase_of[lane]
-    bank = word % rules.banks
-    # Distinct bank rows serialise (a row is banks × bank_bytes on most devices; Kepler's 4-byte mode has
-    # 256-byte rows, so words i and i+32 of one row share a pass) — the engine's key, drawn per word.
-    wave = _pass_of(phase, bank, word * bank_bytes // rules.row_bytes)
-    extra = 0 if execution.kind in MATRIX_KINDS else rules.lane_group_rule(execution.kind,
-                                                                          execution.bytes).extra_wavefronts
-    phase_wavefronts = []
-    for p in range(len(phases)):
-        in_phase = wave[phase == p]
-        phase_wavefronts.append(int(in_phase.max()) + 1 + extra if len(in_phase) else 0)
-    return Picture(execution, rules.banks, bank_bytes, phases, lane, bank, word, phase, wave, phase_wavefronts,
-                   int(counts["wavefronts"]), int(counts["ideal_wavefronts"]), int(counts["max_ways"]))
+def picture(execution: Execution, rules, served: LaneWavefronts, row: int = 0) -> Picture:
+    """The cells of ``execution``: row ``row`` of ``served``, the engine's lane assignment."""
+    mine = served.row == row
+    group, lane = served.group[mine], served.lane[mine]
+    groups = np.unique(group)
+    phase_of = {int(g): p for p, g in enumerate(groups.tolist())}
+    phases = [tuple(sorted(set(lane[group == g].tolist()))) for g in groups]
+    waves = served.wavefront_row == row
+    rows = [Wavefront(phase_of[int(g)], int(r), int(k), bool(x)) for g, r, k, x in zip(
+        served.wavefront_group[waves], served.wavefront_request[waves], served.wavefront_pass[waves],
+        served.wavefront_extra[waves])]
+    requests = int(served.wavefront_request[waves].max()) + 1 if waves.any() else 1
+    return Picture(execution, rules.banks, rules.bank_bytes, requests, phases, lane, served.bank[mine],
+                   served.word[mine], np.array([phase_of[int(g)] for g in group.tolist()], dtype=np.int64),
+                   served.request[mine], served.wavefront[mine], rows, int(served.wavefronts[row]),
+                   int(served.ideal_wavefronts[row]), int(served.max_ways[row]))
 
 
 # ---------------------------------------------------------------------------
@@ -201,11 +162,11 @@ def execution_at(accesses: WarpAccesses, row: int, ordinal: int, text: str, devi
 # Terminal rendering
 # ---------------------------------------------------------------------------
 
-def _cell_labels(pic: Picture) -> dict[tuple[int, int, int], str]:
-    """(phase, pass, bank) → lane label; ``7+`` when several lanes share the word (broadcast/merge)."""
-    labels: dict[tuple[int, int, int], list[int]] = {}
-    for lane, bank, phase, wave in zip(pic.lane.tolist(), pic.bank.tolist(), pic.phase.tolist(), pic.wave.tolist()):
-        labels.setdefault((phase, wave, bank), []).append(lane)
+def _cell_labels(pic: Picture) -> dict[tuple[int, int], str]:
+    """(wavefront, bank) → lane label; ``7+`` when several lanes share the word (broadcast/merge)."""
+    labels: dict[tuple[int, int], list[int]] = {}
+    for lane, bank, wave in zip(pic.lane.tolist(), pic.bank.tolist(), pic.wave.tolist()):
+        labels.setdefault((wave, bank), []).append(lane)
     return {key: f"{min(lanes)}+" if len(set(lanes)) > 1 else str(lanes[0]) for key, lanes in labels.items()}
 
 
@@ -219,30 +180,39 @@ def header_text(pic: Picture) -> Text:
     excess = pic.wavefronts - pic.ideal_wavefronts
     text.append(f"{pic.wavefronts} wavefronts, ideal {pic.ideal_wavefronts}, excess {excess}, "
                 f"worst {pic.max_ways}-way", style="bold red" if excess else "bold green")
-    if pic.picture_wavefronts != pic.wavefronts:
-        text.append(f"\nnote: the grid shows distinct words per bank ({pic.picture_wavefronts} rows); "
-                    f"{e.device}'s rules count {pic.wavefronts} (e.g. single-word broadcast or access splitting)",
-                    style="yellow")
     return text
 
 
+def legend(pic: Picture) -> Text:
+    """What the row labels mean where the rules split accesses or add passes."""
+    notes = []
+    if pic.requests > 1:
+        notes.append(f"r0…r{pic.requests - 1}: each lane's access is served as {pic.requests} separate requests")
+    if any(row.extra for row in pic.rows):
+        notes.append("extra: a wavefront the rule set adds to every active phase (extra_wavefronts)")
+    return Text("\n".join(notes), style="dim")
+
+
 def phase_summary(pic: Picture) -> Text:
-    """One line per phase: its lanes, its passes, and the banks that serialise."""
+    """One line per phase: its lanes, its wavefronts, and the banks served in several of them."""
     out = Text()
+    conflicting = pic.conflicting()
     for p, lanes in enumerate(pic.phases):
         style = PHASE_STYLES[p % len(PHASE_STYLES)]
         out.append(f"phase {p}", style=f"bold {style}")
         out.append(f" lanes {lane_ranges(lanes)}: {pic.phase_wavefronts[p]} wavefront(s)")
-        in_phase = pic.phase == p
         worst = []
-        for bank in np.unique(pic.bank[in_phase]).tolist():
-            cells = in_phase & (pic.bank == bank)
-            words = np.unique(pic.word[cells])
-            if len(words) > 1:
-                worst.append((len(words), bank, sorted(set(pic.lane[cells].tolist()))))
-        worst.sort(key=lambda w: (-w[0], w[1]))
-        for ways, bank, lanes_hit in worst[:4]:
-            out.append(f"\n    bank {bank}: {ways} distinct words from lanes {lane_ranges(lanes_hit)} → {ways}-way")
+        hot = conflicting & (pic.phase == p)
+        for request, bank in sorted({(int(r), int(b)) for r, b in zip(pic.request[hot], pic.bank[hot])}):
+            cells = (pic.phase == p) & (pic.request == request) & (pic.bank == bank)
+            words = len(np.unique(pic.word[cells]))
+            ways = len(np.unique(pic.wave[cells]))
+            worst.append((ways, request, bank, words, sorted(set(pic.lane[cells].tolist()))))
+        worst.sort(key=lambda w: (-w[0], w[1], w[2]))
+        for ways, request, bank, words, lanes_hit in worst[:4]:
+            where = f"r{request} bank {bank}" if pic.requests > 1 else f"bank {bank}"
+            out.append(f"\n    {where}: {words} distinct word{'s' if words > 1 else ''} from lanes "
+                       f"{lane_ranges(lanes_hit)} → {ways}-way")
         if len(worst) > 4:
             out.append(f"\n    … {len(worst) - 4} more conflicting bank(s)")
         out.append("\n")
@@ -251,9 +221,10 @@ def phase_summary(pic: Picture) -> Text:
 
 def lane_listing(pic: Picture) -> Text:
     """``lane→bank/word`` for every active lane (first word of wide accesses)."""
-    first = np.r_[True, pic.lane[1:] != pic.lane[:-1]] if len(pic.lane) else np.zeros(0, bool)
-    items = [f"{l}→b{b}/w{w}" for l, b, w in zip(pic.lane[first].tolist(), pic.bank[first].tolist(),
-                                                 pic.word[first].tolist())]
+    order = np.lexsort((pic.word, pic.request, pic.lane))
+    lane, bank, word = pic.lane[order], pic.bank[order], pic.word[order]
+    first = np.r_[True, lane[1:] != lane[:-1]] if len(lane) else np.zeros(0, bool)
+    items = [f"{l}→b{b}/w{w}" for l, b, w in zip(lane[first].tolist(), bank[first].tolist(), word[first].tolist())]
     return Text("lane→bank/word: " + "  ".join(items), style="dim")
 
 
@@ -264,20 +235,22 @@ def grid(pic: Picture) -> Table:
     for bank in range(pic.banks):
         table.add_column(str(bank), justify="right", min_width=3, no_wrap=True)
     labels = _cell_labels(pic)
-    conflict_banks = {(int(p), int(b)) for p, b, c in zip(pic.phase, pic.bank, pic.conflicting()) if c}
-    for p, k in pic.rows():
-        style = PHASE_STYLES[p % len(PHASE_STYLES)]
-        cells = [Text(f"p{p} wf{k} ", style=style)]
+    hot = {(int(w), int(b)) for w, b, c in zip(pic.wave, pic.bank, pic.conflicting()) if c}
+    for k, row in enumerate(pic.rows):
+        style = PHASE_STYLES[row.phase % len(PHASE_STYLES)]
+        cells = [Text(f"{pic.label(k)} ", style=style)]
         for bank in range(pic.banks):
-            label = labels.get((p, k, bank), "")
-            hot = (p, bank) in conflict_banks and label
-            cells.append(Text(f" {label}" if label else "  ·", style=f"bold {style} reverse" if hot else style))
+            label = labels.get((k, bank), "")
+            cells.append(Text(f" {label}" if label else "  ·",
+                              style=f"bold {style} reverse" if (k, bank) in hot else style))
         table.add_row(*cells)
     return table
 
 
 def render_terminal(pic: Picture) -> Group:
-    return Group(header_text(pic), grid(pic), phase_summary(pic), lane_listing(pic))
+    notes = legend(pic)
+    return Group(header_text(pic), grid(pic), *([notes] if notes.plain else []), phase_summary(pic),
+                 lane_listing(pic))
 
 
 def lane_ranges(lanes) -> str:
