@@ -43,7 +43,9 @@ Ctas = Annotated[Optional[int], typer.Option(
 MaxSteps = Annotated[int, typer.Option(
     "--max-steps", min=1, help="Stop a runaway emulation after N warp steps.", rich_help_panel=LAUNCH)]
 Devices = Annotated[Optional[list[str]], typer.Option(
-    "--device", "-d", help="Rule set (device) to analyse for; repeat for side-by-side columns (default: sm_90).")]
+    "--device", "-d", help="Rule set (sm_90), architecture (sm90, compute_80) or product (h100, a100, rtx4090, "
+    "mi300x: traceconf devices NAME) to analyse for, or a .toml rule file; repeat for side-by-side columns "
+    "(default: sm_90).")]
 SkipBad = Annotated[bool, typer.Option("--skip-bad", help="Traces: skip malformed lines instead of stopping.")]
 
 DEFAULT_DEVICE = "sm_90"

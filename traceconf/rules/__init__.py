@@ -13,6 +13,7 @@ format and the evidence behind every builtin rule set are documented in
 
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 from dataclasses import dataclass
@@ -43,10 +44,10 @@ LANE_KINDS = frozenset(KINDS) - MATRIX_KINDS
 WIDTHS = (1, 2, 4, 8, 16)
 
 _MISSING = object()
-_TOP_KEYS = {"name", "title", "vendor", "evidence", "notes", "alias_of", "warp_size", "banks", "bank_bytes",
+_TOP_KEYS = {"name", "title", "products", "vendor", "evidence", "notes", "alias_of", "warp_size", "banks", "bank_bytes",
              "row_bytes", "broadcast", "split_bytes", "merge_stores", "merge_same_word", "lane_groups", "pairing",
              "matrix"}
-_DESCRIPTIVE_KEYS = {"name", "title", "vendor", "evidence", "notes", "alias_of"}
+_DESCRIPTIVE_KEYS = {"name", "title", "products", "vendor", "evidence", "notes", "alias_of"}
 _REQUIRED = ("name", "title", "vendor", "evidence", "warp_size", "banks", "bank_bytes", "row_bytes",
              "lane_groups")
 
@@ -113,6 +114,7 @@ class RuleSet:
     matrix: MatrixRule | None
     source: str = "builtin"
     same_rules_as: str | None = None       # the rule set whose rules this alias repeats unchanged
+    products: tuple[str, ...] = ()         # product names that --device accepts for this rule set
 
 
     def lane_group_rule(self, kind: str, nbytes: int) -> LaneGroupRule:
@@ -154,14 +156,57 @@ def list_rule_sets() -> list[RuleSet]:
 
 
 def load_rule_set(name_or_path: str | Path) -> RuleSet:
-    """A builtin rule set by name (``"sm_90"``) or a user file by path (``"./my_gpu.toml"``)."""
+    """A builtin rule set by name (``"sm_90"``), architecture (``sm90``, ``compute_90a``), product (``h100``,
+    ``"RTX 4090"``, ``mi300x``; see :func:`resolve_device`), or a user file by path (``"./my_gpu.toml"``)."""
     text = str(name_or_path)
     if isinstance(name_or_path, Path) or text.endswith(".toml") or "/" in text or "\\" in text:
         return _load_file(str(Path(text).resolve()))
-    if text not in builtin_names():
-        raise RuleFileError(f"unknown device {text!r}; builtin rule sets: {', '.join(builtin_names())} "
-                            "(or give the path of a .toml rule file)")
-    return _load_builtin(text)
+    return _load_builtin(resolve_device(text))
+
+
+#: Compute capabilities NVIDIA has shipped (sm_XY as XY), the architectures --device accepts by number.
+NVIDIA_ARCHITECTURES = frozenset({10, 11, 12, 13, 20, 21, 30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86,
+                                  87, 88, 89, 90, 100, 101, 103, 110, 120, 121})
+
+
+def _squeezed(text: str) -> str:
+    return re.sub(r"[\s_\-]+", "", text.lower())
+
+
+@lru_cache(maxsize=1)
+def _products() -> dict[str, str]:
+    """Squeezed product name → builtin rule set (the ``products`` lists of the builtin files)."""
+    return {_squeezed(product): name for name in builtin_names() for product in _load_builtin(name).products}
+
+
+def resolve_device(text: str) -> str:
+    """The builtin rule set a ``--device`` value names.
+
+    Accepted: a rule set name; an NVIDIA architecture in any spelling (``sm90``, ``SM_90``, ``compute_90a``),
+    where one without its own rule set takes its family's (``sm_1x`` for CC 1.x, ``sm_2x``, ``sm_3x``) or
+    the closest lower rule set of the same major version (``sm_87`` → ``sm_86``); a product name of a
+    rule set's ``products`` list, spaces, dashes and case ignored (``H100``, ``rtx-4090``, ``MI300X``).
+    """
+    names = builtin_names()
+    if text in names:
+        return text
+    squeezed = _squeezed(text)
+    arch = re.fullmatch(r"(?:sm|compute)(\d+)(\d)[a-z]?", squeezed)       # the last digit is the minor version
+    if arch and int(arch.group(1) + arch.group(2)) in NVIDIA_ARCHITECTURES:
+        major, minor = arch.group(1), int(arch.group(2))
+        if f"sm_{major}x" in names:
+            return f"sm_{major}x"
+        same_major = sorted((int(n[-1]), n) for n in names
+                            if re.fullmatch(rf"sm_{major}\d", n) and int(n[-1]) <= minor)
+        if same_major:
+            return same_major[-1][1]
+    if squeezed in _products():
+        return _products()[squeezed]
+    candidates = sorted(set(names) | set(_products()))
+    close = difflib.get_close_matches(squeezed, candidates, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise RuleFileError(f"unknown device {text!r}{hint} (rule sets: {', '.join(names)}; product names: "
+                        "traceconf devices; or the path of a .toml rule file)")
 
 
 def load_rule_sets(names: list[str] | None, default: str = "sm_90") -> list[RuleSet]:
@@ -237,6 +282,7 @@ def _merged(doc: _Doc, seen: tuple[str, ...]) -> dict:
         raise doc.error("alias_of", f"unknown builtin rule set {base_name!r}")
     path = resources.files(__name__) / f"{base_name}.toml"
     base = _merged(_read(str(path), path.read_text(encoding="utf-8")), seen + (base_name,))
+    base.pop("products", None)                 # product names belong to one rule set, not its aliases
     return _deep_merged(base, doc.data)
 
 
@@ -299,7 +345,7 @@ def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
         warp_size=warp_size, banks=banks, bank_bytes=bank_bytes, row_bytes=row_bytes, broadcast=broadcast,
         split_bytes=split_bytes, merge_stores=merge_stores, unmerged_kinds=unmerged_kinds,
         lane_groups=lane_groups, pairing=v.pairing(warp_size, lane_groups), matrix=v.matrix(warp_size),
-        source=source, same_rules_as=same_rules_as)
+        source=source, same_rules_as=same_rules_as, products=v.products())
 
 
 class _Validator:
@@ -317,6 +363,12 @@ class _Validator:
                 return default
             value = value[part]
         return value
+
+    def products(self) -> tuple[str, ...]:
+        value = self._get("products", [])
+        if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
+            raise self.doc.error("products", f"expected a list of product names, got {value!r}")
+        return tuple(value)
 
     def string(self, key: str, default=None) -> str:
         value = self._get(key, _MISSING if default is None else default)
