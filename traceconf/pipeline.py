@@ -74,31 +74,17 @@ class LaunchRequest:
     max_steps: int = 10_000_000
 
     def block_for(self, kernel_row: dict, path: str) -> tuple[int, int, int]:
-        if self.block is not None:
-            return self.block
-        required = kernel_row.get("reqntid")
-        if required:
-            return tuple(list(required) + [1] * (3 - len(required)))
-        raise InputError(f"kernel {kernel_row['kernel']} has no .reqntid: pass the block size with --block X[,Y[,Z]]",
-                         file=path)
+        from traceconf.emulate.launch import block_and_origin
+        try:
+            return block_and_origin(self.block, kernel_row)[0]
+        except InputError as error:
+            raise InputError(error.message, file=path) from None
 
     def params_for(self, kernel_row: dict, path: str) -> dict[str, int]:
-        """--param values keyed by PTX parameter name; a 0-based index names the parameter at that position."""
-        names = [p["name"] for p in kernel_row.get("params") or []]
-        named = {}
-        for key, value in self.params.items():
-            if str(key).isdigit():
-                index = int(key)
-                if index >= len(names):
-                    raise InputError(f"--param {key}: kernel {kernel_row['kernel']} has {len(names)} parameter(s)",
-                                     file=path)
-                key = names[index]
-            elif key not in names:
-                listing = ", ".join(names) or "none"
-                raise InputError(f"--param {key}: kernel {kernel_row['kernel']} has no such parameter "
-                                 f"(parameters: {listing})", file=path)
-            named[key] = value
-        return named
+        """--param values keyed by PTX parameter name, for the keys this kernel has (a whole-file run gives
+        one list to every kernel; :func:`unused_params` reports keys no kernel has)."""
+        from traceconf.emulate.launch import Launch, resolve_params
+        return resolve_params(Launch(params=self.params), kernel_row, strict=False)
 
     def emulator_launch(self, kernel_row: dict, path: str, warp_size: int):
         from traceconf.emulate import Launch
@@ -107,8 +93,20 @@ class LaunchRequest:
                       max_steps=self.max_steps)
 
     def describe(self, kernel_row: dict, path: str) -> dict:
-        return {"block": list(self.block_for(kernel_row, path)), "grid": list(self.grid),
-                "params": self.params_for(kernel_row, path), "dynamic_smem": self.dynamic_smem}
+        from traceconf.emulate.launch import block_and_origin
+        block, origin = block_and_origin(self.block, kernel_row)
+        facts = {"block": list(block), "grid": list(self.grid), "params": self.params_for(kernel_row, path),
+                 "dynamic_smem": self.dynamic_smem}
+        if origin != "--block":
+            facts["block_from"] = origin
+        return facts
+
+    def unused_params(self, kernel_rows: list[dict]) -> list[str]:
+        """--param keys that name a parameter of none of the kernels."""
+        from traceconf.emulate.launch import parameter_name
+        return [str(key) for key in self.params
+                if not any(parameter_name(key, [p["name"] for p in row.get("params") or []], row["kernel"])
+                           for row in kernel_rows)]
 
 
 def _instruction_info(module, kernel: str, ids: Iterable[int], kinds: dict[int, str],
@@ -160,6 +158,10 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
     info = _instruction_info(module, kernel, list(kinds) + static + unresolved_ids, kinds, widths)
     launch_facts = launch.describe(kernel_row, str(module.path))
     notes = list(first.notes)
+    if launch_facts.get("block_from"):
+        notes.append(f"block {'×'.join(map(str, launch_facts['block']))} taken from the kernel's "
+                     f"{launch_facts['block_from']}" + (" (the largest block it allows): pass --block for the launch "
+                                                        "you run" if launch_facts["block_from"] == ".maxntid" else ""))
     if first.scale is not None:
         launch_facts["analysed_ctas"] = len(first.analysed_ctas)
         launch_facts["scale"] = first.scale
@@ -181,6 +183,13 @@ def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, 
 
     module = parse_file(str(path))
     names = select_kernels(module.kernel_names(), kernels, str(path))
+    rows = [module.kernel(name) for name in names]
+    unused = launch.unused_params(rows)
+    if unused:
+        listing = "; ".join(f"{row['kernel']}: {', '.join(p['name'] for p in row.get('params') or []) or 'none'}"
+                            for row in rows[:5])
+        raise InputError(f"--param {', '.join(unused)}: no selected kernel has such a parameter ({listing})",
+                         file=str(path))
     done, failed = [], []
     for name in names:
         try:

@@ -1,0 +1,126 @@
+"""A CUDA developer's first hour: launches, kernel and parameter names, devices, as the CLI takes them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from traceconf.cli import app
+
+# Two kernels: an old-nvcc one (``__cudaparm_`` parameter names, .maxntid) whose shared store is strided by its
+# parameter ``stride``, and a new-style one with one parameter and no launch bounds.
+PTX = """.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry _Z7stridedPfi(
+    .param .u64 __cudaparm__Z7stridedPfi_out,
+    .param .u32 __cudaparm__Z7stridedPfi_stride
+)
+.maxntid 64, 1, 1
+{
+    .reg .b32 %r<7>;
+    .reg .f32 %f<2>;
+    .shared .align 4 .b8 buf[8192];
+    ld.param.u32 %r1, [__cudaparm__Z7stridedPfi_stride];
+    mov.u32 %r2, %tid.x;
+    mul.lo.u32 %r3, %r2, %r1;
+    shl.b32 %r4, %r3, 2;
+    mov.f32 %f1, 0f3F800000;
+    mov.u32 %r5, buf;
+    add.u32 %r6, %r5, %r4;
+    st.shared.f32 [%r6], %f1;
+    ret;
+}
+
+.visible .entry plain(
+    .param .u64 plain_param_0
+)
+{
+    .reg .b32 %r<5>;
+    .reg .f32 %f<2>;
+    .shared .align 4 .b8 tile[128];
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    mov.f32 %f1, 0f3F800000;
+    mov.u32 %r3, tile;
+    add.u32 %r4, %r3, %r2;
+    st.shared.f32 [%r4], %f1;
+    ret;
+}
+"""
+
+
+@pytest.fixture()
+def ptx(tmp_path):
+    path = tmp_path / "two.ptx"
+    path.write_text(PTX)
+    return path
+
+
+def run(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def results(output: str) -> dict:
+    return {r["kernel"]: r for r in json.loads(output)["results"]}
+
+
+def test_block_from_maxntid_with_a_note_and_source_parameter_name(ptx):
+    result = run("analyze", ptx, "-k", "strided", "--param", "stride=32", "-f", "json")
+    assert result.exit_code == 0, result.output
+    (found,) = results(result.stdout).values()
+    assert found["launch"]["block"] == [64, 1, 1] and found["launch"]["block_from"] == ".maxntid"
+    assert found["launch"]["params"] == {"__cudaparm__Z7stridedPfi_stride": 32}
+    assert found["totals"]["st"]["wavefronts"] == 64                  # 2 warps, each 32-way
+    table = run("analyze", ptx, "-k", "strided", "--param", "stride=32")
+    assert "taken from the kernel's .maxntid" in table.stdout
+
+
+def test_missing_block_says_which_options(ptx):
+    result = run("analyze", ptx, "-k", "plain")
+    assert result.exit_code == 2
+    assert "states neither .reqntid nor .maxntid: pass the launch with --block" in result.stderr
+
+
+def test_param_by_index_applies_only_to_kernels_that_have_it(ptx):
+    result = run("analyze", ptx, "--block", "32", "--param", "1=1", "-f", "json")
+    assert result.exit_code == 0, result.output
+    found = results(result.stdout)
+    assert found["_Z7stridedPfi"]["launch"]["params"] == {"__cudaparm__Z7stridedPfi_stride": 1}
+    assert found["plain"]["launch"]["params"] == {}
+
+
+def test_param_no_kernel_has_is_an_error(ptx):
+    result = run("analyze", ptx, "--block", "32", "--param", "7=1")
+    assert result.exit_code == 2
+    assert "--param 7: no selected kernel has such a parameter" in result.stderr
+
+
+def test_block_over_maxntid_is_refused(ptx):
+    result = run("analyze", ptx, "-k", "strided", "--block", "128", "--param", "stride=1")
+    assert result.exit_code == 2
+    assert "allows at most .maxntid (64, 1, 1)" in result.stderr
+
+
+def test_demangled_and_partial_kernel_names(ptx):
+    for pattern in ("strided", "strided(float*, int)", "_Z7stridedPfi", "stri"):
+        result = run("analyze", ptx, "-k", pattern, "--param", "stride=1", "-f", "json")
+        assert list(results(result.stdout)) == ["_Z7stridedPfi"], pattern
+    result = run("analyze", ptx, "-k", "strided_kernel", "--param", "stride=1")
+    assert result.exit_code == 2 and "did you mean 'strided'" in result.stderr
+
+
+@pytest.mark.parametrize("device, rule_set", [("h100", "sm_90"), ("A100", "sm_80"), ("sm90", "sm_90"),
+                                              ("mi300x", "cdna3")])
+def test_device_aliases(ptx, device, rule_set):
+    result = run("analyze", ptx, "-k", "plain", "--block", "32", "-d", device, "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert results(result.stdout)["plain"]["device"] == rule_set
+
+
+def test_unknown_device_did_you_mean(ptx):
+    result = run("analyze", ptx, "-k", "plain", "--block", "32", "-d", "h1000")
+    assert result.exit_code == 2 and "did you mean 'h100'" in result.stderr
