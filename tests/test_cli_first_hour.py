@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from traceconf.cli import app
+
+TRACES = Path(__file__).resolve().parents[1] / "traces"
 
 # Two kernels: an old-nvcc one (``__cudaparm_`` parameter names, .maxntid) whose shared store is strided by its
 # parameter ``stride``, and a new-style one with one parameter and no launch bounds.
@@ -124,3 +127,26 @@ def test_device_aliases(ptx, device, rule_set):
 def test_unknown_device_did_you_mean(ptx):
     result = run("analyze", ptx, "-k", "plain", "--block", "32", "-d", "h1000")
     assert result.exit_code == 2 and "did you mean 'h100'" in result.stderr
+
+
+def test_cuda_source_says_how_to_make_ptx(tmp_path):
+    source = tmp_path / "kernel.cu"
+    source.write_text("#include <cuda_runtime.h>\n__global__ void k(float *x) { x[threadIdx.x] = 0; }\n")
+    result = run("analyze", source)
+    assert result.exit_code == 2
+    assert "this is CUDA source" in result.stderr and "nvcc -ptx -arch=sm_90 -lineinfo kernel.cu" in result.stderr
+
+
+def test_trace_folder_is_analysed_like_its_kernelslist():
+    folder = run("analyze", TRACES / "accelsim-kernelslist", "-f", "json")
+    listing = run("analyze", TRACES / "accelsim-kernelslist" / "kernelslist.g", "-f", "json")
+    assert folder.exit_code == listing.exit_code == 0
+    strip = lambda doc: [{k: v for k, v in r.items() if k != "launch"} for r in json.loads(doc)["results"]]  # noqa: E731
+    assert strip(folder.stdout) == strip(listing.stdout) and strip(folder.stdout)
+
+
+def test_unwritable_output_format_is_refused_before_any_work(ptx, tmp_path):
+    result = run("analyze", ptx, "-k", "plain", "--block", "32", "-o", tmp_path / "r.xlsx")
+    assert result.exit_code == 2
+    assert "cannot write .xlsx: use one of .parquet, .csv, .json" in result.stderr
+    assert result.stdout == ""                       # nothing printed, nothing analysed

@@ -92,9 +92,12 @@ def launch_request(block: str | None, grid: str, params: list[str] | None, dynam
                          params=parse_params(params), dynamic_smem=smem, ctas=ctas, max_steps=max_steps)
 
 
-def check_input(path: Path) -> None:
-    if not path.is_file():
-        raise InputError("no such file" if not path.exists() else "not a regular file", file=str(path))
+def check_input(path: Path, folder: bool = False) -> None:
+    """An existing file, or with ``folder`` also a folder (a trace folder: the format detector decides)."""
+    if not path.exists():
+        raise InputError("no such file", file=str(path))
+    if not (path.is_file() or (folder and path.is_dir())):
+        raise InputError("a folder, not a file" if path.is_dir() else "not a regular file", file=str(path))
 
 
 @contextmanager
@@ -170,10 +173,12 @@ def analyze(
 ) -> None:
     """Count shared-memory wavefronts per instruction and rank the bank-conflict hotspots."""
     from traceconf.analyses.results import excess_by_kernel, results_table
-    from traceconf.report.writers import csv_text, json_text, write_results
+    from traceconf.report.writers import check_output, csv_text, json_text, write_results
 
     try:
-        check_input(file)
+        check_input(file, folder=True)
+        if output is not None:
+            check_output(output)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
         with progress_bar(format is Format.table, f"analysing {file.name}") as progress:

@@ -62,7 +62,7 @@ def compare_ncu(
 
     try:
         check_input(report)
-        check_input(file)
+        check_input(file, folder=True)
         measured = read_source_csv(report)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
         (rules,) = load_rule_sets([device])

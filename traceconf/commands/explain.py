@@ -110,7 +110,7 @@ def explain(
     from traceconf.report.svg import render_svg
 
     try:
-        check_input(file)
+        check_input(file, folder=True)
         (rules,) = load_rule_sets([device])
         if input_format(file) == "ptx":
             launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)

@@ -18,6 +18,7 @@ _NVBIT = re.compile(rb"^(MEMTRACE: CTX 0x[0-9a-fA-F]+ - |CTA \d+,\d+,\d+ - warp 
                     rb"|NVBit \(NVidia Binary Instrumentation Tool", re.M)
 _KERNELSLIST = re.compile(rb"(Memcpy\w*,0x[0-9a-fA-F]+,\d+|kernel-\S*\.trace\S*)\s*")
 _GPGPUSIM = re.compile(rb"kernel line : count latency dram_traffic smem_bk_conflicts")
+_CUDA_SOURCE = re.compile(rb"__global__|__shared__|#include\s*[<\"]cuda", re.M)
 _PTX = re.compile(rb"^\s*\.(version|target|address_size|entry|visible)\b", re.M)
 
 
@@ -54,6 +55,10 @@ def detect_format(path: str | Path) -> str:
         return "canonical_csv"
     if _PTX.search(text):
         return "ptx"
+    if _CUDA_SOURCE.search(text) or path.suffix.lower() in (".cu", ".cuh"):
+        raise InputError("this is CUDA source, which traceconf does not compile: make PTX first, e.g. "
+                         f"nvcc -ptx -arch=sm_90 -lineinfo {path.name} -o {path.stem}.ptx, and analyse that",
+                         str(path))
     if path.suffix.lower() == ".ptx":
         raise InputError("not PTX: no .version, .target or .entry directive near the start of the file", str(path))
     raise InputError("unrecognised trace format (expected an Accel-Sim .traceg or kernelslist.g, an NVBit "
