@@ -117,10 +117,10 @@ def test_missing_file(tmp_path):
 
 
 def test_unwritable_output_keeps_stdout(fake_pipeline, tmp_path):
-    result = invoke(fake_pipeline.path, "--format", "json", "-o", tmp_path / "r.xlsx")
+    result = invoke(fake_pipeline.path, "--format", "json", "-o", tmp_path / "missing" / "r.parquet")
     assert result.exit_code == 2
     assert json.loads(result.stdout)["results"]
-    assert "use one of .parquet, .csv, .json" in result.stderr
+    assert "cannot write results" in result.stderr
 
 
 # ---------------------------------------------------------------------------

@@ -150,3 +150,17 @@ def test_unwritable_output_format_is_refused_before_any_work(ptx, tmp_path):
     assert result.exit_code == 2
     assert "cannot write .xlsx: use one of .parquet, .csv, .json" in result.stderr
     assert result.stdout == ""                       # nothing printed, nothing analysed
+
+
+def test_trace_with_a_device_that_cannot_count_it_keeps_the_others():
+    trace = TRACES / "accelsim-v4-mode0.traceg"
+    result = run("analyze", trace, "-d", "sm_90", "-d", "cdna3", "-f", "json")
+    assert result.exit_code == 0, result.output
+    sm90, cdna3 = json.loads(result.stdout)["results"]
+    assert sm90["totals"]["ld"]["wavefronts"] > 0
+    assert all(not row["resolved"] for row in cdna3["instructions"])
+    table = run("analyze", trace, "-d", "sm_90", "-d", "cdna3")
+    assert "note: not counted on cdna3: accesses have 32 lanes per warp but rule set 'cdna3' expects 64" in table.stdout
+    alone = run("analyze", trace, "-d", "cdna3")
+    assert alone.exit_code == 2
+    assert alone.stderr.count("_Z13bank_patternsPf") == 1          # the kernel named once

@@ -36,7 +36,15 @@ class KernelAnalysis:
     unresolved: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     accesses: dict[int, WarpAccesses] = field(default_factory=dict)  # by warp size; empty for streamed traces
+    device_gaps: dict[str, str] = field(default_factory=dict)  # device → why it could not count this kernel
     shared_layout: list[dict] = field(default_factory=list)  # PTX: {"name", "offset", "bytes", ...} per variable
+
+
+def without_kernel(message: str, kernel: str) -> str:
+    """The message without a leading ``kernel K:`` (the engine names it, quoted), for lines that name K once."""
+    for named in (f"kernel {kernel}: ", f"kernel {kernel!r}: "):
+        message = message.removeprefix(named)
+    return message
 
 
 @dataclass
@@ -53,6 +61,7 @@ class KernelFailure:
         """``FILE:LINE:COL: kernel K: message`` (the kernel is named once, even if the message already does)."""
         where = self.error.location()
         message = self.error.message
+        message = without_kernel(message, self.kernel)
         if self.kernel and not message.startswith(f"kernel {self.kernel}"):
             message = f"kernel {self.kernel}: {message}"
         return f"{where + ': ' if where else 'error: '}{message}"
@@ -131,19 +140,18 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
                        progress: Progress | None = None) -> KernelAnalysis:
     """Emulate one kernel once per distinct warp size and run every rule set on it."""
     from traceconf.emulate import emulate
-    from traceconf.engine import analyze, summarize
 
     kernel_row = module.kernel(kernel)
     by_warp_size = {}
-    summaries = []
+    summaries, gaps = [], {}
     for rules in rule_sets:
         if rules.warp_size not in by_warp_size:
             by_warp_size[rules.warp_size] = emulate(
                 module, kernel, launch.emulator_launch(kernel_row, str(module.path), rules.warp_size),
                 progress=progress)
         emulation = by_warp_size[rules.warp_size]
-        executions = analyze(emulation.accesses, rules)
-        summaries.append(summarize(executions, scale=emulation.scale or 1))
+        summaries += count_devices(emulation.accesses, [rules], gaps, scale=emulation.scale or 1)
+    check_some_device(gaps, rule_sets)
     first = next(iter(by_warp_size.values()))
     acc = first.accesses
     kinds, widths = {}, {}
@@ -157,7 +165,7 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
     unresolved_ids = [u["instruction"] for u in first.unresolved]
     info = _instruction_info(module, kernel, list(kinds) + static + unresolved_ids, kinds, widths)
     launch_facts = launch.describe(kernel_row, str(module.path))
-    notes = list(first.notes)
+    notes = list(first.notes) + [f"not counted on {device}: {reason}" for device, reason in gaps.items()]
     if launch_facts.get("block_from"):
         notes.append(f"block {'×'.join(map(str, launch_facts['block']))} taken from the kernel's "
                      f"{launch_facts['block_from']}" + (" (the largest block it allows): pass --block for the launch "
@@ -173,7 +181,32 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
                           results=pa.concat_tables(summaries) if summaries else INSTRUCTION_RESULTS.empty_table(),
                           instructions=info, unresolved=first.unresolved, notes=notes,
                           accesses={w: e.accesses for w, e in by_warp_size.items()},
-                          shared_layout=[dict(v) for v in first.shared_layout])
+                          shared_layout=[dict(v) for v in first.shared_layout], device_gaps=gaps)
+
+
+def count_devices(accesses, rule_sets: list, gaps: dict[str, str], scale: int = 1) -> list[pa.Table]:
+    """INSTRUCTION_RESULTS of ``accesses`` under every rule set not yet in ``gaps``.
+
+    A rule set that cannot count them (another warp width, an access kind it has no rule for) joins
+    ``gaps`` (device → reason) so the other devices' results are kept (:func:`check_some_device` then
+    tells whether any device could count the kernel at all).
+    """
+    from traceconf.engine import analyze, summarize
+
+    out = []
+    for rules in rule_sets:
+        if rules.name not in gaps:
+            try:
+                out.append(summarize(analyze(accesses, rules), scale=scale))
+            except InputError as error:
+                gaps[rules.name] = without_kernel(error.message, accesses.kernel)
+    return out
+
+
+def check_some_device(gaps: dict[str, str], rule_sets: list) -> None:
+    """A kernel that no device could count is that kernel's error (the first device's reason)."""
+    if len(gaps) == len(rule_sets):
+        raise InputError(gaps[rule_sets[0].name])
 
 
 def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
@@ -206,7 +239,7 @@ def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, 
 def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip_bad: bool = False,
               progress: Progress | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
     """Stream a trace through every rule set; memory stays bounded by the chunk size."""
-    from traceconf.engine import analyze, combine, summarize
+    from traceconf.engine import combine
     from traceconf.traces import detect_format, open_trace
 
     fmt = detect_format(str(path))
@@ -222,10 +255,11 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
             break
         if not matches(trace.kernel, kernels):
             continue
-        partial, notes = [], []
+        partial, notes, gaps = [], [], {}
         try:
             for chunk in trace.chunks():
-                partial += [summarize(analyze(chunk, rules)) for rules in rule_sets]
+                partial += count_devices(chunk, rule_sets, gaps)
+            check_some_device(gaps, rule_sets)
         except InputError as error:
             failed.append(KernelFailure(trace.kernel, error))
             if not partial:
@@ -234,10 +268,11 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
                          "counts cover the accesses before it")
         if trace.bad_lines:
             notes.append(f"{trace.bad_lines} malformed line(s) skipped (--skip-bad)")
+        notes += [f"not counted on {device}: {reason}" for device, reason in gaps.items()]
         done.append(KernelAnalysis(kernel=trace.kernel, input_path=str(path), input_format=fmt,
                                    launch=dict(trace.launch), results=combine(partial) if partial
                                    else INSTRUCTION_RESULTS.empty_table(),
-                                   instructions=trace_instruction_info(trace), notes=notes))
+                                   instructions=trace_instruction_info(trace), notes=notes, device_gaps=gaps))
     return done, failed
 
 

@@ -168,7 +168,7 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
     parts = [header, table]
     if len(shown) < len(order):
         parts.append(Text(f"… {len(order) - len(shown)} more instruction(s); use --top to see more", style="dim"))
-    parts.append(_totals_table(tables, devices))
+    parts.append(_totals_table(tables, devices, analysis.device_gaps))
     if analysis.unresolved:
         text = {int(r["instruction"]): r["text"] for r in analysis.instructions.to_pylist()}
         lines = Text("unresolved (addresses unknown, not counted):", style="bold yellow")
@@ -180,8 +180,9 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
     return Group(*parts)
 
 
-def _totals_table(tables: list[pa.Table], devices: list[str]) -> Table:
-    """Per-kind totals (only kinds the kernel uses), one column group per device."""
+def _totals_table(tables: list[pa.Table], devices: list[str], gaps: dict[str, str]) -> Table:
+    """Per-kind totals (only kinds the kernel uses), one column group per device ("not counted" for a device
+    whose rules cannot count this kernel: the reason is in the notes)."""
     table = Table(title="totals", title_justify="left", show_header=True, header_style="bold", pad_edge=False)
     table.add_column("kind")
     for device in devices:
@@ -195,7 +196,10 @@ def _totals_table(tables: list[pa.Table], devices: list[str]) -> Table:
     kinds = [k for k in KINDS if k in sums[0]] + [k for k in sums[0] if k not in KINDS]
     for kind in kinds + ["all"]:
         cells = [kind]
-        for per_kind in sums:
+        for device, per_kind in zip(devices, sums):
+            if device in gaps:
+                cells += ["not counted"] + [""] * (len(COUNTS) - 1)
+                continue
             for name in COUNTS:
                 value = (sum(r[f"{name}_sum"] for r in per_kind.values()) if kind == "all"
                          else per_kind[kind][f"{name}_sum"])
