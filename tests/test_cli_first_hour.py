@@ -164,3 +164,31 @@ def test_trace_with_a_device_that_cannot_count_it_keeps_the_others():
     alone = run("analyze", trace, "-d", "cdna3")
     assert alone.exit_code == 2
     assert alone.stderr.count("_Z13bank_patternsPf") == 1          # the kernel named once
+
+
+def test_extern_shared_without_dynamic_smem_is_one_note_with_the_size(tmp_path):
+    path = tmp_path / "extern.ptx"
+    path.write_text(""".version 7.0
+.target sm_80
+.address_size 64
+.extern .shared .align 4 .b8 dyn[];
+.visible .entry k()
+{
+    .reg .b32 %r<6>;
+    .reg .f32 %f<2>;
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    mov.u32 %r3, dyn;
+    add.u32 %r4, %r3, %r2;
+    mov.f32 %f1, 0f3F800000;
+    st.shared.f32 [%r4], %f1;
+    ld.shared.f32 %f1, [%r4+4];
+    st.shared.f32 [%r4+8], %f1;
+    ret;
+}
+""")
+    result = run("analyze", path, "--block", "64")
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stdout.splitlines() if line.startswith("note:")]
+    assert notes == ["note: no --dynamic-smem given: the extern shared array is used up to byte 264 (PTX lines "
+                     "14, 15, 16), so it was taken as --dynamic-smem 264; pass the launch's real size to check it"]

@@ -102,16 +102,41 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
     accesses = _assemble(kernel, machines, launch.warp_size)
     notes = list(findings.cta_reasons and ["shared accesses depend on the CTA index ("
                                            + "; ".join(findings.cta_reasons[:3]) + ")"])
-    for highest, row in findings.extent.values():
-        extern_hint = " (pass --dynamic-smem for the extern shared array)" if layout.has_extern() else ""
-        notes.append(f"PTX line {row['ptx_line']} reaches shared byte {highest} but the kernel's shared memory "
-                     f"is {layout.total_bytes} bytes{extern_hint}")
+    notes += _extent_note(findings.extent, layout, launch.dynamic_smem)
+    variables = _assumed_extern_size(layout, findings.extent, launch.dynamic_smem)
     return EmulationResult(accesses=accesses, scale=scale, analysed_ctas=analysed,
                            unresolved=sorted(findings.unresolved_rows.values(),
                                              key=lambda u: (u["ptx_line"], u["reason"])),
-                           shared_layout=layout.variables, sampled=sampled, notes=notes,
+                           shared_layout=variables, sampled=sampled, notes=notes,
                            cta_dependence=list(findings.cta_reasons),
                            steps=sum(m.steps for m in machines))
+
+
+def _extent_note(extent: dict, layout, dynamic_smem: int) -> list[str]:
+    """One note per kernel when accesses reach past its shared memory: how far, and from which PTX lines.
+
+    An ``extern`` array with no ``--dynamic-smem`` is the usual cause; the counts do not depend on the size
+    (accesses are counted wherever they land), so the note says which size the launch must at least have.
+    """
+    if not extent:
+        return []
+    highest = max(h for h, _ in extent.values())
+    lines = sorted(int(row["ptx_line"]) for _, row in extent.values())
+    where = ", ".join(map(str, lines[:5])) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
+    if layout.has_extern() and not dynamic_smem:
+        needed = highest - layout.dynamic_offset
+        return [f"no --dynamic-smem given: the extern shared array is used up to byte {needed} (PTX lines "
+                f"{where}), so it was taken as --dynamic-smem {needed}; pass the launch's real size to check it"]
+    return [f"accesses reach shared byte {highest} but the kernel's shared memory is {layout.total_bytes} bytes "
+            f"(PTX lines {where})" + (": pass a larger --dynamic-smem" if layout.has_extern() else "")]
+
+
+def _assumed_extern_size(layout, extent: dict, dynamic_smem: int) -> list[dict]:
+    """The layout's variables, extern arrays sized to what the accesses reach when no --dynamic-smem was given."""
+    if dynamic_smem or not extent or not layout.has_extern():
+        return layout.variables
+    needed = max(h for h, _ in extent.values()) - layout.dynamic_offset
+    return [dict(v, bytes=needed) if v["extern"] else v for v in layout.variables]
 
 
 def _touches_shared(program) -> bool:

@@ -18,6 +18,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from traceconf.names import short_name
 from traceconf.pipeline import KernelAnalysis
 from traceconf.analyses.results import COUNTS, kernel_table
 from traceconf.report.source import source_text
@@ -104,7 +105,9 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
     """The rich renderable for one kernel, fitted to ``width`` columns when given."""
     tables = [kernel_table(analysis, device) for device in devices]
     single = len(devices) == 1
-    header = Text.assemble((f"{analysis.kernel}", "bold"), f"  ({analysis.input_path})\n",
+    readable = short_name(analysis.kernel)
+    header = Text.assemble((readable, "bold"), (f"  {analysis.kernel}" if readable != analysis.kernel else "", "dim"),
+                           f"  ({analysis.input_path})\n",
                            f"launch: {launch_line(analysis.launch)}\n",
                            f"scale: {scale_note(analysis.launch)}\n",
                            f"device{'s' if not single else ''}: {', '.join(devices)}")
