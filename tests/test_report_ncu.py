@@ -112,7 +112,7 @@ def test_compare_ncu_cuda_only_report_table_keeps_brackets_and_marks_kinds_unmea
                           "--block", "32,8", "--grid", "32,32")
     assert result.exit_code == 0, result.output
     assert "tile[threadIdx.y + j][threadIdx.x]" in result.stdout          # no rich markup eaten
-    kind_rows = [line for line in result.stdout.splitlines() if line.startswith(("│ ld", "│ st"))]
+    kind_rows = [line for line in result.stdout.splitlines() if line.startswith(("│ld ", "│st "))]
     assert kind_rows and all("–" in line and " 0 " not in line.split("│")[2] for line in kind_rows)
     assert "no SASS rows" in result.stdout
 
