@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -14,6 +15,7 @@ import pyarrow.parquet as pq
 import typer
 
 from traceconf.errors import InputError
+from traceconf.names import short_name
 from traceconf.ptx import PtxModule, parse_file
 
 
@@ -22,16 +24,44 @@ class Format(str, Enum):
     json = "json"
 
 
-def _operands(row: dict) -> str:
-    return ", ".join(op["text"] for op in row["operands"])
+def _columns(module: PtxModule) -> dict[str, list]:
+    """The shared-memory instructions' columns as Python lists, read column by column (row dicts of a
+    million-line file cost more than the parse itself)."""
+    table = module.shared_instructions()
+    columns = {name: table.column(name).to_pylist() for name in (
+        "kernel", "instruction", "ptx_line", "source_file", "source_line", "opcode", "state_space",
+        "access_bytes", "guard", "guard_negated", "text")}
+    modifiers = table.column("modifiers").combine_chunks()
+    columns["opcode_text"] = pc.binary_join_element_wise(
+        table.column("opcode"), pc.fill_null(pc.binary_join(modifiers, "."), ""), ".").to_pylist()
+    columns["opcode_text"] = [text.rstrip(".") for text in columns["opcode_text"]]
+    operands = table.column("operands").combine_chunks()
+    texts = pc.struct_field(pc.list_flatten(operands), "text").to_pylist()
+    offsets = operands.offsets.to_pylist()
+    columns["operands"] = [texts[a:b] for a, b in zip(offsets, offsets[1:])]
+    return columns
 
 
-def _opcode(row: dict) -> str:
-    return ".".join([row["opcode"], *row["modifiers"]])
-
-
-def _shared_rows(module: PtxModule) -> list[dict]:
-    return module.shared_instructions().to_pylist()
+def _json(module: PtxModule) -> str:
+    """One kernel per line block: the C JSON encoder (no indent) per instruction, one instruction per line."""
+    c = _columns(module)
+    by_kernel: dict[str, list[str]] = {}
+    for i, kernel in enumerate(c["kernel"]):
+        guard = c["guard"][i]
+        by_kernel.setdefault(kernel, []).append(json.dumps({
+            "instruction": c["instruction"][i], "ptx_line": c["ptx_line"][i],
+            "source_file": c["source_file"][i], "source_line": c["source_line"][i],
+            "opcode": c["opcode_text"][i], "state_space": c["state_space"][i],
+            "generic": c["state_space"][i] == "generic", "access_bytes": c["access_bytes"][i],
+            "guard": ("!" if c["guard_negated"][i] else "") + guard if guard else None,
+            "operands": c["operands"][i], "text": c["text"][i]}))
+    parts = []
+    for name in module.function_names():
+        summary = json.dumps(_kernel_summary(module, name))[:-1]
+        rows = by_kernel.get(name, [])
+        listing = "[\n    " + ",\n    ".join(rows) + "\n  ]" if rows else "[]"
+        parts.append(f'{summary}, "shared_instructions": {listing}}}')
+    return "[\n  " + ",\n  ".join(parts) + "\n]" if parts else "[]"
 
 
 def _kernel_summary(module: PtxModule, name: str) -> dict:
@@ -40,51 +70,31 @@ def _kernel_summary(module: PtxModule, name: str) -> dict:
             "shared": row["shared"], "params": row["params"]}
 
 
-def _json(module: PtxModule) -> str:
-    by_kernel: dict[str, list] = {}
-    for row in _shared_rows(module):
-        by_kernel.setdefault(row["kernel"], []).append({
-            "instruction": row["instruction"], "ptx_line": row["ptx_line"],
-            "source_file": row["source_file"], "source_line": row["source_line"],
-            "opcode": _opcode(row), "state_space": row["state_space"],
-            "generic": row["state_space"] == "generic", "access_bytes": row["access_bytes"],
-            "guard": ("!" if row["guard_negated"] else "") + row["guard"] if row["guard"] else None,
-            "operands": [op["text"] for op in row["operands"]], "text": row["text"]})
-    kernels = []
-    for name in module.function_names():
-        summary = _kernel_summary(module, name)
-        summary["shared_instructions"] = by_kernel.get(name, [])
-        kernels.append(summary)
-    return json.dumps(kernels, indent=2)
-
-
 def _table(module: PtxModule) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    console = Console()
-    header = f"{module.path}: PTX {module.version or '?'}, {module.target or '?'}, " \
-             f"{module.address_size}-bit, {len(module.kernel_names())} kernel(s)"
-    table = Table(title=header, title_justify="left")
-    for column, justify in (("kernel", "left"), ("#", "right"), ("PTX line", "right"), ("source", "left"),
-                            ("instruction", "left"), ("bytes", "right"), ("operands", "left")):
-        table.add_column(column, justify=justify, overflow="fold")
-    for row in _shared_rows(module):
-        source = f"{Path(row['source_file']).name}:{row['source_line']}" if row["source_file"] else ""
-        opcode = _opcode(row) + ("  (generic)" if row["state_space"] == "generic" else "")
-        guard = f"@{'!' if row['guard_negated'] else ''}{row['guard']} " if row["guard"] else ""
-        # PTX is full of [brackets]: escape it so rich does not read it as markup.
-        table.add_row(*(escape(cell) for cell in (
-            row["kernel"], str(row["instruction"]), str(row["ptx_line"]), source, guard + opcode,
-            str(row["access_bytes"]), _operands(row))))
-    console.print(table)
+    """Plain aligned text, one instruction per line (never folded: grep and diff read it), kernels by their
+    readable name; fast for files of millions of lines."""
+    c = _columns(module)
+    out = sys.stdout
+    out.write(f"{module.path}: PTX {module.version or '?'}, {module.target or '?'}, {module.address_size}-bit, "
+              f"{len(module.kernel_names())} kernel(s), {len(c['kernel'])} shared-memory instruction(s)\n")
+    rows = [("kernel", "#", "PTX line", "source", "instruction", "bytes", "operands")]
+    for i, kernel in enumerate(c["kernel"]):
+        source = f"{Path(c['source_file'][i]).name}:{c['source_line'][i]}" if c["source_file"][i] else ""
+        opcode = c["opcode_text"][i] + ("  (generic)" if c["state_space"][i] == "generic" else "")
+        guard = f"@{'!' if c['guard_negated'][i] else ''}{c['guard'][i]} " if c["guard"][i] else ""
+        rows.append((short_name(kernel, 40), str(c["instruction"][i]), str(c["ptx_line"][i]), source,
+                     guard + opcode, str(c["access_bytes"][i]), ", ".join(c["operands"][i])))
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]) - 1)]
+    right = (False, True, True, False, False, True)
+    for row in rows:
+        cells = [cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right)]
+        out.write("  ".join(cells + [row[-1]]).rstrip() + "\n")
     for name in module.function_names():
         shared = module.kernel(name)["shared"]
         if shared:
             described = ", ".join(f"{v['name']} ({'extern, ' if v['extern'] else ''}{v['bytes']} B, "
                                   f"align {v['align']}, {v['scope']})" for v in shared)
-            console.print(f"[bold]{escape(name)}[/bold] shared: {escape(described)}")
+            out.write(f"{short_name(name)} shared: {described}\n")
 
 
 def _write(module: PtxModule, output: Path) -> None:
@@ -112,9 +122,9 @@ def parse(ptx: Annotated[Path, typer.Argument(help="PTX file (nvcc/Triton output
           ) -> None:
     """List the kernels of a PTX file and their shared-memory instructions.
 
-    Shared-memory instructions are the ones in the shared state space (ld/st/atom/red,
-    ldmatrix/stmatrix, cp.async, mbarrier) plus generic ld/st/atom/red/ldmatrix/stmatrix,
-    marked "generic": whether those hit shared memory is decided by the emulator.
+    Shared-memory instructions are the ones that can access shared memory: ld/st/atom/red,
+    ldmatrix/stmatrix and cp.async in the shared state space, plus the generic ones, marked
+    "generic": whether those hit shared memory is decided by the emulator.
     """
     module = parse_file(ptx)
     if output is not None:
