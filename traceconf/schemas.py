@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from traceconf.kinds import KIND_CODES, KINDS  # noqa: F401  (re-exported: the tables name them)
+
 
 def documented_field(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> pa.Field:
     """An Arrow field carrying its one-line meaning (printed by ``describe``)."""
@@ -25,9 +27,6 @@ def documented_field(name: str, type_: pa.DataType, doc: str, nullable: bool = T
 _f = documented_field  # short name for the tables below
 
 
-#: Access kinds, in the order of their integer codes (see ``KIND_CODES``).
-KINDS = ("ld", "st", "atom", "ldmatrix", "stmatrix", "cp_async")
-KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
 
 # --------------------------------------------------------------------------
 # Parser output

@@ -11,15 +11,17 @@ import sys
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import TYPE_CHECKING, Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from traceconf.errors import InputError
-from traceconf.pipeline import KernelFailure, LaunchRequest, run_file
 from traceconf.rules import load_rule_sets
+
+if TYPE_CHECKING:
+    from traceconf.pipeline import KernelFailure, LaunchRequest
 
 # ---------------------------------------------------------------------------
 # Options shared by analyze / explain / compare-ncu
@@ -85,6 +87,7 @@ def parse_params(items: list[str] | None) -> dict[str, int]:
 
 def launch_request(block: str | None, grid: str, params: list[str] | None, dynamic_smem: str,
                    ctas: int | None, max_steps: int) -> LaunchRequest:
+    from traceconf.pipeline import LaunchRequest
     smem = parse_int(dynamic_smem, "--dynamic-smem")
     if smem < 0:
         raise InputError("--dynamic-smem: must not be negative")
@@ -139,6 +142,12 @@ def report_input_error(error: InputError) -> None:
 def fail(error: InputError) -> typer.Exit:
     report_input_error(error)
     return typer.Exit(2)
+
+
+def run_file(*args, **kwargs):
+    """The pipeline, imported on first use: ``traceconf --help`` and ``--version`` do not load numpy/pyarrow."""
+    from traceconf.pipeline import run_file as run
+    return run(*args, **kwargs)
 
 
 # ---------------------------------------------------------------------------

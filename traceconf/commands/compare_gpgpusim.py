@@ -13,7 +13,6 @@ from traceconf.commands.analyze import (Block, Ctas, Devices, DynamicSmem, Forma
                                         stdout_console)
 from traceconf.errors import InputError
 from traceconf.rules import load_rule_sets
-from traceconf.pipeline import input_format, run_ptx
 
 GPGPUSIM = "GPGPU-Sim model (replayed on the emulation)"
 
@@ -46,6 +45,7 @@ def compare_gpgpusim(
 ) -> None:
     """Line up GPGPU-Sim's per-PTX-line smem_bk_conflicts with the predicted wavefronts for the same PTX."""
     from traceconf.analyses.gpgpusim import BankModel, compare, rows_for_ptx
+    from traceconf.pipeline import input_format, run_ptx
     from traceconf.report.gpgpusim import csv_text, json_document, render
     from traceconf.traces import read_gpgpusim_stats
 

@@ -8,11 +8,10 @@ from typing import Annotated
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params, check_input, fail,
-                                        launch_request, report_failures, stdout_console)
+from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params, check_input,
+                                        fail, launch_request, report_failures, run_file, stdout_console)
 from traceconf.errors import InputError
 from traceconf.rules import load_rule_sets
-from traceconf.pipeline import run_file
 
 def compare_ncu(
     report: Annotated[Path, typer.Argument(help="CSV of: ncu -i REP --page source --csv --print-source sass[,cuda]")],

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
-import numpy as np
-import pyarrow as pa
 import typer
 
-from traceconf.accesses import WarpAccesses
 from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Grid, MaxSteps, Params, check_input, fail,
                                         launch_request, report_failures, stdout_console)
 from traceconf.errors import InputError
 from traceconf.rules import load_rule_sets
 from traceconf.names import matches
-from traceconf.pipeline import input_format, run_ptx, trace_instruction_info
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from traceconf.accesses import WarpAccesses
 
 
 def resolve_instruction(info: pa.Table, spec: str, path: str) -> tuple[int, list[int]]:
@@ -49,6 +50,8 @@ def resolve_instruction(info: pa.Table, spec: str, path: str) -> tuple[int, list
 
 
 def _ptx_executions(file: Path, kernel: str, launch, rules) -> tuple[pa.Table, WarpAccesses, list]:
+    from traceconf.pipeline import run_ptx
+
     analyses, failures = run_ptx(file, [kernel], launch, [rules])
     if failures:
         report_failures(failures)
@@ -62,6 +65,10 @@ def _ptx_executions(file: Path, kernel: str, launch, rules) -> tuple[pa.Table, W
 
 def _trace_executions(file: Path, kernel: str, spec: str, rules) -> tuple[pa.Table, int, WarpAccesses]:
     """Resolve the instruction on a first pass, then re-read only its executions."""
+    import numpy as np
+
+    from traceconf.accesses import WarpAccesses
+    from traceconf.pipeline import trace_instruction_info
     from traceconf.traces import open_trace
 
     names, info = [], None
@@ -105,7 +112,10 @@ def explain(
     max_steps: MaxSteps = 10_000_000,
 ) -> None:
     """Show which lane hits which bank and word in one warp execution, and which lanes collide."""
+    import numpy as np
+
     from traceconf.engine import analyze, lane_wavefronts
+    from traceconf.pipeline import input_format
     from traceconf.report.explain import choose_row, execution_at, executions_of, picture, render_terminal
     from traceconf.report.svg import render_svg
 

@@ -6,17 +6,15 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
-import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import typer
 
 from traceconf.errors import InputError
 from traceconf.names import short_name
-from traceconf.ptx import PtxModule, parse_file
+
+if TYPE_CHECKING:
+    from traceconf.ptx import PtxModule
 
 
 class Format(str, Enum):
@@ -27,6 +25,8 @@ class Format(str, Enum):
 def _columns(module: PtxModule) -> dict[str, list]:
     """The shared-memory instructions' columns as Python lists, read column by column (row dicts of a
     million-line file cost more than the parse itself)."""
+    import pyarrow.compute as pc
+
     table = module.shared_instructions()
     columns = {name: table.column(name).to_pylist() for name in (
         "kernel", "instruction", "ptx_line", "source_file", "source_line", "opcode", "state_space",
@@ -98,6 +98,11 @@ def _table(module: PtxModule) -> None:
 
 
 def _write(module: PtxModule, output: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
     table = module.instructions
     if output.suffix.lower() == ".csv":
         # CSV has no nested types: lists and operands become their text.
@@ -126,6 +131,8 @@ def parse(ptx: Annotated[Path, typer.Argument(help="PTX file (nvcc/Triton output
     ldmatrix/stmatrix and cp.async in the shared state space, plus the generic ones, marked
     "generic": whether those hit shared memory is decided by the emulator.
     """
+    from traceconf.ptx import parse_file
+
     module = parse_file(ptx)
     if output is not None:
         try:

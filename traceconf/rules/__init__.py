@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 from traceconf.errors import InputError
-from traceconf.schemas import KINDS
+from traceconf.kinds import KINDS
 
 if sys.version_info >= (3, 11):
     import tomllib
