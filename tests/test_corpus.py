@@ -7,11 +7,8 @@ import re
 import pytest
 
 from conftest import FIXTURES, SHARED, shared_path
+from test_ptx_parse import same_as_grammar
 from traceconf.ptx import parse_file
-from traceconf.ptx import shapes
-from traceconf.ptx.grammar import ptx_parser
-from traceconf.ptx.parse import blank_comments
-from traceconf.ptx.statements import StatementCache
 
 CORPUS_FILES = sorted(p.name for p in (SHARED / "corpus").glob("*.ptx")) or ["(corpus absent)"]
 FIXTURE_FILES = sorted(str(p.relative_to(FIXTURES)) for p in FIXTURES.glob("**/*.ptx"))
@@ -27,12 +24,7 @@ def manifest_counts() -> dict[str, int]:
 
 def check_both_paths(path):
     """The statement cache must not fall back, and must give exactly the whole-file Lark tables."""
-    StatementCache(ptx_parser()).parse(blank_comments(path.read_text(), str(path)))
-    cached, plain = parse_file(path), parse_file(path, cache=False)
-    assert cached.instructions.equals(plain.instructions)
-    assert cached.kernels.equals(plain.kernels)
-    assert not shapes.DISAGREEMENTS
-    return cached
+    return same_as_grammar(path.read_bytes(), str(path))
 
 
 @pytest.mark.parametrize("name", CORPUS_FILES)
