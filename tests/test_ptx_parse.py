@@ -422,7 +422,7 @@ def _operand_list(draw):
     return text
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(_operand_list())
 def test_shape_reader_matches_lark(text):
     reader = shapes.ShapeReader(ptx_parser())
@@ -571,7 +571,7 @@ def _read(read_records, source: str) -> list:
     return canonical(*read_records(prepare(source, "t.ptx"), "t.ptx"))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.randoms(use_true_random=False), st.lists(_declaration, min_size=1, max_size=2),
        st.lists(_loc, min_size=1, max_size=2))
 def test_statement_cache_matches_the_grammar_on_generated_bodies(r, declarations, locs):
