@@ -631,3 +631,4 @@ def test_parsing_writes_no_module_level_state():
     with pytest.raises(InputError):
         parse_ptx(HEADER + kernel("ld.shared.u32 %r1, [%r2+];"), "t.ptx")
     assert _module_state() == before
+    assert ptx_parser().transformer.source == ""    # the shared parser keeps no text between parses

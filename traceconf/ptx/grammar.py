@@ -40,8 +40,8 @@ class PtxParser:
     """The LALR parser with the records transformer inlined (no tree is built).
 
     The transformer slices instruction and operand texts out of the text being
-    parsed, so one parse runs at a time (the lock); nothing else is kept
-    between parses.
+    parsed, so one parse runs at a time (the lock); nothing is kept between
+    parses.
     """
 
     def __init__(self, grammar: str):
@@ -53,7 +53,10 @@ class PtxParser:
     def parse(self, text: str, start: str = "start"):
         with self._lock:
             self.transformer.source = text
-            return self.lark.parse(text, start=start)
+            try:
+                return self.lark.parse(text, start=start)
+            finally:
+                self.transformer.source = ""    # keep no text (maybe a whole file) between parses
 
     def terminal_regex(self, name: str) -> str:
         """The regular expression of a grammar terminal (the fast path builds its regexes from them)."""
