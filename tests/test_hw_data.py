@@ -78,11 +78,12 @@ def test_source_page_rows_add_up_to_the_instrumented_counters(launch):
 
 @pytest.mark.parametrize("launch", LAUNCHES, ids=lambda launch: launch["id"])
 def test_kernel_level_ld_st_equal_the_attributed_wavefronts(launch):
-    """l1tex ld/st wavefronts = SASS-attributed ones, except one unattributed store wavefront of one launch."""
+    """l1tex ld/st wavefronts = SASS-attributed ones; generic_pointer_stride_1 may carry one unattributed store
+    wavefront (seen in one of the two collections, docs/hardware.md)."""
     row = MEASURED[launch["id"]]
     ld = int(row["hw_wf_ld"]) - int(row["sass_wf_ld"]) - int(row["sass_wf_ldsm"] or 0)
     st = int(row["hw_wf_st"]) - int(row["sass_wf_st"]) - int(row["sass_wf_stsm"] or 0)
-    assert (ld, st) == ((0, 1) if launch["id"] == "generic_pointer_stride_1" else (0, 0))
+    assert (ld, st) in ({(0, 0), (0, 1)} if launch["id"] == "generic_pointer_stride_1" else {(0, 0)})
 
 
 # -- vectorize.cu: the fusions are in the SASS, and the counters count the fused instruction --
@@ -94,6 +95,11 @@ def test_vectorize_fusions(launch):
     assert not re.search(r"(ld|st)\.shared\.v[24]", ptx), "nvcc must leave the accesses scalar"
     if launch["id"] == "vec_redundant_loads":
         assert not re.search(r"\b(LDS|STS)\.(64|128)\b", sass)
+        return
+    if launch["id"].startswith("vec_repeated_asm_loads"):  # ptxas removes the second of two identical loads
+        assert len(re.findall(r"ld\.shared\.f32", ptx)) == 2
+        assert len(re.findall(r"(?<!@!PT)\s+LDS\s", sass)) == 1
+        assert int(MEASURED[launch["id"]]["inst_ld"]) == 2  # one per warp
         return
     assert re.search(r"\b(LDS|STS)\.(64|128)\b", sass)
 
@@ -121,9 +127,20 @@ def ldgsts_per_warp(launch_id: str) -> tuple[int, int]:
     ("ldgsts_ca16_s16_src0", (4, 4)), ("ldgsts_plain_ca4", (1, 1)), ("ldgsts_plain_ca16", (4, 4)),
     ("ldgsts_cg16_s16", (8, 8)), ("ldgsts_cg16_s32", (40, 8)), ("ldgsts_cg16_s128", (64, 8)),
     ("ldgsts_cg16_s16_src0", (8, 8)), ("ldgsts_multistage_matmul", (4, 4)),
+    ("ldgsts_plain_ca4_s128", (32, 1)), ("ldgsts_plain_ca8_s8", (2, 2)), ("ldgsts_plain_ca8_s128", (32, 2)),
+    ("ldgsts_plain_ca16_s32", (8, 4)), ("ldgsts_plain_ca16_s128", (32, 4)),
+    ("ldgsts_plain_cg16_s16", (4, 4)), ("ldgsts_plain_cg16_s32", (32, 4)), ("ldgsts_plain_cg16_s128", (32, 4)),
 ])
 def test_ldgsts_source_page_per_warp(launch_id, per_warp):
     assert ldgsts_per_warp(launch_id) == per_warp
+
+
+@pytest.mark.parametrize("stride", [16, 32, 128])
+def test_ldgsts_bypass_zfill_source_model(stride):
+    """Source page: BYPASS.128.ZFILL = BYPASS.128 (4 ideal; 32 once conflicting) + the .ca 16-B (STS.128) model."""
+    ca = "ldgsts_plain_ca16" if stride == 16 else f"ldgsts_plain_ca16_s{stride}"
+    zfill, bypass, sts128 = (ldgsts_per_warp(i) for i in (f"ldgsts_cg16_s{stride}", f"ldgsts_plain_cg16_s{stride}", ca))
+    assert zfill == (bypass[0] + sts128[0], bypass[1] + sts128[1])
 
 
 def test_ldgsts_hardware_conflicts():
