@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import csv
 import re
-import tomllib
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 CUDA = REPO / "tests" / "fixtures" / "cuda"
@@ -23,7 +23,14 @@ HW = REPO / "tests" / "data" / "hw"
 
 with open(CUDA / "kernels.toml", "rb") as handle:
     LAUNCHES = tomllib.load(handle)["launch"]
-MEASURED = {row["launch"]: row for row in csv.DictReader(open(HW / "kernels_sm90.csv", newline=""))}
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+MEASURED = {row["launch"]: row for row in read_csv(HW / "kernels_sm90.csv")}
 NEW_FILES = ("vectorize.cu", "ldgsts.cu", "atomics2.cu", "datadep.cu")
 NEW = [launch for launch in LAUNCHES if launch["file"] in NEW_FILES]
 
@@ -68,11 +75,14 @@ def test_every_launch_has_row_source_page_and_sass(launch):
 def test_source_page_rows_add_up_to_the_instrumented_counters(launch):
     """LDS*/STS*/LDGSTS*/ATOMS* rows of the source page sum to the smsp__sass_* totals of the same launch."""
     row, rows = MEASURED[launch["id"]], source_rows(launch["id"])
+    wavefronts = lambda *prefix: column_sum(rows, "L1 Wavefronts Shared", prefix)
     if row["fixture"] != "generic.cu":  # generic LD/ST resolved to shared count as ld/st too
-        assert column_sum(rows, "L1 Wavefronts Shared", ("LDS",)) - column_sum(
-            rows, "L1 Wavefronts Shared", ("LDSM",)) == int(row["sass_wf_ld"])
-    assert column_sum(rows, "L1 Wavefronts Shared", ("LDGSTS",)) == int(row["sass_wf_ldgsts"] or 0)
-    assert column_sum(rows, "L1 Wavefronts Shared", ("ATOMS",)) == int(row["sass_wf_atom"] or 0)
+        assert wavefronts("LDS") - wavefronts("LDSM") == int(row["sass_wf_ld"])
+        assert wavefronts("STS") - wavefronts("STSM") == int(row["sass_wf_st"])
+    assert wavefronts("LDSM") == int(row["sass_wf_ldsm"] or 0)
+    assert wavefronts("STSM") == int(row["sass_wf_stsm"] or 0)
+    assert wavefronts("LDGSTS") == int(row["sass_wf_ldgsts"] or 0)
+    assert wavefronts("ATOMS") == int(row["sass_wf_atom"] or 0)
     assert column_sum(rows, "Instructions Executed", ("LDGSTS",)) == int(row["inst_ldgsts"] or 0)
 
 
@@ -194,7 +204,9 @@ def test_atomic_opcodes_and_wavefronts(launch):
     ideal = {32: 1, 64: 2}[bits] * (2 if op == "cas" else 1)
     # ptxas reduces over the warp and lets one lane do the atomic on a uniform address
     aggregated = op in ("add", "add1") or (use == "unused" and op in ("min", "max", "and", "or"))
-    serial = (32 if bits == 32 else 16) * ideal  # 32 lanes one after another (64-bit: 2 wavefronts per 4 lanes' data)
+    # 32 lanes on one bank, one after another: 32 x ideal for 32-bit data; a 64-bit lane's ideal counts
+    # two lanes per wavefront (EXCH.64 ideal 2 = 16 lanes a wavefront), so 16 x ideal
+    serial = (32 if bits == 32 else 16) * ideal
     assert patterns[0][:2] == ((ideal if aggregated else serial), ideal)    # one word
     assert patterns[1][:2] == (ideal, ideal)                                # stride 1
     assert patterns[2][:2] == (serial, ideal)                               # stride 32: one bank
@@ -227,7 +239,7 @@ def test_transpose_permutation_gather_is_32_way():
 
 # -- kernel_vs_source_sm90.csv --------------------------------------------------------
 
-REPEATS = list(csv.DictReader(open(HW / "kernel_vs_source_sm90.csv", newline="")))
+REPEATS = read_csv(HW / "kernel_vs_source_sm90.csv")
 
 
 def test_repeats_cover_multi_cta_launches_three_times():
