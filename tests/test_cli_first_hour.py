@@ -192,3 +192,51 @@ def test_extern_shared_without_dynamic_smem_is_one_note_with_the_size(tmp_path):
     notes = [line for line in result.stdout.splitlines() if line.startswith("note:")]
     assert notes == ["note: no --dynamic-smem given: the extern shared array is used up to byte 264 (PTX lines "
                      "14, 15, 16), so it was taken as --dynamic-smem 264; pass the launch's real size to check it"]
+
+
+LAUNCHES = """# the two kernels of two.ptx, written once
+[[launch]]
+kernel = "strided"          # the demangled function name
+block = 64
+grid = [4, 2]
+params = { stride = 32 }
+
+[[launch]]
+kernel = "plain"
+block = [32]
+"""
+
+
+def test_launch_file_describes_every_kernel_once(ptx, tmp_path):
+    launches = tmp_path / "launches.toml"
+    launches.write_text(LAUNCHES)
+    result = run("analyze", ptx, "--launches", launches, "-f", "json")
+    assert result.exit_code == 0, result.output
+    found = results(result.stdout)
+    assert found["_Z7stridedPfi"]["launch"]["block"] == [64, 1, 1]
+    assert found["_Z7stridedPfi"]["launch"]["grid"] == [4, 2, 1]
+    assert found["_Z7stridedPfi"]["totals"]["st"]["wavefronts"] == 64 * 8        # 8 CTAs, 2 warps each 32-way
+    assert found["plain"]["launch"]["block"] == [32, 1, 1]
+    # the command line wins over the file: --grid for every kernel, --param added to the file's
+    override = run("analyze", ptx, "--launches", launches, "--grid", "1", "--param", "stride=1", "-f", "json")
+    found = results(override.stdout)
+    assert found["_Z7stridedPfi"]["launch"]["grid"] == [1, 1, 1]
+    assert found["_Z7stridedPfi"]["totals"]["st"]["wavefronts"] == 2
+    explain = run("explain", ptx, "-k", "strided", "-i", "L21", "--launches", launches)
+    assert explain.exit_code == 0, explain.output
+    assert "32 wavefronts" in explain.stdout
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[[launch]]\nkernel = "plain"\nblok = 32\n', "launches.toml:3:1: key 'blok': unknown key"),
+    ('[[launch]]\nblock = 32\n', "every [[launch]] needs kernel"),
+    ('[[launch]]\nkernel = "plain"\nblock = [0]\n', "launches.toml:3:1: key 'block': expected 1 to 3 positive"),
+    ('[[launch]]\nkernel = "strided"\nparams = { width = 3 }\n', "kernel _Z7stridedPfi has no parameter width"),
+    ('[[launch]\n', "launches.toml:1:"),
+])
+def test_bad_launch_files_are_located(ptx, tmp_path, text, message):
+    launches = tmp_path / "launches.toml"
+    launches.write_text(text)
+    result = run("analyze", ptx, "--launches", launches, "--block", "32")
+    assert result.exit_code == 2
+    assert message in result.stderr

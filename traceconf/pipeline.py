@@ -7,7 +7,7 @@ so that one bad kernel never loses the others' results.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -81,6 +81,41 @@ class LaunchRequest:
     dynamic_smem: int = 0
     ctas: int | None = None
     max_steps: int = 10_000_000
+    entries: tuple = ()                     # LaunchEntry per kernel from a launch file (traceconf.launches)
+    given: frozenset[str] = frozenset()     # fields set on the command line: they win over the file
+
+    @classmethod
+    def given_as(cls, block=None, grid=None, params=None, dynamic_smem=None, ctas=None, max_steps=10_000_000,
+                 launches=None) -> "LaunchRequest":
+        """A launch from options where None means "not given" (a launch file or the kernel may fill it in)."""
+        from traceconf.launches import read_launch_file
+
+        given = {name for name, value in (("block", block), ("grid", grid), ("dynamic_smem", dynamic_smem),
+                                          ("ctas", ctas)) if value is not None}
+        return cls(block=block, grid=grid or (1, 1, 1), params=dict(params or {}), dynamic_smem=dynamic_smem or 0,
+                   ctas=ctas, max_steps=max_steps, entries=read_launch_file(launches) if launches else (),
+                   given=frozenset(given))
+
+    def for_kernel(self, kernel_row: dict, path: str) -> "LaunchRequest":
+        """This launch with the first launch-file entry that selects the kernel filled in."""
+        from traceconf.emulate.launch import parameter_name
+
+        name = kernel_row["kernel"]
+        entry = next((e for e in self.entries if e.selects(name)), None)
+        if entry is None:
+            return self
+        names = [p["name"] for p in kernel_row.get("params") or []]
+        unknown = [key for key in entry.params if parameter_name(key, names, name) is None]
+        if unknown:
+            raise InputError(f"launch file entry {entry.kernel!r}: kernel {name} has no parameter "
+                             f"{', '.join(unknown)} (parameters: {', '.join(names) or 'none'})", file=path)
+        fields = {key: getattr(entry, key) for key in ("block", "grid", "dynamic_smem", "ctas", "max_steps")
+                  if getattr(entry, key) is not None and key not in self.given}
+        return replace(self, **fields, params={**entry.params, **self.params}, entries=())
+
+    def kernel_patterns(self) -> list[str] | None:
+        """The kernels a launch file names (analysed when no --kernel is given), None without one."""
+        return [entry.kernel for entry in self.entries] or None
 
     def block_for(self, kernel_row: dict, path: str) -> tuple[int, int, int]:
         from traceconf.emulate.launch import block_and_origin
@@ -215,7 +250,7 @@ def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, 
     from traceconf.ptx import parse_file
 
     module = parse_file(str(path))
-    names = select_kernels(module.kernel_names(), kernels, str(path))
+    names = select_kernels(module.kernel_names(), kernels or launch.kernel_patterns(), str(path))
     rows = [module.kernel(name) for name in names]
     unused = launch.unused_params(rows)
     if unused:
@@ -226,7 +261,8 @@ def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, 
     done, failed = [], []
     for name in names:
         try:
-            done.append(analyze_ptx_kernel(module, name, launch, rule_sets, progress))
+            done.append(analyze_ptx_kernel(module, name, launch.for_kernel(module.kernel(name), str(path)), rule_sets,
+                                           progress))
         except InputError as error:
             failed.append(KernelFailure(name, error))
     return done, failed

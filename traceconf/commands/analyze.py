@@ -34,12 +34,16 @@ Kernels = Annotated[Optional[list[str]], typer.Option(
     "instance), part of a name, or a regex; exact matches win. Repeat for several (default: every kernel).")]
 Block = Annotated[Optional[str], typer.Option(
     "--block", help="Block size X[,Y[,Z]] (default: the kernel's .reqntid).", rich_help_panel=LAUNCH)]
-Grid = Annotated[str, typer.Option("--grid", help="Grid size X[,Y[,Z]].", rich_help_panel=LAUNCH)]
+Grid = Annotated[Optional[str], typer.Option("--grid", help="Grid size X[,Y[,Z]] (default 1).", rich_help_panel=LAUNCH)]
+Launches = Annotated[Optional[Path], typer.Option(
+    "--launches", help="Launch file (TOML, docs/launches.md): block, grid, params ... per kernel, written once; "
+    "command-line options win over it.", rich_help_panel=LAUNCH)]
 Params = Annotated[Optional[list[str]], typer.Option(
     "--param", "-p", help="Kernel parameter NAME_OR_INDEX=VALUE (decimal or 0x hex); repeat.",
     rich_help_panel=LAUNCH)]
-DynamicSmem = Annotated[str, typer.Option(
-    "--dynamic-smem", help="Dynamic shared memory bytes (decimal or 0x hex).", rich_help_panel=LAUNCH)]
+DynamicSmem = Annotated[Optional[str], typer.Option(
+    "--dynamic-smem", help="Dynamic shared memory bytes (decimal or 0x hex; default: what the accesses reach).",
+    rich_help_panel=LAUNCH)]
 Ctas = Annotated[Optional[int], typer.Option(
     "--ctas", min=1, help="Emulate at most N CTAs (counts then cover the sampled CTAs).", rich_help_panel=LAUNCH)]
 MaxSteps = Annotated[int, typer.Option(
@@ -85,14 +89,16 @@ def parse_params(items: list[str] | None) -> dict[str, int]:
     return params
 
 
-def launch_request(block: str | None, grid: str, params: list[str] | None, dynamic_smem: str,
-                   ctas: int | None, max_steps: int) -> LaunchRequest:
+def launch_request(block: str | None, grid: str | None, params: list[str] | None, dynamic_smem: str | None,
+                   ctas: int | None, max_steps: int, launches: Path | None = None) -> LaunchRequest:
     from traceconf.pipeline import LaunchRequest
-    smem = parse_int(dynamic_smem, "--dynamic-smem")
-    if smem < 0:
+
+    smem = parse_int(dynamic_smem, "--dynamic-smem") if dynamic_smem is not None else None
+    if smem is not None and smem < 0:
         raise InputError("--dynamic-smem: must not be negative")
-    return LaunchRequest(block=parse_dims(block, "--block") if block else None, grid=parse_dims(grid, "--grid"),
-                         params=parse_params(params), dynamic_smem=smem, ctas=ctas, max_steps=max_steps)
+    return LaunchRequest.given_as(block=parse_dims(block, "--block") if block else None,
+                                  grid=parse_dims(grid, "--grid") if grid else None, params=parse_params(params),
+                                  dynamic_smem=smem, ctas=ctas, max_steps=max_steps, launches=launches)
 
 
 def check_input(path: Path, folder: bool = False) -> None:
@@ -164,9 +170,10 @@ def analyze(
     file: Annotated[Path, typer.Argument(help="PTX file or shared-memory trace (format detected from content).")],
     kernel: Kernels = None,
     block: Block = None,
-    grid: Grid = "1",
+    grid: Grid = None,
     param: Params = None,
-    dynamic_smem: DynamicSmem = "0",
+    dynamic_smem: DynamicSmem = None,
+    launches: Launches = None,
     device: Devices = None,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout.")] = Format.table,
     output: Annotated[Optional[Path], typer.Option(
@@ -188,7 +195,7 @@ def analyze(
         check_input(file, folder=True)
         if output is not None:
             check_output(output)
-        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
+        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches)
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
         with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
             analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress)

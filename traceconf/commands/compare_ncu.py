@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params, check_input,
+from traceconf.commands.analyze import (Block, Launches, Ctas, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params, check_input,
                                         fail, launch_request, report_failures, run_file, stdout_console)
 from traceconf.errors import InputError
 from traceconf.rules import load_rule_sets
@@ -18,9 +18,10 @@ def compare_ncu(
     file: Annotated[Path, typer.Argument(help="The PTX (or trace) of the profiled kernels.")],
     kernel: Kernels = None,
     block: Block = None,
-    grid: Grid = "1",
+    grid: Grid = None,
     param: Params = None,
-    dynamic_smem: DynamicSmem = "0",
+    dynamic_smem: DynamicSmem = None,
+    launches: Launches = None,
     device: Annotated[str, typer.Option("--device", "-d", help="Rule set of the profiled GPU.")] = "sm_90",
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
@@ -35,7 +36,7 @@ def compare_ncu(
         check_input(report)
         check_input(file, folder=True)
         measured = read_source_csv(report)
-        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
+        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches)
         (rules,) = load_rule_sets([device])
         analyses, failures = run_file(file, kernel, launch, [rules])
         by_name = {a.kernel: a for a in analyses}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Grid, MaxSteps, Params, check_input, fail,
+from traceconf.commands.analyze import (Block, Launches, Ctas, DynamicSmem, Grid, MaxSteps, Params, check_input, fail,
                                         launch_request, report_failures, stdout_console)
 from traceconf.errors import InputError
 from traceconf.rules import load_rule_sets
@@ -105,9 +105,10 @@ def explain(
     device: Annotated[str, typer.Option("--device", "-d", help="Rule set (device).")] = "sm_90",
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the picture as SVG.")] = None,
     block: Block = None,
-    grid: Grid = "1",
+    grid: Grid = None,
     param: Params = None,
-    dynamic_smem: DynamicSmem = "0",
+    dynamic_smem: DynamicSmem = None,
+    launches: Launches = None,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
 ) -> None:
@@ -123,7 +124,7 @@ def explain(
         check_input(file, folder=True)
         (rules,) = load_rule_sets([device])
         if input_format(file) == "ptx":
-            launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
+            launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches)
             info, accesses, unresolved = _ptx_executions(file, kernel, launch, rules)
             ident, others = resolve_instruction(info, instruction, str(file))
             reason = {int(u["instruction"]): u.get("reason") for u in unresolved}.get(ident)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -23,11 +22,7 @@ from pathlib import Path
 
 from traceconf.errors import InputError
 from traceconf.kinds import KINDS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+from traceconf.tomlfile import key_line, parse_toml, read_toml
 
 __all__ = ["RuleSet", "RuleFileError", "LaneGroupRule", "PairingRule", "MatrixRule",
            "load_rule_set", "list_rule_sets", "builtin_names", "EVIDENCE", "BROADCAST", "WRITE_KINDS"]
@@ -222,10 +217,7 @@ def _load_builtin(name: str) -> RuleSet:
 
 @lru_cache(maxsize=64)
 def _load_file(path: str) -> RuleSet:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise RuleFileError(f"cannot read rule file: {error.strerror}", path) from None
+    text, _ = read_toml(path, RuleFileError)
     return _build(_read(path, text), path)
 
 
@@ -238,31 +230,13 @@ class _Doc:
     data: dict
 
     def error(self, key: str, message: str) -> RuleFileError:
-        line = _key_line(self.text, key)
+        line = key_line(self.text, key)
         source = self.text.splitlines()[line - 1] if line else None
         return RuleFileError(f"key {key!r}: {message}", self.path, line, 1 if line else None, source)
 
 
 def _read(path: str, text: str) -> _Doc:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        match = re.search(r"\(at line (\d+), column (\d+)\)", str(error))
-        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error))
-        line, column = (int(match.group(1)), int(match.group(2))) if match else (None, None)
-        source = text.splitlines()[line - 1] if line and line <= len(text.splitlines()) else None
-        raise RuleFileError(f"not valid TOML: {message}", path, line, column, source) from None
-    return _Doc(path, text, data)
-
-
-def _key_line(text: str, key: str) -> int | None:
-    """1-based line where ``key`` (last dotted part) is assigned or its table starts."""
-    leaf = key.split(".")[-1].split("[")[0]
-    pattern = re.compile(rf"^\s*(\[\[?\s*{re.escape(leaf)}\s*\]\]?|{re.escape(leaf)}\s*=)")
-    for number, line in enumerate(text.splitlines(), 1):
-        if pattern.match(line):
-            return number
-    return None
+    return _Doc(path, text, parse_toml(text, path, RuleFileError))
 
 
 def _natural(name: str) -> tuple:
