@@ -632,3 +632,16 @@ def test_parsing_writes_no_module_level_state():
         parse_ptx(HEADER + kernel("ld.shared.u32 %r1, [%r2+];"), "t.ptx")
     assert _module_state() == before
     assert ptx_parser().transformer.source == ""    # the shared parser keeps no text between parses
+
+
+def test_abi_directives_of_ptx_8_5_on_functions_and_call_prototypes():
+    """PTX ISA 8.5+: `.abi_preserve N` / `.abi_preserve_control N` after a function's or a call prototype's
+    parameters (a public parser's sample file failed with "expected ';' after declaration")."""
+    module = same_as_grammar(
+        ".version 9.0\n.target sm_90\n.address_size 64\n"
+        ".visible .func (.param .b32 r) f(.param .b32 x) .abi_preserve 8 .abi_preserve_control 4\n{\nret;\n}\n"
+        ".visible .entry k() .abi_preserve 2\n{\n.reg .b32 %r<2>;\n"
+        "entry_proto: .callprototype _ (.param .u32 p) .abi_preserve 4 .abi_preserve_control 2;\n"
+        "proto2: .callprototype (.param .b32 _) _ (.param .b32 p) .abi_preserve 4;\nret;\n}\n")
+    assert module.kernel_names() == ["k"] and "f" in module.function_names()
+    assert [r["opcode"] for r in module.instructions_of("k")] == ["ret"]
