@@ -240,3 +240,34 @@ def test_bad_launch_files_are_located(ptx, tmp_path, text, message):
     result = run("analyze", ptx, "--launches", launches, "--block", "32")
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_tma_copies_and_wgmma_operands_are_named_not_dropped(tmp_path):
+    path = tmp_path / "hopper.ptx"
+    path.write_text(""".version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 src)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    .shared .align 128 .b8 tile[4096];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [src];
+    mov.u32 %r1, tile;
+    mov.u32 %r2, bar;
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 4096, [%r2];
+    ret;
+}
+""")
+    result = run("analyze", path, "--block", "128", "-f", "json")
+    assert result.exit_code == 0, result.output
+    (found,) = json.loads(result.stdout)["results"]
+    (copy,) = [row for row in found["instructions"] if row["kind"] == "tma"]
+    assert not copy["resolved"] and copy["wavefronts"] == 0
+    (entry,) = found["unresolved"]
+    assert "bulk/tensor asynchronous copy (TMA)" in entry["reason"]
+    matmul = Path(__file__).resolve().parent / "fixtures" / "triton" / "tt_matmul.ptx"
+    result = run("analyze", matmul, "--grid", "4,4", "--block", "128", "-p", "3=256", "-p", "4=256", "-p", "5=256")
+    assert result.exit_code == 0, result.output
+    assert "wgmma reads its A/B operands from shared memory through matrix descriptors" in result.stdout

@@ -17,7 +17,7 @@ import pyarrow as pa
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import InputError
 from traceconf.names import matches, select_kernels
-from traceconf.ptx.opcodes import shared_access_kind
+from traceconf.ptx.opcodes import shared_access_kind, uncounted_shared_op
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS
 
 Progress = Callable[[int, int], None]
@@ -161,14 +161,25 @@ def _instruction_info(module, kernel: str, ids: Iterable[int], kinds: dict[int, 
     out = []
     for ident, row in zip(ordered, rows):
         out.append({"kernel": kernel, "instruction": ident, "text": row["text"],
-                    "kind": kinds.get(ident) or shared_access_kind(row["opcode"], row["state_space"]) or row["opcode"],
+                    "kind": kinds.get(ident) or shared_access_kind(row["opcode"], row["state_space"], row["modifiers"])
+                    or (uncounted_shared_op(row["opcode"], row["modifiers"]) or (row["opcode"],))[0],
                     "bytes": widths.get(ident, row["access_bytes"] or 0), "ptx_line": row["ptx_line"],
                     "pc": None, "source_file": row["source_file"], "source_line": row["source_line"]})
     return pa.Table.from_pylist(out, schema=INSTRUCTION_INFO)
 
 
-def _kernel_shared_instructions(module, kernel: str) -> list[int]:
-    return [r["instruction"] for r in module.instructions_of(kernel) if shared_access_kind(r["opcode"], r["state_space"])]
+def _kernel_shared_instructions(module, kernel: str) -> tuple[list[int], list[dict]]:
+    """Ids of the kernel's shared-memory instructions, and an unresolved entry for each one that is shared-memory
+    work but no counted access (TMA copies, wgmma operands)."""
+    ids, uncounted = [], []
+    for row in module.instructions_of(kernel):
+        if shared_access_kind(row["opcode"], row["state_space"], row["modifiers"]):
+            ids.append(row["instruction"])
+        elif (found := uncounted_shared_op(row["opcode"], row["modifiers"])):
+            ids.append(row["instruction"])
+            uncounted.append({"instruction": int(row["instruction"]), "ptx": row["text"],
+                              "ptx_line": int(row["ptx_line"]), "reason": found[1]})
+    return ids, uncounted
 
 
 def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: list,
@@ -196,8 +207,10 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
         for ident, at in zip(ids.tolist(), where.tolist()):
             kinds[ident] = KINDS[int(acc.kind[at])]
             widths[ident] = int(acc.bytes[at])
-    static = _kernel_shared_instructions(module, kernel)
-    unresolved_ids = [u["instruction"] for u in first.unresolved]
+    static, uncounted = _kernel_shared_instructions(module, kernel)
+    unresolved = list(first.unresolved)
+    unresolved += [u for u in uncounted if u["instruction"] not in {v["instruction"] for v in unresolved}]
+    unresolved_ids = [u["instruction"] for u in unresolved]
     info = _instruction_info(module, kernel, list(kinds) + static + unresolved_ids, kinds, widths)
     launch_facts = launch.describe(kernel_row, str(module.path))
     notes = list(first.notes) + [f"not counted on {device}: {reason}" for device, reason in gaps.items()]
@@ -214,7 +227,7 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
         notes.append(f"sampled {analysed} of {total} CTAs: counts cover the sampled CTAs only")
     return KernelAnalysis(kernel=kernel, input_path=str(module.path), input_format="ptx", launch=launch_facts,
                           results=pa.concat_tables(summaries) if summaries else INSTRUCTION_RESULTS.empty_table(),
-                          instructions=info, unresolved=first.unresolved, notes=notes,
+                          instructions=info, unresolved=unresolved, notes=notes,
                           accesses={w: e.accesses for w, e in by_warp_size.items()},
                           shared_layout=[dict(v) for v in first.shared_layout], device_gaps=gaps)
 

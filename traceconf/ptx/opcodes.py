@@ -114,10 +114,26 @@ def opcode_info(token: str) -> OpcodeInfo:
                       access_bytes, size_operand)
 
 
-def shared_access_kind(opcode: str, state_space: str | None) -> str | None:
+def shared_access_kind(opcode: str, state_space: str | None, modifiers=()) -> str | None:
     """Access kind of an instruction that names the shared state space (``ld.shared``, ``cp.async…shared``),
-    else None.  ``state_space`` is the INSTRUCTIONS column (see :func:`opcode_info`)."""
-    return SHARED_ACCESS_KINDS.get(opcode) if state_space == "shared" else None
+    else None (also for the shared-memory work :func:`uncounted_shared_op` names).  ``state_space`` is the
+    INSTRUCTIONS column (see :func:`opcode_info`)."""
+    if state_space != "shared" or uncounted_shared_op(opcode, modifiers):
+        return None
+    return SHARED_ACCESS_KINDS.get(opcode)
+
+
+def uncounted_shared_op(opcode: str, modifiers) -> tuple[str, str] | None:
+    """(label, why) for shared-memory work that is no per-lane LSU access and so no wavefronts here."""
+    modifiers = modifiers or ()
+    if opcode == "cp" and "async" in modifiers and any(m.startswith(("bulk", "tensor")) for m in modifiers):
+        return "tma", ("bulk/tensor asynchronous copy (TMA): the copy engine moves whole tiles, not per-lane LSU "
+                       "shared-memory accesses; not counted as wavefronts")
+    if opcode == "wgmma" and "mma_async" in modifiers:
+        # Measured: Triton's wgmma matmul (tests/data/hw, tt_matmul) matches the LSU counters without these reads.
+        return "wgmma", ("wgmma reads its A/B operands from shared memory through matrix descriptors, on the tensor "
+                         "cores' path: not LSU wavefronts, not counted (not modelled)")
+    return None
 
 
 def may_access_shared(opcode: str, state_space: str | None) -> bool:

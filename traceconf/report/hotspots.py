@@ -174,11 +174,12 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
     parts.append(_totals_table(tables, devices, analysis.device_gaps))
     if analysis.unresolved:
         text = {int(r["instruction"]): r["text"] for r in analysis.instructions.to_pylist()}
-        lines = Text("unresolved (addresses unknown, not counted):", style="bold yellow")
+        lines = Text("not counted (addresses unknown, or no LSU access):", style="bold yellow")
         for entry in analysis.unresolved:
             ident = int(entry["instruction"])
-            lines.append(f"\n  [{ident}] {' '.join(text.get(ident, '').split())}: "
-                         f"{entry.get('reason') or 'addresses unknown'}")
+            shown = " ".join(text.get(ident, "").split())
+            shown = shown if len(shown) <= 72 else shown[:71] + "…"
+            lines.append(f"\n  [{ident}] {shown}: {entry.get('reason') or 'addresses unknown'}")
         parts.append(lines)
     return Group(*parts)
 
@@ -196,7 +197,7 @@ def _totals_table(tables: list[pa.Table], devices: list[str], gaps: dict[str, st
     for t in tables:
         grouped = t.group_by("kind", use_threads=False).aggregate([(name, "sum") for name in COUNTS]).to_pylist()
         sums.append({row["kind"]: row for row in grouped})
-    kinds = [k for k in KINDS if k in sums[0]] + [k for k in sums[0] if k not in KINDS]
+    kinds = [k for k in KINDS if any(k in per_kind for per_kind in sums)]   # counted kinds only (not tma/wgmma)
     for kind in kinds + ["all"]:
         cells = [kind]
         for device, per_kind in zip(devices, sums):
