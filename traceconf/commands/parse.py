@@ -43,30 +43,25 @@ def _columns(module: PtxModule) -> dict[str, list]:
 
 
 def _json(module: PtxModule) -> str:
-    """One kernel per line block: the C JSON encoder (no indent) per instruction, one instruction per line."""
+    """A JSON array with one kernel per line (the C encoder, no indent: millions of lines stay fast)."""
     c = _columns(module)
-    by_kernel: dict[str, list[str]] = {}
+    by_kernel: dict[str, list[dict]] = {}
     for i, kernel in enumerate(c["kernel"]):
         guard = c["guard"][i]
-        by_kernel.setdefault(kernel, []).append(json.dumps({
+        by_kernel.setdefault(kernel, []).append({
             "instruction": c["instruction"][i], "ptx_line": c["ptx_line"][i],
             "source_file": c["source_file"][i], "source_line": c["source_line"][i],
             "opcode": c["opcode_text"][i], "state_space": c["state_space"][i],
             "generic": c["state_space"][i] == "generic", "access_bytes": c["access_bytes"][i],
             "guard": ("!" if c["guard_negated"][i] else "") + guard if guard else None,
-            "operands": c["operands"][i], "text": c["text"][i]}))
-    parts = []
-    for name in module.function_names():
-        summary = json.dumps(_kernel_summary(module, name))[:-1]
-        rows = by_kernel.get(name, [])
-        listing = "[\n    " + ",\n    ".join(rows) + "\n  ]" if rows else "[]"
-        parts.append(f'{summary}, "shared_instructions": {listing}}}')
-    return "[\n  " + ",\n  ".join(parts) + "\n]" if parts else "[]"
+            "operands": c["operands"][i], "text": c["text"][i]})
+    kernels = [json.dumps({**_kernel_summary(row), "shared_instructions": by_kernel.get(row["kernel"], [])})
+               for row in module.kernels.to_pylist()]
+    return "[\n" + ",\n".join(kernels) + "\n]" if kernels else "[]"
 
 
-def _kernel_summary(module: PtxModule, name: str) -> dict:
-    row = module.kernel(name)
-    return {"kernel": name, "entry": row["entry"], "ptx_line": row["ptx_line"],
+def _kernel_summary(row: dict) -> dict:
+    return {"kernel": row["kernel"], "entry": row["entry"], "ptx_line": row["ptx_line"],
             "shared": row["shared"], "params": row["params"]}
 
 
@@ -89,8 +84,8 @@ def _table(module: PtxModule) -> None:
     for row in rows:
         cells = [cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right)]
         out.write("  ".join(cells + [row[-1]]).rstrip() + "\n")
-    for name in module.function_names():
-        shared = module.kernel(name)["shared"]
+    for row in module.kernels.to_pylist():
+        name, shared = row["kernel"], row["shared"]
         if shared:
             described = ", ".join(f"{v['name']} ({'extern, ' if v['extern'] else ''}{v['bytes']} B, "
                                   f"align {v['align']}, {v['scope']})" for v in shared)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import pyarrow as pa
@@ -76,12 +77,19 @@ class PtxModule:
         """Names of every function (entries and ``.func``), in file order."""
         return self.kernels.column("kernel").to_pylist()
 
+    @cached_property
+    def _kernel_rows(self) -> dict[str, int]:
+        """KERNELS row number of each function name (the first, as a later module renames its copies)."""
+        rows: dict[str, int] = {}
+        for index, name in enumerate(self.kernels.column("kernel").to_pylist()):
+            rows.setdefault(name, index)
+        return rows
+
     def kernel(self, name: str) -> dict:
         """The KERNELS row of ``name`` as a dict."""
-        rows = self.kernels.filter(pc.equal(self.kernels.column("kernel"), name)).to_pylist()
-        if not rows:
+        if name not in self._kernel_rows:
             raise KeyError(self._unknown(name))
-        return rows[0]
+        return self.kernels.slice(self._kernel_rows[name], 1).to_pylist()[0]
 
     def instructions_of(self, name: str) -> list[dict]:
         """INSTRUCTIONS rows of function ``name`` as dicts, in ordinal order."""
