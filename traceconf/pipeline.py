@@ -268,11 +268,22 @@ def input_format(path: str | Path) -> str:
 
 
 def run_file(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
-             skip_bad: bool = False, progress: Progress | None = None
-             ) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
-    """PTX or any trace: whatever the file holds (launch options only matter for PTX)."""
-    if input_format(path) == "ptx":
+             skip_bad: bool = False, progress: Progress | None = None, level: str = "ptx",
+             ptxas_options: list[str] | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
+    """PTX, SASS, a CUDA binary or any trace: whatever the file holds (launch options matter for PTX and SASS).
+
+    ``level`` (PTX input): ``ptx`` analyses the PTX as written, ``sass`` what ptxas makes of it, ``auto`` the
+    SASS when a suitable ptxas exists (see :mod:`traceconf.sass.analyze`).
+    """
+    fmt = input_format(path)
+    if fmt == "ptx":
+        if level != "ptx":
+            from traceconf.sass.analyze import run_ptx_at_level
+            return run_ptx_at_level(path, kernels, launch, rule_sets, level, ptxas_options, progress)
         return run_ptx(path, kernels, launch, rule_sets, progress)
+    if fmt in ("sass", "cuda_binary"):
+        from traceconf.sass.analyze import run_sass_file
+        return run_sass_file(path, kernels, launch, rule_sets, progress)
     return run_trace(path, kernels, rule_sets, skip_bad, progress)
 
 

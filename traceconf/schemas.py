@@ -250,6 +250,7 @@ SASS_INSTRUCTIONS = pa.schema(
         _f("labels", pa.list_(pa.string()), "nvdisasm labels (.L_x_3) that mark this instruction"),
         _f("source_file", pa.string(), "CUDA source file from the line info (nvdisasm -g/-gi), or null"),
         _f("source_line", pa.int32(), "CUDA source line from the line info, or null"),
+        _f("ptx_line", pa.int32(), "line of the PTX instruction it was compiled from (nvdisasm -gp line info), or null"),
         _f("line", pa.int32(), "1-based line of the instruction in the listing (null for nvdisasm -json)"),
         _f("text", pa.string(), "the instruction as written, guard included, without the trailing ';'", False),
     ]

@@ -4,10 +4,7 @@ The listing comes from ``nvdisasm``/``cuobjdump`` (:mod:`.toolchain`); the
 facts a listing does not print come from ``cuobjdump -elf``: each kernel's
 parameters (``EIATTR_KPARAM_INFO``: ordinal, offset, size), where the
 parameter block starts in constant bank 0 (``EIATTR_PARAM_CBANK``) and its
-static shared memory (the size of its ``.nv.shared.KERNEL`` section), plus
-the SASS-pc → PTX-line table ptxas writes with ``-lineinfo``
-(``.nv_debug_line_sass``), which tells which PTX lines each SASS
-instruction came from.
+static shared memory (the size of its ``.nv.shared.KERNEL`` section).
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ class ElfFacts:
     params: dict[str, list[dict]] = field(default_factory=dict)     # kernel -> [{"name", "offset", "bytes"}]
     param_base: dict[str, int] = field(default_factory=dict)
     shared_bytes: dict[str, int] = field(default_factory=dict)
-    ptx_lines: dict[str, dict[int, int]] = field(default_factory=dict)  # kernel -> pc -> PTX line
 
 
 def elf_facts(elf: str) -> ElfFacts:

@@ -158,8 +158,6 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch,
         raise InputError(f"kernel {kernel}: SASS runs 32-lane warps; warp size {launch.warp_size} does not apply")
     values = resolve_params(launch, decl)
     rows = module.instructions_of(kernel)
-    for row in rows:
-        row.setdefault("ptx_line", row.get("line"))
     pc_index = {int(row["pc"]): index for index, row in enumerate(rows)}
     labels = {label: index for index, row in enumerate(rows) for label in row.get("labels") or []}
     base = reserved_shared(arch)

@@ -37,12 +37,16 @@ _ANY = re.compile("|".join(f"(?:{p})" for p in (_INSTRUCTION, _FUNCTION, _SECTIO
 #: Lines that start like an instruction; each must also match _INSTRUCTION.
 _LOOKS_LIKE = re.compile(r"^[ \t]*/\*[0-9a-fA-F]+\*/[ \t]+(?:@|[A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*[ \t]*[ ;A-Z\[\-`!|~0-9c])",
                          re.M)
+#: nvdisasm -gp names the PTX text ptxas embedded with -lineinfo by this file name.
+PTX_LINE_FILE = ".nv_debug_ptx_txt"
 _SPLIT_OPERANDS = re.compile(r"\s*,\s*")
 _REUSE = re.compile(r"\.reuse\b")
 
 #: Detection: a listing holds instruction lines of this shape (or is nvdisasm -json).
 SIGNATURE = re.compile(rb"^[ \t]*/\*[0-9a-fA-F]{4,}\*/[ \t]+(?:@!?U?P\w[ \t]+)?[A-Z][A-Z0-9_.]*[ \t]*[^;\n]*;", re.M)
 JSON_SIGNATURE = re.compile(rb"^\s*\[\s*\{\s*\"ELF\"")
+#: nvdisasm / cuobjdump headers that come before the first instruction (ELF sections may be long).
+HEADER_SIGNATURE = re.compile(rb"^[ \t]*(?:code for sm_\d+|Function : \S+|\.elftype[ \t]+@|\.section[ \t]+\.text\.)", re.M)
 
 
 @dataclass
@@ -82,7 +86,7 @@ class _Builder:
                              "shared_bytes": None, "listing_line": line})
         self.pending_labels = []
 
-    def add(self, kernel, pc, guard, opcode, operands, labels, source, line, text) -> None:
+    def add(self, kernel, pc, guard, opcode, operands, labels, source, ptx_line, line, text) -> None:
         c = self.columns
         family, *modifiers = opcode.split(".")
         c["kernel"].append(kernel)
@@ -96,6 +100,7 @@ class _Builder:
         c["labels"].append(labels)
         c["source_file"].append(source[0] if source else None)
         c["source_line"].append(source[1] if source else None)
+        c["ptx_line"].append(ptx_line)
         c["line"].append(line)
         c["text"].append(text)
 
@@ -117,7 +122,7 @@ def parse_text(text: str, path: str | None = None) -> SassModule:
     builder = _Builder()
     arch = None
     kernel = None
-    source = None
+    source = ptx_line = None
     labels: list[str] = []
     line_no, line_pos = 1, 0
     matched = 0
@@ -135,17 +140,20 @@ def parse_text(text: str, path: str | None = None) -> SassModule:
             guard = match.group("guard")
             body = f"{opcode} {operands.strip()}" if operands else opcode
             builder.add(kernel, int(match.group("pc"), 16), guard, opcode, _operands(operands), labels,
-                        source, line_no, f"{guard} {body}" if guard else body)
+                        source, ptx_line, line_no, f"{guard} {body}" if guard else body)
             labels = []
             matched += 1
         elif match.group("function") is not None or match.group("section") is not None:
             kernel = match.group("function") or match.group("section")
             builder.start_kernel(kernel, arch, line_no)
-            source, labels = None, []
+            source, ptx_line, labels = None, None, []
         elif match.group("arch") is not None:
             arch = match.group("arch")
         elif match.group("file") is not None:
-            source = (match.group("file"), int(match.group("line")))
+            if match.group("file") == PTX_LINE_FILE:     # nvdisasm -gp: the line of the PTX ptxas compiled
+                ptx_line = int(match.group("line"))
+            else:
+                source = (match.group("file"), int(match.group("line")))
         elif group == "label" or match.group("label") is not None:
             label = match.group("label")
             if kernel is not None and label != kernel:
@@ -188,7 +196,7 @@ def parse_json(text: str, path: str | None = None) -> SassModule:
             guard = entry.get("predicate")
             opcode, operands = entry["opcode"], entry.get("operands") or ""
             body = f"{opcode} {operands.replace(',', ', ')}" if operands else opcode
-            builder.add(name, index * 16, guard, opcode, _operands(operands), [], None, None,
+            builder.add(name, index * 16, guard, opcode, _operands(operands), [], None, None, None,
                         f"{guard} {body}" if guard else body)
         del start
     if not builder.columns["pc"]:
@@ -207,4 +215,4 @@ def parse_file(path: str | Path) -> SassModule:
 
 def looks_like_sass(head: bytes) -> bool:
     """Detection by content: instruction lines in the SASS listing shape, or nvdisasm -json."""
-    return bool(SIGNATURE.search(head) or JSON_SIGNATURE.match(head))
+    return bool(SIGNATURE.search(head) or JSON_SIGNATURE.match(head) or HEADER_SIGNATURE.search(head))

@@ -141,7 +141,7 @@ def assemble(ptx: bytes, arch: str, options: list[str] | tuple[str, ...] = (), w
 def disassemble(binary: bytes, what: str) -> tuple[str, str]:
     """(SASS listing with line info, ``cuobjdump -elf`` text) of a cubin, fatbin or host binary.
 
-    A cubin goes to ``nvdisasm -g -c`` (line info per instruction); anything else to ``cuobjdump -sass``,
+    A cubin goes to ``nvdisasm -g -gp -c`` (CUDA and PTX line info per instruction); anything else to ``cuobjdump -sass``,
     which finds the cubins embedded in fatbins, executables and shared libraries.
     """
     with tempfile.TemporaryDirectory(prefix="traceconf-") as work:
@@ -149,7 +149,7 @@ def disassemble(binary: bytes, what: str) -> tuple[str, str]:
         path.write_bytes(binary)
         elf = run_tool("cuobjdump", ["-elf", str(path)], what, cwd=work) if find_tool("cuobjdump") else ""
         if is_cubin(binary) and find_tool("nvdisasm"):
-            listing = run_tool("nvdisasm", ["-g", "-c", str(path)], what, cwd=work)
+            listing = run_tool("nvdisasm", ["-g", "-gp", "-c", str(path)], what, cwd=work)
         else:
             listing = run_tool("cuobjdump", ["-sass", str(path)], what, cwd=work)
     return listing, elf
