@@ -20,7 +20,6 @@ period).
 
 from __future__ import annotations
 
-import re
 from typing import Callable
 
 import numpy as np
@@ -33,24 +32,12 @@ from traceconf.emulate.launch import Launch, resolve_block, resolve_grid, resolv
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.simt import Findings, Machine
 from traceconf.errors import InputError
-from traceconf.sass.listing import SassModule
+from traceconf.sass.listing import SassModule, arch_number, default_param_base
 from traceconf.sass.opcodes import shared_op
 from traceconf.sass.semantics import SassContext, compile_instruction
 
-#: Constant-bank-0 offset of the first parameter byte, by SASS generation (when the ELF does not say).
-PARAM_BASES = ((90, 0x210), (70, 0x160), (50, 0x140), (30, 0x140), (20, 0x20))
 #: Reserved shared memory at the start of the shared window (sm_90+: 1 KiB for the system).
 RESERVED_SHARED = ((90, 0x400),)
-
-
-def arch_number(arch: str | None) -> int:
-    match = re.match(r"sm_(\d+)", arch or "")
-    return int(match.group(1)) if match else 90
-
-
-def default_param_base(arch: str | None) -> int:
-    number = arch_number(arch)
-    return next(base for since, base in PARAM_BASES if number >= since) if number >= 20 else 0x20
 
 
 def reserved_shared(arch: str | None) -> int:

@@ -30,7 +30,8 @@ _INSTRUCTION = (r"^[ \t]*/\*(?P<pc>[0-9a-fA-F]+)\*/[ \t]+(?:(?P<guard>@!?U?P(?:T
 _FUNCTION = r"^[ \t]*Function[ \t]*:[ \t]*(?P<function>\S+)[ \t]*\r?$"
 _SECTION = r"^[ \t]*\.section[ \t]+\.text\.(?P<section>[^,\s]+)"
 _ARCH = r"(?:code[ \t]+for[ \t]+|^[ \t]*\.target[ \t]+|^arch[ \t]*=[ \t]*)(?P<arch>sm_\d+[a-z]?)"
-_LINE_INFO = r"^[ \t]*//##[ \t]*File[ \t]+\"(?P<file>[^\"]*)\",[ \t]*line[ \t]+(?P<line>\d+)"
+_LINE_INFO = (r"^[ \t]*//##[ \t]*File[ \t]+\"(?P<file>[^\"]*)\",[ \t]*line[ \t]+(?P<line>\d+)"
+              r"(?P<inlined>[ \t]+inlined at)?")
 _LABEL = r"^(?P<label>\.L\w+|[A-Za-z_$][\w$]*):[ \t]*\r?$"
 _ANY = re.compile("|".join(f"(?:{p})" for p in (_INSTRUCTION, _FUNCTION, _SECTION, _ARCH, _LINE_INFO, _LABEL)),
                   re.M)
@@ -49,6 +50,45 @@ JSON_SIGNATURE = re.compile(rb"^\s*\[\s*\{\s*\"ELF\"")
 HEADER_SIGNATURE = re.compile(rb"^[ \t]*(?:code for sm_\d+|Function : \S+|\.elftype[ \t]+@|\.section[ \t]+\.text\.)", re.M)
 
 
+#: Constant-bank-0 offset of the first parameter byte, by SASS generation (when the ELF does not say).
+PARAM_BASES = ((90, 0x210), (70, 0x160), (30, 0x140), (20, 0x20))
+_CONSTANT_READ = re.compile(r"\bc\[0x0\]\[(0x[0-9a-fA-F]+)\]")
+
+
+def arch_number(arch: str | None) -> int:
+    match = re.match(r"sm_(\d+)", arch or "")
+    return int(match.group(1)) if match else 90
+
+
+def default_param_base(arch: str | None) -> int:
+    number = arch_number(arch)
+    return next((base for since, base in PARAM_BASES if number >= since), 0x20)
+
+
+def params_read(rows: list[dict], arch: str | None) -> list[dict]:
+    """Parameters of a listing without ELF facts: the parameter-block words its code reads.
+
+    Each run of bytes read from constant bank 0 at or past the parameter base is one parameter, named by
+    its byte offset in the parameter block (``param@0x18``); unread parameters cannot be named.
+    """
+    base = default_param_base(arch)
+    spans: dict[int, int] = {}
+    for row in rows:
+        for operand in row["operands"] or []:
+            for text in _CONSTANT_READ.findall(operand):
+                offset = int(text, 16) - base
+                if offset >= 0:
+                    size = 8 if "64" in (row["modifiers"] or []) else 4
+                    spans[offset] = max(spans.get(offset, 0), size)
+    params, end = [], -1
+    for offset in sorted(spans):
+        if offset < end:
+            continue
+        params.append({"name": f"param@{offset:#x}", "offset": offset, "bytes": spans[offset]})
+        end = offset + spans[offset]
+    return params
+
+
 @dataclass
 class SassModule:
     """A parsed SASS listing: one row per instruction, one per function."""
@@ -65,6 +105,9 @@ class SassModule:
     def kernel(self, name: str) -> dict:
         for row in self.kernels.to_pylist():
             if row["kernel"] == name:
+                if row["params"] is None:
+                    row["params"] = params_read(self.instructions_of(name), row["arch"] or self.arch)
+                    row["params_inferred"] = True
                 return row
         raise KeyError(name)
 
@@ -123,6 +166,7 @@ def parse_text(text: str, path: str | None = None) -> SassModule:
     arch = None
     kernel = None
     source = ptx_line = None
+    inlined = False
     labels: list[str] = []
     line_no, line_pos = 1, 0
     matched = 0
@@ -131,6 +175,8 @@ def parse_text(text: str, path: str | None = None) -> SassModule:
         line_no += text.count("\n", line_pos, start)
         line_pos = start
         group = match.lastgroup
+        if match.group("file") is None:
+            inlined = False
         if match.group("pc") is not None:
             if kernel is None:
                 raise InputError("SASS instruction outside any function (no 'Function :' or .text section before it)",
@@ -152,8 +198,11 @@ def parse_text(text: str, path: str | None = None) -> SassModule:
         elif match.group("file") is not None:
             if match.group("file") == PTX_LINE_FILE:     # nvdisasm -gp: the line of the PTX ptxas compiled
                 ptx_line = int(match.group("line"))
-            else:
+            elif match.group("inlined") or not inlined:
+                # -gi prints the inlined function's line, then the call site's: keep the innermost
                 source = (match.group("file"), int(match.group("line")))
+            inlined = bool(match.group("inlined"))
+            continue
         elif group == "label" or match.group("label") is not None:
             label = match.group("label")
             if kernel is not None and label != kernel:

@@ -7,7 +7,7 @@ Search order for each tool: ``PATH``, ``$CUDA_HOME/bin`` (and ``$CUDA_PATH``),
 with an argument list, a timeout and a private temporary folder.  ptxas
 output is cached per (PTX hash, architecture, options, ptxas version) in the
 user cache folder (``$TRACECONF_CACHE`` or ``$XDG_CACHE_HOME/traceconf`` or
-``~/.cache/traceconf``).
+``~/.cache/traceconf``), and so is the disassembly of a binary (per binary hash and tool versions).
 """
 
 from __future__ import annotations
@@ -128,22 +128,40 @@ def assemble(ptx: bytes, arch: str, options: list[str] | tuple[str, ...] = (), w
         source.write_bytes(ptx)
         run_tool("ptxas", [f"-arch={arch}", "-lineinfo", *options, str(source), "-o", str(output)], what, cwd=work)
         cubin = output.read_bytes()
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        temporary = cached.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_bytes(cubin)
-        temporary.replace(cached)
-    except OSError:
-        pass  # a read-only cache folder only costs speed
+    _store(cached, cubin)
     return cubin
 
 
 def disassemble(binary: bytes, what: str) -> tuple[str, str]:
     """(SASS listing with line info, ``cuobjdump -elf`` text) of a cubin, fatbin or host binary.
 
-    A cubin goes to ``nvdisasm -g -gp -c`` (CUDA and PTX line info per instruction); anything else to ``cuobjdump -sass``,
-    which finds the cubins embedded in fatbins, executables and shared libraries.
+    A cubin goes to ``nvdisasm -g -gp -c`` (CUDA and PTX line info per instruction); anything else to
+    ``cuobjdump -sass``, which finds the cubins embedded in fatbins, executables and shared libraries.
+    Cached per (binary hash, tool versions): the tools take about a second to start.
     """
+    key = hashlib.sha256(b"\0".join([binary, tool_version("nvdisasm").encode(), tool_version("cuobjdump").encode(),
+                                      b"disassemble-1"])).hexdigest()
+    cached = cache_dir() / "disassembly" / key
+    listing_file, elf_file = cached.with_suffix(".sass"), cached.with_suffix(".elf")
+    if listing_file.is_file() and elf_file.is_file():
+        return listing_file.read_text(), elf_file.read_text()
+    listing, elf = _disassemble(binary, what)
+    _store(listing_file, listing.encode())
+    _store(elf_file, elf.encode())
+    return listing, elf
+
+
+def _store(path: Path, data: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
+        temporary.write_bytes(data)
+        temporary.replace(path)
+    except OSError:
+        pass  # a read-only cache folder only costs speed
+
+
+def _disassemble(binary: bytes, what: str) -> tuple[str, str]:
     with tempfile.TemporaryDirectory(prefix="traceconf-") as work:
         path = Path(work) / "input.bin"
         path.write_bytes(binary)
