@@ -10,7 +10,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params, check_input, fail,
+from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Format, Grid, Kernels, Level, MaxSteps, Params,
+                                        PtxasOptions, check_input, fail,
                                         launch_request, load_devices, report_failures, stdout_console)
 from traceconf.errors import InputError
 from traceconf.pipeline import run_file
@@ -54,6 +55,8 @@ def compare_ncu(
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout (table or json).")] = Format.table,
+    level: Level = "auto",
+    ptxas_option: PtxasOptions = None,
 ) -> None:
     """Line up Nsight Compute's measured shared wavefronts with the prediction (per kernel, kind, CUDA line)."""
     from traceconf.report.frame import kernel_table
@@ -65,7 +68,7 @@ def compare_ncu(
         measured = read_source_csv(report)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
         (rules,) = load_devices([device])
-        analyses, failures = run_file(file, kernel, launch, [rules])
+        analyses, failures = run_file(file, kernel, launch, [rules], level=level, ptxas_options=ptxas_option)
         by_name = {a.kernel: a for a in analyses}
         pairs = pair_kernels(measured, list(by_name), str(report)) if analyses else []
     except InputError as error:

@@ -15,10 +15,11 @@ import pyarrow as pa
 import typer
 
 from traceconf.accesses import WarpAccesses
-from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Grid, MaxSteps, Params, check_input, fail,
+from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Grid, Level, MaxSteps, Params, PtxasOptions,
+                                        check_input, fail,
                                         launch_request, load_devices, report_failures, stdout_console)
 from traceconf.errors import InputError
-from traceconf.pipeline import input_format, run_ptx, trace_instruction_info
+from traceconf.pipeline import input_format, run_file, trace_instruction_info
 
 
 def resolve_instruction(info: pa.Table, spec: str, path: str) -> tuple[int, list[int]]:
@@ -46,8 +47,10 @@ def resolve_instruction(info: pa.Table, spec: str, path: str) -> tuple[int, list
     return ids[0], ids[1:]
 
 
-def _ptx_executions(file: Path, kernel: str, launch, rules) -> tuple[pa.Table, WarpAccesses, list]:
-    analyses, failures = run_ptx(file, [kernel], launch, [rules])
+def _ptx_executions(file: Path, kernel: str, launch, rules, level: str = "ptx",
+                    ptxas_options: list[str] | None = None) -> tuple[pa.Table, WarpAccesses, list]:
+    """PTX (at the chosen level), SASS listings and CUDA binaries: emulate and keep the accesses."""
+    analyses, failures = run_file(file, [kernel], launch, [rules], level=level, ptxas_options=ptxas_options)
     if failures:
         report_failures(failures)
         raise typer.Exit(2)
@@ -103,6 +106,8 @@ def explain(
     dynamic_smem: DynamicSmem = "0",
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
+    level: Level = "auto",
+    ptxas_option: PtxasOptions = None,
 ) -> None:
     """Show which lane hits which bank and word in one warp execution, and which lanes collide."""
     from traceconf.engine import analyze
@@ -112,9 +117,9 @@ def explain(
     try:
         check_input(file)
         (rules,) = load_devices([device])
-        if input_format(file) == "ptx":
+        if input_format(file) in ("ptx", "sass", "cuda_binary"):
             launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
-            info, accesses, unresolved = _ptx_executions(file, kernel, launch, rules)
+            info, accesses, unresolved = _ptx_executions(file, kernel, launch, rules, level, ptxas_option)
             ident, others = resolve_instruction(info, instruction, str(file))
             reason = {int(u["instruction"]): u.get("reason") for u in unresolved}.get(ident)
             if reason:

@@ -71,7 +71,7 @@ def _name_params(module, ptx_module) -> None:
 
 def sass_arch(rules) -> str | None:
     """The ptxas architecture of an NVIDIA rule set (sm_90 → sm_90), else None."""
-    match = re.fullmatch(r"sm_(\d+)[a-z]?", rules.name)
+    match = re.fullmatch(r"sm_(\d{2,3})[a-z]?", rules.name)      # sm_2x, sm_3x_8byte: families, not targets
     if not match or rules.vendor.lower() != "nvidia":
         return None
     return rules.name

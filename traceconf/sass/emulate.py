@@ -121,7 +121,9 @@ def _successors(slots: list[Slot], index: int) -> list[int]:
     following = [index + 1] if guarded else []
     if family in ("BRA", "JMP", "CALL"):
         return ([slot.target] if slot.target is not None else []) + following
-    if family in ("EXIT", "KILL", "BRX", "JMX"):
+    if family in ("BRX", "JMX"):
+        return list(range(len(slots)))      # an indirect branch may go anywhere
+    if family in ("EXIT", "KILL"):
         return following
     if family == "RET":
         # returns go back after some call: every instruction after a CALL

@@ -954,7 +954,9 @@ def _shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCo
         if lanes.any():
             selected = bits[lanes] if lanes is not m.valid else bits
             if not m.address_unknown(slot, int(np.bitwise_or.reduce(selected)), "address"):
-                offsets = ((value & U64(0xFFFF_FFFF)) - base).view(np.int64)
+                raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
+                # the reserved window start maps to byte 0; an address inside the reserved part stays as is
+                offsets = np.where(raw >= int(base), raw - int(base), raw)
                 m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes)
         if write_loaded:
             write_loaded(m, mask)

@@ -69,8 +69,12 @@ def require_tool(name: str) -> str:
     return tool
 
 
-def run_tool(name: str, arguments: list[str], what: str, cwd: str | None = None) -> str:
-    """Run a tool, return its stdout; a failure is a one-line InputError with the tool's first error line."""
+_PTXAS_LOCATION = re.compile(r", line (\d+); (?:error|fatal)\s*:\s*(.*)")
+
+
+def run_tool(name: str, arguments: list[str], what: str, cwd: str | None = None, file: str | None = None) -> str:
+    """Run a tool, return its stdout; a failure is a one-line InputError with the tool's first error line
+    (located at ``file``:LINE when the tool names an input line, as ptxas does)."""
     tool = require_tool(name)
     try:
         done = subprocess.run([tool, *arguments], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd,
@@ -82,7 +86,10 @@ def run_tool(name: str, arguments: list[str], what: str, cwd: str | None = None)
     if done.returncode != 0:
         message = next((line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()),
                        f"exit status {done.returncode}")
-        raise InputError(f"{name} failed on {what}: {message}")
+        located = _PTXAS_LOCATION.search(message)
+        if located and file:
+            raise InputError(f"{name}: {located.group(2)}", file=file, line=int(located.group(1)))
+        raise InputError(f"{name} failed on {what}: {message}", file=file)
     return done.stdout
 
 
@@ -126,7 +133,8 @@ def assemble(ptx: bytes, arch: str, options: list[str] | tuple[str, ...] = (), w
     with tempfile.TemporaryDirectory(prefix="traceconf-") as work:
         source, output = Path(work) / "input.ptx", Path(work) / "output.cubin"
         source.write_bytes(ptx)
-        run_tool("ptxas", [f"-arch={arch}", "-lineinfo", *options, str(source), "-o", str(output)], what, cwd=work)
+        run_tool("ptxas", [f"-arch={arch}", "-lineinfo", *options, str(source), "-o", str(output)], what, cwd=work,
+                 file=what)
         cubin = output.read_bytes()
     _store(cached, cubin)
     return cubin
