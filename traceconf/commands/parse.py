@@ -118,7 +118,11 @@ def parse(ptx: Annotated[Path, typer.Argument(
     marked "generic": whether those hit shared memory is decided by the emulator.
     """
     from traceconf.pipeline import input_format
-    if input_format(ptx) in ("sass", "cuda_binary"):
+    try:
+        sass = input_format(ptx) in ("sass", "cuda_binary")
+    except InputError:
+        sass = False        # not a known format: the PTX parser says precisely what is wrong
+    if sass:
         _parse_sass(ptx, format, output)
         return
     module = parse_file(ptx)
