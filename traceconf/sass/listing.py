@@ -19,7 +19,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from traceconf.errors import InputError
 from traceconf.schemas import SASS_INSTRUCTIONS, SASS_KERNELS
@@ -27,21 +29,22 @@ from traceconf.schemas import SASS_INSTRUCTIONS, SASS_KERNELS
 _INSTRUCTION = (r"^[ \t]*/\*(?P<pc>[0-9a-fA-F]+)\*/[ \t]+(?:(?P<guard>@!?U?P(?:T|\d))[ \t]+)?"
                 r"(?P<opcode>[A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)(?:[ \t]+(?P<operands>[^;\n]*?))?[ \t]*;"
                 r"(?:[ \t]*/\*[ \t]*0x[0-9a-fA-F]+[ \t]*\*/)?[ \t]*\r?$")
-_FUNCTION = r"^[ \t]*Function[ \t]*:[ \t]*(?P<function>\S+)[ \t]*\r?$"
-_SECTION = r"^[ \t]*\.section[ \t]+\.text\.(?P<section>[^,\s]+)"
-_ARCH = r"(?:code[ \t]+for[ \t]+|^[ \t]*\.target[ \t]+|^arch[ \t]*=[ \t]*)(?P<arch>sm_\d+[a-z]?)"
-_LINE_INFO = (r"^[ \t]*//##[ \t]*File[ \t]+\"(?P<file>[^\"]*)\",[ \t]*line[ \t]+(?P<line>\d+)"
-              r"(?P<inlined>[ \t]+inlined at)?")
-_LABEL = r"^(?P<label>\.L\w+|[A-Za-z_$][\w$]*):[ \t]*\r?$"
-_ANY = re.compile("|".join(f"(?:{p})" for p in (_INSTRUCTION, _FUNCTION, _SECTION, _ARCH, _LINE_INFO, _LABEL)),
-                  re.M)
-#: Lines that start like an instruction; each must also match _INSTRUCTION.
-_LOOKS_LIKE = re.compile(r"^[ \t]*/\*[0-9a-fA-F]+\*/[ \t]+(?:@|[A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*[ \t]*[ ;A-Z\[\-`!|~0-9c])",
-                         re.M)
+# Instructions and the structure around them are found by separate patterns that each start with a
+# literal, so that the regex engine skips ahead with a fast substring search instead of trying every
+# position; the matches are then merged by their offsets in the text (numpy searchsorted).
+_INSTRUCTION_FAST = re.compile(
+    r"/\*([0-9a-fA-F]+)\*/[ \t]+(?:(@!?U?P(?:T|\d))[ \t]+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)"
+    r"[ \t]*([^;\n]*);(?:[ \t]*/\*[ \t]*0x[0-9a-fA-F]+[ \t]*\*/)?[ \t]*\r?$", re.M)   # operands: trimmed later
+_FUNCTION = re.compile(r"Function[ \t]*:[ \t]*(\S+)[ \t]*\r?$", re.M)
+_SECTION = re.compile(r"\.section[ \t]+\.text\.([^,\s]+)")
+_ARCHES = (re.compile(r"code[ \t]+for[ \t]+(sm_\d+[a-z]?)"), re.compile(r"\.target[ \t]+(sm_\d+[a-z]?)"),
+           re.compile(r"\narch[ \t]*=[ \t]*(sm_\d+[a-z]?)"))    # cuobjdump, nvdisasm, cuobjdump of a fatbin
+_LINE_INFO = re.compile(r"//##[ \t]*File[ \t]+\"([^\"]*)\",[ \t]*line[ \t]+(\d+)([ \t]+inlined at)?")
+_LABELS = (re.compile(r"\n(\.L\w+):[ \t]*\r?$", re.M), re.compile(r"\n(\$[\w$]+):[ \t]*\r?$", re.M))  # .L_x_3, $k$callee
+#: Lines that start like an instruction; each must also match _INSTRUCTION (a literal first, as above).
+_LOOKS_LIKE = re.compile(r"/\*[0-9a-fA-F]+\*/[ \t]+(?:@|[A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*[ \t]*[ ;A-Z\[\-`!|~0-9c])")
 #: nvdisasm -gp names the PTX text ptxas embedded with -lineinfo by this file name.
 PTX_LINE_FILE = ".nv_debug_ptx_txt"
-_SPLIT_OPERANDS = re.compile(r"\s*,\s*")
-_REUSE = re.compile(r"\.reuse\b")
 
 #: Detection: a listing holds instruction lines of this shape (or is nvdisasm -json).
 SIGNATURE = re.compile(rb"^[ \t]*/\*[0-9a-fA-F]{4,}\*/[ \t]+(?:@!?U?P\w[ \t]+)?[A-Z][A-Z0-9_.]*[ \t]*[^;\n]*;", re.M)
@@ -112,115 +115,145 @@ class SassModule:
         raise KeyError(name)
 
     def instructions_of(self, name: str) -> list[dict]:
-        import pyarrow.compute as pc
         return self.instructions.filter(pc.equal(self.instructions.column("kernel"), name)).to_pylist()
 
 
-class _Builder:
-    """Columns of the two tables, appended to as the listing is read."""
+class _Columns:
+    """Raw per-instruction values, appended in the scan loop and turned into the table in bulk."""
 
     def __init__(self):
-        self.columns = {name: [] for name in SASS_INSTRUCTIONS.names}
+        self.kernel, self.pc, self.guard, self.opcode, self.operands = [], [], [], [], []
+        self.labels, self.source_file, self.source_line, self.ptx_line, self.line = [], [], [], [], []
         self.kernels: list[dict] = []
-        self.pending_labels: list[str] = []
 
-    def start_kernel(self, name: str, arch: str | None, line: int) -> None:
+    def start_kernel(self, name: str, arch: str | None, line: int | None) -> None:
         self.kernels.append({"kernel": name, "arch": arch, "params": None, "param_base": None,
                              "shared_bytes": None, "listing_line": line})
-        self.pending_labels = []
-
-    def add(self, kernel, pc, guard, opcode, operands, labels, source, ptx_line, line, text) -> None:
-        c = self.columns
-        family, *modifiers = opcode.split(".")
-        c["kernel"].append(kernel)
-        c["instruction"].append(len(c["kernel"]) - 1)
-        c["pc"].append(pc)
-        c["opcode"].append(family)
-        c["modifiers"].append(modifiers)
-        c["operands"].append(operands)
-        c["guard"].append(guard.lstrip("@!") if guard else None)
-        c["guard_negated"].append(bool(guard) and guard.startswith("@!"))
-        c["labels"].append(labels)
-        c["source_file"].append(source[0] if source else None)
-        c["source_line"].append(source[1] if source else None)
-        c["ptx_line"].append(ptx_line)
-        c["line"].append(line)
-        c["text"].append(text)
 
     def module(self, path, arch) -> SassModule:
-        return SassModule(path, arch, pa.table(self.columns, schema=SASS_INSTRUCTIONS),
-                          pa.Table.from_pylist(self.kernels, schema=SASS_KERNELS))
-
-
-def _operands(text: str | None) -> list[str]:
-    if not text:
-        return []
-    return _SPLIT_OPERANDS.split(_REUSE.sub("", text.strip()))
+        """Split opcodes, operands and guards with Arrow kernels over all instructions at once."""
+        n = len(self.pc)
+        opcode = pa.array(self.opcode, pa.string())
+        parts = pc.split_pattern(opcode, ".")
+        family = pc.list_element(parts, 0)
+        modifiers = pc.list_slice(parts, 1)
+        operands_text = pc.utf8_rtrim_whitespace(pa.array(self.operands, pa.string()))
+        operands_text = pc.if_else(pc.equal(operands_text, ""), pa.scalar(None, pa.string()), operands_text)
+        cleaned = pc.replace_substring(operands_text, ".reuse", "")    # a register-reuse hint, not an operand
+        operands = pc.split_pattern(pc.fill_null(cleaned, ""), ", ")
+        empty = pc.equal(pc.fill_null(operands_text, ""), "")
+        operands = pc.if_else(empty, pa.scalar([], pa.list_(pa.string())), operands)
+        guard_text = pa.array(self.guard, pa.string())
+        guard = pc.replace_substring(pc.replace_substring(guard_text, "@!", ""), "@", "")
+        negated = pc.fill_null(pc.starts_with(guard_text, "@!"), False)
+        body = pc.binary_join_element_wise(opcode, operands_text, " ", null_handling="skip")
+        text = pc.binary_join_element_wise(guard_text, body, " ", null_handling="skip")
+        table = pa.table({
+            "kernel": pa.array(self.kernel, pa.string()),
+            "instruction": pa.array(range(n), pa.int32()),
+            "pc": pa.array(self.pc, pa.int64()),
+            "opcode": family, "modifiers": modifiers, "operands": operands,
+            "guard": guard, "guard_negated": negated,
+            "labels": pa.array(self.labels, pa.list_(pa.string())),
+            "source_file": pa.array(self.source_file, pa.string()),
+            "source_line": pa.array(self.source_line, pa.int32()),
+            "ptx_line": pa.array(self.ptx_line, pa.int32()),
+            "line": pa.array(self.line, pa.int32()),
+            "text": text,
+        }, schema=SASS_INSTRUCTIONS)
+        return SassModule(path, arch, table, pa.Table.from_pylist(self.kernels, schema=SASS_KERNELS))
 
 
 def parse_text(text: str, path: str | None = None) -> SassModule:
     """Parse a ``cuobjdump -sass`` / ``nvdisasm`` listing (or ``nvdisasm -json`` output)."""
     if JSON_SIGNATURE.match(text[:64].encode()):
         return parse_json(text, path)
-    builder = _Builder()
-    arch = None
-    kernel = None
-    source = ptx_line = None
-    inlined = False
-    labels: list[str] = []
-    line_no, line_pos = 1, 0
-    matched = 0
-    for match in _ANY.finditer(text):
-        start = match.start()
-        line_no += text.count("\n", line_pos, start)
-        line_pos = start
-        group = match.lastgroup
-        if match.group("file") is None:
-            inlined = False
-        if match.group("pc") is not None:
-            if kernel is None:
-                raise InputError("SASS instruction outside any function (no 'Function :' or .text section before it)",
-                                 path, line_no, 1, match.group(0).strip())
-            opcode = match.group("opcode")
-            operands = match.group("operands")
-            guard = match.group("guard")
-            body = f"{opcode} {operands.strip()}" if operands else opcode
-            builder.add(kernel, int(match.group("pc"), 16), guard, opcode, _operands(operands), labels,
-                        source, ptx_line, line_no, f"{guard} {body}" if guard else body)
-            labels = []
-            matched += 1
-        elif match.group("function") is not None or match.group("section") is not None:
-            kernel = match.group("function") or match.group("section")
-            builder.start_kernel(kernel, arch, line_no)
-            source, ptx_line, labels = None, None, []
-        elif match.group("arch") is not None:
-            arch = match.group("arch")
-        elif match.group("file") is not None:
-            if match.group("file") == PTX_LINE_FILE:     # nvdisasm -gp: the line of the PTX ptxas compiled
-                ptx_line = int(match.group("line"))
-            elif match.group("inlined") or not inlined:
-                # -gi prints the inlined function's line, then the call site's: keep the innermost
-                source = (match.group("file"), int(match.group("line")))
-            inlined = bool(match.group("inlined"))
-            continue
-        elif group == "label" or match.group("label") is not None:
-            label = match.group("label")
-            if kernel is not None and label != kernel:
-                labels = labels + [label]
-    looks = _LOOKS_LIKE.findall(text)
-    if len(looks) != matched:
+    found = [(m.start(), *m.groups()) for m in _INSTRUCTION_FAST.finditer(text)]
+    if len(_LOOKS_LIKE.findall(text)) != len(found):
         _raise_first_bad_line(text, path)
-    if not matched:
+    if not found:
         raise InputError("no SASS instruction found (expected `cuobjdump -sass` or `nvdisasm` output)", path, 1, 1)
-    for row in builder.kernels:
+    starts, pc_texts, guards, opcodes, operands = (list(column) for column in zip(*found))
+    at = np.asarray(starts, dtype=np.int64)
+    newlines = np.flatnonzero(np.frombuffer(text.encode("utf-8", "surrogateescape"), dtype=np.uint8) == 10) \
+        if text.isascii() else np.array([i for i, ch in enumerate(text) if ch == "\n"], dtype=np.int64)
+
+    def line_of(offsets) -> np.ndarray:
+        return np.searchsorted(newlines, np.asarray(offsets, dtype=np.int64)) + 1
+
+    columns = _Columns()
+    # functions (cuobjdump "Function : name", nvdisasm ".section .text.name") and the architecture
+    heads = sorted(([(m.start(), m.group(1)) for m in _FUNCTION.finditer(text)] if "Function" in text else [])
+                   + ([(m.start(), m.group(1)) for m in _SECTION.finditer(text)] if ".section" in text else []))
+    arches = sorted((m.start(), m.group(1)) for pattern in _ARCHES for m in pattern.finditer(text))
+    if not heads or heads[0][0] > starts[0]:
+        line = int(line_of([starts[0]])[0])
+        raise InputError("SASS instruction outside any function (no 'Function :' or .text section before it)",
+                         path, line, 1, text[starts[0]:text.find("\n", starts[0])].strip())
+    head_at = np.array([h[0] for h in heads], dtype=np.int64)
+    arch_at = np.array([a[0] for a in arches], dtype=np.int64)
+    for position, name in heads:
+        index = int(np.searchsorted(arch_at, position)) - 1
+        columns.start_kernel(name, arches[index][1] if index >= 0 else None, int(line_of([position])[0]))
+    owner = np.searchsorted(head_at, at) - 1
+    names = np.array([h[1] for h in heads], dtype=object)
+    # line info: the last "//## File" comment before each instruction (since its function began)
+    events = [(m.start(), m.end(), *m.groups()) for m in _LINE_INFO.finditer(text)] if "//##" in text else []
+    ptx_events = [(start, int(number)) for start, _, file, number, _ in events if file == PTX_LINE_FILE]
+    cuda = [event for event in events if event[2] != PTX_LINE_FILE]
+    if "inlined at" in text:
+        # -gi prints the inlined function's line, then the call site's: keep the innermost
+        kept, previous = [], None
+        for event in cuda:
+            if not (previous and previous[4] and not _INSTRUCTION_FAST.search(text, previous[1], event[0])):
+                kept.append(event)
+            previous = event
+        cuda = kept
+    cuda_events = [(start, file, int(number)) for start, _, file, number, _ in cuda]
+    files, lines = _last_before(at, head_at, cuda_events, 2)
+    (ptx_lines,) = _last_before(at, head_at, ptx_events, 1)
+    labels: list[list[str]] = [[] for _ in starts]
+    found_labels = sorted((m.start(), m.group(1)) for pattern in _LABELS for m in pattern.finditer(text)) \
+        if ":\n" in text else []
+    if found_labels:
+        label_at = np.array([position for position, _ in found_labels], dtype=np.int64)
+        target = np.searchsorted(at, label_at)
+        same_function = (target < len(at)) & (owner[np.minimum(target, len(at) - 1)] ==
+                                              np.searchsorted(head_at, label_at) - 1)
+        for (_, label), index, keep in zip(found_labels, target.tolist(), same_function.tolist()):
+            if keep:
+                labels[index].append(label)
+    columns.kernel = names[owner].tolist()
+    columns.pc = [int(p, 16) for p in pc_texts]
+    columns.guard, columns.opcode, columns.operands = guards, opcodes, operands
+    columns.labels = labels
+    columns.source_file, columns.source_line, columns.ptx_line = files, lines, ptx_lines
+    columns.line = line_of(at).tolist()
+    arch = arches[-1][1] if arches else None
+    for row in columns.kernels:
         row["arch"] = row["arch"] or arch
-    return builder.module(path, arch)
+    return columns.module(path, arch)
+
+
+def _last_before(at: np.ndarray, head_at: np.ndarray, events: list[tuple], width: int) -> list[list]:
+    """For each instruction offset, the values of the last event before it inside the same function."""
+    if not events:
+        return [[None] * len(at) for _ in range(width)]
+    event_at = np.array([e[0] for e in events], dtype=np.int64)
+    index = np.searchsorted(event_at, at) - 1
+    head = head_at[np.searchsorted(head_at, at) - 1]
+    valid = (index >= 0) & (event_at[np.maximum(index, 0)] > head)
+    out = []
+    for position in range(1, width + 1):
+        values = np.array([e[position] for e in events] + [None], dtype=object)
+        out.append(values[np.where(valid, index, len(events))].tolist())
+    return out
 
 
 def _raise_first_bad_line(text: str, path: str | None) -> None:
     instruction = re.compile(_INSTRUCTION)
     for number, line in enumerate(text.splitlines(), 1):
-        if _LOOKS_LIKE.match(line) and not instruction.match(line):
+        if _LOOKS_LIKE.match(line.lstrip()) and not instruction.match(line):
             body = line.split("*/", 1)[1]
             column = len(line) - len(body.lstrip()) + 1
             reason = "missing ';' after the operands" if ";" not in body else "malformed SASS instruction"
@@ -236,21 +269,23 @@ def parse_json(text: str, path: str | None = None) -> SassModule:
         raise InputError(f"not nvdisasm -json output ({exc})", path, 1, 1) from None
     version = (header.get("SM") or {}).get("version") or {}
     arch = f"sm_{version.get('major')}{version.get('minor')}" if version else None
-    builder = _Builder()
+    columns = _Columns()
     for function in functions:
         name = function["function-name"]
-        builder.start_kernel(name, arch, None)
-        start = int(function.get("start") or 0)
+        columns.start_kernel(name, arch, None)
         for index, entry in enumerate(function.get("sass-instructions") or []):
-            guard = entry.get("predicate")
-            opcode, operands = entry["opcode"], entry.get("operands") or ""
-            body = f"{opcode} {operands.replace(',', ', ')}" if operands else opcode
-            builder.add(name, index * 16, guard, opcode, _operands(operands), [], None, None, None,
-                        f"{guard} {body}" if guard else body)
-        del start
-    if not builder.columns["pc"]:
+            columns.kernel.append(name)
+            columns.pc.append(index * 16)
+            columns.guard.append(entry.get("predicate"))
+            columns.opcode.append(entry["opcode"])
+            # the same spelling as the text listings: "R1, c[0x0][0x28]"
+            columns.operands.append((entry.get("operands") or "").replace(",", ", ") or None)
+            columns.labels.append([])
+            for column in (columns.source_file, columns.source_line, columns.ptx_line, columns.line):
+                column.append(None)
+    if not columns.pc:
         raise InputError("nvdisasm -json output holds no instruction", path, 1, 1)
-    return builder.module(path, arch)
+    return columns.module(path, arch)
 
 
 def parse_file(path: str | Path) -> SassModule:
