@@ -135,6 +135,6 @@ def _assemble(kernel: str, machines: list[Machine], warp_size: int) -> WarpAcces
     def per_execution(position: int, dtype) -> np.ndarray:
         return np.repeat(np.array([entry[position] for _, entry in parts], dtype=dtype), counts)
 
-    address = np.concatenate([entry[5] for _, entry in parts]).astype(np.int64)
+    address = np.concatenate([entry[5] for _, entry in parts]).astype(np.int64, copy=False)
     return WarpAccesses(kernel, cta, warp, np.arange(len(cta), dtype=np.int64), per_execution(1, np.int32),
                         per_execution(2, np.int8), per_execution(3, np.int16), per_execution(4, np.int8), address)
