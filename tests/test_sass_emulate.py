@@ -196,3 +196,13 @@ def test_barriers_park_until_every_warp_arrives():
     acc = result.accesses
     # both warps store before either passes the barrier
     assert acc.instruction.tolist() == [1, 1, 3, 3]
+
+
+@pytest.mark.parametrize("multiplier", [3, 0x1234, 0xFFFF_FFFF, 0x8000_0001, 0x10001])
+def test_the_sm5x_xmad_multiply_sequence_is_a_32_bit_multiply(multiplier):
+    """ptxas for sm_5x/6x multiplies with XMAD / XMAD.MRG / XMAD.PSL.CBCC (no IMAD)."""
+    body = [TID, "IMAD R0, R0, 0x9e3779b1, 0x7f", f"MOV R5, {multiplier:#x}",
+            "XMAD R2, R0, R5, RZ", "XMAD.MRG R3, R0, R5.H1, RZ", "XMAD.PSL.CBCC R2, R0.H1, R3.H1, R2",
+            "LOP3.LUT R2, R2, 0xfffff, RZ, 0xc0, !PT"]
+    tid = (LANES * 0x9E3779B1 + 0x7F) & MASK
+    assert (stored(body, arch="sm_52") == (tid * multiplier) & 0xFFFFF).all()
