@@ -145,12 +145,17 @@ class LaunchRequest:
             facts["block_from"] = origin
         return facts
 
-    def unused_params(self, kernel_rows: list[dict]) -> list[str]:
-        """--param keys that name a parameter of none of the kernels."""
+    def check_params(self, kernel_rows: list[dict], path: str) -> None:
+        """Every --param key names a parameter of at least one selected kernel (one list serves them all)."""
         from traceconf.emulate.launch import parameter_name
-        return [str(key) for key in self.params
-                if not any(parameter_name(key, [p["name"] for p in row.get("params") or []], row["kernel"])
-                           for row in kernel_rows)]
+        unused = [str(key) for key in self.params
+                  if not any(parameter_name(key, [p["name"] for p in row.get("params") or []], row["kernel"])
+                             for row in kernel_rows)]
+        if unused:
+            listing = "; ".join(f"{row['kernel']}: {', '.join(p['name'] for p in row.get('params') or []) or 'none'}"
+                                for row in kernel_rows[:5])
+            raise InputError(f"--param {', '.join(unused)}: no selected kernel has such a parameter ({listing})",
+                             file=path)
 
 
 def _instruction_info(module, kernel: str, ids: Iterable[int], kinds: dict[int, str],
@@ -214,10 +219,7 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
     info = _instruction_info(module, kernel, list(kinds) + static + unresolved_ids, kinds, widths)
     launch_facts = launch.describe(kernel_row, str(module.path))
     notes = list(first.notes) + [f"not counted on {device}: {reason}" for device, reason in gaps.items()]
-    if launch_facts.get("block_from"):
-        notes.append(f"block {'×'.join(map(str, launch_facts['block']))} taken from the kernel's "
-                     f"{launch_facts['block_from']}" + (" (the largest block it allows): pass --block for the launch "
-                                                        "you run" if launch_facts["block_from"] == ".maxntid" else ""))
+    notes += launch_notes(launch_facts)
     if first.scale is not None:
         launch_facts["analysed_ctas"] = len(first.analysed_ctas)
         launch_facts["scale"] = first.scale
@@ -230,6 +232,15 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
                           instructions=info, unresolved=unresolved, notes=notes,
                           accesses={w: e.accesses for w, e in by_warp_size.items()},
                           shared_layout=[dict(v) for v in first.shared_layout], device_gaps=gaps)
+
+
+def launch_notes(facts: dict) -> list[str]:
+    """What the launch facts assumed (a block from the kernel's declaration), for the report's notes."""
+    origin = facts.get("block_from")
+    if not origin:
+        return []
+    return [f"block {'×'.join(map(str, facts['block']))} taken from the kernel's {origin}"
+            + (" (the largest block it allows): pass --block for the launch you run" if origin == ".maxntid" else "")]
 
 
 def count_devices(accesses, rule_sets: list, gaps: dict[str, str], scale: int = 1) -> list[pa.Table]:
@@ -264,13 +275,7 @@ def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, 
 
     module = parse_file(str(path))
     names = select_kernels(module.kernel_names(), kernels or launch.kernel_patterns(), str(path))
-    rows = [module.kernel(name) for name in names]
-    unused = launch.unused_params(rows)
-    if unused:
-        listing = "; ".join(f"{row['kernel']}: {', '.join(p['name'] for p in row.get('params') or []) or 'none'}"
-                            for row in rows[:5])
-        raise InputError(f"--param {', '.join(unused)}: no selected kernel has such a parameter ({listing})",
-                         file=str(path))
+    launch.check_params([module.kernel(name) for name in names], str(path))
     done, failed = [], []
     for name in names:
         try:
@@ -332,11 +337,22 @@ def input_format(path: str | Path) -> str:
 
 
 def run_file(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
-             skip_bad: bool = False, progress: Progress | None = None
-             ) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
-    """PTX or any trace: whatever the file holds (launch options only matter for PTX)."""
-    if input_format(path) == "ptx":
+             skip_bad: bool = False, progress: Progress | None = None, level: str = "ptx",
+             ptxas_options: list[str] | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
+    """PTX, SASS, a CUDA binary or any trace: whatever the file holds (launch options matter for PTX and SASS).
+
+    ``level`` (PTX input): ``ptx`` analyses the PTX as written, ``sass`` what ptxas makes of it, ``auto`` the
+    SASS when a suitable ptxas exists (see :mod:`traceconf.sass.analyze`).
+    """
+    fmt = input_format(path)
+    if fmt == "ptx":
+        if level != "ptx":
+            from traceconf.sass.analyze import run_ptx_at_level
+            return run_ptx_at_level(path, kernels, launch, rule_sets, level, ptxas_options, progress)
         return run_ptx(path, kernels, launch, rule_sets, progress)
+    if fmt in ("sass", "cuda_binary"):
+        from traceconf.sass.analyze import run_sass_file
+        return run_sass_file(path, kernels, launch, rule_sets, progress)
     return run_trace(path, kernels, rule_sets, skip_bad, progress)
 
 

@@ -53,6 +53,12 @@ Devices = Annotated[Optional[list[str]], typer.Option(
     "mi300x: traceconf devices NAME) to analyse for, or a .toml rule file; repeat for side-by-side columns "
     "(default: sm_90).")]
 SkipBad = Annotated[bool, typer.Option("--skip-bad", help="Traces: skip malformed lines instead of stopping.")]
+Level = Annotated[str, typer.Option(
+    "--level", envvar="TRACECONF_LEVEL", help="PTX input: auto (SASS when a ptxas targets the device, else PTX), "
+    "ptx (the PTX as written) or sass (assemble with ptxas, analyse what the GPU runs).", rich_help_panel=LAUNCH)]
+PtxasOptions = Annotated[Optional[list[str]], typer.Option(
+    "--ptxas-option", help="Option passed to ptxas at SASS level (repeat), e.g. --ptxas-option=-O1.",
+    rich_help_panel=LAUNCH)]
 
 DEFAULT_DEVICE = "sm_90"
 PIPE_WIDTH = 200
@@ -186,6 +192,8 @@ def analyze(
     fail_on_excess: Annotated[Optional[int], typer.Option(
         "--fail-on-excess", min=0, help="Exit 1 when any kernel's excess wavefronts (any device) exceed N.")] = None,
     skip_bad: SkipBad = False,
+    level: Level = "auto",
+    ptxas_option: PtxasOptions = None,
 ) -> None:
     """Count shared-memory wavefronts per instruction and rank the bank-conflict hotspots."""
     from traceconf.analyses.results import excess_by_kernel, results_table
@@ -198,7 +206,8 @@ def analyze(
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches)
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
         with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
-            analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress)
+            analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress, level=level,
+                                          ptxas_options=ptxas_option)
     except InputError as error:
         raise fail(error) from None
     devices = [rules.name for rules in rule_sets]

@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from traceconf.commands.analyze import (Block, Launches, Ctas, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params, check_input,
-                                        fail, launch_request, report_failures, run_file, stdout_console)
+from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Format, Grid, Kernels, Launches, Level, MaxSteps,
+                                        Params, PtxasOptions, check_input, fail, launch_request, report_failures,
+                                        run_file, stdout_console)
 from traceconf.errors import InputError
 from traceconf.rules import load_rule_sets
 
@@ -26,6 +27,8 @@ def compare_ncu(
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout (table, json or csv).")] = Format.table,
+    level: Level = "auto",
+    ptxas_option: PtxasOptions = None,
 ) -> None:
     """Line up Nsight Compute's measured shared wavefronts with the prediction (per kernel, kind, CUDA line)."""
     from traceconf.analyses.results import kernel_table
@@ -38,7 +41,7 @@ def compare_ncu(
         measured = read_source_csv(report)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches)
         (rules,) = load_rule_sets([device])
-        analyses, failures = run_file(file, kernel, launch, [rules])
+        analyses, failures = run_file(file, kernel, launch, [rules], level=level, ptxas_options=ptxas_option)
         by_name = {a.kernel: a for a in analyses}
         pairs = pair_kernels(measured, list(by_name), str(report)) if analyses else []
     except InputError as error:

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from traceconf.commands.analyze import (Block, Launches, Ctas, DynamicSmem, Grid, MaxSteps, Params, check_input, fail,
-                                        launch_request, report_failures, stdout_console)
+from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Grid, Launches, Level, MaxSteps, Params,
+                                        PtxasOptions, check_input, fail, launch_request, report_failures, run_file,
+                                        stdout_console)
 from traceconf.errors import InputError
 from traceconf.rules import load_rule_sets
 from traceconf.names import matches
@@ -49,10 +50,10 @@ def resolve_instruction(info: pa.Table, spec: str, path: str) -> tuple[int, list
     return ids[0], ids[1:]
 
 
-def _ptx_executions(file: Path, kernel: str, launch, rules) -> tuple[pa.Table, WarpAccesses, list]:
-    from traceconf.pipeline import run_ptx
-
-    analyses, failures = run_ptx(file, [kernel], launch, [rules])
+def _ptx_executions(file: Path, kernel: str, launch, rules, level: str = "ptx",
+                    ptxas_options: list[str] | None = None) -> tuple[pa.Table, WarpAccesses, list]:
+    """PTX (at the chosen level), SASS listings and CUDA binaries: emulate and keep the accesses."""
+    analyses, failures = run_file(file, [kernel], launch, [rules], level=level, ptxas_options=ptxas_options)
     if failures:
         report_failures(failures)
         raise typer.Exit(2)
@@ -111,6 +112,8 @@ def explain(
     launches: Launches = None,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
+    level: Level = "auto",
+    ptxas_option: PtxasOptions = None,
 ) -> None:
     """Show which lane hits which bank and word in one warp execution, and which lanes collide."""
     import numpy as np
@@ -123,9 +126,9 @@ def explain(
     try:
         check_input(file, folder=True)
         (rules,) = load_rule_sets([device])
-        if input_format(file) == "ptx":
+        if input_format(file) in ("ptx", "sass", "cuda_binary"):
             launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches)
-            info, accesses, unresolved = _ptx_executions(file, kernel, launch, rules)
+            info, accesses, unresolved = _ptx_executions(file, kernel, launch, rules, level, ptxas_option)
             ident, others = resolve_instruction(info, instruction, str(file))
             reason = {int(u["instruction"]): u.get("reason") for u in unresolved}.get(ident)
             if reason:

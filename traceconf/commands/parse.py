@@ -115,19 +115,28 @@ def _write(module: PtxModule, output: Path) -> None:
         pq.write_table(table, output)
 
 
-def parse(ptx: Annotated[Path, typer.Argument(help="PTX file (nvcc/Triton output or a cuobjdump -ptx dump).")],
+def parse(ptx: Annotated[Path, typer.Argument(
+              help="PTX file (nvcc/Triton output or a cuobjdump -ptx dump), SASS listing or CUDA binary.")],
           format: Annotated[Format, typer.Option("--format", "-f", help="table (default) or json.")] = Format.table,
           output: Annotated[Optional[Path], typer.Option(
               "-o", "--output", help="Write the full INSTRUCTIONS table: .parquet (default) or .csv.")] = None,
           ) -> None:
-    """List the kernels of a PTX file and their shared-memory instructions.
+    """List the kernels of a PTX file (or SASS listing / CUDA binary) and their shared-memory instructions.
 
     Shared-memory instructions are the ones that can access shared memory: ld/st/atom/red,
     ldmatrix/stmatrix and cp.async in the shared state space, plus the generic ones, marked
     "generic": whether those hit shared memory is decided by the emulator.
     """
+    from traceconf.pipeline import input_format
     from traceconf.ptx import parse_file
 
+    try:
+        sass = input_format(ptx) in ("sass", "cuda_binary")
+    except InputError:
+        sass = False        # not a known format: the PTX parser says precisely what is wrong
+    if sass:
+        _parse_sass(ptx, format, output)
+        return
     module = parse_file(ptx)
     if output is not None:
         try:
@@ -138,6 +147,61 @@ def parse(ptx: Annotated[Path, typer.Argument(help="PTX file (nvcc/Triton output
         typer.echo(_json(module))
     else:
         _table(module)
+
+
+def _parse_sass(path: Path, format: Format, output: Optional[Path]) -> None:
+    """SASS listings and CUDA binaries: SASS_KERNELS and the shared-memory rows of SASS_INSTRUCTIONS."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from traceconf.sass.analyze import load_sass_input
+    from traceconf.sass.emulate import is_shared
+    from traceconf.sass.opcodes import shared_op
+
+    module = load_sass_input(path)
+    if output is not None:
+        table = module.instructions
+        try:
+            if output.suffix.lower() == ".csv":
+                flat = {name: (pc.binary_join(table.column(name), "." if name == "modifiers" else "; ")
+                               if pa.types.is_list(table.column(name).type) else table.column(name))
+                        for name in table.column_names}
+                pa_csv.write_csv(pa.table(flat), output)
+            else:
+                pq.write_table(table, output)
+        except OSError as error:
+            raise InputError(f"cannot write: {error.strerror or error}", str(output)) from None
+    rows = [r for r in module.instructions.to_pylist() if is_shared(r)]
+    if format is Format.json:
+        kernels = []
+        for name in module.kernel_names():
+            summary = dict(module.kernel(name))
+            summary["shared_instructions"] = [
+                {"instruction": r["instruction"], "pc": r["pc"], "source_file": r["source_file"],
+                 "source_line": r["source_line"], "ptx_line": r["ptx_line"],
+                 "opcode": ".".join([r["opcode"], *r["modifiers"]]),
+                 "access_bytes": shared_op(".".join([r["opcode"], *r["modifiers"]])).bytes,
+                 "guard": ("!" if r["guard_negated"] else "") + r["guard"] if r["guard"] else None,
+                 "operands": r["operands"], "text": r["text"]} for r in rows if r["kernel"] == name]
+            kernels.append(summary)
+        typer.echo(json.dumps(kernels, indent=2))
+        return
+    table = Table(title=f"{path}: SASS {module.arch or '?'}, {len(module.kernel_names())} kernel(s)",
+                  title_justify="left")
+    for column, justify in (("kernel", "left"), ("#", "right"), ("pc", "right"), ("source", "left"),
+                            ("instruction", "left"), ("bytes", "right")):
+        table.add_column(column, justify=justify, overflow="fold")
+    for r in rows:
+        source = f"{Path(r['source_file']).name}:{r['source_line']}" if r["source_file"] else ""
+        opcode = ".".join([r["opcode"], *r["modifiers"]])
+        table.add_row(*(escape(cell) for cell in (r["kernel"], str(r["instruction"]), f"{r['pc']:#06x}", source,
+                                                   r["text"], str(shared_op(opcode).bytes))))
+    Console().print(table)
 
 
 def register(app: typer.Typer) -> None:

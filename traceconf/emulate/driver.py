@@ -112,23 +112,27 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
                            steps=sum(m.steps for m in machines))
 
 
-def _extent_note(extent: dict, layout, dynamic_smem: int) -> list[str]:
-    """One note per kernel when accesses reach past its shared memory: how far, and from which PTX lines.
+def extent_note(highest: int, places: list[str], shared_bytes: int, extern_offset: int | None,
+                dynamic_smem: int) -> list[str]:
+    """One note per kernel when accesses reach past its shared memory: how far, and from where (``places``:
+    "PTX line 81", "SASS 0x0070", ...).  With extern shared memory (``extern_offset``: where it starts) and no
+    ``--dynamic-smem``, the size the accesses reach is taken as the dynamic size and the note says so: counts
+    do not depend on it (accesses are counted wherever they land)."""
+    where = ", ".join(places[:5]) + (f" and {len(places) - 5} more" if len(places) > 5 else "")
+    if extern_offset is not None and not dynamic_smem:
+        needed = highest - extern_offset
+        return [f"no --dynamic-smem given: the extern shared array is used up to byte {needed} ({where}), so it "
+                f"was taken as --dynamic-smem {needed}; pass the launch's real size to check it"]
+    return [f"accesses reach shared byte {highest} but the kernel's shared memory is {shared_bytes} bytes "
+            f"({where})" + (": pass a larger --dynamic-smem" if extern_offset is not None else "")]
 
-    An ``extern`` array with no ``--dynamic-smem`` is the usual cause; the counts do not depend on the size
-    (accesses are counted wherever they land), so the note says which size the launch must at least have.
-    """
+
+def _extent_note(extent: dict, layout, dynamic_smem: int) -> list[str]:
     if not extent:
         return []
-    highest = max(h for h, _ in extent.values())
     lines = sorted(int(row["ptx_line"]) for _, row in extent.values())
-    where = ", ".join(map(str, lines[:5])) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
-    if layout.has_extern() and not dynamic_smem:
-        needed = highest - layout.dynamic_offset
-        return [f"no --dynamic-smem given: the extern shared array is used up to byte {needed} (PTX lines "
-                f"{where}), so it was taken as --dynamic-smem {needed}; pass the launch's real size to check it"]
-    return [f"accesses reach shared byte {highest} but the kernel's shared memory is {layout.total_bytes} bytes "
-            f"(PTX lines {where})" + (": pass a larger --dynamic-smem" if layout.has_extern() else "")]
+    return extent_note(max(h for h, _ in extent.values()), [f"PTX line {line}" for line in lines],
+                       layout.total_bytes, layout.dynamic_offset if layout.has_extern() else None, dynamic_smem)
 
 
 def _assumed_extern_size(layout, extent: dict, dynamic_smem: int) -> list[dict]:
@@ -161,6 +165,6 @@ def _assemble(kernel: str, machines: list[Machine], warp_size: int) -> WarpAcces
     def per_execution(position: int, dtype) -> np.ndarray:
         return np.repeat(np.array([entry[position] for _, entry in parts], dtype=dtype), counts)
 
-    address = np.concatenate([entry[5] for _, entry in parts]).astype(np.int64)
+    address = np.concatenate([entry[5] for _, entry in parts]).astype(np.int64, copy=False)
     return WarpAccesses(kernel, cta, warp, np.arange(len(cta), dtype=np.int64), per_execution(1, np.int32),
                         per_execution(2, np.int8), per_execution(3, np.int16), per_execution(4, np.int8), address)

@@ -12,6 +12,8 @@ import difflib
 from functools import lru_cache
 from typing import NamedTuple
 
+from traceconf.kinds import UNCOUNTED
+
 #: Base opcodes of PTX ISA 1.0 - 9.x (chapter "Instruction Set").
 KNOWN_OPCODES = frozenset("""
     abs activemask add addc alloca and applypriority atom bar barrier bfe bfi bfind bmsk bra brev brkpt brx
@@ -124,15 +126,13 @@ def shared_access_kind(opcode: str, state_space: str | None, modifiers=()) -> st
 
 
 def uncounted_shared_op(opcode: str, modifiers) -> tuple[str, str] | None:
-    """(label, why) for shared-memory work that is no per-lane LSU access and so no wavefronts here."""
+    """(label, why) for shared-memory work that is no per-lane LSU access and so no wavefronts here
+    (:data:`traceconf.kinds.UNCOUNTED`)."""
     modifiers = modifiers or ()
     if opcode == "cp" and "async" in modifiers and any(m.startswith(("bulk", "tensor")) for m in modifiers):
-        return "tma", ("bulk/tensor asynchronous copy (TMA): the copy engine moves whole tiles, not per-lane LSU "
-                       "shared-memory accesses; not counted as wavefronts")
+        return "tma", UNCOUNTED["tma"]
     if opcode == "wgmma" and "mma_async" in modifiers:
-        # Measured: Triton's wgmma matmul (tests/data/hw, tt_matmul) matches the LSU counters without these reads.
-        return "wgmma", ("wgmma reads its A/B operands from shared memory through matrix descriptors, on the tensor "
-                         "cores' path: not LSU wavefronts, not counted (not modelled)")
+        return "wgmma", UNCOUNTED["wgmma"]
     return None
 
 

@@ -92,11 +92,11 @@ def _ways(ways: int) -> str:
 
 
 def _where_in_input(row: dict) -> str:
-    """``L123 `` for PTX, ``pc 0x1a0 `` for traces: what ``explain --instruction`` accepts."""
-    if row["ptx_line"] is not None:
-        return f"L{row['ptx_line']} "
+    """``L123 `` for PTX, ``pc 0x1a0 `` for SASS and traces: what ``explain --instruction`` accepts."""
     if row["pc"] is not None:
         return f"pc {row['pc']:#x} "
+    if row["ptx_line"] is not None:
+        return f"L{row['ptx_line']} "
     return f"#{row['instruction']} "
 
 
