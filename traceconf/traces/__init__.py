@@ -33,17 +33,22 @@ __all__ = ["FORMATS", "GPGPUSIM_STATS", "TRACE_INSTRUCTIONS", "KernelTrace", "de
 
 
 def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | None = None,
-               chunk_executions: int = 65536) -> Iterator[KernelTrace]:
+               chunk_executions: int = 65536, row_groups: tuple[int, int] | None = None) -> Iterator[KernelTrace]:
     """Kernel launches of a trace, in file order, read lazily.
 
     ``skip_bad`` counts malformed lines in ``KernelTrace.bad_lines`` instead of
     raising :class:`InputError`; ``progress(bytes_done, bytes_total)`` is
     called as the file is read; each chunk holds at most ``chunk_executions``
-    warp-level executions.
+    warp-level executions.  ``row_groups=(first, end)`` reads only those row
+    groups of a canonical Parquet file (one task's share of a large table).
     """
     path = Path(path)
     fmt = detect_format(path)
     options = ReadOptions(skip_bad, progress, chunk_executions)
+    if row_groups is not None:
+        if fmt != "canonical_parquet":
+            raise InputError("row groups can only be read from a canonical Parquet access table", str(path))
+        return kernel_traces(canonical.events(path, options, fmt, row_groups), str(path))
     if fmt == "accelsim":
         events = accelsim.events(path, options)
     elif fmt == "nvbit":
