@@ -140,10 +140,9 @@ def test_without_dask_workers_fall_back_to_a_process_pool(monkeypatch):
 
 @pytest.fixture
 def cluster():
-    distributed = pytest.importorskip("distributed")
-    import logging
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=logging.ERROR) as local:
+    pytest.importorskip("distributed")
+    from traceconf.distributed import local_cluster
+    with local_cluster(2) as local:
         yield local
 
 

@@ -161,7 +161,8 @@ def analyze(
     device: Devices = None,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout.")] = Format.table,
     output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", help="Write the per-instruction results to .parquet, .csv or .json.")] = None,
+        "--output", "-o", help="Write the per-instruction results to .parquet, .csv or .json; a folder (a "
+        "name without extension) gets a partitioned dataset, one Parquet file per input and kernel.")] = None,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
     top: Annotated[int, typer.Option("--top", "-n", min=1, help="Hotspot rows per kernel.")] = 20,
