@@ -277,3 +277,25 @@ def test_cli_workers_writes_the_dataset_and_reports_failures(tmp_path):
     run = subprocess.run(cli + [str(suite), "--resume", "-o", str(tmp_path / "r.parquet")],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "--resume needs -o FOLDER" in run.stderr
+
+
+def test_hive_partitioned_canonical_dataset(tmp_path):
+    """A canonical dataset partitioned by kernel (pyarrow's hive layout, no kernel column in the files)."""
+    import pyarrow.dataset as ds
+    table = pa.concat_tables([samples.expected_accesses("k<a>").to_table(),
+                              samples.expected_accesses("k_b").to_table()])
+    ds.write_dataset(table, tmp_path / "accesses", format="parquet", partitioning=["kernel"],
+                     partitioning_flavor="hive")
+    assert "kernel" not in pq.read_schema(next((tmp_path / "accesses").rglob("*.parquet"))).names
+    analyses, failures, summary = run_many([tmp_path / "accesses"], None, LaunchRequest(), RULES)
+    assert failures == [] and summary.units == 2
+    assert sorted(a.kernel for a in analyses) == ["k<a>", "k_b"]
+    pq.write_table(samples.expected_accesses("k<a>").to_table(), tmp_path / "a.parquet")
+    [reference], _ = run_file(tmp_path / "a.parquet", None, LaunchRequest(), RULES)
+    mine = next(a for a in analyses if a.kernel == "k<a>")
+    assert mine.results.sort_by("instruction").drop_columns(["kernel"]).equals(
+        reference.results.sort_by("instruction").drop_columns(["kernel"]))
+    # without a hive folder the stem names it (this used to fail inside pyarrow)
+    pq.write_table(samples.expected_accesses("x").to_table().drop_columns(["kernel"]), tmp_path / "solo.parquet")
+    [solo], failures = run_file(tmp_path / "solo.parquet", None, LaunchRequest(), RULES)
+    assert failures == [] and solo.kernel == "solo"

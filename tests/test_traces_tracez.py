@@ -151,3 +151,17 @@ def test_cli_analyze_tracez_and_corrupt_one_line(folder, tmp_path):
     run = subprocess.run([sys.executable, "-m", "traceconf", "analyze", str(bad)], capture_output=True, text=True)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.strip().splitlines()[0].startswith(f"{bad}: corrupt .tracez")
+
+
+def test_empty_warp_and_cta_order_as_indexed(tmp_path):
+    """A warp without instruction lines has no sub-chunk (num_subchunks 0), as the writer leaves it."""
+    text = samples.traceg(version=5).replace("-block dim = (64,1,1)", "-block dim = (96,1,1)")
+    text = text.replace("\n#END_TB", "\nwarp = 2\ninsts = 0\n\n#END_TB")
+    path = tmp_path / "kernel-1.tracez"
+    path.write_bytes(samples.tracez(text, subchunk_insts=3))
+    with TracezFile(path) as file:
+        warps = [w for c in file.ctas() for w in c["warps"]]
+    assert len(warps) == 6 and warps[2][0] == 0 and warps[2][2] == ()
+    [(kt, got)] = read_all(path)
+    assert kt.launch["warps_per_cta"] == 3
+    assert_same(got, samples.expected_accesses())

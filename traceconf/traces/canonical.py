@@ -61,8 +61,9 @@ def events(path: Path, options: ReadOptions, fmt: str, row_groups: tuple[int, in
 
 def _parquet_batches(path: Path, options: ReadOptions, row_groups: tuple[int, int] | None = None):
     try:
+        present = pq.read_schema(path).names
         # dictionary-decoded strings: millions of repeated kernel/kind names stay integer codes
-        file = pq.ParquetFile(path, read_dictionary=["kernel", "kind"])
+        file = pq.ParquetFile(path, read_dictionary=[n for n in ("kernel", "kind") if n in present])
     except (pa.ArrowInvalid, OSError) as error:
         raise InputError(f"unreadable Parquet file: {error}", str(path)) from None
     names = file.schema_arrow.names

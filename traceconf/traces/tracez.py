@@ -74,6 +74,8 @@ class TracezFile:
         self.path = str(path)
         try:
             self._raw = open(path, "rb")
+            # the index is read sequentially beside the data it points to: its own handle keeps its buffer
+            self._index = open(path, "rb")
         except OSError as error:
             raise InputError(f"cannot open: {error.strerror}", self.path) from None
         self.size = self._raw.seek(0, 2)
@@ -107,6 +109,7 @@ class TracezFile:
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
         self._raw.close()
+        self._index.close()
 
     def __enter__(self) -> "TracezFile":
         return self
@@ -117,9 +120,11 @@ class TracezFile:
     def _corrupt(self, message: str, offset: int):
         raise InputError(f"corrupt .tracez at byte {offset}: {message}", self.path)
 
-    def _read(self, offset: int, size: int, what: str) -> bytes:
-        self._raw.seek(offset)
-        data = self._raw.read(size)
+    def _read(self, offset: int, size: int, what: str, handle=None) -> bytes:
+        handle = handle or self._raw
+        if handle.tell() != offset:
+            handle.seek(offset)
+        data = handle.read(size)
         if len(data) != size:
             self._corrupt(f"{what}: file ends {size - len(data)} byte(s) short", offset)
         return data
@@ -132,18 +137,20 @@ class TracezFile:
         """The index records in file order, parsed one at a time: ``tb``, ``cluster_id``, ``cluster_cta``,
         ``cluster_rank`` and ``warps`` = [(inst_count, file_offset, [lines per sub-chunk])]."""
         offset = self.index_offset
-        (count,) = self._unpack("<I", offset, "index")
+        (count,) = struct.unpack("<I", self._read(offset, 4, "index", self._index))
         offset += 4
         for _ in range(count):
-            values = _TB.unpack(self._read(offset, _TB.size, "index record"))
+            values = _TB.unpack(self._read(offset, _TB.size, "index record", self._index))
             offset += _TB.size
             warps = []
             for _ in range(values[10]):
-                insts, subchunks, data = _WARP.unpack(self._read(offset, _WARP.size, "warp index record"))
+                insts, subchunks, data = _WARP.unpack(self._read(offset, _WARP.size, "warp index record",
+                                                                 self._index))
                 offset += _WARP.size
                 if offset + 4 * subchunks > self.size - 8:
                     self._corrupt(f"warp index record claims {subchunks} sub-chunks", offset - _WARP.size)
-                counts = struct.unpack(f"<{subchunks}I", self._read(offset, 4 * subchunks, "sub-chunk counts"))
+                counts = struct.unpack(f"<{subchunks}I", self._read(offset, 4 * subchunks, "sub-chunk counts",
+                                                                    self._index))
                 offset += 4 * subchunks
                 if sum(counts) != insts:
                     self._corrupt(f"warp index record: sub-chunks hold {sum(counts)} instructions, "
