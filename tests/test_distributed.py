@@ -104,8 +104,8 @@ def test_parquet_row_groups_are_cut_only_where_no_execution_straddles(tmp_path):
     units, _ = plan([path], rows_per_unit=1)
     table = pq.read_table(path)
     meta = pq.ParquetFile(path).metadata
-    starts = [sum(meta.row_group(g).num_rows for g in range(u.row_groups[0])) for u in units]
-    assert len(units) > 3 and units[0].row_groups[0] == 0 and units[-1].row_groups[1] == meta.num_row_groups
+    starts = [sum(meta.row_group(g).num_rows for g in range(u.part[0])) for u in units]
+    assert len(units) > 3 and units[0].part[0] == 0 and units[-1].part[1] == meta.num_row_groups
     execution, kernel = table.column("execution").to_pylist(), table.column("kernel").to_pylist()
     for start in starts[1:]:
         assert (kernel[start - 1], execution[start - 1]) != (kernel[start], execution[start])
@@ -299,3 +299,27 @@ def test_hive_partitioned_canonical_dataset(tmp_path):
     pq.write_table(samples.expected_accesses("x").to_table().drop_columns(["kernel"]), tmp_path / "solo.parquet")
     [solo], failures = run_file(tmp_path / "solo.parquet", None, LaunchRequest(), RULES)
     assert failures == [] and solo.kernel == "solo"
+
+
+def test_large_tracez_is_cut_into_cta_ranges(tmp_path):
+    """A .tracez kernel larger than the share size: tasks of CTA ranges (found from its index), added exactly."""
+    text = big_traceg(1, ctas=12)
+    path = tmp_path / "kernel-1.tracez"
+    path.write_bytes(samples.tracez(text, subchunk_insts=5))
+    units, _ = plan([path], tracez_bytes_per_unit=path.stat().st_size // 5)
+    assert len(units) >= 4 and units[0].part[0] == 0 and units[-1].part[1] == 12
+    assert all(a.part[1] == b.part[0] for a, b in zip(units, units[1:]))
+    assert len({u.group for u in units}) == 1 and {u.kernel for u in units} == {samples.KERNEL}
+    analyses, failures, summary = run_many([path], None, LaunchRequest(), RULES,
+                                           tracez_bytes_per_unit=path.stat().st_size // 5)
+    assert failures == [] and summary.units == len(units) and len(analyses) == 1
+    assert table_of(analyses).equals(single_process([path]))
+    # a share's error lines are those of the whole file
+    from traceconf.traces.tracez import TracezFile
+    with TracezFile(path) as file:
+        whole = list(file.blocks())
+        share = list(file.blocks((5, 8)))
+    body = b"".join(t for t, _ in whole).split(b"\n")
+    first_line = share[0][1]
+    offset = first_line - whole[0][1]
+    assert body[offset:offset + 4] == share[0][0].split(b"\n")[:4] and body[offset + 3] == b"thread block = 5,0,0"

@@ -1,14 +1,15 @@
 """Many inputs, many cores, many machines: the per-kernel analysis as tasks, run by an existing engine.
 
 A suite of traces (folders, several ``kernelslist.g``, globs, partitioned canonical Parquet datasets) is
-cut into :class:`Unit` tasks — one kernel trace file of a kernelslist, one whole input that cannot be cut
-(an NVBit log, a PTX file, a single kernel file), or a range of row groups of a canonical Parquet table.
+cut into :class:`Unit` tasks — one kernel trace file of a kernelslist (a large ``.tracez`` into ranges of
+its CTAs, which its index makes cheap to reach), one whole input that cannot be cut (an NVBit log, a PTX
+file), or a range of row groups of a canonical Parquet table.
 Every task runs :func:`analyze_unit`, which calls the single-process pipeline (``run_file`` /
 ``run_trace``) on its share and returns per-instruction sums: there is one code path and several
 executors — in this process, a local process pool, or Dask (a ``LocalCluster`` of processes, or any
 existing cluster by scheduler address).  Nothing here schedules work: the executor does.
 
-Shares of one kernel (row-group ranges of a large table) are combined exactly with
+Shares of one kernel (row-group ranges of a large table, CTA ranges of a .tracez) are combined exactly with
 :func:`traceconf.engine.combine` (sums of executions and wavefronts, maximum of ``max_ways``).
 
 The results are written as a dataset: one Parquet file per (input, kernel),
@@ -46,6 +47,8 @@ from traceconf.pipeline import KernelAnalysis, KernelFailure, LaunchRequest, run
 MANIFEST = "_manifest.json"
 #: Rows of a canonical Parquet table per task (a row is one lane of one access): about 1 GiB of columns.
 ROWS_PER_UNIT = 1 << 25
+#: Compressed bytes of a .tracez per task (about 1 GB of trace text, some seconds of one core).
+TRACEZ_BYTES_PER_UNIT = 1 << 28
 _GLOB = re.compile(r"[*?\[]")
 _SLUG = re.compile(r"[^A-Za-z0-9_.+-]+")
 
@@ -59,28 +62,30 @@ UnitProgress = Callable[["Unit", float, int, int], None]
 
 @dataclass(frozen=True)
 class Unit:
-    """One task.  ``kind``: ``kernel_file`` (one launch of a kernelslist, named ``kernel`` in advance),
-    ``file`` (a whole input), ``row_groups`` (rows ``row_groups`` of a canonical Parquet file)."""
+    """One task.  ``kind``: ``kernel_file`` (one launch, named ``kernel`` in advance; ``part``: a range of
+    CTA records of a .tracez), ``file`` (a whole input), ``table_part`` (row groups ``part`` of a canonical
+    Parquet file)."""
 
     source: str                    # the input as the user named it: the ``input`` column of the results
     path: str                      # the file this task reads
     kind: str
     group: str                     # units of one group are combined and written together
     kernel: str | None = None      # kernel_file: the launch's name, '#N' included
-    row_groups: tuple[int, int] | None = None
+    part: tuple[int, int] | None = None
     size: int = 0                  # bytes this task reads (compressed), for progress and throughput
     stamp: str = ""                # size and modification time of the file when planned
 
     @property
     def key(self) -> str:
-        rows = f"@{self.row_groups[0]}-{self.row_groups[1]}" if self.row_groups else ""
-        return f"{self.path}{rows}#{self.kernel or ''}"
+        share = f"@{self.part[0]}-{self.part[1]}" if self.part else ""
+        return f"{self.path}{share}#{self.kernel or ''}"
 
     def describe(self) -> str:
         if self.kind == "kernel_file":
-            return f"{self.path} (kernel {self.kernel})"
-        if self.row_groups:
-            return f"{self.path} (row groups {self.row_groups[0]}..{self.row_groups[1] - 1})"
+            ctas = f", CTAs {self.part[0]}..{self.part[1] - 1}" if self.part else ""
+            return f"{self.path} (kernel {self.kernel}{ctas})"
+        if self.part:
+            return f"{self.path} (row groups {self.part[0]}..{self.part[1] - 1})"
         return self.path
 
 
@@ -104,8 +109,8 @@ def expand_inputs(inputs: Iterable[str | Path]) -> tuple[list[Path], list[Kernel
     return paths, failures
 
 
-def plan(inputs: Iterable[str | Path], kernels: list[str] | None = None,
-         rows_per_unit: int = ROWS_PER_UNIT) -> tuple[list[Unit], list[KernelFailure]]:
+def plan(inputs: Iterable[str | Path], kernels: list[str] | None = None, rows_per_unit: int = ROWS_PER_UNIT,
+         tracez_bytes_per_unit: int = TRACEZ_BYTES_PER_UNIT) -> tuple[list[Unit], list[KernelFailure]]:
     """The units of every input, in input order; inputs or kernel files that cannot be read are failures.
 
     A folder is an Accel-Sim trace folder (``kernelslist.g``), a canonical Parquet dataset (``*.parquet``
@@ -119,7 +124,8 @@ def plan(inputs: Iterable[str | Path], kernels: list[str] | None = None,
         try:
             if path.is_dir():
                 if (path / "kernelslist.g").is_file():
-                    units += _kernelslist_units(path / "kernelslist.g", str(path), kernels, failures)
+                    units += _kernelslist_units(path / "kernelslist.g", str(path), kernels, failures,
+                                                tracez_bytes_per_unit)
                     continue
                 tables = sorted(p for p in path.rglob("*.parquet") if not _hidden(p.relative_to(path)))
                 if tables:
@@ -130,11 +136,16 @@ def plan(inputs: Iterable[str | Path], kernels: list[str] | None = None,
                 if not lists:
                     raise InputError("folder holds no kernelslist.g and no .parquet access table", str(path))
                 for listing in lists:
-                    units += _kernelslist_units(listing, str(listing.parent), kernels, failures)
+                    units += _kernelslist_units(listing, str(listing.parent), kernels, failures,
+                                                tracez_bytes_per_unit)
                 continue
             fmt = detect_format(path)
             if fmt == "accelsim" and not _is_kernel_file(path):
-                units += _kernelslist_units(path, str(path), kernels, failures)
+                units += _kernelslist_units(path, str(path), kernels, failures, tracez_bytes_per_unit)
+            elif fmt == "accelsim":
+                name = _kernel_name(path)
+                if matches(name, kernels):
+                    units += _kernel_file_units(path, str(path), name, tracez_bytes_per_unit)
             elif fmt == "canonical_parquet":
                 units += _parquet_units(path, str(path), rows_per_unit)
             else:
@@ -170,7 +181,7 @@ def _kernel_name(path: Path) -> str:
 
 
 def _kernelslist_units(listing: Path, source: str, kernels: list[str] | None,
-                       failures: list[KernelFailure]) -> list[Unit]:
+                       failures: list[KernelFailure], tracez_bytes_per_unit: int) -> list[Unit]:
     """One unit per launch, named as the single-process reader names it (``name#2`` for a repeat)."""
     from traceconf.traces.accelsim import read_kernelslist
 
@@ -188,9 +199,33 @@ def _kernelslist_units(listing: Path, source: str, kernels: list[str] | None,
         seen[name] = seen.get(name, 0) + 1
         name = name if seen[name] == 1 else f"{name}#{seen[name]}"
         if matches(name, kernels):
-            units.append(Unit(source, str(file), "kernel_file", str(file), kernel=name,
-                              size=file.stat().st_size, stamp=_stamp(file)))
+            try:
+                units += _kernel_file_units(file, source, name, tracez_bytes_per_unit)
+            except InputError as error:
+                failures.append(KernelFailure(name, error))
     return units
+
+
+def _kernel_file_units(file: Path, source: str, name: str, tracez_bytes_per_unit: int) -> list[Unit]:
+    """One unit per kernel file; a .tracez larger than ``tracez_bytes_per_unit`` one per range of its CTAs."""
+    from traceconf.traces.tracez import TracezFile, is_tracez
+
+    size, stamp = file.stat().st_size, _stamp(file)
+    whole = [Unit(source, str(file), "kernel_file", str(file), kernel=name, size=size, stamp=stamp)]
+    if size <= tracez_bytes_per_unit or not is_tracez(file):
+        return whole
+    with TracezFile(file) as tracez:
+        sizes = tracez.cta_sizes()
+    ranges, begin, share = [], 0, 0
+    for index, cta_bytes in enumerate(sizes):
+        share += cta_bytes
+        if share >= tracez_bytes_per_unit or index + 1 == len(sizes):
+            ranges.append((begin, index + 1, share))
+            begin, share = index + 1, 0
+    if len(ranges) < 2:
+        return whole
+    return [Unit(source, str(file), "kernel_file", str(file), kernel=name, part=(a, b), size=n, stamp=stamp)
+            for a, b, n in ranges]
 
 
 def _parquet_units(path: Path, source: str, rows_per_unit: int) -> list[Unit]:
@@ -237,7 +272,7 @@ def _parquet_units(path: Path, source: str, rows_per_unit: int) -> list[Unit]:
     if not ranges:  # a table without row groups: one unit reads it (and finds it empty)
         return [Unit(source, str(path), "file", source, size=size, stamp=stamp)]
     total = meta.num_rows or 1
-    return [Unit(source, str(path), "row_groups", source, row_groups=r,
+    return [Unit(source, str(path), "table_part", source, part=r,
                  size=size * sum(meta.row_group(g).num_rows for g in range(*r)) // total, stamp=stamp)
             for r in ranges]
 
@@ -296,11 +331,11 @@ def analyze_unit(unit: Unit, kernels: list[str] | None, launch: LaunchRequest, r
     start, cpu = time.perf_counter(), time.process_time()
     try:
         if unit.kind == "kernel_file":
-            analyses, failures = run_file(unit.path, None, launch, rule_sets, skip_bad)
+            analyses, failures = run_trace(unit.path, None, rule_sets, skip_bad, part=unit.part)
             analyses = [_renamed(a, unit.kernel, unit.source) for a in analyses]
             failures = [KernelFailure(unit.kernel if f.kernel else "", f.error) for f in failures]
-        elif unit.kind == "row_groups":
-            analyses, failures = run_trace(unit.path, kernels, rule_sets, skip_bad, row_groups=unit.row_groups)
+        elif unit.kind == "table_part":
+            analyses, failures = run_trace(unit.path, kernels, rule_sets, skip_bad, part=unit.part)
         else:
             analyses, failures = run_file(unit.path, kernels, launch, rule_sets, skip_bad)
         for analysis in analyses:
@@ -519,7 +554,7 @@ class Dataset:
     def record(self, unit: Unit, status: str, partitions: list[str] | None = None, reason: str | None = None,
                kernels: list[str] | None = None) -> None:
         self.units[unit.key] = {"key": unit.key, "source": unit.source, "path": unit.path, "kind": unit.kind,
-                                "kernel": unit.kernel, "row_groups": list(unit.row_groups or []) or None,
+                                "kernel": unit.kernel, "part": list(unit.part) if unit.part else None,
                                 "stamp": unit.stamp, "status": status, "partitions": partitions or [],
                                 "kernels": kernels or [], "reason": reason}
 
@@ -551,7 +586,8 @@ class RunSummary:
 
 def run_many(inputs: Iterable[str | Path], kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
              skip_bad: bool = False, executor: Executor | None = None, output: Path | None = None,
-             resume: bool = False, progress: UnitProgress | None = None, rows_per_unit: int = ROWS_PER_UNIT
+             resume: bool = False, progress: UnitProgress | None = None, rows_per_unit: int = ROWS_PER_UNIT,
+             tracez_bytes_per_unit: int = TRACEZ_BYTES_PER_UNIT
              ) -> tuple[list[KernelAnalysis], list[KernelFailure], RunSummary]:
     """Plan the units of ``inputs``, run them on ``executor``, combine, and write ``output`` (a folder).
 
@@ -560,7 +596,7 @@ def run_many(inputs: Iterable[str | Path], kernels: list[str] | None, launch: La
     """
     executor = executor or Executor()
     start = time.perf_counter()
-    units, failures = plan(inputs, kernels, rows_per_unit)
+    units, failures = plan(inputs, kernels, rows_per_unit, tracez_bytes_per_unit)
     summary = RunSummary(units=len(units), notes=list(executor.notes))
     devices = [rules.name for rules in rule_sets]
     dataset = Dataset(output, devices, resume) if output is not None else None

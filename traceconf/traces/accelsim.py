@@ -218,20 +218,24 @@ def launch_info(header: dict, path: str) -> dict:
 
 
 def kernel_file_events(path: Path, options: ReadOptions, progress_base: int = 0,
-                       progress_total: int | None = None) -> Iterator:
-    """Reader events of one kernel trace file: ``.traceg`` (plain, ``.xz``, ``.gz``) or Accel-Sim 2.0 ``.tracez``."""
+                       progress_total: int | None = None, ctas: tuple[int, int] | None = None) -> Iterator:
+    """Reader events of one kernel trace file: ``.traceg`` (plain, ``.xz``, ``.gz``) or Accel-Sim 2.0 ``.tracez``
+    (``ctas=(first, end)``: only those CTA records of its index)."""
     if tracez.is_tracez(path):
-        return _tracez_events(path, options, progress_base, progress_total)
+        return _tracez_events(path, options, progress_base, progress_total, ctas)
+    if ctas is not None:
+        raise InputError("a text .traceg cannot be read by CTA range (a .tracez can)", str(path))
     return _traceg_events(path, options, progress_base, progress_total)
 
 
-def _tracez_events(path: Path, options: ReadOptions, progress_base: int, progress_total: int | None) -> Iterator:
+def _tracez_events(path: Path, options: ReadOptions, progress_base: int, progress_total: int | None,
+                   ctas: tuple[int, int] | None = None) -> Iterator:
     with tracez.TracezFile(path, options.progress, progress_base, progress_total) as file:
         launch = launch_info(header_entries(file.header_lines(), str(path)), str(path))
         yield KernelStart(launch["kernel_name"], launch)
         parser = TracegParser(launch, str(path), options)
         last = len(file.header_lines())
-        for text, first_line in file.blocks():
+        for text, first_line in file.blocks(ctas):
             yield from parser.parse_block(text, first_line)
             last = first_line + text.count(b"\n") - 1
         yield from parser.finish(last + 1)

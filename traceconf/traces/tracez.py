@@ -193,14 +193,36 @@ class TracezFile:
         return self.header_text.split("\n")[:-1] if self.header_text.endswith("\n") else \
             self.header_text.split("\n")
 
-    def blocks(self) -> Iterator[tuple[bytes, int]]:
+    def cta_sizes(self) -> list[int]:
+        """Compressed bytes of each CTA record's data, in index order (to cut a kernel into shares)."""
+        starts = [cta["warps"][0][1] if cta["warps"] else None for cta in self.ctas()]
+        sizes, following = [], self.index_offset
+        for start in reversed(starts):
+            sizes.append(0 if start is None else following - start)
+            following = following if start is None else start
+        return sizes[::-1]
+
+    @staticmethod
+    def text_lines(cta: dict) -> int:
+        """Lines of one CTA in the equivalent .traceg: 3 for '#BEGIN_TB', 4 for the thread block and cluster
+        lines, 3 + its instructions per warp, 2 for '#END_TB' (see :meth:`blocks`)."""
+        return 9 + sum(3 + insts for insts, _, _ in cta["warps"])
+
+    def blocks(self, ctas: tuple[int, int] | None = None) -> Iterator[tuple[bytes, int]]:
         """The body as ``post-traces-processing --text`` writes it, in blocks of whole lines:
-        (text ending with a newline, line number of its first line)."""
+        (text ending with a newline, line number of its first line).  ``ctas=(first, end)``: only those CTA
+        records (line numbers stay those of the whole file)."""
         line = len(self.header_lines())
         pending: list[bytes] = []
         size = 0
         first = line + 1
-        for cta in self.ctas():
+        for index, cta in enumerate(self.ctas()):
+            if ctas is not None and not ctas[0] <= index < ctas[1]:
+                if not pending:
+                    first += self.text_lines(cta)
+                if index >= ctas[1]:
+                    break
+                continue
             x, y, z = cta["tb"]
             parts = [b"\n#BEGIN_TB\n\n", f"thread block = {x},{y},{z}\n".encode(),
                      "cluster id = {},{},{}\ncluster cta = {},{},{}\ncluster rank = {}\n".format(
