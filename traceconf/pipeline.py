@@ -291,14 +291,19 @@ def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, 
 # ---------------------------------------------------------------------------
 
 def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip_bad: bool = False,
-              progress: Progress | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
-    """Stream a trace through every rule set; memory stays bounded by the chunk size."""
+              progress: Progress | None = None, part: tuple[int, int] | None = None
+              ) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
+    """Stream a trace through every rule set; memory stays bounded by the chunk size.
+
+    ``part`` reads one share of the input (a distributed run's task): row groups of a canonical Parquet
+    table, CTAs of a .tracez (see ``open_trace``).
+    """
     from traceconf.engine import combine
     from traceconf.traces import detect_format, open_trace
 
     fmt = detect_format(str(path))
     done, failed = [], []
-    traces = iter(open_trace(str(path), skip_bad=skip_bad, progress=progress))
+    traces = iter(open_trace(str(path), skip_bad=skip_bad, progress=progress, part=part))
     while True:
         try:
             trace = next(traces)

@@ -172,8 +172,13 @@ class Format(str, Enum):
     csv = "csv"
 
 
+DISTRIBUTED = "Many inputs (suites of traces)"
+
+
 def analyze(
-    file: Annotated[Path, typer.Argument(help="PTX file or shared-memory trace (format detected from content).")],
+    files: Annotated[list[Path], typer.Argument(
+        help="PTX file or shared-memory trace (format detected from content); several inputs, folders of "
+        "trace sets, globs and canonical Parquet datasets too.", metavar="FILE...")],
     kernel: Kernels = None,
     block: Block = None,
     grid: Grid = None,
@@ -183,7 +188,8 @@ def analyze(
     device: Devices = None,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout.")] = Format.table,
     output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", help="Write the per-instruction results to .parquet, .csv or .json.")] = None,
+        "--output", "-o", help="Write the per-instruction results to .parquet, .csv or .json; a folder (a "
+        "name without extension) gets a partitioned dataset, one Parquet file per input and kernel.")] = None,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
     top: Annotated[int, typer.Option("--top", "-n", min=1, help="Hotspot rows per kernel.")] = 20,
@@ -194,20 +200,40 @@ def analyze(
     skip_bad: SkipBad = False,
     level: Level = "auto",
     ptxas_option: PtxasOptions = None,
+    workers: Annotated[Optional[int], typer.Option(
+        "--workers", "-w", min=1, rich_help_panel=DISTRIBUTED,
+        help="Analyse the kernels of the inputs on a local Dask cluster of N worker processes (a process "
+        "pool without Dask).")] = None,
+    scheduler: Annotated[Optional[str], typer.Option(
+        "--scheduler", rich_help_panel=DISTRIBUTED,
+        help="Analyse on an existing Dask cluster: its scheduler address (tcp://HOST:8786).")] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", rich_help_panel=DISTRIBUTED,
+        help="With -o FOLDER: skip the kernels whose results the folder already holds.")] = False,
 ) -> None:
     """Count shared-memory wavefronts per instruction and rank the bank-conflict hotspots."""
     from traceconf.analyses.results import excess_by_kernel, results_table
     from traceconf.report.writers import check_output, csv_text, json_text, write_results
 
+    dataset = output is not None and is_dataset_folder(output)
+    # one regular file: the single-process path; anything else goes through traceconf.distributed's units
+    many = (len(files) > 1 or workers is not None or scheduler is not None or resume or dataset
+            or files[0].is_dir() or (not files[0].exists() and any(c in str(files[0]) for c in "*?[")))
     try:
-        check_input(file, folder=True)
-        if output is not None:
+        if not many:
+            check_input(files[0], folder=True)
+        if output is not None and not dataset:
             check_output(output)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches)
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
-        with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
-            analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress, level=level,
-                                          ptxas_options=ptxas_option)
+        if many:
+            analyses, failures = _run_many(files, kernel, launch, rule_sets, skip_bad, workers, scheduler,
+                                           output if dataset else None, resume, format is Format.table)
+        else:
+            [file] = files
+            with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
+                analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress, level=level,
+                                              ptxas_options=ptxas_option)
     except InputError as error:
         raise fail(error) from None
     devices = [rules.name for rules in rule_sets]
@@ -220,7 +246,7 @@ def analyze(
     else:
         _print_tables(analyses, devices, top, suggest, rule_sets)
     report_failures(failures)
-    if output is not None:
+    if output is not None and not dataset:
         try:
             write_results(table, output)
         except InputError as error:
@@ -235,6 +261,43 @@ def analyze(
                        f"(limit --fail-on-excess {fail_on_excess})", err=True)
         if over:
             raise typer.Exit(1)
+
+
+def is_dataset_folder(output: Path) -> bool:
+    """``-o results/`` (a folder, or a name without an extension) asks for the partitioned results dataset."""
+    return output.is_dir() or not output.suffix
+
+
+def _run_many(files: list[Path], kernels, launch: LaunchRequest, rule_sets: list, skip_bad: bool,
+              workers: int | None, scheduler: str | None, output: Path | None, resume: bool, show: bool):
+    """Several inputs (or a cluster, or a results folder): the units of :mod:`traceconf.distributed`."""
+    from traceconf.distributed import choose_executor, plan, run_many
+
+    if resume and output is None:
+        raise InputError("--resume needs -o FOLDER: the results folder of the run to resume")
+    executor = choose_executor(workers, scheduler)
+    for note in executor.notes:
+        typer.echo(f"note: {note}", err=True)
+    with progress_bar(show, "analysing units") as bar:
+        total = len(plan(files, kernels)[0]) if bar is not None else 0
+        done = [0]
+
+        def progress(unit, seconds, kernel_count, failure_count) -> None:
+            done[0] += 1
+            if bar is not None:
+                bar(done[0], total)
+
+        analyses, failures, summary = run_many(files, kernels, launch, rule_sets, skip_bad, executor, output,
+                                               resume, progress)
+    if output is not None:
+        where = {"local": "in this process", "processes": f"on {executor.workers} local processes",
+                 "dask": f"on Dask ({executor.scheduler or f'{executor.workers} local workers'})"}[executor.kind]
+        typer.echo(f"traceconf: {summary.units - summary.skipped} of {summary.units} unit(s) analysed {where} "
+                   f"in {summary.seconds:.1f} s; {len(analyses)} kernel(s) written to {output}"
+                   + (f"; {summary.skipped} unit(s) already there (--resume)" if summary.skipped else "")
+                   + (f"; {len(failures)} failure(s), listed in {output / '_manifest.json'}" if failures else ""),
+                   err=True)
+    return analyses, failures
 
 
 def _print_tables(analyses, devices: list[str], top: int, suggest: bool, rule_sets: list) -> None:
