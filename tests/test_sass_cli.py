@@ -111,3 +111,33 @@ def test_a_broken_listing_is_one_located_line(tmp_path):
     result = invoke("analyze", broken, "--block", "32")
     assert result.exit_code == 2
     assert f"{broken}:3:36: missing ';' after the operands" in result.output
+
+
+@needs_tools
+def test_ptx_newer_than_the_device_falls_back_or_fails_with_the_reason():
+    args = ["analyze", CUDA / "transpose.sm_90.ptx", *TRANSPOSE, "--param", "2=1024", "-d", "sm_80"]
+    auto = invoke(*args)
+    assert auto.exit_code == 0 and "PTX level: the PTX targets sm_90, newer than sm_80" in auto.stdout
+    forced = invoke(*args, "--level", "sass")
+    assert forced.exit_code == 2 and "--level sass: the PTX targets sm_90, newer than sm_80" in forced.output
+
+
+@needs_tools
+def test_older_architectures_assemble_and_agree():
+    """sm_75 PTX assembled for sm_75 / sm_80 / sm_89 (parameter block at c[0x0][0x160], no reserved window)."""
+    for device in ("sm_75", "sm_80", "sm_89"):
+        result = invoke("analyze", CUDA / "transpose.sm_75.ptx", *TRANSPOSE, "--param", "2=1024", "-d", device,
+                        "--level", "sass", "--format", "json")
+        assert result.exit_code == 0, result.output
+        assert totals(result.stdout) == EXPECTED
+
+
+@needs_tools
+def test_python_api_levels():
+    import traceconf
+    ptx = traceconf.analyze_ptx(CUDA / "types.sm_90.ptx", kernel=".*interleaved.*", block=64, grid=2)
+    sass = traceconf.analyze_ptx(CUDA / "types.sm_90.ptx", kernel=".*interleaved.*", block=64, grid=2, level="sass")
+    assert set(ptx["width_bits"]) == {32} and 64 in set(sass["width_bits"])
+    assert sass["pc"].notna().all() and ptx["pc"].isna().all()
+    listing = traceconf.analyze_sass(HW_SASS / "transpose.sass", block=(32, 8), grid=(32, 32))
+    assert listing.groupby("kernel")["wavefronts"].sum().to_dict() == {k: sum(v) for k, v in EXPECTED.items()}

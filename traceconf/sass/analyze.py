@@ -35,15 +35,15 @@ def load_sass_input(path: str | Path) -> "SassModule":  # noqa: F821
     return parse_file(path)
 
 
-def assemble_ptx(path: str | Path, arch: str, options: list[str] | None = None):
+def assemble_ptx(path: str | Path, arch: str, options: list[str] | None = None, ptx_module=None):
     """PTX file → ptxas (cached) → SASS module with parameter names and offsets, and the parsed PTX."""
     from traceconf.ptx import parse_file
     from traceconf.sass import toolchain
-    from traceconf.sass.binary import elf_facts, with_elf_facts, with_ptx_signature
+    from traceconf.sass.binary import elf_facts, with_elf_facts
     from traceconf.sass.listing import parse_text
 
     path = str(path)
-    ptx_module = parse_file(path)
+    ptx_module = ptx_module if ptx_module is not None else parse_file(path)
     cubin = toolchain.assemble(Path(path).read_bytes(), arch, list(options or []), what=path)
     listing, elf = toolchain.disassemble(cubin, f"{path} (assembled for {arch})")
     module = with_elf_facts(parse_text(listing, path), elf_facts(elf))
@@ -222,7 +222,21 @@ def run_ptx_at_level(path: str | Path, kernels: list[str] | None, launch: Launch
             for analysis in done:
                 analysis.notes.insert(0, note)
         return done, failed
-    module, ptx_module = assemble_ptx(path, arch, ptxas_options)
+    from traceconf.ptx import parse_file
+    from traceconf.sass.listing import arch_number
+
+    ptx_module = parse_file(str(path))
+    targets = {row.get("target") for row in ptx_module.kernels.to_pylist() if row.get("target")}
+    newest = max(targets, key=arch_number, default=None)
+    if newest and arch_number(newest) > arch_number(arch):
+        reason = f"the PTX targets {newest}, newer than {arch}: ptxas cannot assemble it for that device"
+        if level == "sass":
+            raise InputError(f"--level sass: {reason}", file=str(path))
+        done, failed = run_ptx(path, kernels, launch, rule_sets, progress)
+        for analysis in done:
+            analysis.notes.insert(0, f"PTX level: {reason}; the prediction is for the PTX as written")
+        return done, failed
+    module, ptx_module = assemble_ptx(path, arch, ptxas_options, ptx_module)
     options = "".join(" " + option for option in ptxas_options or [])
     entries = [name for name in ptx_module.kernel_names() if ptx_module.kernel(name).get("entry", True)]
     names = select_kernels(entries, kernels, str(path))
