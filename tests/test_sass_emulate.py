@@ -206,3 +206,11 @@ def test_the_sm5x_xmad_multiply_sequence_is_a_32_bit_multiply(multiplier):
             "LOP3.LUT R2, R2, 0xfffff, RZ, 0xc0, !PT"]
     tid = (LANES * 0x9E3779B1 + 0x7F) & MASK
     assert (stored(body, arch="sm_52") == (tid * multiplier) & 0xFFFFF).all()
+
+
+def test_sgxt_sign_and_zero_extends_the_low_bits():
+    # tid | 0x10 has bit 4 set: as a 5-bit field it is negative
+    values = stored([TID, "LOP3.LUT R4, R0, 0x10, RZ, 0xfc, !PT", "SGXT R5, R4, 0x5", "SGXT.U32 R6, R4, 0x3",
+                     "IADD3 R2, R5, 0x40, R6"])
+    field = (LANES | 0x10) & 0x1F
+    assert (values == field - 32 + 0x40 + (field & 7)).all()

@@ -236,6 +236,8 @@ def run_ptx_at_level(path: str | Path, kernels: list[str] | None, launch: Launch
         for analysis in done:
             analysis.notes.insert(0, f"PTX level: {reason}; the prediction is for the PTX as written")
         return done, failed
+    if newest and arch_number(newest) == arch_number(arch) and newest != arch:
+        arch = newest        # sm_90a PTX (Triton, wgmma) assembles only for the arch-specific target
     module, ptx_module = assemble_ptx(path, arch, ptxas_options, ptx_module)
     options = "".join(" " + option for option in ptxas_options or [])
     entries = [name for name in ptx_module.kernel_names() if ptx_module.kernel(name).get("entry", True)]

@@ -36,6 +36,9 @@ from traceconf.sass.listing import SassModule, arch_number, default_param_base
 from traceconf.sass.opcodes import shared_op
 from traceconf.sass.semantics import SassContext, compile_instruction
 
+#: Instructions that move shared memory through descriptors, not lane addresses (counted nowhere).
+DESCRIPTOR_SHARED = frozenset({"HGMMA", "IGMMA", "QGMMA", "BGMMA", "UTMALDG", "UTMASTG", "UBLKCP", "UTMAREDG",
+                               "UBLKRED"})
 #: Reserved shared memory at the start of the shared window (sm_90+: 1 KiB for the system).
 RESERVED_SHARED = ((90, 0x400),)
 
@@ -164,6 +167,10 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch,
     total = grid[0] * grid[1] * grid[2]
     notes = [f"SASS opcode {name} is not modelled: its results are treated as unknown"
              for name in sorted(ctx.unknown_opcodes)]
+    descriptor_ops = sorted({row["opcode"] for row in rows if row["opcode"] in DESCRIPTOR_SHARED})
+    if descriptor_ops:
+        notes.append(f"{', '.join(descriptor_ops)} read or write shared memory through matrix/tensor descriptors "
+                     "(wgmma, TMA), not per-lane addresses: their wavefronts are not counted")
     if not any(is_shared(row) for row in rows):
         return EmulationResult(accesses=WarpAccesses.empty(kernel, 32), scale=total, analysed_ctas=[],
                                unresolved=[], shared_layout=[], notes=[f"{kernel} has no shared-memory instruction"])

@@ -677,6 +677,25 @@ def _flo(value, mods):
     return result
 
 
+def _sgxt(ops, mods, ctx):
+    """SGXT d, a, n: a's low n bits sign-extended (.U32: zero-extended); n >= 32 keeps a, n = 0 gives 0."""
+    dest, _, sources, _ = _split(ops)
+    a, width = reader(sources[0], ctx, False), reader(sources[1], ctx, False)
+    unsigned = "U32" in mods
+    write = writer(dest)
+
+    def run(m, mask):
+        (av, ab), (nv, nb) = a(m), width(m)
+        n = np.minimum(np.asarray(nv, dtype=np.uint64) & U64(0xFF), U64(32))
+        keep = (U64(1) << n) - U64(1)
+        low = np.asarray(av, dtype=np.uint64) & keep
+        if not unsigned:
+            sign = np.where(n > 0, (low >> np.maximum(n, U64(1)) - U64(1)) & U64(1), U64(0))
+            low = np.where(sign == 1, low | (~keep & M32), low)
+        write(m, low & M32, ab | nb, mask)
+    return run
+
+
 def _popc(value, mods):
     value = np.atleast_1d(value).astype(np.uint64)
     count = np.zeros(value.shape, dtype=np.uint64)
@@ -1143,7 +1162,7 @@ _ALU = {
     "PRMT": _prmt, "UPRMT": _prmt, "S2R": _s2r, "CS2R": _s2r, "S2UR": _s2r, "R2UR": _mov, "LDC": _ldc,
     "ULDC": _ldc, "P2R": _p2r, "UP2UR": _p2r, "R2P": _r2p, "SHFL": _shfl, "VOTE": _vote, "VOTEU": _vote,
     "MATCH": _match, "SHL": _shift, "SHR": _shift, "HFMA2": _hfma2_constant, "I2F": _i2f_rp,
-    "MUFU": _mufu_rcp, "F2I": _f2i_trunc,
+    "MUFU": _mufu_rcp, "F2I": _f2i_trunc, "SGXT": _sgxt, "USGXT": _sgxt,
 }
 
 
