@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -19,10 +20,13 @@ from traceconf.errors import InputError
 from traceconf.pipeline import KernelAnalysis, KernelFailure, LaunchRequest, Progress, select_kernels
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS, KINDS
 
+if TYPE_CHECKING:
+    from traceconf.sass.listing import SassModule
+
 LEVELS = ("auto", "ptx", "sass")
 
 
-def load_sass_input(path: str | Path) -> "SassModule":  # noqa: F821
+def load_sass_input(path: str | Path) -> "SassModule":
     """A SASS listing (text) or a CUDA binary (disassembled with the found tools), by content."""
     from traceconf.sass import toolchain
     from traceconf.sass.binary import load_binary

@@ -32,7 +32,7 @@ GROUP = 32
 _LANE_BITS = U64(1) << np.arange(GROUP, dtype=np.uint64)
 
 #: Instructions with no effect on addresses, masks or control flow.
-NO_OPS = frozenset({"NOP", "BSSY", "BSYNC", "WARPSYNC", "DEPBAR", "LDGDEPBAR", "MEMBAR", "FENCE", "CCTL", "CCTLL",
+NO_OPS = frozenset({"NOP", "BSSY", "BSYNC", "WARPSYNC", "SSY", "PBK", "PCNT", "PRET", "PLONGJMP", "BREAK", "DEPBAR", "LDGDEPBAR", "MEMBAR", "FENCE", "CCTL", "CCTLL",
                     "ERRBAR", "YIELD", "NANOSLEEP", "BMOV", "PMTRIG", "ARRIVES", "SYNCS", "UCGABAR_ARV",
                     "UCGABAR_WAIT", "CGAERRBAR", "ACQBULK", "USETMAXREG", "ELECT_NOOP", "BPT", "SETCTAID",
                     "DMMA", "HMMA", "IMMA", "BMMA", "HGMMA", "IGMMA", "QGMMA", "WARPGROUP", "UBLKCP", "UTMALDG",
@@ -60,6 +60,7 @@ class SassContext:
         self.window_high = window_high          # SR_SWINHI: high word of generic shared addresses
         self.pc_index = pc_index                # SASS pc -> slot index
         self.unknown_opcodes: dict[str, int] = {}
+        self.reconvergence: dict[int, int] = {}     # SYNC/BRK/CONT pc -> slot index (set by the driver)
         self.param_names = [p["name"] for p in params]
 
 
@@ -1073,6 +1074,46 @@ def _target(ops: list[Operand], slot, ctx: SassContext, labels: dict[str, int]) 
     return None
 
 
+#: sm_5x/6x jumps to a point pushed earlier: SYNC → SSY, BRK → PBK, CONT → PCNT.
+RECONVERGE_JUMPS = {"SYNC": "SSY", "BRK": "PBK", "CONT": "PCNT"}
+
+
+def reconvergence_targets(rows: list[dict], pc_index: dict[int, int]) -> dict[int, int]:
+    """pc of each SYNC/BRK/CONT → slot index of the target of its innermost enclosing SSY/PBK/PCNT.
+
+    ptxas nests these regions properly, so the innermost region (push pc < jump pc < target) is the
+    one the hardware stack has on top when the jump executes.
+    """
+    pushes = {push: [] for push in RECONVERGE_JUMPS.values()}
+    for row in rows:
+        if row["opcode"] in pushes:
+            target = next((parse_operand(o).value for o in row["operands"] or [] if parse_operand(o).kind == "imm"),
+                          None)
+            if target is not None and target in pc_index:
+                pushes[row["opcode"]].append((int(row["pc"]), target))
+    found = {}
+    for row in rows:
+        push = RECONVERGE_JUMPS.get(row["opcode"])
+        if push is None:
+            continue
+        pc = int(row["pc"])
+        enclosing = [(start, target) for start, target in pushes[push] if start < pc < target]
+        if enclosing:
+            found[pc] = pc_index[max(enclosing)[1]]
+    return found
+
+
+def _both(first, second):
+    """A guard that holds where both hold (taints OR-ed); either may be None (always true)."""
+    if first is None or second is None:
+        return first or second
+
+    def condition(m):
+        (a, ab), (b, bb) = first(m), second(m)
+        return a & b, ab | bb
+    return condition
+
+
 def _jump(slot, guard, destination: int):
     def run(m, active, mask):
         taken, stopped = _condition(m, slot, guard, active)
@@ -1182,6 +1223,17 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
             return Compiled(lambda m, active, mask: m.stop(slot, active, 0, reason), True, slot)
         if "DIV" in mods:
             return Compiled(_bra_div(slot, guard, ops, ctx, destination), True, slot)
+        condition = next((op for op in ops if op.kind == "pred"), None)
+        if condition is not None and family == "BRA":
+            # "BRA.U !UP0, target" / "BRA P1, target": a predicate operand is a condition too
+            guard = _both(guard, _guard({"guard": condition.name, "guard_negated": condition.negate}, ctx))
+        return Compiled(_jump(slot, guard, destination), True, slot)
+    if family in RECONVERGE_JUMPS:
+        # sm_5x/6x SYNC / BRK / CONT jump to the point their enclosing SSY / PBK / PCNT named
+        destination = ctx.reconvergence.get(int(row["pc"]))
+        if destination is None:
+            return Compiled(lambda m, active, mask: m.stop(slot, active, 0, f"{family} without an enclosing "
+                                                           f"{RECONVERGE_JUMPS[family]}"), True, slot)
         return Compiled(_jump(slot, guard, destination), True, slot)
     if family in ("CALL", "JCAL"):
         destination = _target(ops, slot, ctx, labels)
