@@ -141,3 +141,18 @@ def test_python_api_levels():
     assert sass["pc"].notna().all() and ptx["pc"].isna().all()
     listing = traceconf.analyze_sass(HW_SASS / "transpose.sass", block=(32, 8), grid=(32, 32))
     assert listing.groupby("kernel")["wavefronts"].sum().to_dict() == {k: sum(v) for k, v in EXPECTED.items()}
+
+
+@needs_tools
+def test_compare_ncu_lines_up_every_sass_instruction_with_the_source_page():
+    report = REPO / "tests" / "data" / "hw" / "source_sm90" / "matmul_tiled_16.csv"
+    result = invoke("compare-ncu", report, CUDA / "matmul.sm_90.ptx", "-k", ".*Li16.*", "--block", "16,16",
+                    "--grid", "4,4", "--param", "3=64", "--format", "json")
+    assert result.exit_code == 0, result.output
+    (comparison,) = json.loads(result.stdout)["comparisons"]
+    rows = comparison["by_pc"]
+    assert len(rows) > 40 and any("LDS.128" in row["sass"] for row in rows)
+    assert all(row["measured"] == row["predicted"] for row in rows)
+    ptx = invoke("compare-ncu", report, CUDA / "matmul.sm_90.ptx", "-k", ".*Li16.*", "--block", "16,16",
+                 "--grid", "4,4", "--param", "3=64", "--format", "json", "--level", "ptx")
+    assert json.loads(ptx.stdout)["comparisons"][0]["by_pc"] == []     # PTX rows have no pc

@@ -84,6 +84,10 @@ def compare_ncu(
             console.print(_table("per kernel", "kernel", [(c.kernel, c.totals["measured"], c.totals["predicted"])]))
             console.print(_table("per access kind (SASS opcode class)", "kind",
                                  [(k["kind"], k["measured"], k["predicted"]) for k in c.by_kind]))
+            if c.by_pc:
+                console.print(_table("per SASS instruction", "pc",
+                                     [(f"{row['pc']:#06x}  {row['sass']}", row["measured"], row["predicted"])
+                                      for row in c.by_pc]))
             if c.by_line:
                 console.print(_table("per CUDA source line", "line",
                                      [(f"{row['line']}  {row['source']}".strip(), row["measured"], row["predicted"])
