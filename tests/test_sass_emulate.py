@@ -237,3 +237,9 @@ def test_branch_with_a_predicate_operand_is_conditional():
     first, second = (rows[k] for k in sorted(rows))
     assert (first[0] == np.where(LANES >= 16, LANES * 4, -1)).all()
     assert (second[0] == LANES * 4 + 0x80).all()
+
+
+def test_a_runaway_loop_stops_at_the_step_limit_naming_the_sass_pc():
+    module = parse_text(listing([TID, "STS [R0.X4], RZ", "BRA 0x10"]), "t.sass")
+    with pytest.raises(InputError, match=r"exceeded max_steps=50 .* looping at SASS 0x00"):
+        emulate_sass(module, "k", Launch(block=(32, 1, 1), max_steps=50))
