@@ -34,7 +34,9 @@ from traceconf.emulate.simt import Findings, Machine
 from traceconf.errors import InputError
 from traceconf.sass.listing import SassModule, arch_number, default_param_base
 from traceconf.sass.opcodes import shared_op
-from traceconf.sass.semantics import SassContext, compile_instruction, reconvergence_targets
+from traceconf.sass.control import reconvergence_targets
+from traceconf.sass.operands import SassContext
+from traceconf.sass.semantics import compile_instruction
 
 #: Instructions that move shared memory through descriptors, not lane addresses (counted nowhere).
 DESCRIPTOR_SHARED = frozenset({"HGMMA", "IGMMA", "QGMMA", "BGMMA", "UTMALDG", "UTMASTG", "UBLKCP", "UTMAREDG",
