@@ -156,3 +156,12 @@ def test_compare_ncu_lines_up_every_sass_instruction_with_the_source_page():
     ptx = invoke("compare-ncu", report, CUDA / "matmul.sm_90.ptx", "-k", ".*Li16.*", "--block", "16,16",
                  "--grid", "4,4", "--param", "3=64", "--format", "json", "--level", "ptx")
     assert json.loads(ptx.stdout)["comparisons"][0]["by_pc"] == []     # PTX rows have no pc
+
+
+@needs_cuobjdump
+@pytest.mark.parametrize("binary", ["transpose.sm_90.fatbin", "libtranspose.sm_90.so"])
+def test_analyze_a_fatbin_and_a_shared_library(binary):
+    """Built from tests/fixtures/cuda/transpose.cu (nvcc -fatbin / nvcc -shared): cuobjdump finds the cubins."""
+    result = invoke("analyze", SASS / binary, *TRANSPOSE, "--param", "2=1024", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert totals(result.stdout) == EXPECTED
