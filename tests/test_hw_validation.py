@@ -179,7 +179,7 @@ def test_predicted_wavefronts_equal_the_hardware_counters(path, kernel, launch, 
     if kernel in rewritten_kernels():
         _, ptx, sass = rewrites()[kernel]
         pytest.skip(f"ptxas rewrote the shared accesses of {kernel} (PTX {dict(ptx)} -> SASS {dict(sass)}); "
-                    "PTX-level prediction differs by design")
+                    "PTX-level prediction differs by design (exact at SASS level: tests/test_sass_hw.py)")
     hardware = (int(measured["hw_wf_ld"]), int(measured["hw_wf_st"]))
     if "sass_wf_ld" in measured:  # CUDA fixtures: wavefronts the source page attributes to instructions
         attributed = (int(measured["sass_wf_ld"]) + int(measured["sass_wf_ldsm"] or 0),

@@ -111,3 +111,57 @@ def test_a_broken_listing_is_one_located_line(tmp_path):
     result = invoke("analyze", broken, "--block", "32")
     assert result.exit_code == 2
     assert f"{broken}:3:36: missing ';' after the operands" in result.output
+
+
+@needs_tools
+def test_ptx_newer_than_the_device_falls_back_or_fails_with_the_reason():
+    args = ["analyze", CUDA / "transpose.sm_90.ptx", *TRANSPOSE, "--param", "2=1024", "-d", "sm_80"]
+    auto = invoke(*args)
+    assert auto.exit_code == 0 and "PTX level: the PTX targets sm_90, newer than sm_80" in auto.stdout
+    forced = invoke(*args, "--level", "sass")
+    assert forced.exit_code == 2 and "--level sass: the PTX targets sm_90, newer than sm_80" in forced.output
+
+
+@needs_tools
+def test_older_architectures_assemble_and_agree():
+    """sm_75 PTX assembled for sm_75 / sm_80 / sm_89 (parameter block at c[0x0][0x160], no reserved window)."""
+    for device in ("sm_75", "sm_80", "sm_89"):
+        result = invoke("analyze", CUDA / "transpose.sm_75.ptx", *TRANSPOSE, "--param", "2=1024", "-d", device,
+                        "--level", "sass", "--format", "json")
+        assert result.exit_code == 0, result.output
+        assert totals(result.stdout) == EXPECTED
+
+
+@needs_tools
+def test_python_api_levels():
+    import traceconf
+    ptx = traceconf.analyze_ptx(CUDA / "types.sm_90.ptx", kernel=".*interleaved.*", block=64, grid=2)
+    sass = traceconf.analyze_ptx(CUDA / "types.sm_90.ptx", kernel=".*interleaved.*", block=64, grid=2, level="sass")
+    assert set(ptx["width_bits"]) == {32} and 64 in set(sass["width_bits"])
+    assert sass["pc"].notna().all() and ptx["pc"].isna().all()
+    listing = traceconf.analyze_sass(HW_SASS / "transpose.sass", block=(32, 8), grid=(32, 32))
+    assert listing.groupby("kernel")["wavefronts"].sum().to_dict() == {k: sum(v) for k, v in EXPECTED.items()}
+
+
+@needs_tools
+def test_compare_ncu_lines_up_every_sass_instruction_with_the_source_page():
+    report = REPO / "tests" / "data" / "hw" / "source_sm90" / "matmul_tiled_16.csv"
+    result = invoke("compare-ncu", report, CUDA / "matmul.sm_90.ptx", "-k", ".*Li16.*", "--block", "16,16",
+                    "--grid", "4,4", "--param", "3=64", "--format", "json")
+    assert result.exit_code == 0, result.output
+    (comparison,) = json.loads(result.stdout)["comparisons"]
+    rows = comparison["by_pc"]
+    assert len(rows) > 40 and any("LDS.128" in row["sass"] for row in rows)
+    assert all(row["measured"] == row["predicted"] for row in rows)
+    ptx = invoke("compare-ncu", report, CUDA / "matmul.sm_90.ptx", "-k", ".*Li16.*", "--block", "16,16",
+                 "--grid", "4,4", "--param", "3=64", "--format", "json", "--level", "ptx")
+    assert json.loads(ptx.stdout)["comparisons"][0]["by_pc"] == []     # PTX rows have no pc
+
+
+@needs_cuobjdump
+@pytest.mark.parametrize("binary", ["transpose.sm_90.fatbin", "libtranspose.sm_90.so"])
+def test_analyze_a_fatbin_and_a_shared_library(binary):
+    """Built from tests/fixtures/cuda/transpose.cu (nvcc -fatbin / nvcc -shared): cuobjdump finds the cubins."""
+    result = invoke("analyze", SASS / binary, *TRANSPOSE, "--param", "2=1024", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert totals(result.stdout) == EXPECTED

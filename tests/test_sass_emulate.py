@@ -206,3 +206,40 @@ def test_the_sm5x_xmad_multiply_sequence_is_a_32_bit_multiply(multiplier):
             "LOP3.LUT R2, R2, 0xfffff, RZ, 0xc0, !PT"]
     tid = (LANES * 0x9E3779B1 + 0x7F) & MASK
     assert (stored(body, arch="sm_52") == (tid * multiplier) & 0xFFFFF).all()
+
+
+def test_sgxt_sign_and_zero_extends_the_low_bits():
+    # tid | 0x10 has bit 4 set: as a 5-bit field it is negative
+    values = stored([TID, "LOP3.LUT R4, R0, 0x10, RZ, 0xfc, !PT", "SGXT R5, R4, 0x5", "SGXT.U32 R6, R4, 0x3",
+                     "IADD3 R2, R5, 0x40, R6"])
+    field = (LANES | 0x10) & 0x1F
+    assert (values == field - 32 + 0x40 + (field & 7)).all()
+
+
+def test_sm5x_ssy_sync_reconverge_at_the_pushed_point():
+    """sm_5x/6x: SYNC jumps to the point its enclosing SSY pushed (falling through would run the else side)."""
+    result = run([TID, "ISETP.GE.AND P0, PT, R0, 0x10, PT", "SSY 0x80", "@P0 BRA 0x60", "STS [R0.X4], RZ",
+                  "SYNC", "STS [R0.X4+0x80], RZ", "SYNC", "STS [R0.X4+0x100], RZ"], arch="sm_52")
+    acc = result.accesses
+    rows = {int(i): acc.address[acc.instruction == i] for i in np.unique(acc.instruction)}
+    first, second, after = (rows[k] for k in sorted(rows))
+    assert len(first) == len(second) == len(after) == 1
+    assert (first[0] == np.where(LANES < 16, LANES * 4, -1)).all()
+    assert (second[0] == np.where(LANES >= 16, LANES * 4 + 0x80, -1)).all()
+    assert (after[0] == LANES * 4 + 0x100).all()
+
+
+def test_branch_with_a_predicate_operand_is_conditional():
+    result = run([TID, "ISETP.GE.AND P1, PT, R0, 0x10, PT", "BRA.U !P1, 0x40", "STS [R0.X4], RZ",
+                  "STS [R0.X4+0x80], RZ"])
+    acc = result.accesses
+    rows = {int(i): acc.address[acc.instruction == i] for i in np.unique(acc.instruction)}
+    first, second = (rows[k] for k in sorted(rows))
+    assert (first[0] == np.where(LANES >= 16, LANES * 4, -1)).all()
+    assert (second[0] == LANES * 4 + 0x80).all()
+
+
+def test_a_runaway_loop_stops_at_the_step_limit_naming_the_sass_pc():
+    module = parse_text(listing([TID, "STS [R0.X4], RZ", "BRA 0x10"]), "t.sass")
+    with pytest.raises(InputError, match=r"exceeded max_steps=50 .* looping at SASS 0x00"):
+        emulate_sass(module, "k", Launch(block=(32, 1, 1), max_steps=50))

@@ -6,12 +6,12 @@ __version__ = "0.1.0"
 
 from traceconf.errors import InputError  # noqa: E402
 
-__all__ = ["InputError", "__version__", "analyze_ptx", "analyze_trace"]
+__all__ = ["InputError", "__version__", "analyze_ptx", "analyze_sass", "analyze_trace"]
 
 
 def __getattr__(name: str):
     # The pandas API (traceconf.api) is imported on first use, so the CLI does not pay for pandas.
-    if name in ("analyze_ptx", "analyze_trace"):
+    if name in ("analyze_ptx", "analyze_sass", "analyze_trace"):
         from traceconf import api
         return getattr(api, name)
     raise AttributeError(f"module 'traceconf' has no attribute {name!r}")

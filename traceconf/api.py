@@ -27,7 +27,7 @@ from traceconf.errors import InputError
 from traceconf.pipeline import KernelAnalysis, KernelFailure, LaunchRequest, run_ptx, run_trace
 from traceconf.rules import load_rule_sets
 
-__all__ = ["analyze_ptx", "analyze_trace"]
+__all__ = ["analyze_ptx", "analyze_sass", "analyze_trace"]
 
 Dims = int | Sequence[int]
 
@@ -65,13 +65,15 @@ def _frame(analyses: list[KernelAnalysis], failures: list[KernelFailure], rule_s
 def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, block: Dims | None = None,
                 grid: Dims | None = None, params: Mapping[str | int, int] | None = None,
                 dynamic_smem: int | None = None, devices: Sequence[str] | str = ("sm_90",), ctas: int | None = None,
-                max_steps: int = 10_000_000, launches: str | Path | None = None) -> pd.DataFrame:
+                max_steps: int = 10_000_000, launches: str | Path | None = None, level: str = "ptx",
+                ptxas_options: Sequence[str] = ()) -> pd.DataFrame:
     """Emulate the PTX kernels (``kernel`` selects as ``--kernel`` does; all by default) and count wavefronts
     per device.
 
     ``block`` defaults to the kernel's ``.reqntid``/``.maxntid``; ``params`` maps a parameter name or 0-based
     index to its value; ``launches`` is a launch file (docs/launches.md) whose entries fill in what the
-    arguments leave out.
+    arguments leave out.  ``level="sass"`` (or ``"auto"``, as the CLI's default) assembles the PTX with
+    ptxas and counts what the GPU runs (``docs/sass.md``); ``"ptx"`` counts the PTX as written.
     """
     launch = LaunchRequest.given_as(block=_dims(block, "block") if block is not None else None,
                                     grid=_dims(grid, "grid") if grid is not None else None,
@@ -79,7 +81,24 @@ def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, blo
                                     dynamic_smem=None if dynamic_smem is None else int(dynamic_smem), ctas=ctas,
                                     max_steps=max_steps, launches=launches)
     rule_sets = _rules(devices)
+    if level != "ptx":
+        from traceconf.sass.analyze import run_ptx_at_level
+        return _frame(*run_ptx_at_level(path, _kernels(kernel), launch, rule_sets, level, list(ptxas_options)),
+                      rule_sets)
     return _frame(*run_ptx(path, _kernels(kernel), launch, rule_sets), rule_sets)
+
+
+def analyze_sass(path: str | Path, kernel: str | Iterable[str] | None = None, block: Dims = 32,
+                 grid: Dims = (1, 1, 1), params: Mapping[str | int, int] | None = None, dynamic_smem: int = 0,
+                 devices: Sequence[str] | str = ("sm_90",), ctas: int | None = None,
+                 max_steps: int = 10_000_000) -> pd.DataFrame:
+    """Emulate a SASS listing (cuobjdump -sass, nvdisasm) or CUDA binary (cubin, fatbin, executable, .so)."""
+    from traceconf.sass.analyze import run_sass_file
+    launch = LaunchRequest(block=_dims(block, "block"), grid=_dims(grid, "grid"),
+                           params={str(k): int(v) for k, v in (params or {}).items()},
+                           dynamic_smem=int(dynamic_smem), ctas=ctas, max_steps=max_steps)
+    rule_sets = _rules(devices)
+    return _frame(*run_sass_file(path, _kernels(kernel), launch, rule_sets), rule_sets)
 
 
 def analyze_trace(path: str | Path, devices: Sequence[str] | str = ("sm_90",),

@@ -178,6 +178,8 @@ class Comparison:
     by_kind: list[dict]               # {"kind", "measured": {...}, "predicted": {...}}
     by_line: list[dict]               # {"line", "source", "measured": {...}, "predicted": {...}}
     notes: list[str] = field(default_factory=list)
+    # SASS-level predictions: {"pc", "sass", "measured": {...}, "predicted": {...}} per shared instruction
+    by_pc: list[dict] = field(default_factory=list)
 
 
 def _sum(rows, keys=("wavefronts", "ideal_wavefronts", "excess_wavefronts")) -> dict:
@@ -212,7 +214,31 @@ def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table) -> Compa
             notes.append(f"CUDA lines with shared wavefronts differ: only the report has {_lines(only_measured)}, "
                          f"only the prediction has {_lines(only_predicted)}; was the report made from another build "
                          "of the source (other line numbers) than this PTX's .loc lines?")
-    return Comparison(kernel, measured.name, totals, by_kind, by_line, notes)
+    return Comparison(kernel, measured.name, totals, by_kind, by_line, notes, _by_pc(measured, rows))
+
+
+def _by_pc(measured: MeasuredKernel, rows: list[dict]) -> list[dict]:
+    """Per SASS instruction, when the prediction was made at SASS level: pcs relative to the kernel's first
+    address on the Source page (which prints absolute addresses)."""
+    addressed = [r for r in measured.sass if r.address is not None]
+    if not addressed or not any(r["pc"] is not None for r in rows):
+        return []
+    base = min(r.address for r in addressed)
+    measured_at = {r.address - base: r for r in addressed}
+    predicted_at: dict[int, list[dict]] = {}
+    for row in rows:
+        if row["pc"] is not None:
+            predicted_at.setdefault(int(row["pc"]), []).append(row)
+    out = []
+    for pc_value in sorted(set(predicted_at) | {a for a, r in measured_at.items() if r.wavefronts}):
+        m = measured_at.get(pc_value)
+        p = predicted_at.get(pc_value, [])
+        measured_counts = _sum([m]) if m else _sum([])
+        predicted_counts = _sum(p)
+        if measured_counts["wavefronts"] or predicted_counts["wavefronts"]:
+            sass = " ".join((m.source if m else p[0]["text"]).split())
+            out.append({"pc": pc_value, "sass": sass, "measured": measured_counts, "predicted": predicted_counts})
+    return out
 
 
 def _lines(lines: list[int]) -> str:

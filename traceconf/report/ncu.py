@@ -52,6 +52,9 @@ def render(comparisons: list[Comparison], device: str, console: Console) -> None
                                                        c.totals["predicted"])]))
         console.print(_table("per access kind (SASS opcode class)", "kind",
                              [(k["kind"], k["measured"], k["predicted"]) for k in c.by_kind]))
+        if c.by_pc:
+            console.print(_table("per SASS instruction", "pc", [(f"{row['pc']:#06x}  {row['sass']}", row["measured"],
+                                                                 row["predicted"]) for row in c.by_pc]))
         if c.by_line:
             console.print(_table("per CUDA source line", "line",
                                  [(f"{row['line']}  {row['source']}".strip(), row["measured"], row["predicted"])
@@ -79,6 +82,8 @@ def csv_text(comparisons: list[Comparison], device: str) -> str:
         row(c, "kernel", c.kernel, "", c.totals["measured"], c.totals["predicted"])
         for k in c.by_kind:
             row(c, "kind", k["kind"], "", k["measured"], k["predicted"])
+        for pc in c.by_pc:
+            row(c, "pc", f"{pc['pc']:#06x}", pc["sass"], pc["measured"], pc["predicted"])
         for line in c.by_line:
             row(c, "line", line["line"], line["source"], line["measured"], line["predicted"])
     return out.getvalue()

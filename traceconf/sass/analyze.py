@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -21,10 +22,13 @@ from traceconf.pipeline import (KernelAnalysis, KernelFailure, LaunchRequest, Pr
                                 count_devices, launch_notes)
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS, KINDS
 
+if TYPE_CHECKING:
+    from traceconf.sass.listing import SassModule
+
 LEVELS = ("auto", "ptx", "sass")
 
 
-def load_sass_input(path: str | Path) -> "SassModule":  # noqa: F821
+def load_sass_input(path: str | Path) -> "SassModule":
     """A SASS listing (text) or a CUDA binary (disassembled with the found tools), by content."""
     from traceconf.sass import toolchain
     from traceconf.sass.binary import load_binary
@@ -37,7 +41,7 @@ def load_sass_input(path: str | Path) -> "SassModule":  # noqa: F821
     return parse_file(path)
 
 
-def assemble_ptx(path: str | Path, arch: str, options: list[str] | None = None):
+def assemble_ptx(path: str | Path, arch: str, options: list[str] | None = None, ptx_module=None):
     """PTX file → ptxas (cached) → SASS module with parameter names and offsets, and the parsed PTX."""
     from traceconf.ptx import parse_file
     from traceconf.sass import toolchain
@@ -45,10 +49,7 @@ def assemble_ptx(path: str | Path, arch: str, options: list[str] | None = None):
     from traceconf.sass.listing import parse_text
 
     path = str(path)
-    ptx_module = parse_file(path)
-    target = ptx_module.target or ""
-    if target != arch and target.startswith(arch) and target[len(arch):].isalpha():
-        arch = target                          # sm_90a PTX (wgmma, setmaxnreg) assembles only for sm_90a
+    ptx_module = ptx_module if ptx_module is not None else parse_file(path)
     cubin = toolchain.assemble(Path(path).read_bytes(), arch, list(options or []), what=path)
     listing, elf = toolchain.disassemble(cubin, f"{path} (assembled for {arch})")
     module = with_elf_facts(parse_text(listing, path), elf_facts(elf))
@@ -237,7 +238,23 @@ def run_ptx_at_level(path: str | Path, kernels: list[str] | None, launch: Launch
             for analysis in done:
                 analysis.notes.insert(0, note)
         return done, failed
-    module, ptx_module = assemble_ptx(path, arch, ptxas_options)
+    from traceconf.ptx import parse_file
+    from traceconf.sass.listing import arch_number
+
+    ptx_module = parse_file(str(path))
+    targets = {row.get("target") for row in ptx_module.kernels.to_pylist() if row.get("target")}
+    newest = max(targets, key=arch_number, default=None)
+    if newest and arch_number(newest) > arch_number(arch):
+        reason = f"the PTX targets {newest}, newer than {arch}: ptxas cannot assemble it for that device"
+        if level == "sass":
+            raise InputError(f"--level sass: {reason}", file=str(path))
+        done, failed = run_ptx(path, kernels, launch, rule_sets, progress)
+        for analysis in done:
+            analysis.notes.insert(0, f"PTX level: {reason}; the prediction is for the PTX as written")
+        return done, failed
+    if newest and arch_number(newest) == arch_number(arch) and newest != arch:
+        arch = newest        # sm_90a PTX (Triton, wgmma) assembles only for the arch-specific target
+    module, ptx_module = assemble_ptx(path, arch, ptxas_options, ptx_module)
     options = "".join(" " + option for option in ptxas_options or [])
     entries = [name for name in ptx_module.kernel_names() if ptx_module.kernel(name).get("entry", True)]
     names = select_kernels(entries, kernels or launch.kernel_patterns(), str(path))

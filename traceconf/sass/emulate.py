@@ -34,8 +34,13 @@ from traceconf.emulate.simt import Findings, Machine
 from traceconf.errors import InputError
 from traceconf.sass.listing import SassModule, arch_number, default_param_base
 from traceconf.sass.opcodes import shared_op
-from traceconf.sass.semantics import SassContext, compile_instruction
+from traceconf.sass.control import reconvergence_targets
+from traceconf.sass.operands import SassContext
+from traceconf.sass.semantics import compile_instruction
 
+#: Instructions that move shared memory through descriptors, not lane addresses (counted nowhere).
+DESCRIPTOR_SHARED = frozenset({"HGMMA", "IGMMA", "QGMMA", "BGMMA", "UTMALDG", "UTMASTG", "UBLKCP", "UTMAREDG",
+                               "UBLKRED"})
 #: Reserved shared memory at the start of the shared window (sm_90+: 1 KiB for the system).
 RESERVED_SHARED = ((90, 0x400),)
 
@@ -119,7 +124,7 @@ def _successors(slots: list[Slot], index: int) -> list[int]:
     family = slot.row["opcode"]
     guarded = bool(slot.row.get("guard")) and slot.row.get("guard") not in ("PT", "UPT")
     following = [index + 1] if guarded else []
-    if family in ("BRA", "JMP", "CALL"):
+    if family in ("BRA", "JMP", "CALL", "SYNC", "BRK", "CONT"):
         return ([slot.target] if slot.target is not None else []) + following
     if family in ("BRX", "JMX"):
         return list(range(len(slots)))      # an indirect branch may go anywhere
@@ -154,6 +159,7 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch,
     layout_bytes = max(0, int(shared_bytes) - base) + int(launch.dynamic_smem) if shared_bytes is not None else None
     ctx = SassContext(kernel, path, arch, kernel_row.get("param_base") or default_param_base(arch), params, values,
                       base, SHARED_WINDOW_BASE[64] >> 32, pc_index)
+    ctx.reconvergence = reconvergence_targets(rows, pc_index)
     slots = [Slot(row=row) for row in rows]
     compiled = [compile_instruction(slot, ctx, labels) for slot in slots]
     for slot, op in zip(slots, compiled):
@@ -164,6 +170,10 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch,
     total = grid[0] * grid[1] * grid[2]
     notes = [f"SASS opcode {name} is not modelled: its results are treated as unknown"
              for name in sorted(ctx.unknown_opcodes)]
+    descriptor_ops = sorted({row["opcode"] for row in rows if row["opcode"] in DESCRIPTOR_SHARED})
+    if descriptor_ops:
+        notes.append(f"{', '.join(descriptor_ops)} read or write shared memory through matrix/tensor descriptors "
+                     "(wgmma, TMA), not per-lane addresses: their wavefronts are not counted")
     if not any(is_shared(row) for row in rows):
         return EmulationResult(accesses=WarpAccesses.empty(kernel, 32), scale=total, analysed_ctas=[],
                                unresolved=[], shared_layout=[], notes=[f"{kernel} has no shared-memory instruction"])
@@ -214,6 +224,8 @@ def _set_targets(slots: list[Slot], ctx: SassContext, labels: dict[str, int]) ->
     """Branch / call destinations as slot indices (for reachability of unresolved reports)."""
     from traceconf.sass.operands import parse_operand
     for slot in slots:
+        if slot.row["opcode"] in ("SYNC", "BRK", "CONT"):
+            slot.target = ctx.reconvergence.get(int(slot.row["pc"]))
         if slot.row["opcode"] in ("BRA", "JMP", "CALL"):
             for text in reversed(slot.row["operands"] or []):
                 op = parse_operand(text)

@@ -149,19 +149,26 @@ class _Columns:
         body = pc.binary_join_element_wise(opcode, operands_text, " ", null_handling="skip")
         text = pc.binary_join_element_wise(guard_text, body, " ", null_handling="skip")
         table = pa.table({
-            "kernel": pa.array(self.kernel, pa.string()),
-            "instruction": pa.array(range(n), pa.int32()),
+            "kernel": _arrow(self.kernel, pa.string()),
+            "instruction": pa.array(np.arange(n, dtype=np.int32)),
             "pc": pa.array(self.pc, pa.int64()),
             "opcode": family, "modifiers": modifiers, "operands": operands,
             "guard": guard, "guard_negated": negated,
-            "labels": pa.array(self.labels, pa.list_(pa.string())),
-            "source_file": pa.array(self.source_file, pa.string()),
-            "source_line": pa.array(self.source_line, pa.int32()),
-            "ptx_line": pa.array(self.ptx_line, pa.int32()),
-            "line": pa.array(self.line, pa.int32()),
+            "labels": _arrow(self.labels, pa.list_(pa.string())),
+            "source_file": _arrow(self.source_file, pa.string()),
+            "source_line": _arrow(self.source_line, pa.int32()),
+            "ptx_line": _arrow(self.ptx_line, pa.int32()),
+            "line": _arrow(self.line, pa.int32()),
             "text": text,
         }, schema=SASS_INSTRUCTIONS)
         return SassModule(path, arch, table, pa.Table.from_pylist(self.kernels, schema=SASS_KERNELS))
+
+
+def _arrow(values, type_: pa.DataType) -> pa.Array:
+    """Columns come as Python lists (JSON path) or ready Arrow / numpy arrays (text path)."""
+    if isinstance(values, pa.Array):
+        return values.cast(type_) if values.type != type_ else values
+    return pa.array(values, type_)
 
 
 def parse_text(text: str, path: str | None = None) -> SassModule:
@@ -212,23 +219,25 @@ def parse_text(text: str, path: str | None = None) -> SassModule:
     cuda_events = [(start, file, int(number)) for start, _, file, number, _ in cuda]
     files, lines = _last_before(at, head_at, cuda_events, 2)
     (ptx_lines,) = _last_before(at, head_at, ptx_events, 1)
-    labels: list[list[str]] = [[] for _ in starts]
     found_labels = sorted((m.start(), m.group(1)) for pattern in _LABELS for m in pattern.finditer(text)) \
         if ":\n" in text else []
+    label_target = np.zeros(0, dtype=np.int64)
+    label_names: list[str] = []
     if found_labels:
         label_at = np.array([position for position, _ in found_labels], dtype=np.int64)
         target = np.searchsorted(at, label_at)
         same_function = (target < len(at)) & (owner[np.minimum(target, len(at) - 1)] ==
                                               np.searchsorted(head_at, label_at) - 1)
-        for (_, label), index, keep in zip(found_labels, target.tolist(), same_function.tolist()):
-            if keep:
-                labels[index].append(label)
-    columns.kernel = names[owner].tolist()
+        label_target = target[same_function]
+        label_names = [label for (_, label), keep in zip(found_labels, same_function.tolist()) if keep]
+    # labels of instruction i: the found labels whose target is i (targets are sorted by offset)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(label_target, minlength=len(at)))]).astype(np.int32)
+    columns.labels = pa.ListArray.from_arrays(pa.array(offsets), pa.array(label_names, pa.string()))
+    columns.kernel = pa.array(names.tolist(), pa.string()).take(pa.array(owner))
     columns.pc = [int(p, 16) for p in pc_texts]
     columns.guard, columns.opcode, columns.operands = guards, opcodes, operands
-    columns.labels = labels
     columns.source_file, columns.source_line, columns.ptx_line = files, lines, ptx_lines
-    columns.line = line_of(at).tolist()
+    columns.line = pa.array(line_of(at).astype(np.int32))
     arch = arches[-1][1] if arches else None
     for row in columns.kernels:
         row["arch"] = row["arch"] or arch
@@ -238,16 +247,13 @@ def parse_text(text: str, path: str | None = None) -> SassModule:
 def _last_before(at: np.ndarray, head_at: np.ndarray, events: list[tuple], width: int) -> list[list]:
     """For each instruction offset, the values of the last event before it inside the same function."""
     if not events:
-        return [[None] * len(at) for _ in range(width)]
+        return [pa.nulls(len(at)) for _ in range(width)]
     event_at = np.array([e[0] for e in events], dtype=np.int64)
     index = np.searchsorted(event_at, at) - 1
     head = head_at[np.searchsorted(head_at, at) - 1]
     valid = (index >= 0) & (event_at[np.maximum(index, 0)] > head)
-    out = []
-    for position in range(1, width + 1):
-        values = np.array([e[position] for e in events] + [None], dtype=object)
-        out.append(values[np.where(valid, index, len(events))].tolist())
-    return out
+    chosen = pa.array(np.where(valid, index, len(events)))
+    return [pa.array([e[position] for e in events] + [None]).take(chosen) for position in range(1, width + 1)]
 
 
 def _raise_first_bad_line(text: str, path: str | None) -> None:

@@ -111,3 +111,192 @@ def write_register(m, name: str, value, bits, mask) -> None:
     if name in ZERO_REGS or name in TRUE_PREDICATES:
         return
     m.write(name, value, bits, mask)
+
+
+# --------------------------------------------------------------------------- readers and writers
+
+
+class SassContext:
+    """What compiling needs: launch facts, parameter block, shared window, unknown-opcode notes."""
+
+    def __init__(self, kernel: str, path: str | None, arch: str | None, param_base: int,
+                 params: list[dict], param_values: dict[str, int], shared_base: int,
+                 window_high: int, pc_index: dict[int, int]):
+        self.kernel, self.path, self.arch = kernel, path, arch
+        self.param_base, self.params, self.param_values = param_base, params, param_values
+        self.shared_base = shared_base          # shared-window offset of byte 0 of the kernel's shared memory
+        self.window_high = window_high          # SR_SWINHI: high word of generic shared addresses
+        self.pc_index = pc_index                # SASS pc -> slot index
+        self.unknown_opcodes: dict[str, int] = {}
+        self.reconvergence: dict[int, int] = {}     # SYNC/BRK/CONT pc -> slot index (set by the driver)
+        self.param_names = [p["name"] for p in params]
+
+
+# --------------------------------------------------------------------------- reading operands
+
+
+def signed32(value):
+    value = np.asarray(value, dtype=np.uint64) & M32
+    return value.astype(np.int64) - ((value >> U64(31)) & U64(1)).astype(np.int64) * (1 << 32)
+
+
+def _constant_reader(op: Operand, ctx: SassContext):
+    """c[0x0][offset]: launch dimensions, kernel parameters; anything else is unmodelled."""
+    if op.bank != 0:
+        return lambda m: (U64(0), taint.UNMODELLED)
+    register_readers = [(name, scale) for name, scale, _ in op.registers]
+    size = 8 if op.wide else 4
+
+    def at(m, offset: int):
+        words = []
+        for start in range(offset, offset + size, 4):
+            words.append(_constant_word(m, ctx, start))
+        if len(words) == 1:
+            return words[0]
+        (lo, lo_bits), (hi, hi_bits) = words
+        return (lo & M32) | (hi << U64(32)), lo_bits | hi_bits
+
+    if not register_readers:
+        return lambda m: at(m, op.value)
+
+    def indexed(m):
+        total, bits = U64(op.value), taint.ZERO
+        for name, scale in register_readers:
+            value, b = read_register(m, name)
+            total = total + value * U64(scale)
+            bits = bits | b
+        values = np.broadcast_to(np.asarray(total, dtype=np.uint64), (m.size,))
+        first = int(values[0]) if m.size else 0
+        if np.any(np.asarray(bits) & taint.UNKNOWN) or not np.all(values == first):
+            return U64(0), taint.UNMODELLED | bits
+        value, b = at(m, first & 0xFFFF)
+        return value, b | bits
+    return indexed
+
+
+def _constant_word(m, ctx: SassContext, offset: int):
+    """One 32-bit word of constant bank 0."""
+    if offset < 0x18:
+        index = offset // 4
+        dims = (m.block + m.grid)[index] if index < 6 else 0
+        return U64(dims), taint.ZERO
+    relative = offset - ctx.param_base
+    if 0 <= relative < 0x1000 and ctx.params:
+        for index, param in enumerate(ctx.params):
+            start, size = int(param["offset"]), int(param["bytes"] or 4)
+            if start <= relative < start + size:
+                name = param["name"]
+                if name not in ctx.param_values:
+                    return U64(0), taint.missing_param(index)
+                raw = int(ctx.param_values[name]) % (1 << (8 * max(size, 8)))
+                return U64((raw >> (8 * (relative - start))) & 0xFFFF_FFFF), taint.ZERO
+        return U64(0), taint.UNMODELLED
+    return U64(0), taint.UNMODELLED
+
+
+_SPECIAL = {"SR_TID.X": "%tid.x", "SR_TID.Y": "%tid.y", "SR_TID.Z": "%tid.z", "SR_CTAID.X": "%ctaid.x",
+            "SR_CTAID.Y": "%ctaid.y", "SR_CTAID.Z": "%ctaid.z", "SR_LANEID": "%laneid", "SR_VIRTID": "%warpid",
+            "SR_LTMASK": "%lanemask_lt", "SR_LEMASK": "%lanemask_le", "SR_GTMASK": "%lanemask_gt",
+            "SR_GEMASK": "%lanemask_ge", "SR_EQMASK": "%lanemask_eq"}
+
+
+def _special_reader(op: Operand, ctx: SassContext):
+    name = op.name
+    if name == "SRZ":
+        return lambda m: (U64(0), taint.ZERO)
+    if name in ("SR_CgaCtaId", "SR_CTARANK"):
+        # one CTA per cluster: the CTA's rank in its cluster is 0 (the window's bits 24+ stay 0)
+        return lambda m: (U64(0), taint.ZERO)
+    if name == "SR_SWINHI":
+        high = U64(ctx.window_high)
+        return lambda m: (high, taint.SHARED_WINDOW)
+    if name == "SR_VIRTID":
+        return lambda m: (m.special["%warpid"][0] & U64(0xFF), taint.ZERO)
+    if name in _SPECIAL:
+        key = _SPECIAL[name]
+        return lambda m: m.special[key]
+    return lambda m: (U64(0), taint.UNMODELLED)
+
+
+def reader(op: Operand | str, ctx: SassContext, wide: bool | None = None):
+    """``(value, taint)`` of a source operand; ``wide`` reads a 64-bit pair (default: the operand's .64)."""
+    if isinstance(op, str):
+        op = parse_operand(op)
+    wide = op.wide if wide is None else wide
+    if op.kind == "imm":
+        value = U64(op.value & (0xFFFF_FFFF_FFFF_FFFF if wide else 0xFFFF_FFFF))
+        return lambda m: (value, taint.ZERO)
+    if op.kind == "float":
+        return lambda m: (U64(0), taint.FLOAT)
+    if op.kind == "const":
+        read = _constant_reader(op, ctx)
+        return _modify(read, op, wide)
+    if op.kind == "special":
+        return _special_reader(op, ctx)
+    if op.kind == "pred":
+        name = op.name
+        if op.negate:
+            return lambda m: _not(read_register(m, name))
+        return lambda m: read_register(m, name)
+    if op.kind == "reg":
+        name = op.name
+        if wide:
+            high = pair_name(name)
+
+            def read_pair(m):
+                lo, lo_bits = read_register(m, name)
+                hi, hi_bits = read_register(m, high)
+                return (lo & M32) | (hi << U64(32)), lo_bits | hi_bits
+            return _modify(read_pair, op, True)
+        return _modify(lambda m: read_register(m, name), op, False)
+    return lambda m: (U64(0), taint.UNMODELLED)
+
+
+def _not(pair):
+    value, bits = pair
+    return value ^ U64(1), bits
+
+
+def _modify(read, op: Operand, wide: bool):
+    mask = U64(0xFFFF_FFFF_FFFF_FFFF) if wide else M32
+    if op.negate:
+        return lambda m: _neg(read(m), mask)
+    if op.invert:
+        return lambda m: ((~np.asarray(read(m)[0], dtype=np.uint64)) & mask, read(m)[1])
+    return read
+
+
+def _neg(pair, mask):
+    value, bits = pair
+    return (U64(0) - np.asarray(value, dtype=np.uint64)) & mask, bits
+
+
+def taint_of(*pairs):
+    out = taint.ZERO
+    for _, b in pairs:
+        out = out | b
+    return out
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def writer(op: Operand | str, wide: bool = False):
+    """Store a value into a register (``wide``: a 64-bit value into the pair) or predicate."""
+    if isinstance(op, str):
+        op = parse_operand(op)
+    name = op.name
+    if op.kind == "pred":
+        return lambda m, value, bits, mask: write_register(m, name, np.asarray(value, dtype=np.uint64) & U64(1),
+                                                          bits, mask)
+    if op.kind != "reg":
+        return lambda m, value, bits, mask: None
+    if wide or op.wide:
+        high = pair_name(name)
+
+        def write_pair(m, value, bits, mask):
+            value = np.asarray(value, dtype=np.uint64)
+            write_register(m, name, value & M32, bits, mask)
+            write_register(m, high, value >> U64(32), bits, mask)
+        return write_pair
+    return lambda m, value, bits, mask: write_register(m, name, np.asarray(value, dtype=np.uint64) & M32, bits, mask)

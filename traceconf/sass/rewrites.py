@@ -1,6 +1,7 @@
 """Why the SASS-level prediction differs from the PTX-level one: what ptxas did to the shared accesses.
 
-Shared accesses are matched by their address arithmetic: PTX ``ld.shared.f32 [%r7+4]`` and SASS ``LDS.128 [R16+0x10]`` are
+A SASS access whose PTX line (``nvdisasm -gp``) names a PTX access of the same kind and width is
+that access.  The others are matched by their address arithmetic: PTX ``ld.shared.f32 [%r7+4]`` and SASS ``LDS.128 [R16+0x10]`` are
 (base, offset, width) triples.  A group of SASS accesses of one kind, CUDA
 source line and base (``R16``: offsets 0x0, 0x10, ... 16 bytes each)
 matches the PTX accesses on one base (``%r7``: offsets 0, 4, 8, ... 4 bytes
@@ -11,7 +12,8 @@ through the PTX line ptxas names for each SASS instruction
 (``nvdisasm -gp``) or, failing that, to the nearest SASS access of the same
 kind and source line with room for it; a PTX access left with none was
 removed (a redundant access).  The result is one line per fused or split SASS
-instruction, plus one per removed PTX access.
+instruction, plus one per removed PTX access.  Copies of a PTX access at its full width (loop
+unrolling or peeling) change no count per execution and are not reported.
 """
 
 from __future__ import annotations
@@ -65,13 +67,17 @@ def _tile(sass_group: list[tuple[int, int, int]], ptx_group: list[tuple[int, int
     """Shift and assignment under which every SASS access [o, o+w) is exactly covered by untaken PTX accesses."""
     lowest = min(o for o, _, _ in sass_group)
     for shift in sorted({offset - lowest for offset, _, row in ptx_group if row["ptx_line"] not in taken}):
-        assignment = {}
+        assignment, used, by_place = {}, set(), {}
         for offset, width, ident in sass_group:
-            inside = [row for o, w, row in ptx_group if row["ptx_line"] not in taken
+            if (offset, width) in by_place:        # a copy of the same access (unrolled loop): same PTX rows
+                assignment[ident] = by_place[(offset, width)]
+                continue
+            inside = [row for o, w, row in ptx_group if row["ptx_line"] not in taken and row["ptx_line"] not in used
                       and offset + shift <= o and o + w <= offset + shift + width]
             if sum(r["access_bytes"] or 0 for r in inside) != width:
                 break
-            assignment[ident] = inside
+            assignment[ident] = by_place[(offset, width)] = inside
+            used.update(r["ptx_line"] for r in inside)
         else:
             return assignment
     return None
@@ -89,9 +95,18 @@ def ptxas_rewrites(sass_rows: list[dict], ptx_rows: list[dict]) -> tuple[dict[in
     def statement(row):
         return row.get("source_file"), row.get("source_line")
 
-    # 1. address arithmetic: SASS base groups tiled by PTX base groups of the same kind and statement
+    # 1. the PTX line ptxas names, where the SASS access has that PTX access's kind and width (1:1)
+    for row, op in sass_shared:
+        anchor = ptx_shared.get(row.get("ptx_line"))
+        if anchor is not None and anchor["ptx_line"] not in taken and shared_access_kind(anchor["opcode"], anchor["state_space"], anchor["modifiers"]) == op.kind \
+                and (anchor["access_bytes"] or 0) == op.bytes:
+            groups[row["instruction"]] = [anchor]
+            taken.add(anchor["ptx_line"])
+    # 2. address arithmetic for the rest: SASS base groups tiled by PTX base groups of the same kind
     sass_groups: dict[tuple, list] = {}
     for row, op in sass_shared:
+        if groups[row["instruction"]]:
+            continue
         place = _base_offset_of_sass(row)
         if place is not None and row.get("source_line") is not None:
             sass_groups.setdefault((op.kind, statement(row), place[0]), []).append((place[1], op.bytes,
@@ -99,7 +114,7 @@ def ptxas_rewrites(sass_rows: list[dict], ptx_rows: list[dict]) -> tuple[dict[in
     ptx_groups: dict[tuple, list] = {}
     for row in ptx_shared.values():
         place = _base_offset_of_ptx(row)
-        if place is not None:
+        if place is not None and row["ptx_line"] not in taken:
             # one PTX base may serve several statements (s[2*i] = a; s[2*i+1] = b; fused into one STS.64)
             ptx_groups.setdefault((shared_access_kind(row["opcode"], row["state_space"], row["modifiers"]), place[0]), []).append(
                 (place[1], row["access_bytes"] or 0, row))
@@ -115,16 +130,17 @@ def ptxas_rewrites(sass_rows: list[dict], ptx_rows: list[dict]) -> tuple[dict[in
                     groups[ident] = rows
                     taken.update(r["ptx_line"] for r in rows)
                 break
-    # 2. what is left: the PTX line ptxas names, else the nearest access of the same kind and statement
+    # 3. what is left: the PTX line ptxas names, else the nearest access of the same kind and statement
     for row, op in sass_shared:
         anchor = ptx_shared.get(row.get("ptx_line"))
-        if not groups[row["instruction"]] and anchor is not None and anchor["ptx_line"] not in taken:
+        if not groups[row["instruction"]] and anchor is not None and anchor["ptx_line"] not in taken \
+                and shared_access_kind(anchor["opcode"], anchor["state_space"], anchor["modifiers"]) == op.kind:
             groups[row["instruction"]] = [anchor]
             taken.add(anchor["ptx_line"])
     claimed: dict[int, list[int]] = {}
     for row, op in sass_shared:
         anchor = ptx_shared.get(row.get("ptx_line"))
-        if not groups[row["instruction"]] and anchor is not None:
+        if not groups[row["instruction"]] and anchor is not None and shared_access_kind(anchor["opcode"], anchor["state_space"], anchor["modifiers"]) == op.kind:
             claimed.setdefault(anchor["ptx_line"], []).append(row["instruction"])
     removed = []
     for line, ptx in sorted(ptx_shared.items()):
@@ -152,8 +168,11 @@ def ptxas_rewrites(sass_rows: list[dict], ptx_rows: list[dict]) -> tuple[dict[in
     for line, idents in claimed.items():
         ptx = ptx_shared[line]
         owners = [i for i, members in groups.items() if any(r["ptx_line"] == line for r in members)]
-        parts = idents + owners
-        if len(parts) > 1:
+        parts = idents + [i for i in owners if i not in idents]
+        widths = {i: next(op.bytes for row, op in sass_shared if row["instruction"] == i) for i in parts}
+        # narrower SASS accesses that together cover the PTX access; copies of the full width are
+        # loop unrolling or peeling, which changes no count per execution
+        if len(parts) > 1 and sum(widths.values()) == (ptx["access_bytes"] or 0):
             names = sorted({".".join([texts[i]["opcode"], *(texts[i]["modifiers"] or [])]) for i in parts})
             for ident in parts:
                 explanations.setdefault(ident, f"ptxas split {_ptx_name(ptx)} (PTX line {line}"

@@ -1,5 +1,7 @@
 """What each SASS instruction does, compiled once per static instruction into a numpy closure.
 
+This module holds the integer datapath and the dispatch; warp collectives live in :mod:`.warp`, memory
+in :mod:`.memory`, control flow in :mod:`.control`, operand readers and writers in :mod:`.operands`.
 Integer, logic, predicate, move, conversion and warp instructions are
 evaluated exactly on every thread (32-bit registers, 64-bit pairs, carries
 through predicates).  Floating-point arithmetic is not evaluated: its results
@@ -22,17 +24,19 @@ from __future__ import annotations
 import numpy as np
 
 from traceconf.emulate import taint
-from traceconf.emulate.simt import EXIT, WAIT, Compiled, _condition
-from traceconf.sass.opcodes import ALWAYS, shared_op
-from traceconf.sass.operands import M32, Operand, pair_name, parse_operand, read_register, write_register
+from traceconf.emulate.simt import EXIT, Compiled
+from traceconf.sass.control import (RECONVERGE_JUMPS, barrier, both, branch_if_divergent, guard_of, jump,
+                                    return_to_register, target_of, with_guard)
+from traceconf.sass.memory import other_memory, shared_memory
+from traceconf.sass.opcodes import shared_op
+from traceconf.sass.operands import (M32, Operand, SassContext, pair_name, parse_operand, read_register, reader,
+                                     signed32, taint_of, write_register, writer)
+from traceconf.sass.warp import match, shfl, vote
 
 U64 = np.uint64
-I64 = np.int64
-GROUP = 32
-_LANE_BITS = U64(1) << np.arange(GROUP, dtype=np.uint64)
 
 #: Instructions with no effect on addresses, masks or control flow.
-NO_OPS = frozenset({"NOP", "BSSY", "BSYNC", "WARPSYNC", "DEPBAR", "LDGDEPBAR", "MEMBAR", "FENCE", "CCTL", "CCTLL",
+NO_OPS = frozenset({"NOP", "BSSY", "BSYNC", "WARPSYNC", "SSY", "PBK", "PCNT", "PRET", "PLONGJMP", "BREAK", "DEPBAR", "LDGDEPBAR", "MEMBAR", "FENCE", "CCTL", "CCTLL",
                     "ERRBAR", "YIELD", "NANOSLEEP", "BMOV", "PMTRIG", "ARRIVES", "SYNCS", "UCGABAR_ARV",
                     "UCGABAR_WAIT", "CGAERRBAR", "ACQBULK", "USETMAXREG", "ELECT_NOOP", "BPT", "SETCTAID",
                     "DMMA", "HMMA", "IMMA", "BMMA", "HGMMA", "IGMMA", "QGMMA", "WARPGROUP", "UBLKCP", "UTMALDG",
@@ -46,191 +50,6 @@ FLOAT_FAMILIES = frozenset({"FADD", "FMUL", "FFMA", "FMNMX", "FSET", "FCHK", "FR
 GLOBAL_LOADS = frozenset({"LDG", "LDL", "LDC_LOAD", "TLD", "TEX", "TLD4", "TXQ", "SULD", "LDTRAM", "ATOMG",
                           "ATOMG_CAS", "SUATOM", "RED_G"})
 GLOBAL_STORES = frozenset({"STG", "STL", "REDG", "SUST", "SURED", "CCTLT", "STAS"})
-
-
-class SassContext:
-    """What compiling needs: launch facts, parameter block, shared window, unknown-opcode notes."""
-
-    def __init__(self, kernel: str, path: str | None, arch: str | None, param_base: int,
-                 params: list[dict], param_values: dict[str, int], shared_base: int,
-                 window_high: int, pc_index: dict[int, int]):
-        self.kernel, self.path, self.arch = kernel, path, arch
-        self.param_base, self.params, self.param_values = param_base, params, param_values
-        self.shared_base = shared_base          # shared-window offset of byte 0 of the kernel's shared memory
-        self.window_high = window_high          # SR_SWINHI: high word of generic shared addresses
-        self.pc_index = pc_index                # SASS pc -> slot index
-        self.unknown_opcodes: dict[str, int] = {}
-        self.param_names = [p["name"] for p in params]
-
-
-# --------------------------------------------------------------------------- reading operands
-
-
-def _signed32(value):
-    value = np.asarray(value, dtype=np.uint64) & M32
-    return value.astype(np.int64) - ((value >> U64(31)) & U64(1)).astype(np.int64) * (1 << 32)
-
-
-def _constant_reader(op: Operand, ctx: SassContext):
-    """c[0x0][offset]: launch dimensions, kernel parameters; anything else is unmodelled."""
-    if op.bank != 0:
-        return lambda m: (U64(0), taint.UNMODELLED)
-    register_readers = [(name, scale) for name, scale, _ in op.registers]
-    size = 8 if op.wide else 4
-
-    def at(m, offset: int):
-        words = []
-        for start in range(offset, offset + size, 4):
-            words.append(_constant_word(m, ctx, start))
-        if len(words) == 1:
-            return words[0]
-        (lo, lo_bits), (hi, hi_bits) = words
-        return (lo & M32) | (hi << U64(32)), lo_bits | hi_bits
-
-    if not register_readers:
-        return lambda m: at(m, op.value)
-
-    def indexed(m):
-        total, bits = U64(op.value), taint.ZERO
-        for name, scale in register_readers:
-            value, b = read_register(m, name)
-            total = total + value * U64(scale)
-            bits = bits | b
-        values = np.broadcast_to(np.asarray(total, dtype=np.uint64), (m.size,))
-        first = int(values[0]) if m.size else 0
-        if np.any(np.asarray(bits) & taint.UNKNOWN) or not np.all(values == first):
-            return U64(0), taint.UNMODELLED | bits
-        value, b = at(m, first & 0xFFFF)
-        return value, b | bits
-    return indexed
-
-
-def _constant_word(m, ctx: SassContext, offset: int):
-    """One 32-bit word of constant bank 0."""
-    if offset < 0x18:
-        index = offset // 4
-        dims = (m.block + m.grid)[index] if index < 6 else 0
-        return U64(dims), taint.ZERO
-    relative = offset - ctx.param_base
-    if 0 <= relative < 0x1000 and ctx.params:
-        for index, param in enumerate(ctx.params):
-            start, size = int(param["offset"]), int(param["bytes"] or 4)
-            if start <= relative < start + size:
-                name = param["name"]
-                if name not in ctx.param_values:
-                    return U64(0), taint.missing_param(index)
-                raw = int(ctx.param_values[name]) % (1 << (8 * max(size, 8)))
-                return U64((raw >> (8 * (relative - start))) & 0xFFFF_FFFF), taint.ZERO
-        return U64(0), taint.UNMODELLED
-    return U64(0), taint.UNMODELLED
-
-
-_SPECIAL = {"SR_TID.X": "%tid.x", "SR_TID.Y": "%tid.y", "SR_TID.Z": "%tid.z", "SR_CTAID.X": "%ctaid.x",
-            "SR_CTAID.Y": "%ctaid.y", "SR_CTAID.Z": "%ctaid.z", "SR_LANEID": "%laneid", "SR_VIRTID": "%warpid",
-            "SR_LTMASK": "%lanemask_lt", "SR_LEMASK": "%lanemask_le", "SR_GTMASK": "%lanemask_gt",
-            "SR_GEMASK": "%lanemask_ge", "SR_EQMASK": "%lanemask_eq"}
-
-
-def _special_reader(op: Operand, ctx: SassContext):
-    name = op.name
-    if name == "SRZ":
-        return lambda m: (U64(0), taint.ZERO)
-    if name in ("SR_CgaCtaId", "SR_CTARANK"):
-        # one CTA per cluster: the CTA's rank in its cluster is 0 (the window's bits 24+ stay 0)
-        return lambda m: (U64(0), taint.ZERO)
-    if name == "SR_SWINHI":
-        high = U64(ctx.window_high)
-        return lambda m: (high, taint.SHARED_WINDOW)
-    if name == "SR_VIRTID":
-        return lambda m: (m.special["%warpid"][0] & U64(0xFF), taint.ZERO)
-    if name in _SPECIAL:
-        key = _SPECIAL[name]
-        return lambda m: m.special[key]
-    return lambda m: (U64(0), taint.UNMODELLED)
-
-
-def reader(op: Operand | str, ctx: SassContext, wide: bool | None = None):
-    """``(value, taint)`` of a source operand; ``wide`` reads a 64-bit pair (default: the operand's .64)."""
-    if isinstance(op, str):
-        op = parse_operand(op)
-    wide = op.wide if wide is None else wide
-    if op.kind == "imm":
-        value = U64(op.value & (0xFFFF_FFFF_FFFF_FFFF if wide else 0xFFFF_FFFF))
-        return lambda m: (value, taint.ZERO)
-    if op.kind == "float":
-        return lambda m: (U64(0), taint.FLOAT)
-    if op.kind == "const":
-        read = _constant_reader(op, ctx)
-        return _modify(read, op, wide)
-    if op.kind == "special":
-        return _special_reader(op, ctx)
-    if op.kind == "pred":
-        name = op.name
-        if op.negate:
-            return lambda m: _not(read_register(m, name))
-        return lambda m: read_register(m, name)
-    if op.kind == "reg":
-        name = op.name
-        if wide:
-            high = pair_name(name)
-
-            def read_pair(m):
-                lo, lo_bits = read_register(m, name)
-                hi, hi_bits = read_register(m, high)
-                return (lo & M32) | (hi << U64(32)), lo_bits | hi_bits
-            return _modify(read_pair, op, True)
-        return _modify(lambda m: read_register(m, name), op, False)
-    return lambda m: (U64(0), taint.UNMODELLED)
-
-
-def _not(pair):
-    value, bits = pair
-    return value ^ U64(1), bits
-
-
-def _modify(read, op: Operand, wide: bool):
-    mask = U64(0xFFFF_FFFF_FFFF_FFFF) if wide else M32
-    if op.negate:
-        return lambda m: _neg(read(m), mask)
-    if op.invert:
-        return lambda m: ((~np.asarray(read(m)[0], dtype=np.uint64)) & mask, read(m)[1])
-    return read
-
-
-def _neg(pair, mask):
-    value, bits = pair
-    return (U64(0) - np.asarray(value, dtype=np.uint64)) & mask, bits
-
-
-def _bits(*pairs):
-    out = taint.ZERO
-    for _, b in pairs:
-        out = out | b
-    return out
-
-
-# --------------------------------------------------------------------------- writers
-
-
-def writer(op: Operand | str, wide: bool = False):
-    """Store a value into a register (``wide``: a 64-bit value into the pair) or predicate."""
-    if isinstance(op, str):
-        op = parse_operand(op)
-    name = op.name
-    if op.kind == "pred":
-        return lambda m, value, bits, mask: write_register(m, name, np.asarray(value, dtype=np.uint64) & U64(1),
-                                                          bits, mask)
-    if op.kind != "reg":
-        return lambda m, value, bits, mask: None
-    if wide or op.wide:
-        high = pair_name(name)
-
-        def write_pair(m, value, bits, mask):
-            value = np.asarray(value, dtype=np.uint64)
-            write_register(m, name, value & M32, bits, mask)
-            write_register(m, high, value >> U64(32), bits, mask)
-        return write_pair
-    return lambda m, value, bits, mask: write_register(m, name, np.asarray(value, dtype=np.uint64) & M32, bits, mask)
 
 
 # --------------------------------------------------------------------------- instruction families
@@ -283,7 +102,7 @@ def _imad(ops, mods, ctx):
             x, y = np.asarray(av, dtype=np.uint64) & M32, np.asarray(bv, dtype=np.uint64) & M32
             product = x * y                                   # < 2**64: exact in uint64
         else:
-            product = np.asarray(_signed32(av) * _signed32(bv), dtype=np.int64).view(np.uint64)
+            product = np.asarray(signed32(av) * signed32(bv), dtype=np.int64).view(np.uint64)
         for read in carry_in:
             value, b2 = read(m)
             cv = np.asarray(cv, dtype=np.uint64) + (np.asarray(value, dtype=np.uint64) & U64(1))
@@ -474,7 +293,7 @@ def _shift(ops, mods, ctx):
         (av, ab), (bv, bb) = a(m), b(m)
         s = np.minimum(np.asarray(bv, dtype=np.uint64) & M32, U64(32))
         if right and signed:
-            result = (_signed32(av) >> np.minimum(s, U64(31)).astype(np.int64)).view(np.uint64)
+            result = (signed32(av) >> np.minimum(s, U64(31)).astype(np.int64)).view(np.uint64)
         elif right:
             result = (np.asarray(av, dtype=np.uint64) & M32) >> s
         else:
@@ -556,7 +375,7 @@ def _isetp(ops, mods, ctx):
         if unsigned:
             x, y = np.asarray(av, dtype=np.uint64) & M32, np.asarray(bv, dtype=np.uint64) & M32
         else:
-            x, y = _signed32(av), _signed32(bv)
+            x, y = signed32(av), signed32(bv)
         if low is not None:
             # high words of a 64-bit compare: equal high words defer to the low words' result
             lv, lb = low(m)
@@ -587,7 +406,7 @@ def _plop3(ops, mods, ctx):
 
     def run(m, mask):
         values = [read(m) for read in readers]
-        bits = _bits(*values)
+        bits = taint_of(*values)
         a, b, c = ((np.asarray(v, dtype=np.uint64) & U64(1)) * U64(0xFFFF_FFFF) for v, _ in values)
         outs[0](m, _lut3(a, b, c, luts[0], U64(1)), bits, mask)
         if len(luts) > 1:
@@ -640,7 +459,7 @@ def _imnmx(ops, mods, ctx):
         if unsigned:
             x, y = np.asarray(av, dtype=np.uint64) & M32, np.asarray(bv, dtype=np.uint64) & M32
         else:
-            x, y = _signed32(av), _signed32(bv)
+            x, y = signed32(av), signed32(bv)
         take_min = (np.asarray(pv, dtype=np.uint64) & U64(1)) == 1
         result = np.where(take_min, np.minimum(x, y), np.maximum(x, y))
         write(m, np.asarray(result).astype(np.int64).view(np.uint64) & M32, ab | bb | pb, mask)
@@ -677,6 +496,25 @@ def _flo(value, mods):
     return result
 
 
+def _sgxt(ops, mods, ctx):
+    """SGXT d, a, n: a's low n bits sign-extended (.U32: zero-extended); n >= 32 keeps a, n = 0 gives 0."""
+    dest, _, sources, _ = _split(ops)
+    a, width = reader(sources[0], ctx, False), reader(sources[1], ctx, False)
+    unsigned = "U32" in mods
+    write = writer(dest)
+
+    def run(m, mask):
+        (av, ab), (nv, nb) = a(m), width(m)
+        n = np.minimum(np.asarray(nv, dtype=np.uint64) & U64(0xFF), U64(32))
+        keep = (U64(1) << n) - U64(1)
+        low = np.asarray(av, dtype=np.uint64) & keep
+        if not unsigned:
+            sign = np.where(n > 0, (low >> np.maximum(n, U64(1)) - U64(1)) & U64(1), U64(0))
+            low = np.where(sign == 1, low | (~keep & M32), low)
+        write(m, low & M32, ab | nb, mask)
+    return run
+
+
 def _popc(value, mods):
     value = np.atleast_1d(value).astype(np.uint64)
     count = np.zeros(value.shape, dtype=np.uint64)
@@ -694,7 +532,7 @@ def _brev(value, mods):
 
 
 def _iabs(value, mods):
-    return np.abs(_signed32(value)).astype(np.uint64) & M32
+    return np.abs(signed32(value)).astype(np.uint64) & M32
 
 
 def _prmt(ops, mods, ctx):
@@ -835,300 +673,6 @@ def _f2i_trunc(ops, mods, ctx):
     return run
 
 
-# --------------------------------------------------------------------------- warp-wide
-
-
-def _participants(m, mask):
-    return m.valid if mask is None else mask
-
-
-def _group_or(bits, participating, size):
-    bits = np.where(participating, np.broadcast_to(bits, (size,)), taint.ZERO).reshape(-1, GROUP)
-    return np.repeat(np.bitwise_or.reduce(bits, axis=1), GROUP)
-
-
-def _shfl(ops, mods, ctx):
-    mode = next((x for x in mods if x in ("UP", "DOWN", "BFLY", "IDX")), "IDX")
-    pred_out = writer(ops[0])
-    dest = writer(ops[1])
-    a, b, c = (reader(o, ctx, False) for o in ops[2:5])
-
-    def run(m, mask):
-        participating = _participants(m, mask)
-        (value, value_bits), (lane_arg, lane_bits), (clamp_arg, clamp_bits) = a(m), b(m), c(m)
-        value = np.broadcast_to(value, (m.size,))
-        value_bits = np.broadcast_to(value_bits, (m.size,))
-        lane = (m.lane % GROUP).astype(np.int64)
-        bval = (np.broadcast_to(lane_arg, (m.size,)) & U64(31)).astype(np.int64)
-        clamp = np.broadcast_to(clamp_arg, (m.size,))
-        cval = (clamp & U64(31)).astype(np.int64)
-        segment = ((clamp >> U64(8)) & U64(31)).astype(np.int64)
-        max_lane = (lane & segment) | (cval & ~segment)
-        min_lane = lane & segment
-        if mode == "UP":
-            source = lane - bval
-            in_range = source >= max_lane
-        else:
-            source = {"DOWN": lane + bval, "BFLY": lane ^ bval, "IDX": min_lane | (bval & ~segment)}[mode]
-            in_range = source <= max_lane
-        source = np.where(in_range, source, lane)
-        thread = np.arange(m.size) - lane + source
-        result_bits = value_bits[thread] | lane_bits | clamp_bits | \
-            np.where(participating[thread], taint.ZERO, taint.UNMODELLED)
-        dest(m, value[thread], result_bits, mask)
-        pred_out(m, in_range.astype(np.uint64), lane_bits | clamp_bits, mask)
-    return run
-
-
-def _vote(ops, mods, ctx):
-    mode = next((x for x in mods if x in ("ALL", "ANY", "EQ", "UNI")), "ANY")
-    dest = writer(ops[0]) if ops[0].kind == "reg" else None
-    pred_index = 1 if ops[0].kind == "reg" else 0
-    pred_out = writer(ops[pred_index])
-    source = reader(ops[pred_index + 1], ctx)
-
-    def run(m, mask):
-        participating = _participants(m, mask)
-        value, bits = source(m)
-        truth = ((np.broadcast_to(value, (m.size,)) & U64(1)) == 1) & participating
-        groups, taking_part = truth.reshape(-1, GROUP), participating.reshape(-1, GROUP)
-        out_bits = _group_or(bits, participating, m.size)
-        if dest is not None:
-            dest(m, np.repeat((groups * _LANE_BITS).sum(axis=1, dtype=np.uint64), GROUP), out_bits, mask)
-        any_true = groups.any(axis=1)
-        all_true = (groups | ~taking_part).all(axis=1)
-        result = {"ANY": any_true, "ALL": all_true, "EQ": all_true | ~any_true, "UNI": all_true | ~any_true}[mode]
-        pred_out(m, np.repeat(result, GROUP).astype(np.uint64), out_bits, mask)
-    return run
-
-
-def _match(ops, mods, ctx):
-    every = "ALL" in mods
-    wide = "U64" in mods
-    dest = writer(ops[0])
-    pred_out = writer(ops[1]) if every and len(ops) > 2 else None
-    source = reader(ops[-1], ctx, wide)
-
-    def run(m, mask):
-        participating = _participants(m, mask)
-        value, value_bits = source(m)
-        values = np.broadcast_to(value, (m.size,)).reshape(-1, GROUP)
-        taking_part = participating.reshape(-1, GROUP)
-        equal = (values[:, :, None] == values[:, None, :]) & taking_part[:, None, :]
-        same = (equal * _LANE_BITS).sum(axis=2, dtype=np.uint64).reshape(-1)
-        group_mask = np.repeat((taking_part * _LANE_BITS).sum(axis=1, dtype=np.uint64), GROUP)
-        bits = _group_or(value_bits, participating, m.size)
-        if every:
-            all_equal = same == group_mask
-            dest(m, np.where(all_equal, group_mask, U64(0)), bits, mask)
-            if pred_out:
-                pred_out(m, all_equal.astype(np.uint64), bits, mask)
-        else:
-            dest(m, same, bits, mask)
-    return run
-
-
-# --------------------------------------------------------------------------- memory
-
-
-def _address_reader(op: Operand, ctx: SassContext, wide_base: bool):
-    """Per-thread address of ``[R2+UR4+0x10]`` (register terms scaled by .X4 etc.)."""
-    terms = [(reader(Operand("reg", name, name=name, wide=wide or wide_base), ctx), scale)
-             for name, scale, wide in op.registers]
-    offset = U64(op.value & 0xFFFF_FFFF_FFFF_FFFF)
-
-    def read(m):
-        total, bits = offset, taint.ZERO
-        for term, scale in terms:
-            value, b = term(m)
-            total = total + np.asarray(value, dtype=np.uint64) * U64(scale)
-            bits = bits | b
-        return total, bits
-    return read
-
-
-def _loaded(destinations: list[Operand], count: int):
-    """Writer giving ``count`` registers from the first destination on an unknown, loaded value."""
-    names = []
-    for op in destinations:
-        if op.kind == "reg" and op.name not in ("RZ", "URZ"):
-            base = op.name
-            names.append(base)
-            for _ in range(count - 1):
-                base = pair_name(base)
-                names.append(base)
-        elif op.kind == "pred":
-            names.append(op.name)
-
-    def write(m, mask):
-        for name in names:
-            write_register(m, name, U64(0), taint.LOADED, mask)
-    return write
-
-
-def _shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassContext, slot):
-    op = shared_op(opcode)
-    address_index = next((i for i, o in enumerate(ops) if o.kind == "address"), None)
-    if op is None or address_index is None:
-        return None
-    address = ops[address_index]
-    generic = op.space != ALWAYS and op.kind != "cp_async"
-    # LDGSTS [shared], [global]: the shared side is the first address operand
-    read = _address_reader(address, ctx, wide_base=generic and any(w for *_, w in address.registers))
-    kind_code = op.kind_code
-    matrices = op.matrices
-    row_lanes = 8 * matrices
-    destinations = ops[:address_index] if op.kind in ("ld", "ldmatrix", "atom") else []
-    registers_written = max(1, op.bytes // 4) if op.kind == "ld" else (matrices if op.kind == "ldmatrix" else
-                                                                       max(1, op.bytes // 4))
-    write_loaded = _loaded(destinations, registers_written) if destinations else None
-    window = U64(ctx.window_high) << U64(32)
-    base = U64(ctx.shared_base)
-
-    def run(m, mask):
-        value, bits = read(m)
-        lanes = m.valid if mask is None else mask
-        if row_lanes:
-            lanes = lanes & (m.lane < row_lanes)
-        bits = m.full(bits)
-        value = m.full(value)
-        if generic:
-            lanes = lanes & ((bits & taint.SHARED_WINDOW) != 0)
-            value = value - window
-        if lanes.any():
-            selected = bits[lanes] if lanes is not m.valid else bits
-            if not m.address_unknown(slot, int(np.bitwise_or.reduce(selected)), "address"):
-                raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
-                # the reserved window start maps to byte 0; an address inside the reserved part stays as is
-                offsets = np.where(raw >= int(base), raw - int(base), raw)
-                m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes)
-        if write_loaded:
-            write_loaded(m, mask)
-    return run
-
-
-def _other_memory(ops, mods, loads: bool):
-    if not loads:
-        return lambda m, mask: None
-    address_index = next((i for i, o in enumerate(ops) if o.kind == "address"), len(ops))
-    widths = [int(x) for x in mods if x in ("64", "128")]
-    count = max(1, (widths[0] // 32) if widths else 1)
-    write = _loaded(ops[:max(1, address_index)] if address_index else ops[:1], count)
-    return write
-
-
-# --------------------------------------------------------------------------- control flow
-
-
-def _guard(row: dict, ctx: SassContext):
-    name = row.get("guard")
-    if not name:
-        return None
-    read = reader(Operand("pred", name, name=name), ctx)
-    want = U64(0 if row.get("guard_negated") else 1)
-
-    def condition(m):
-        value, bits = read(m)
-        return (np.broadcast_to(value, (m.size,)) & U64(1)) == want, np.broadcast_to(bits, (m.size,))
-    return condition
-
-
-def _with_guard(body, guard):
-    if guard is None:
-        return lambda m, active, mask: body(m, mask)
-
-    def run(m, active, mask):
-        holds, bits = guard(m)
-        m.guard_taint = np.where(active, bits, taint.ZERO) if bits.any() else taint.ZERO
-        body(m, active & holds)
-        m.guard_taint = taint.ZERO
-    return run
-
-
-def _target(ops: list[Operand], slot, ctx: SassContext, labels: dict[str, int]) -> int | None:
-    for op in reversed(ops):
-        if op.kind == "label" and op.name in labels:
-            return labels[op.name]
-        if op.kind == "imm" and op.value in ctx.pc_index:
-            return ctx.pc_index[op.value]
-    return None
-
-
-def _jump(slot, guard, destination: int):
-    def run(m, active, mask):
-        taken, stopped = _condition(m, slot, guard, active)
-        stay = active & ~taken if stopped is None else active & ~taken & ~stopped
-        m.pc[taken] = destination
-        m.pc[stay] += 1
-    return run
-
-
-def _return_to_register(slot, guard, ops: list[Operand], ctx: SassContext):
-    """RET.REL Rx offset: jump to the address the caller left in Rx (per thread)."""
-    # cuobjdump prints "RET.REL.NODEC R4 0x0" (register and offset without a comma)
-    ops = [parse_operand(token) for op in ops for token in op.text.split()]
-    register = next((o for o in ops if o.kind == "reg"), None)
-    extra = next((o.value for o in ops if o.kind == "imm"), 0)
-    if register is None:
-        return None
-    read = reader(register, ctx, False)
-    pcs = np.array(sorted(ctx.pc_index), dtype=np.int64)
-
-    def run(m, active, mask):
-        taken, stopped = _condition(m, slot, guard, active)
-        stay = active & ~taken if stopped is None else active & ~taken & ~stopped
-        value, bits = read(m)
-        value = np.broadcast_to(np.asarray(value, dtype=np.uint64).astype(np.int64) + extra, (m.size,))
-        bits = np.broadcast_to(bits, (m.size,))
-        unknown = taken & ((bits & taint.UNKNOWN) != 0)
-        if unknown.any():
-            m.stop(slot, unknown, int(np.bitwise_or.reduce(bits[unknown])), "return address is not known")
-            taken = taken & ~unknown
-        where = np.searchsorted(pcs, value[taken])
-        found = (where < len(pcs)) & (pcs[np.minimum(where, len(pcs) - 1)] == value[taken])
-        target = np.where(found, where, EXIT)
-        m.pc[taken] = target
-        m.pc[stay] += 1
-    return run
-
-
-def _barrier(slot, guard, ops, mods, ctx):
-    result = None
-    if "RED" in mods and ops and ops[0].kind == "reg":
-        write = writer(ops[0])
-        result = lambda m, mask: write(m, U64(0), taint.UNMODELLED, mask)
-
-    def run(m, active, mask):
-        taken, stopped = _condition(m, slot, guard, active)
-        if result is not None:
-            result(m, taken)
-        stay = active & ~taken if stopped is None else active & ~taken & ~stopped
-        m.resume[taken] = m.pc[taken] + 1
-        m.pc[taken] = WAIT
-        m.pc[stay] += 1
-    return run
-
-
-def _bra_div(slot, guard, ops, ctx, destination: int):
-    """BRA.DIV URx, target: taken by warps whose active lanes are not all the lanes of the mask URx."""
-    mask_reader = reader(ops[0], ctx, False) if ops and ops[0].kind == "reg" else None
-
-    def run(m, active, mask):
-        taken, stopped = _condition(m, slot, guard, active)
-        groups = taken.reshape(-1, GROUP)
-        have = (groups * _LANE_BITS).sum(axis=1, dtype=np.uint64)
-        if mask_reader is not None:
-            want, _ = mask_reader(m)
-            want = np.broadcast_to(np.asarray(want, dtype=np.uint64), (m.size,)).reshape(-1, GROUP)[:, 0]
-        else:
-            want = (m.valid.reshape(-1, GROUP) * _LANE_BITS).sum(axis=1, dtype=np.uint64)
-        divergent = np.repeat(have != (want & M32), GROUP) & taken
-        stay = active & ~divergent if stopped is None else active & ~divergent & ~stopped
-        m.pc[divergent] = destination
-        m.pc[stay] += 1
-    return run
-
-
 # --------------------------------------------------------------------------- dispatch
 
 
@@ -1141,9 +685,9 @@ _ALU = {
     "UIMNMX": _imnmx, "FLO": _unary(_flo), "UFLO": _unary(_flo), "POPC": _unary(_popc),
     "UPOPC": _unary(_popc), "BREV": _unary(_brev), "UBREV": _unary(_brev), "IABS": _unary(_iabs),
     "PRMT": _prmt, "UPRMT": _prmt, "S2R": _s2r, "CS2R": _s2r, "S2UR": _s2r, "R2UR": _mov, "LDC": _ldc,
-    "ULDC": _ldc, "P2R": _p2r, "UP2UR": _p2r, "R2P": _r2p, "SHFL": _shfl, "VOTE": _vote, "VOTEU": _vote,
-    "MATCH": _match, "SHL": _shift, "SHR": _shift, "HFMA2": _hfma2_constant, "I2F": _i2f_rp,
-    "MUFU": _mufu_rcp, "F2I": _f2i_trunc,
+    "ULDC": _ldc, "P2R": _p2r, "UP2UR": _p2r, "R2P": _r2p, "SHFL": shfl, "VOTE": vote, "VOTEU": vote,
+    "MATCH": match, "SHL": _shift, "SHR": _shift, "HFMA2": _hfma2_constant, "I2F": _i2f_rp,
+    "MUFU": _mufu_rcp, "F2I": _f2i_trunc, "SGXT": _sgxt, "USGXT": _sgxt,
 }
 
 
@@ -1153,38 +697,49 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
     mods = list(row["modifiers"] or [])
     full = ".".join([family, *mods])
     ops = [parse_operand(o) for o in row["operands"] or []]
-    guard = _guard(row, ctx)
+    guard = guard_of(row, ctx)
 
     if family in ("BRA", "JMP") or family == "BRX" or family == "JMX":
-        destination = _target(ops, slot, ctx, labels)
+        destination = target_of(ops, slot, ctx, labels)
         if destination is None:
             reason = "indirect branch (BRX/JMX) is not followed" if family in ("BRX", "JMX") \
                 else "branch target is not an instruction of the listing"
             return Compiled(lambda m, active, mask: m.stop(slot, active, 0, reason), True, slot)
         if "DIV" in mods:
-            return Compiled(_bra_div(slot, guard, ops, ctx, destination), True, slot)
-        return Compiled(_jump(slot, guard, destination), True, slot)
+            return Compiled(branch_if_divergent(slot, guard, ops, ctx, destination), True, slot)
+        condition = next((op for op in ops if op.kind == "pred"), None)
+        if condition is not None and family == "BRA":
+            # "BRA.U !UP0, target" / "BRA P1, target": a predicate operand is a condition too
+            guard = both(guard, guard_of({"guard": condition.name, "guard_negated": condition.negate}, ctx))
+        return Compiled(jump(slot, guard, destination), True, slot)
+    if family in RECONVERGE_JUMPS:
+        # sm_5x/6x SYNC / BRK / CONT jump to the point their enclosing SSY / PBK / PCNT named
+        destination = ctx.reconvergence.get(int(row["pc"]))
+        if destination is None:
+            return Compiled(lambda m, active, mask: m.stop(slot, active, 0, f"{family} without an enclosing "
+                                                           f"{RECONVERGE_JUMPS[family]}"), True, slot)
+        return Compiled(jump(slot, guard, destination), True, slot)
     if family in ("CALL", "JCAL"):
-        destination = _target(ops, slot, ctx, labels)
+        destination = target_of(ops, slot, ctx, labels)
         if destination is None:
             return Compiled(lambda m, active, mask: m.stop(slot, active, 0, "indirect call is not followed"),
                             True, slot)
-        return Compiled(_jump(slot, guard, destination), True, slot)
+        return Compiled(jump(slot, guard, destination), True, slot)
     if family == "RET":
-        run = _return_to_register(slot, guard, ops, ctx)
+        run = return_to_register(slot, guard, ops, ctx)
         if run is None:
-            return Compiled(_jump(slot, guard, EXIT), True, slot)
+            return Compiled(jump(slot, guard, EXIT), True, slot)
         return Compiled(run, True, slot)
     if family in ("EXIT", "KILL", "BPT") and family != "BPT":
-        return Compiled(_jump(slot, guard, EXIT), True, slot)
+        return Compiled(jump(slot, guard, EXIT), True, slot)
     if family == "BAR" and not any(x in mods for x in ("ARV", "ARRIVE")):
-        return Compiled(_barrier(slot, guard, ops, mods, ctx), True, slot)
+        return Compiled(barrier(slot, guard, ops, mods, ctx), True, slot)
     if family in NO_OPS or family == "BAR":
         return Compiled(lambda m, active, mask: None, False, slot)
 
     body = None
     if shared_op(full) is not None:
-        body = _shared_memory(full, ops, mods, ctx, slot)
+        body = shared_memory(full, ops, mods, ctx, slot)
     if body is None and family in _ALU and _ALU[family] is not None:
         try:
             body = _ALU[family](ops, mods, ctx)
@@ -1192,15 +747,15 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
             body = None
     if body is None:
         if family in GLOBAL_LOADS or family in ("LD", "ATOM", "ATOMS", "LDS", "LDSM", "LDG", "LDL"):
-            body = _other_memory(ops, mods, True)
+            body = other_memory(ops, mods, True)
         elif family in GLOBAL_STORES or family in ("ST", "RED", "STS", "STG"):
-            body = _other_memory(ops, mods, False)
+            body = other_memory(ops, mods, False)
         else:
             bits = taint.FLOAT if family in FLOAT_FAMILIES else taint.UNMODELLED
             if bits is taint.UNMODELLED:
                 ctx.unknown_opcodes[full] = ctx.unknown_opcodes.get(full, 0) + 1
             body = _unknown(ops, bits)
-    return Compiled(_with_guard(body, guard), False, slot)
+    return Compiled(with_guard(body, guard), False, slot)
 
 
 def _unknown(ops: list[Operand], bits):

@@ -1,0 +1,167 @@
+"""SASS control flow on the emulator's per-thread program counters: guards, branches, calls, barriers.
+
+Threads that take a branch get the target's slot index as their pc, the others the next one; the
+scheduler (:mod:`traceconf.emulate.simt`) runs the lowest pc first, which reconverges them.  A branch
+condition that depends on unknown data stops the warps that reach it (reported, never guessed).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from traceconf.emulate import taint
+from traceconf.emulate.simt import EXIT, WAIT, _condition
+from traceconf.sass.operands import M32, Operand, SassContext, parse_operand, reader, writer
+
+U64 = np.uint64
+GROUP = 32
+_LANE_BITS = U64(1) << np.arange(GROUP, dtype=np.uint64)
+
+
+def guard_of(row: dict, ctx: SassContext):
+    name = row.get("guard")
+    if not name:
+        return None
+    read = reader(Operand("pred", name, name=name), ctx)
+    want = U64(0 if row.get("guard_negated") else 1)
+
+    def condition(m):
+        value, bits = read(m)
+        return (np.broadcast_to(value, (m.size,)) & U64(1)) == want, np.broadcast_to(bits, (m.size,))
+    return condition
+
+
+def with_guard(body, guard):
+    if guard is None:
+        return lambda m, active, mask: body(m, mask)
+
+    def run(m, active, mask):
+        holds, bits = guard(m)
+        m.guard_taint = np.where(active, bits, taint.ZERO) if bits.any() else taint.ZERO
+        body(m, active & holds)
+        m.guard_taint = taint.ZERO
+    return run
+
+
+def target_of(ops: list[Operand], slot, ctx: SassContext, labels: dict[str, int]) -> int | None:
+    for op in reversed(ops):
+        if op.kind == "label" and op.name in labels:
+            return labels[op.name]
+        if op.kind == "imm" and op.value in ctx.pc_index:
+            return ctx.pc_index[op.value]
+    return None
+
+
+#: sm_5x/6x jumps to a point pushed earlier: SYNC → SSY, BRK → PBK, CONT → PCNT.
+RECONVERGE_JUMPS = {"SYNC": "SSY", "BRK": "PBK", "CONT": "PCNT"}
+
+
+def reconvergence_targets(rows: list[dict], pc_index: dict[int, int]) -> dict[int, int]:
+    """pc of each SYNC/BRK/CONT → slot index of the target of its innermost enclosing SSY/PBK/PCNT.
+
+    ptxas nests these regions properly, so the innermost region (push pc < jump pc < target) is the
+    one the hardware stack has on top when the jump executes.
+    """
+    pushes = {push: [] for push in RECONVERGE_JUMPS.values()}
+    for row in rows:
+        if row["opcode"] in pushes:
+            target = next((parse_operand(o).value for o in row["operands"] or [] if parse_operand(o).kind == "imm"),
+                          None)
+            if target is not None and target in pc_index:
+                pushes[row["opcode"]].append((int(row["pc"]), target))
+    found = {}
+    for row in rows:
+        push = RECONVERGE_JUMPS.get(row["opcode"])
+        if push is None:
+            continue
+        pc = int(row["pc"])
+        enclosing = [(start, target) for start, target in pushes[push] if start < pc < target]
+        if enclosing:
+            found[pc] = pc_index[max(enclosing)[1]]
+    return found
+
+
+def both(first, second):
+    """A guard that holds where both hold (taints OR-ed); either may be None (always true)."""
+    if first is None or second is None:
+        return first or second
+
+    def condition(m):
+        (a, ab), (b, bb) = first(m), second(m)
+        return a & b, ab | bb
+    return condition
+
+
+def jump(slot, guard, destination: int):
+    def run(m, active, mask):
+        taken, stopped = _condition(m, slot, guard, active)
+        stay = active & ~taken if stopped is None else active & ~taken & ~stopped
+        m.pc[taken] = destination
+        m.pc[stay] += 1
+    return run
+
+
+def return_to_register(slot, guard, ops: list[Operand], ctx: SassContext):
+    """RET.REL Rx offset: jump to the address the caller left in Rx (per thread)."""
+    # cuobjdump prints "RET.REL.NODEC R4 0x0" (register and offset without a comma)
+    ops = [parse_operand(token) for op in ops for token in op.text.split()]
+    register = next((o for o in ops if o.kind == "reg"), None)
+    extra = next((o.value for o in ops if o.kind == "imm"), 0)
+    if register is None:
+        return None
+    read = reader(register, ctx, False)
+    pcs = np.array(sorted(ctx.pc_index), dtype=np.int64)
+
+    def run(m, active, mask):
+        taken, stopped = _condition(m, slot, guard, active)
+        stay = active & ~taken if stopped is None else active & ~taken & ~stopped
+        value, bits = read(m)
+        value = np.broadcast_to(np.asarray(value, dtype=np.uint64).astype(np.int64) + extra, (m.size,))
+        bits = np.broadcast_to(bits, (m.size,))
+        unknown = taken & ((bits & taint.UNKNOWN) != 0)
+        if unknown.any():
+            m.stop(slot, unknown, int(np.bitwise_or.reduce(bits[unknown])), "return address is not known")
+            taken = taken & ~unknown
+        where = np.searchsorted(pcs, value[taken])
+        found = (where < len(pcs)) & (pcs[np.minimum(where, len(pcs) - 1)] == value[taken])
+        target = np.where(found, where, EXIT)
+        m.pc[taken] = target
+        m.pc[stay] += 1
+    return run
+
+
+def barrier(slot, guard, ops, mods, ctx):
+    result = None
+    if "RED" in mods and ops and ops[0].kind == "reg":
+        write = writer(ops[0])
+        result = lambda m, mask: write(m, U64(0), taint.UNMODELLED, mask)
+
+    def run(m, active, mask):
+        taken, stopped = _condition(m, slot, guard, active)
+        if result is not None:
+            result(m, taken)
+        stay = active & ~taken if stopped is None else active & ~taken & ~stopped
+        m.resume[taken] = m.pc[taken] + 1
+        m.pc[taken] = WAIT
+        m.pc[stay] += 1
+    return run
+
+
+def branch_if_divergent(slot, guard, ops, ctx, destination: int):
+    """BRA.DIV URx, target: taken by warps whose active lanes are not all the lanes of the mask URx."""
+    mask_reader = reader(ops[0], ctx, False) if ops and ops[0].kind == "reg" else None
+
+    def run(m, active, mask):
+        taken, stopped = _condition(m, slot, guard, active)
+        groups = taken.reshape(-1, GROUP)
+        have = (groups * _LANE_BITS).sum(axis=1, dtype=np.uint64)
+        if mask_reader is not None:
+            want, _ = mask_reader(m)
+            want = np.broadcast_to(np.asarray(want, dtype=np.uint64), (m.size,)).reshape(-1, GROUP)[:, 0]
+        else:
+            want = (m.valid.reshape(-1, GROUP) * _LANE_BITS).sum(axis=1, dtype=np.uint64)
+        divergent = np.repeat(have != (want & M32), GROUP) & taken
+        stay = active & ~divergent if stopped is None else active & ~divergent & ~stopped
+        m.pc[divergent] = destination
+        m.pc[stay] += 1
+    return run
