@@ -44,6 +44,11 @@ LEGACY_NVCC = os.environ.get("LEGACY_NVCC", "/usr/bin/nvcc")
 MIN_ARCH = {
     "cp_async.cu": "sm_80",   # cp.async
     "ldmatrix.cu": "sm_90",   # stmatrix
+    "ldgsts.cu": "sm_80",     # cp.async
+    # Added when the CUDA 11.8 nvcc was not installed on the build machine: no sm_52 PTX yet.
+    "vectorize.cu": "sm_75",
+    "atomics2.cu": "sm_75",
+    "datadep.cu": "sm_75",
 }
 
 

@@ -19,7 +19,11 @@ layout of ``tests/data/hw/`` (copy them over to commit):
 4. compiles and runs the Triton kernels of ``scripts/triton_ptx.py`` under ncu
    (``triton/`` PTX + launch JSON, ``triton_sm90.csv``, ``source_sm90/triton_*.csv``);
 5. builds ``scripts/hw/patterns.cu`` and measures every pattern of
-   ``scripts/hw/patterns.py`` (``sm90_patterns_extra.csv``).
+   ``scripts/hw/patterns.py`` (``sm90_patterns_extra.csv``);
+6. runs the launches of ``REPEATED`` ``REPEATS`` times under the metrics pass
+   and ``REPEATS`` times under SourceCounters and writes, per run, the
+   kernel-level counters next to the sums over the source page's SASS rows
+   (``kernel_vs_source_sm90.csv``).
 
 Counters that this ncu/GPU does not offer are dropped (their cells stay empty).
 Any stage's failure is logged and the others still run.
@@ -87,6 +91,11 @@ PATTERN_COLUMNS = ["case", "kind", "offsets", "inst_ld", "inst_st", "inst_ldsm",
                    "sass_wf_stsm", "sass_wf_ldgsts"]
 EXTRA_COLUMNS = [c for c in COUNTERS if c not in PATTERN_COLUMNS]
 
+#: Launches (manifest ids) measured REPEATS times for kernel_vs_source_sm90.csv: multi-CTA ones and one of one CTA.
+REPEATED = ["transpose_tile_32x32_grid64", "transpose_tile_32x33_grid64", "matmul_tiled_16_grid64",
+            "matmul_tiled_32_grid64", "stride_words_4_grid128", "scan_blelloch"]
+REPEATS = 3
+
 DTYPES = {"u8": np.uint8, "s16": np.int16, "f16": np.float16, "s32": np.int32, "u32": np.uint32, "s64": np.int64,
           "u64": np.uint64, "f32": np.float32, "f64": np.float64}
 
@@ -114,6 +123,11 @@ def buffer_contents(spec: dict) -> np.ndarray:
         if dtype.kind == "f":
             return rng.random(count).astype(dtype)
         return rng.integers(0, spec["high"], count).astype(dtype)
+    if init == "npy":
+        array = np.load(FIXTURES / spec["npy"], allow_pickle=False).ravel()
+        if array.dtype != dtype or array.nbytes != spec["buffer_bytes"]:
+            raise ValueError(f"{spec['npy']}: {array.dtype} x {array.size} is not {spec['buffer_bytes']} bytes of {dtype}")
+        return array
     raise ValueError(f"unknown init rule {init!r}")
 
 
@@ -125,13 +139,17 @@ def scalar(spec: dict) -> np.generic:
 # Device side: launches (run under ncu by `collect`)
 # ----------------------------------------------------------------------------
 
-def launch_fixtures(cubin_dir: Path, order_file: Path) -> None:
-    """Run every manifest launch once, in order; record the order for the ncu rows."""
+def launch_fixtures(cubin_dir: Path, order_file: Path, only: list[str] | None = None, repeat: int = 1) -> None:
+    """Run every manifest launch once (or the `only` ids, `repeat` times over), in order; record the order."""
     import cupy
 
     modules: dict[str, cupy.RawModule] = {}
     order = []
-    for launch in load_manifest():
+    launches = load_manifest()
+    if only:
+        by_id = {launch["id"]: launch for launch in launches}
+        launches = [by_id[i] for i in only]
+    for launch in launches * repeat:
         stem = Path(launch["file"]).stem
         if stem not in modules:
             modules[stem] = cupy.RawModule(path=str(cubin_dir / f"{stem}.sm_90.cubin"))
@@ -328,6 +346,56 @@ def stage_fixtures(work: Path, out: Path, metrics: list[str], env: dict, cubins:
     export_sources(work / "fixtures_source.ncu-rep", order, out / "source_sm90")
 
 
+def source_sums(page: str) -> dict[str, int]:
+    """Sums over the SASS rows of one exported source page: all rows, and LDS/STS-family rows apart."""
+    lines = page.splitlines()[1:]
+    sums = {"source_wf": 0, "source_ideal": 0, "source_wf_ld": 0, "source_wf_st": 0, "source_rows": 0}
+    for row in csv.DictReader(lines):
+        if row.get("Source") in (None, "Source"):
+            continue
+        wavefronts = int(float((row.get("L1 Wavefronts Shared") or "0").replace(",", "")))
+        sums["source_rows"] += 1
+        sums["source_wf"] += wavefronts
+        sums["source_ideal"] += int(float((row.get("L1 Wavefronts Shared Ideal") or "0").replace(",", "")))
+        opcode = row["Source"].split()[1] if row["Source"].split()[0].startswith("@") else row["Source"].split()[0]
+        if opcode.startswith(("LDS", "LDSM")):
+            sums["source_wf_ld"] += wavefronts
+        elif opcode.startswith(("STS", "STSM")):
+            sums["source_wf_st"] += wavefronts
+    return sums
+
+
+def stage_repeats(work: Path, out: Path, metrics: list[str], cubins: Path) -> None:
+    """The same launches REPEATS times under each pass: kernel-level counters vs source-page sums, per run."""
+    me = [sys.executable, str(Path(__file__).resolve())]
+    order_file = work / "repeat_order.json"
+    program = me + ["launch", "--cubins", str(cubins), "--order", str(order_file), "--only", ",".join(REPEATED),
+                    "--repeat", str(REPEATS)]
+    profile(metrics, program, work / "repeats.ncu-rep", [])
+    order = json.loads(order_file.read_text())
+    rows = raw_rows(work / "repeats.ncu-rep", out / "raw" / "kernel_vs_source_raw.csv")
+    profile([], program, work / "repeats_source.ncu-rep", ["--section", "SourceCounters"])
+    pages = out / "repeat_pages"  # export_sources also writes raw/repeat_source_all.csv beside it
+    export_order = [{**launch, "id": f"{launch['id']}.{i // len(REPEATED)}"} for i, launch in enumerate(order)]
+    export_sources(work / "repeats_source.ncu-rep", export_order, pages, prefix="repeat_")
+    by_id = {launch["id"]: launch for launch in load_manifest()}
+    table = []
+    for index, (launch, row) in enumerate(match_rows(rows, order)):
+        run = index // len(REPEATED)
+        page = pages / f"repeat_{launch['id']}.{run}.csv"
+        spec = by_id[launch["id"]]
+        table.append({"launch": launch["id"], "run": run, "grid": "x".join(map(str, spec["grid"])),
+                      "block": "x".join(map(str, spec["block"])),
+                      **{c: counters_of(row)[c] for c in ("hw_wf_ld", "hw_wf_st", "hw_bc_ld", "hw_bc_st",
+                                                          "hw_wf_shared", "hw_bc_shared", "sass_wf_ld", "sass_wf_st")},
+                      **(source_sums(page.read_text()) if page.exists() else {})})
+    columns = ["launch", "run", "grid", "block", "hw_wf_ld", "hw_wf_st", "hw_bc_ld", "hw_bc_st", "hw_wf_shared",
+               "hw_bc_shared", "sass_wf_ld", "sass_wf_st", "source_wf", "source_ideal", "source_wf_ld", "source_wf_st",
+               "source_rows"]
+    write_csv(out / "kernel_vs_source_sm90.csv", columns, table)
+    log(f"kernel_vs_source_sm90.csv: {len(table)} runs")
+
+
 def stage_triton(work: Path, out: Path, metrics: list[str], env: dict) -> None:
     script = [sys.executable, str(REPO / "scripts" / "triton_ptx.py"), "--out", str(out / "triton"),
               "--order", str(work / "triton_order.json")]
@@ -385,6 +453,9 @@ def collect(work: Path, out: Path, stages: list[str]) -> int:
                 stage_triton(work, out, metrics, env)
             elif stage == "patterns":
                 stage_patterns(work, out, metrics, env)
+            elif stage == "repeats":
+                cubins = cubins or stage_sass(work, out)
+                stage_repeats(work, out, metrics, cubins)
         except Exception:  # keep the other stages' results
             failures += 1
             log(f"stage {stage} failed:\n{traceback.format_exc()}")
@@ -397,10 +468,12 @@ def main() -> int:
     c = sub.add_parser("collect", help="run every stage under ncu and write the results")
     c.add_argument("--work", type=Path, default=Path("/tmp/traceconf-hw"))
     c.add_argument("--out", type=Path, required=True)
-    c.add_argument("--stages", default="sass,fixtures,patterns,triton")
+    c.add_argument("--stages", default="sass,fixtures,repeats,patterns,triton")
     la = sub.add_parser("launch", help="(under ncu) run every manifest launch once")
     la.add_argument("--cubins", type=Path, required=True)
     la.add_argument("--order", type=Path, required=True)
+    la.add_argument("--only", default="", help="comma-separated manifest ids (default: every launch)")
+    la.add_argument("--repeat", type=int, default=1, help="run the launches this many times over")
     pa = sub.add_parser("patterns", help="(under ncu) run every single-warp pattern once")
     pa.add_argument("--cubin", type=Path, required=True)
     pa.add_argument("--order", type=Path, required=True)
@@ -408,7 +481,7 @@ def main() -> int:
     if args.command == "collect":
         return collect(args.work, args.out, args.stages.split(","))
     if args.command == "launch":
-        launch_fixtures(args.cubins, args.order)
+        launch_fixtures(args.cubins, args.order, [i for i in args.only.split(",") if i], args.repeat)
     else:
         launch_patterns(args.cubin, args.order)
     return 0

@@ -86,7 +86,9 @@ def test_launch_matches_its_ptx_entry(launch):
         if "buffer_bytes" in given:
             assert ptx_type == "u64", "pointers are 64-bit parameters"
             assert given["buffer_bytes"] % DTYPE_SIZES[given["dtype"]] == 0
-            assert given["init"] in {"zeros", "iota", "random"}
+            assert given["init"] in {"zeros", "iota", "random", "npy"}
+            if given["init"] == "npy":
+                assert validate_hw.buffer_contents(given).nbytes == given["buffer_bytes"]
             if given["init"] == "random":
                 assert "seed" in given
                 assert given["dtype"].startswith("f") or given["high"] > 0
@@ -106,7 +108,8 @@ def test_every_fixture_kernel_is_launched():
 
 def test_data_dependent_launches_are_flagged():
     dynamic = {launch["id"] for launch in LAUNCHES if not launch["static_addresses"]}
-    assert dynamic == {"histogram_shared", "gather_shared"}
+    assert dynamic == {"histogram_shared", "gather_shared", "datadep_hist_skewed", "datadep_hist_uniform",
+                       "datadep_gather_transpose", "datadep_gather_random", "datadep_key_scatter"}
 
 
 # -- PTX -----------------------------------------------------------------------

@@ -13,7 +13,13 @@ either set fails loudly:
   ``static_addresses = false``): those instructions must come back unresolved;
 * kernels where ptxas rewrote the accesses: the SASS (``tests/data/hw/sass``,
   compiled from the same PTX) holds shared accesses of other widths than the
-  PTX, i.e. ptxas merged several PTX accesses into one wider one.
+  PTX, i.e. ptxas merged several PTX accesses into one wider one, or turned a
+  64-bit atomic into a load + CAS loop. The set is computed from the listings;
+  the kernels of the original fixture files are also listed explicitly.
+
+The kernel-level counters can exceed the per-instruction (SASS-attributed)
+totals by a wavefront that no instruction carries (docs/hardware.md); the
+prediction is compared with the attributed totals and the excess is bounded.
 """
 
 from __future__ import annotations
@@ -39,7 +45,17 @@ CUDA = REPO / "tests" / "fixtures" / "cuda"
 TRITON = REPO / "tests" / "fixtures" / "triton"
 HW = REPO / "tests" / "data" / "hw"
 
-#: Launches whose SASS merges shared accesses the PTX keeps apart (found by ``rewritten_kernels``).
+#: Fixture files written for the SASS-level measurements: ptxas rewrites (vectorize.cu),
+#: 64-bit atomics that become CAS loops (atomics2.cu), fused sorting-network accesses
+#: (datadep.cu), fused broadcast loads in the multi-stage pipeline (ldgsts.cu); their
+#: rewritten kernels are whatever ``rewrites`` finds.
+REWRITE_FIXTURES = {"vectorize", "atomics2", "datadep", "ldgsts"}
+
+#: A compare-and-swap loop ptxas emits for an atomic the hardware lacks (64-bit
+#: add/min/max/and/or on shared memory): a shared load, then ATOMS.CAST.SPIN until it succeeds.
+CAS_LOOP = "ATOMS.CAST.SPIN"
+
+#: Launches of the other fixture files whose SASS merges shared accesses the PTX keeps apart.
 REWRITTEN_BY_PTXAS = {
     "_Z26two_per_thread_interleavedPKfPf",  # two ld/st.shared.f32 -> one LDS.64 / STS.64
     "_Z12matmul_tiledILi16EEvPKfS1_Pfi",    # four As[ty][k] loads -> one LDS.128
@@ -51,10 +67,13 @@ GLOBAL_BASE = 0x7F00_0000_0000
 
 
 def _sass_classes(listing: str) -> dict[str, set]:
-    """Kernel -> set of (kind, bytes) of the shared accesses in a cuobjdump -sass listing."""
+    """Kernel -> set of (kind, bytes) of the shared accesses in a cuobjdump -sass listing.
+
+    A CAS loop adds ("cas_loop", 0): its extra load and retried atomics are not in the PTX.
+    """
     classes = {}
     for chunk in listing.split("Function : ")[1:]:
-        found = set()
+        found = {("cas_loop", 0)} if CAS_LOOP in chunk else set()
         for match in re.finditer(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", chunk):
             op = shared_op(match.group(1))
             if op and (op.space == ALWAYS or op.kind == "cp_async"):
@@ -71,14 +90,19 @@ def _ptx_classes(path: Path) -> dict[str, set]:
 
 
 @lru_cache(maxsize=1)
-def rewritten_kernels() -> set[str]:
-    rewritten = set()
+def rewrites() -> dict[str, tuple[str, set, set]]:
+    """Kernel -> (fixture stem, PTX classes, SASS classes) where the two differ."""
+    found = {}
     for source in sorted(CUDA.glob("*.cu")):
         sass = _sass_classes((HW / "sass" / f"{source.stem}.sass").read_text())
         for kernel, classes in _ptx_classes(CUDA / f"{source.stem}.sm_90.ptx").items():
             if classes != sass.get(kernel, set()):
-                rewritten.add(kernel)
-    return rewritten
+                found[kernel] = (source.stem, classes, sass.get(kernel, set()))
+    return found
+
+
+def rewritten_kernels() -> set[str]:
+    return set(rewrites())
 
 
 def _launch_params(params: list[dict]) -> dict[str, int]:
@@ -126,7 +150,14 @@ def predict(path: Path, kernel: str, launch: LaunchRequest):
 
 
 def test_ptxas_rewrites_are_exactly_the_listed_kernels():
-    assert rewritten_kernels() == REWRITTEN_BY_PTXAS
+    outside = {kernel for kernel, (stem, _, _) in rewrites().items() if stem not in REWRITE_FIXTURES}
+    assert outside == REWRITTEN_BY_PTXAS
+
+
+def test_rewrite_fixtures_are_rewritten():
+    """vectorize.cu exists to show ptxas fusions: all its kernels but one are rewritten."""
+    vectorize = {kernel for kernel, (stem, _, _) in rewrites().items() if stem == "vectorize"}
+    assert len(vectorize) >= 10 and "_Z15redundant_loadsPKfPf" not in vectorize
 
 
 @pytest.mark.parametrize("path, kernel, launch, static, measured", [*_cuda_cases(), *_triton_cases()])
@@ -136,9 +167,16 @@ def test_predicted_wavefronts_equal_the_hardware_counters(path, kernel, launch, 
         assert analysis.unresolved, "data-dependent addresses must be reported unresolved, never guessed"
         return
     assert not analysis.unresolved, analysis.unresolved
+    if kernel in rewritten_kernels():
+        _, ptx, sass = rewrites()[kernel]
+        pytest.skip(f"ptxas rewrote the shared accesses of {kernel} (PTX {sorted(ptx)} -> SASS {sorted(sass)}); "
+                    "PTX-level prediction differs by design")
     hardware = (int(measured["hw_wf_ld"]), int(measured["hw_wf_st"]))
-    if kernel in REWRITTEN_BY_PTXAS:
-        pytest.skip(f"ptxas merged shared accesses of {kernel}; PTX-level prediction differs by design")
+    if "sass_wf_ld" in measured:  # CUDA fixtures: wavefronts the source page attributes to instructions
+        attributed = (int(measured["sass_wf_ld"]) + int(measured["sass_wf_ldsm"] or 0),
+                      int(measured["sass_wf_st"]) + int(measured["sass_wf_stsm"] or 0))
+        assert all(0 <= h - a <= 1 for h, a in zip(hardware, attributed)), (hardware, attributed)
+        hardware = attributed
     assert (predicted["ld"], predicted["st"]) == hardware
 
 

@@ -1,0 +1,231 @@
+"""The committed sm_90 hardware data are complete and consistent with each other (no GPU needed).
+
+Covers what docs/hardware.md states about the measurements of vectorize.cu, ldgsts.cu,
+atomics2.cu and datadep.cu and about kernel_vs_source_sm90.csv: every launch has its
+row, source page and SASS; the per-instruction rows add up to the kernel-level counters
+as documented; the fusions and opcodes the tables name are in the committed SASS.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import tomllib
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CUDA = REPO / "tests" / "fixtures" / "cuda"
+HW = REPO / "tests" / "data" / "hw"
+
+with open(CUDA / "kernels.toml", "rb") as handle:
+    LAUNCHES = tomllib.load(handle)["launch"]
+MEASURED = {row["launch"]: row for row in csv.DictReader(open(HW / "kernels_sm90.csv", newline=""))}
+NEW_FILES = ("vectorize.cu", "ldgsts.cu", "atomics2.cu", "datadep.cu")
+NEW = [launch for launch in LAUNCHES if launch["file"] in NEW_FILES]
+
+
+def source_rows(launch_id: str) -> list[dict]:
+    lines = (HW / "source_sm90" / f"{launch_id}.csv").read_text().splitlines()[1:]
+    return [row for row in csv.DictReader(lines) if row["Source"] != "Source"]
+
+
+def opcode(row: dict) -> str:
+    words = row["Source"].split()
+    return words[1] if words[0].startswith("@") else words[0]
+
+
+def column_sum(rows: list[dict], column: str, prefix: tuple[str, ...]) -> int:
+    return sum(int(row[column] or 0) for row in rows if opcode(row).startswith(prefix))
+
+
+def sass_function(stem: str, kernel: str) -> str:
+    listing = (HW / "sass" / f"{stem}.sass").read_text()
+    return listing.split(f"Function : {kernel}")[1].split("Function :")[0]
+
+
+def test_new_fixtures_are_measured():
+    assert len(NEW) >= 70
+    assert {launch["file"] for launch in NEW} == set(NEW_FILES)
+
+
+@pytest.mark.parametrize("launch", LAUNCHES, ids=lambda launch: launch["id"])
+def test_every_launch_has_row_source_page_and_sass(launch):
+    row = MEASURED[launch["id"]]
+    assert row["kernel"] == launch["kernel"] and row["grid"] == "x".join(map(str, launch["grid"]))
+    rows = source_rows(launch["id"])
+    assert rows, "empty source page"
+    assert f"Function : {launch['kernel']}" in (HW / "sass" / f"{Path(launch['file']).stem}.sass").read_text()
+    # the source page is the SASS listing's instructions of that kernel
+    listing = sass_function(Path(launch["file"]).stem, launch["kernel"])
+    assert len(rows) == len(re.findall(r"/\*[0-9a-f]{4}\*/", listing))
+
+
+@pytest.mark.parametrize("launch", LAUNCHES, ids=lambda launch: launch["id"])
+def test_source_page_rows_add_up_to_the_instrumented_counters(launch):
+    """LDS*/STS*/LDGSTS*/ATOMS* rows of the source page sum to the smsp__sass_* totals of the same launch."""
+    row, rows = MEASURED[launch["id"]], source_rows(launch["id"])
+    if row["fixture"] != "generic.cu":  # generic LD/ST resolved to shared count as ld/st too
+        assert column_sum(rows, "L1 Wavefronts Shared", ("LDS",)) - column_sum(
+            rows, "L1 Wavefronts Shared", ("LDSM",)) == int(row["sass_wf_ld"])
+    assert column_sum(rows, "L1 Wavefronts Shared", ("LDGSTS",)) == int(row["sass_wf_ldgsts"] or 0)
+    assert column_sum(rows, "L1 Wavefronts Shared", ("ATOMS",)) == int(row["sass_wf_atom"] or 0)
+    assert column_sum(rows, "Instructions Executed", ("LDGSTS",)) == int(row["inst_ldgsts"] or 0)
+
+
+@pytest.mark.parametrize("launch", LAUNCHES, ids=lambda launch: launch["id"])
+def test_kernel_level_ld_st_equal_the_attributed_wavefronts(launch):
+    """l1tex ld/st wavefronts = SASS-attributed ones, except one unattributed store wavefront of one launch."""
+    row = MEASURED[launch["id"]]
+    ld = int(row["hw_wf_ld"]) - int(row["sass_wf_ld"]) - int(row["sass_wf_ldsm"] or 0)
+    st = int(row["hw_wf_st"]) - int(row["sass_wf_st"]) - int(row["sass_wf_stsm"] or 0)
+    assert (ld, st) == ((0, 1) if launch["id"] == "generic_pointer_stride_1" else (0, 0))
+
+
+# -- vectorize.cu: the fusions are in the SASS, and the counters count the fused instruction --
+
+@pytest.mark.parametrize("launch", [l for l in NEW if l["file"] == "vectorize.cu"], ids=lambda l: l["id"])
+def test_vectorize_fusions(launch):
+    ptx = (CUDA / "vectorize.sm_90.ptx").read_text().split(f".entry {launch['kernel']}(")[1].split(".entry")[0]
+    sass = sass_function("vectorize", launch["kernel"])
+    assert not re.search(r"(ld|st)\.shared\.v[24]", ptx), "nvcc must leave the accesses scalar"
+    if launch["id"] == "vec_redundant_loads":
+        assert not re.search(r"\b(LDS|STS)\.(64|128)\b", sass)
+        return
+    assert re.search(r"\b(LDS|STS)\.(64|128)\b", sass)
+
+
+def test_vectorize_conflict_ladder():
+    """LDS.128 rows at 16/32/64-byte pitch: 4, 8, 16 wavefronts per warp (conflict-free, 2-way, 4-way)."""
+    for pitch, per_warp in ((4, 4), (8, 8), (16, 16)):
+        row = MEASURED[f"vec_row4_loads_pitch{pitch}"]
+        assert int(row["hw_wf_ld"]) == 2 * per_warp and int(row["hw_bc_ld"]) == 2 * (per_warp - 4)
+
+
+# -- ldgsts.cu ------------------------------------------------------------------
+
+def ldgsts_per_warp(launch_id: str) -> tuple[int, int]:
+    rows = [r for r in source_rows(launch_id) if opcode(r).startswith("LDGSTS")]
+    warps = sum(int(r["Instructions Executed"]) for r in rows)
+    return (sum(int(r["L1 Wavefronts Shared"]) for r in rows) // warps,
+            sum(int(r["L1 Wavefronts Shared Ideal"]) for r in rows) // warps)
+
+
+@pytest.mark.parametrize("launch_id, per_warp", [
+    ("ldgsts_ca4_s4", (1, 1)), ("ldgsts_ca4_s128", (32, 1)), ("ldgsts_ca4_s4_src0", (1, 1)),
+    ("ldgsts_ca8_s8", (2, 2)), ("ldgsts_ca8_s128", (32, 2)), ("ldgsts_ca8_s8_zfill_half", (2, 2)),
+    ("ldgsts_ca16_s16", (4, 4)), ("ldgsts_ca16_s32", (8, 4)), ("ldgsts_ca16_s128", (32, 4)),
+    ("ldgsts_ca16_s16_src0", (4, 4)), ("ldgsts_plain_ca4", (1, 1)), ("ldgsts_plain_ca16", (4, 4)),
+    ("ldgsts_cg16_s16", (8, 8)), ("ldgsts_cg16_s32", (40, 8)), ("ldgsts_cg16_s128", (64, 8)),
+    ("ldgsts_cg16_s16_src0", (8, 8)), ("ldgsts_multistage_matmul", (4, 4)),
+])
+def test_ldgsts_source_page_per_warp(launch_id, per_warp):
+    assert ldgsts_per_warp(launch_id) == per_warp
+
+
+def test_ldgsts_hardware_conflicts():
+    """.ca: hw_bc_ldgsts = source wavefronts - ideal; .cg with a full source: invisible (0); src-size 0: visible."""
+    for launch in (l for l in NEW if l["id"].startswith("ldgsts_")):
+        row = MEASURED[launch["id"]]
+        wavefronts, ideal = ldgsts_per_warp(launch["id"])
+        warps = int(row["inst_ldgsts"])
+        if "_ca" in launch["id"]:
+            assert int(row["hw_bc_ldgsts"]) == (wavefronts - ideal) * warps, launch["id"]
+        elif launch["id"] == "ldgsts_cg16_s128_src0":  # zero-fill only: counted like .ca 16 B (32 - 4 per warp)
+            assert int(row["hw_bc_ldgsts"]) == 28 * warps
+        else:
+            assert int(row["hw_bc_ldgsts"]) == 0, launch["id"]
+
+
+# -- atomics2.cu ------------------------------------------------------------------
+
+ATOMIC_OPCODES = {"add": "ATOMS.ADD", "add1": "ATOMS.POPC.INC.32", "inc": "ATOMS.INC", "cas": "ATOMS.CAS",
+                  "exch": "ATOMS.EXCH", "min": "ATOMS.MIN.S32", "max": "ATOMS.MAX.S32", "and": "ATOMS.AND",
+                  "or": "ATOMS.OR"}
+
+
+def atomics_by_pattern(launch_id: str, bits: int) -> dict[int, tuple[int, int, int]]:
+    """Pattern (0..3, from the immediate offset) -> (wavefronts, ideal, executed) of its ATOMS rows."""
+    found = defaultdict(lambda: [0, 0, 0])
+    for row in source_rows(launch_id):
+        if opcode(row).startswith("ATOMS"):
+            offset = re.search(r"\+0x([0-9a-f]+)\]", row["Source"])
+            pattern = int(offset.group(1), 16) // (1024 * bits // 8) if offset else 0
+            for i, column in enumerate(("L1 Wavefronts Shared", "L1 Wavefronts Shared Ideal", "Instructions Executed")):
+                found[pattern][i] += int(row[column] or 0)
+    return {p: tuple(v) for p, v in found.items()}
+
+
+@pytest.mark.parametrize("launch", [l for l in NEW if l["file"] == "atomics2.cu"], ids=lambda l: l["id"])
+def test_atomic_opcodes_and_wavefronts(launch):
+    bits, op, use = re.fullmatch(r"atom(32|64)_(\w+?)_(used|unused)", launch["id"]).groups()
+    bits = int(bits)
+    sass = sass_function("atomics2", launch["kernel"])
+    row = MEASURED[launch["id"]]
+    patterns = atomics_by_pattern(launch["id"], bits)
+    assert sum(v[0] for v in patterns.values()) == int(row["hw_wf_atom"]), "source page = kernel-level atom wavefronts"
+    if bits == 64 and op in ("add", "min", "max", "and", "or"):
+        assert "ATOMS.CAST.SPIN.64" in sass and int(row["hw_bc_atom"]) == 0
+        return
+    expected = ATOMIC_OPCODES[op] + (".64" if bits == 64 else "")
+    if op == "add1" and use == "used":
+        expected = "ATOMS.ADD"
+    assert re.search(re.escape(expected) + r"\s", sass)
+    ideal = {32: 1, 64: 2}[bits] * (2 if op == "cas" else 1)
+    # ptxas reduces over the warp and lets one lane do the atomic on a uniform address
+    aggregated = op in ("add", "add1") or (use == "unused" and op in ("min", "max", "and", "or"))
+    serial = (32 if bits == 32 else 16) * ideal  # 32 lanes one after another (64-bit: 2 wavefronts per 4 lanes' data)
+    assert patterns[0][:2] == ((ideal if aggregated else serial), ideal)    # one word
+    assert patterns[1][:2] == (ideal, ideal)                                # stride 1
+    assert patterns[2][:2] == (serial, ideal)                               # stride 32: one bank
+    assert patterns[3][:2] == ((1 if op == "add1" and use == "unused" else 2) * ideal, ideal)  # 2 lanes per word
+
+
+# -- datadep.cu -------------------------------------------------------------------
+
+def test_datadep_inputs_are_reproducible():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("make_datadep_inputs", CUDA / "make_datadep_inputs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name, array in module.inputs().items():
+        committed = np.load(CUDA / f"{name}.npy", allow_pickle=False)
+        assert committed.dtype == array.dtype and np.array_equal(committed, array), name
+
+
+def test_histogram_conflicts_follow_the_data():
+    """ATOMS.POPC.INC merges lanes on one word: the skewed input (few distinct bins) has no conflict, the uniform one does."""
+    skewed, uniform = MEASURED["datadep_hist_skewed"], MEASURED["datadep_hist_uniform"]
+    assert int(skewed["inst_atom"]) == int(uniform["inst_atom"]) == 256
+    assert int(skewed["hw_bc_atom"]) == 0 < int(uniform["hw_bc_atom"])
+
+
+def test_transpose_permutation_gather_is_32_way():
+    row = MEASURED["datadep_gather_transpose"]
+    assert int(row["hw_wf_ld"]) == 32 * int(row["inst_ld"])
+
+
+# -- kernel_vs_source_sm90.csv --------------------------------------------------------
+
+REPEATS = list(csv.DictReader(open(HW / "kernel_vs_source_sm90.csv", newline="")))
+
+
+def test_repeats_cover_multi_cta_launches_three_times():
+    runs = defaultdict(set)
+    for row in REPEATS:
+        runs[row["launch"]].add(int(row["run"]))
+    assert all(r == {0, 1, 2} for r in runs.values()) and len(runs) >= 6
+    ctas = {row["launch"]: np.prod([int(x) for x in row["grid"].split("x")]) for row in REPEATS}
+    assert sum(c >= 64 for c in ctas.values()) >= 5 and min(ctas.values()) == 1
+
+
+def test_repeats_kernel_level_equals_source_page():
+    """Per-op kernel counters equal the source-page LDS/STS sums in every run; only the all-op total exceeds them."""
+    for row in REPEATS:
+        assert int(row["hw_wf_ld"]) == int(row["source_wf_ld"]) and int(row["hw_wf_st"]) == int(row["source_wf_st"])
+        assert int(row["source_wf"]) == int(row["source_wf_ld"]) + int(row["source_wf_st"])
+        assert int(row["hw_wf_shared"]) > int(row["source_wf"])
+        assert int(row["hw_bc_ld"]) + int(row["hw_bc_st"]) == int(row["source_wf"]) - int(row["source_ideal"])
