@@ -193,7 +193,7 @@ def test_warp_size_64_groups_two_nvidia_warps():
 # --------------------------------------------------------------------------- taint
 
 
-def test_data_dependent_branch_stops_the_warp_and_reports_what_it_cannot_reach():
+def test_data_dependent_branch_is_explored_soundly_and_the_rest_counted():
     module = kernel_module("""
         ld.param.u64 %rd1, [k_param_0];
         mov.u32 %r1, %tid.x;
@@ -207,10 +207,35 @@ def test_data_dependent_branch_stops_the_warp_and_reports_what_it_cannot_reach()
         st.shared.u32 [%r2+256], %r1;
         ret;""", params=".param .u64 k_param_0", shared=".shared .align 4 .b8 buf[512];\n")
     result = run(module)
-    assert len(result.accesses) == 1                          # the store before the branch
-    lines = {u["ptx"].split()[-2] for u in result.unresolved}
-    assert lines == {"[%r2+128],", "[%r2+256],"}
-    assert all("loaded from memory" in u["reason"] for u in result.unresolved)
+    # the stores before the branch and after it rejoins are counted exactly (every lane, known addresses)
+    assert len(result.accesses) == 2
+    assert result.accesses.address[1].tolist() == (256 + 4 * np.arange(32)).tolist()
+    # the store under the branch: which lanes run it is unknown
+    (entry,) = result.unresolved
+    assert entry["ptx"].split()[-2] == "[%r2+128]," and entry["uncounted"]
+    assert "branch at PTX line" in entry["reason"] and "loaded from memory" in entry["reason"]
+
+
+def test_registers_written_under_an_unknown_branch_are_unknown_after_it():
+    module = kernel_module("""
+        ld.param.u64 %rd1, [k_param_0];
+        mov.u32 %r1, %tid.x;
+        shl.b32 %r2, %r1, 2;
+        ld.global.u32 %r3, [%rd1];
+        setp.eq.s32 %p1, %r3, 0;
+        @%p1 bra SKIP;
+        add.s32 %r2, %r2, 128;
+    SKIP:
+        st.shared.u32 [%r2], %r1;
+        st.shared.u32 [%r2+256], %r1;
+        shl.b32 %r4, %r1, 3;
+        st.shared.u32 [%r4], %r1;
+        ret;""", params=".param .u64 k_param_0", shared=".shared .align 4 .b8 buf[1024];\n")
+    result = run(module)
+    assert len(result.accesses) == 1 and result.accesses.address[0].tolist() == (8 * np.arange(32)).tolist()
+    assert {u["ptx"].split()[-2] for u in result.unresolved} == {"[%r2],", "[%r2+256],"}
+    assert all(u["executions"] == 1 and "branch whose direction is unknown" in u["reason"]
+               for u in result.unresolved)
 
 
 def test_float_address_is_unresolved_and_the_rest_analysed():

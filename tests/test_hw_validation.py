@@ -166,7 +166,11 @@ def test_predicted_wavefronts_equal_the_hardware_counters(path, kernel, launch, 
     if not static:
         assert analysis.unresolved, "data-dependent addresses must be reported unresolved, never guessed"
         return
-    assert not analysis.unresolved, analysis.unresolved
+    if kernel in rewritten_kernels():
+        # 64-bit shared add/min/max/and/or: ptxas's CAS retry loop, whose count contention decides
+        assert all("ATOMS.CAST.SPIN.64" in u["reason"] for u in analysis.unresolved), analysis.unresolved
+    else:
+        assert not analysis.unresolved, analysis.unresolved
     if kernel in rewritten_kernels():
         _, ptx, sass = rewrites()[kernel]
         pytest.skip(f"ptxas rewrote the shared accesses of {kernel} (PTX {sorted(ptx)} -> SASS {sorted(sass)}); "

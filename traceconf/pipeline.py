@@ -72,6 +72,15 @@ class LaunchRequest:
     dynamic_smem: int = 0
     ctas: int | None = None
     max_steps: int = 10_000_000
+    data: dict[str, str] = field(default_factory=dict)   # NAME_OR_INDEX -> SOURCE (see traceconf.emulate.data)
+    seed: int = 0
+
+    def data_for(self, kernel_row: dict) -> dict:
+        """--data buffers keyed by PTX parameter name (files are read here; bad ones are InputErrors)."""
+        from traceconf.emulate.data import load_source
+        from traceconf.emulate.launch import parameter_name
+        return {parameter_name(key, kernel_row, "--data"): load_source(source, self.seed, f"--data {key}")
+                for key, source in self.data.items()}
 
     def block_for(self, kernel_row: dict, path: str) -> tuple[int, int, int]:
         if self.block is not None:
@@ -104,11 +113,14 @@ class LaunchRequest:
         from traceconf.emulate import Launch
         return Launch(block=self.block_for(kernel_row, path), grid=self.grid, params=self.params_for(kernel_row, path),
                       dynamic_smem=self.dynamic_smem, warp_size=warp_size, ctas=self.ctas,
-                      max_steps=self.max_steps)
+                      max_steps=self.max_steps, data=self.data_for(kernel_row))
 
     def describe(self, kernel_row: dict, path: str) -> dict:
-        return {"block": list(self.block_for(kernel_row, path)), "grid": list(self.grid),
-                "params": self.params_for(kernel_row, path), "dynamic_smem": self.dynamic_smem}
+        facts = {"block": list(self.block_for(kernel_row, path)), "grid": list(self.grid),
+                 "params": self.params_for(kernel_row, path), "dynamic_smem": self.dynamic_smem}
+        if self.data:
+            facts["data"] = {name: buffer.description for name, buffer in self.data_for(kernel_row).items()}
+        return facts
 
 
 def _instruction_info(module, kernel: str, ids: Iterable[int], kinds: dict[int, str],

@@ -28,6 +28,10 @@ _f = documented_field  # short name for the tables below
 #: Access kinds, in the order of their integer codes (see ``KIND_CODES``).
 KINDS = ("ld", "st", "atom", "ldmatrix", "stmatrix", "cp_async")
 KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
+#: Operations of shared atomics as the hardware executes them, in the order of their codes (0: not an atomic,
+#: or not known).  ``popc_inc`` is ptxas's ATOMS.POPC.INC for an ``atom.add`` of 1 whose result is unused.
+OPS = ("", "add", "popc_inc", "inc", "dec", "cas", "exch", "min", "max", "and", "or", "xor")
+OP_CODES = {op: code for code, op in enumerate(OPS)}
 
 # --------------------------------------------------------------------------
 # Parser output
@@ -135,8 +139,12 @@ ACCESSES = pa.schema(
         _f("bytes", pa.int16(), "bytes accessed by the lane: 1, 2, 4, 8 or 16 (ldmatrix/stmatrix: 16, one row)", False),
         _f("kind", pa.string(), "ld | st | atom | ldmatrix | stmatrix | cp_async", False),
         _f("matrices", pa.int8(), "ldmatrix/stmatrix matrix count (1, 2, 4); 0 otherwise", False),
+        _f("op", pa.string(), "atomics: the operation as executed (add, popc_inc, inc, dec, cas, exch, min, max, "
+           "and, or, xor); null or empty otherwise or when unknown (optional column)"),
     ]
 )
+#: ACCESSES columns a reader may leave out.
+OPTIONAL_ACCESS_COLUMNS = ("op",)
 
 # --------------------------------------------------------------------------
 # Engine output

@@ -36,6 +36,12 @@ Grid = Annotated[str, typer.Option("--grid", help="Grid size X[,Y[,Z]].", rich_h
 Params = Annotated[Optional[list[str]], typer.Option(
     "--param", "-p", help="Kernel parameter NAME_OR_INDEX=VALUE (decimal or 0x hex); repeat.",
     rich_help_panel=LAUNCH)]
+Data = Annotated[Optional[list[str]], typer.Option(
+    "--data", help="Contents of the buffer a pointer parameter points to: NAME_OR_INDEX=SOURCE with SOURCE "
+    "FILE.npy, FILE:DTYPE (raw, e.g. keys.bin:uint16) or random:DTYPE:COUNT[:LOW:HIGH]; repeat. Loads from it "
+    "then have values, so data-dependent addresses and branches resolve.", rich_help_panel=LAUNCH)]
+Seed = Annotated[int, typer.Option("--seed", help="Seed of random: --data sample inputs (stated in the output).",
+                                   rich_help_panel=LAUNCH)]
 DynamicSmem = Annotated[str, typer.Option(
     "--dynamic-smem", help="Dynamic shared memory bytes (decimal or 0x hex).", rich_help_panel=LAUNCH)]
 Ctas = Annotated[Optional[int], typer.Option(
@@ -81,13 +87,24 @@ def parse_params(items: list[str] | None) -> dict[str, int]:
     return params
 
 
+def parse_data(items: list[str] | None) -> dict[str, str]:
+    data = {}
+    for item in items or []:
+        name, sep, source = item.partition("=")
+        if not sep or not name.strip() or not source.strip():
+            raise InputError(f"--data: expected NAME_OR_INDEX=SOURCE, got {item!r}")
+        data[name.strip()] = source.strip()
+    return data
+
+
 def launch_request(block: str | None, grid: str, params: list[str] | None, dynamic_smem: str,
-                   ctas: int | None, max_steps: int) -> LaunchRequest:
+                   ctas: int | None, max_steps: int, data: list[str] | None = None, seed: int = 0) -> LaunchRequest:
     smem = parse_int(dynamic_smem, "--dynamic-smem")
     if smem < 0:
         raise InputError("--dynamic-smem: must not be negative")
     return LaunchRequest(block=parse_dims(block, "--block") if block else None, grid=parse_dims(grid, "--grid"),
-                         params=parse_params(params), dynamic_smem=smem, ctas=ctas, max_steps=max_steps)
+                         params=parse_params(params), dynamic_smem=smem, ctas=ctas, max_steps=max_steps,
+                         data=parse_data(data), seed=seed)
 
 
 def check_input(path: Path) -> None:
@@ -152,6 +169,8 @@ def analyze(
     block: Block = None,
     grid: Grid = "1",
     param: Params = None,
+    data: Data = None,
+    seed: Seed = 0,
     dynamic_smem: DynamicSmem = "0",
     device: Devices = None,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout.")] = Format.table,
@@ -163,16 +182,19 @@ def analyze(
     suggest: Annotated[bool, typer.Option(
         "--suggest", help="Try row padding and XOR swizzles on the top hotspots (table output).")] = False,
     fail_on_excess: Annotated[Optional[int], typer.Option(
-        "--fail-on-excess", min=0, help="Exit 1 when any kernel's excess wavefronts (any device) exceed N.")] = None,
+        "--fail-on-excess", min=0, help="Exit 1 when any kernel's excess wavefronts (any device) exceed N; "
+        "exit 3 when some accesses are unresolved (unless --allow-unresolved).")] = None,
+    allow_unresolved: Annotated[bool, typer.Option(
+        "--allow-unresolved", help="With --fail-on-excess: gate on the resolved accesses only.")] = False,
     skip_bad: SkipBad = False,
 ) -> None:
     """Count shared-memory wavefronts per instruction and rank the bank-conflict hotspots."""
-    from traceconf.analyses.results import excess_by_kernel, results_table
+    from traceconf.analyses.results import excess_by_kernel, results_table, unresolved_summary
     from traceconf.report.writers import csv_text, json_text, write_results
 
     try:
         check_input(file)
-        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
+        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, data, seed)
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
         with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
             analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress)
@@ -203,6 +225,15 @@ def analyze(
                        f"(limit --fail-on-excess {fail_on_excess})", err=True)
         if over:
             raise typer.Exit(1)
+        summaries = [unresolved_summary(analysis) for analysis in analyses if analysis.unresolved]
+        if summaries and not allow_unresolved:
+            counted, uncounted = sum(s[0] for s in summaries), sum(s[1] for s in summaries)
+            typer.echo(f"traceconf: --fail-on-excess cannot vouch for unresolved accesses: {counted:,} warp-level "
+                       f"execution(s) unresolved" + (f", plus {uncounted} instruction(s) whose executions could not "
+                                                     f"be counted" if uncounted else "")
+                       + "; resolve them with --data (buffer contents) or --param, or pass --allow-unresolved",
+                       err=True)
+            raise typer.Exit(3)
 
 
 def _print_tables(analyses, devices: list[str], top: int, suggest: bool, rule_sets: list) -> None:

@@ -18,11 +18,14 @@ from typing import Callable
 import numpy as np
 
 from traceconf.accesses import WarpAccesses
-from traceconf.emulate.launch import Launch, resolve_block, resolve_grid, resolve_params
+from traceconf.emulate.contents import BUFFER_SPACING, GLOBAL_BASE, Buffer, GlobalContents, compress
+from traceconf.emulate import taint
+from traceconf.emulate.launch import Launch, resolve_block, resolve_data, resolve_grid, resolve_params
 from traceconf.emulate.layout import lay_out
 from traceconf.emulate.memory import space_of
 from traceconf.emulate.operands import Context
 from traceconf.emulate.program import link
+from traceconf.emulate.regions import read_registers
 from traceconf.emulate.simt import Findings, Machine, compile_slot
 from traceconf.errors import InputError
 from traceconf.ptx.opcodes import may_access_shared, shared_access_kind
@@ -55,19 +58,21 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
         raise InputError(f"warp size {launch.warp_size} is not supported (32 or 64)")
     block, grid = resolve_block(launch, kernel_row), resolve_grid(launch, kernel_row)
     params = resolve_params(launch, kernel_row)
+    memory = _global_contents(resolve_data(launch, kernel_row), params, kernel_row)
     program = link(module, kernel, path)
     declarations = [variable for name in program.functions for variable in module.kernel(name).get("shared") or []]
     layout = lay_out(declarations, int(launch.dynamic_smem))
     param_rows = kernel_row.get("params") or []
     ctx = Context(kernel=kernel, path=path, layout=layout, param_names=[p["name"] for p in param_rows],
                   param_values=params, param_bytes={p["name"]: p.get("bytes") for p in param_rows},
-                  address_bits=int(kernel_row.get("address_size") or 64))
+                  address_bits=int(kernel_row.get("address_size") or 64), memory=memory)
     total = grid[0] * grid[1] * grid[2]
     if not _touches_shared(program):
         # nothing can touch shared memory: no launch fact is needed and nothing needs to run
         return EmulationResult(accesses=WarpAccesses.empty(kernel, launch.warp_size), scale=total,
                                analysed_ctas=[], unresolved=[], shared_layout=layout.variables,
                                notes=[f"{kernel} has no shared-memory instruction"])
+    ctx.read_registers = read_registers(program)
     compiled = [compile_slot(slot, ctx) for slot in program.slots]
     findings = Findings(program, layout.total_bytes)
 
@@ -102,6 +107,9 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
     accesses = _assemble(kernel, machines, launch.warp_size)
     notes = list(findings.cta_reasons and ["shared accesses depend on the CTA index ("
                                            + "; ".join(findings.cta_reasons[:3]) + ")"])
+    if memory is not None:
+        notes += [f"data: {buffer.name} = {buffer.description}" for buffer in memory.buffers]
+        notes += [f"{why}: its values stay unknown (pass --data for it)" for why in memory.unserved.values()]
     for highest, row in findings.extent.values():
         extern_hint = " (pass --dynamic-smem for the extern shared array)" if layout.has_extern() else ""
         notes.append(f"PTX line {row['ptx_line']} reaches shared byte {highest} but the kernel's shared memory "
@@ -112,6 +120,22 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
                            shared_layout=layout.variables, sampled=sampled, notes=notes,
                            cta_dependence=list(findings.cta_reasons),
                            steps=sum(m.steps for m in machines))
+
+
+def _global_contents(data: dict, params: dict[str, int], kernel_row: dict) -> GlobalContents | None:
+    """The --data buffers; a pointer without a --param value gets an address of its own (params is updated)."""
+    if not data:
+        return None
+    names = [p["name"] for p in kernel_row.get("params") or []]
+    buffers = []
+    for name, given in data.items():
+        if name not in params:
+            params[name] = GLOBAL_BASE + names.index(name) * BUFFER_SPACING
+        raw = np.ascontiguousarray(given.array).view(np.uint8).reshape(-1).copy()
+        buffers.append(Buffer(name=name, base=params[name], data=raw,
+                              taint=np.full(len(raw), compress(np.array([taint.ZERO]))[0], dtype=np.uint8),
+                              dtype=given.array.dtype, description=given.description))
+    return GlobalContents(buffers)
 
 
 def _touches_shared(program) -> bool:
@@ -138,4 +162,5 @@ def _assemble(kernel: str, machines: list[Machine], warp_size: int) -> WarpAcces
 
     address = np.concatenate([entry[5] for _, entry in parts]).astype(np.int64)
     return WarpAccesses(kernel, cta, warp, np.arange(len(cta), dtype=np.int64), per_execution(1, np.int32),
-                        per_execution(2, np.int8), per_execution(3, np.int16), per_execution(4, np.int8), address)
+                        per_execution(2, np.int8), per_execution(3, np.int16), per_execution(4, np.int8), address,
+                        per_execution(6, np.int8))

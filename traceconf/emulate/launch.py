@@ -16,7 +16,8 @@ class Launch:
     take the little-endian bytes of the integer.  ``ctas`` limits a launch whose
     shared accesses depend on the CTA index to that many CTAs, spread evenly
     over the grid (a stated sample).  ``block`` may be None when the kernel
-    declares ``.reqntid``.
+    declares ``.reqntid``.  ``data`` maps a pointer parameter (name or index)
+    to the :class:`~traceconf.emulate.data.DataBuffer` it points to.
     """
 
     block: tuple[int, ...] | None = None
@@ -26,6 +27,7 @@ class Launch:
     warp_size: int = 32
     ctas: int | None = None
     max_steps: int = 10_000_000
+    data: dict = field(default_factory=dict)
 
 
 def _dims(values, what: str, kernel: str) -> tuple[int, int, int]:
@@ -52,23 +54,40 @@ def resolve_grid(launch: Launch, kernel_row: dict) -> tuple[int, int, int]:
     return _dims(launch.grid, "the grid", kernel_row["kernel"])
 
 
+def parameter_name(key, kernel_row: dict, option: str = "--param") -> str:
+    """The PTX name of the parameter a name or 0-based index stands for; unknown keys are errors."""
+    names = [p["name"] for p in kernel_row.get("params") or []]
+    if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+        index = int(key)
+        if index >= len(names):
+            raise InputError(f"kernel {kernel_row['kernel']} has {len(names)} parameter(s); "
+                             f"{option} index {index} does not exist")
+        return names[index]
+    if key in names:
+        return key
+    listing = ", ".join(names) or "none"
+    raise InputError(f"kernel {kernel_row['kernel']} has no parameter {key!r} (parameters: {listing}; "
+                     f"an index 0..{len(names) - 1} also works)")
+
+
+def resolve_data(launch: Launch, kernel_row: dict) -> dict:
+    """Parameter name -> DataBuffer of ``--data``; the parameter must be a pointer-sized one."""
+    found = {}
+    for key, buffer in launch.data.items():
+        name = parameter_name(key, kernel_row, "--data")
+        row = next(p for p in kernel_row.get("params") or [] if p["name"] == name)
+        if (row.get("bytes") or 8) not in (4, 8):
+            raise InputError(f"--data {key}: parameter {name} of kernel {kernel_row['kernel']} is "
+                             f"{row.get('bytes')} bytes, not a pointer")
+        found[name] = buffer
+    return found
+
+
 def resolve_params(launch: Launch, kernel_row: dict) -> dict[str, int]:
     """Parameter name -> integer value, accepting names or indices; unknown keys are errors."""
-    names = [p["name"] for p in kernel_row.get("params") or []]
     values = {}
     for key, value in launch.params.items():
-        if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
-            index = int(key)
-            if index >= len(names):
-                raise InputError(f"kernel {kernel_row['kernel']} has {len(names)} parameter(s); "
-                                 f"--param index {index} does not exist")
-            name = names[index]
-        elif key in names:
-            name = key
-        else:
-            listing = ", ".join(names) or "none"
-            raise InputError(f"kernel {kernel_row['kernel']} has no parameter {key!r} (parameters: {listing}; "
-                             f"an index 0..{len(names) - 1} also works)")
+        name = parameter_name(key, kernel_row)
         try:
             values[name] = int(value, 0) if isinstance(value, str) else int(value)
         except ValueError:

@@ -34,6 +34,8 @@ class Context:
     param_values: dict[str, int]         # those with a value
     param_bytes: dict[str, int]
     address_bits: int
+    memory: object = None                # GlobalContents: the --data buffers (None: no global memory modelled)
+    read_registers: frozenset | None = None  # register keys some instruction reads (None: not known)
 
 
 _SPECIAL_ROOTS = {"%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%warpsize",
