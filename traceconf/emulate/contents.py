@@ -36,8 +36,29 @@ def compress(bits: np.ndarray) -> np.ndarray:
     return ((bits & U64(_KEPT)) | np.where(lost, taint.UNMODELLED, taint.ZERO)).astype(np.uint8)
 
 
+_WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_SPREAD = {1: 0x1, 2: 0x0101, 4: 0x0101_0101, 8: 0x0101_0101_0101_0101}
+
+
+def _aligned(data: np.ndarray, start: np.ndarray, size: int) -> bool:
+    """Whether the accesses can go through a word view (the common case: naturally aligned elements)."""
+    return size in _WORD and len(data) % 8 == 0 and not (start & (size - 1)).any()
+
+
+def _fold(bits: np.ndarray, size: int) -> np.ndarray:
+    """OR of the ``size`` byte taints packed in each word."""
+    bits = bits.astype(np.uint64)
+    for shift in (32, 16, 8)[3 - (size.bit_length() - 1):] if size > 1 else ():
+        bits = bits | (bits >> U64(shift))
+    return bits & BYTE_TAINT
+
+
 def gather(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Little-endian values of ``size`` bytes at ``start`` (int64 byte indices) and the OR of their taints."""
+    if _aligned(data, start, size):
+        word = start // size
+        return (data.view(_WORD[size])[word].astype(np.uint64),
+                _fold(byte_taint.view(_WORD[size])[word], size))
     index = start[:, None] + np.arange(size, dtype=np.int64)
     raw = np.zeros((len(start), 8), dtype=np.uint8)
     raw[:, :size] = data[index]
@@ -50,6 +71,18 @@ def scatter(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: i
     """Store ``values`` (uint64, little-endian ``size`` bytes) at ``start``, thread order; collisions between
     different values leave the bytes unknown."""
     if not len(start):
+        return
+    if _aligned(data, start, size):
+        kind = _WORD[size]
+        word = start // size
+        words = data.view(kind)
+        stored = np.asarray(values, dtype=np.uint64).astype(kind)
+        words[word] = stored
+        taints = byte_taint.view(kind)
+        taints[word] = compress(bits).astype(kind) * kind(_SPREAD[size])
+        lost = words[word] != stored
+        if lost.any():
+            taints[word[lost]] |= kind(_SPREAD[size] * int(_UNSET))
         return
     index = start[:, None] + np.arange(size, dtype=np.int64)
     raw = np.ascontiguousarray(values, dtype=np.uint64).view(np.uint8).reshape(-1, 8)[:, :size]
@@ -65,27 +98,41 @@ class SharedContents:
 
     def __init__(self, ctas: int, bytes_per_cta: int):
         self.bytes_per_cta = bytes_per_cta
-        self.data = np.zeros(ctas * bytes_per_cta, dtype=np.uint8)
-        self.taint = np.full(ctas * bytes_per_cta, _UNSET, dtype=np.uint8)
+        total = -(-ctas * bytes_per_cta // 8) * 8          # whole 64-bit words: word views always fit
+        self.data = np.zeros(total, dtype=np.uint8)
+        self.taint = np.full(total, _UNSET, dtype=np.uint8)
 
-    def _place(self, cta_index: np.ndarray, offsets: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-        inside = (offsets >= 0) & (offsets + size <= self.bytes_per_cta)
-        return inside, cta_index * self.bytes_per_cta + np.where(inside, offsets, 0)
+    def _place(self, cta_index: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
+        """(threads, byte index) of the lanes whose access lies inside their CTA's shared memory."""
+        chosen = np.flatnonzero(lanes)
+        offset = offsets[chosen]
+        inside = (offset >= 0) & (offset + size <= self.bytes_per_cta)
+        if not inside.all():
+            chosen, offset = chosen[inside], offset[inside]
+        return chosen, cta_index[chosen] * self.bytes_per_cta + offset
+
+    def load_every(self, cta_base: np.ndarray, offsets: np.ndarray, size: int):
+        """Values and taints for every thread when each one's aligned access lies inside its CTA's shared
+        memory (the common case, with no per-lane selection), else None."""
+        if int(offsets.min()) < 0 or int(offsets.max()) + size > self.bytes_per_cta:
+            return None
+        start = cta_base + offsets
+        if not _aligned(self.data, start, size):
+            return None
+        return gather(self.data, self.taint, start, size)
 
     def load(self, cta_index, offsets, size, lanes) -> tuple[np.ndarray, np.ndarray]:
         """Values and taints per thread (unknown where outside the CTA's shared memory or not a lane)."""
         values = np.zeros(len(offsets), dtype=np.uint64)
         bits = np.full(len(offsets), taint.UNMODELLED, dtype=np.uint64)
-        inside, start = self._place(cta_index, offsets, size)
-        chosen = np.flatnonzero(lanes & inside)
+        chosen, start = self._place(cta_index, offsets, size, lanes)
         if len(chosen):
-            values[chosen], bits[chosen] = gather(self.data, self.taint, start[chosen], size)
+            values[chosen], bits[chosen] = gather(self.data, self.taint, start, size)
         return values, bits
 
     def store(self, cta_index, offsets, size, values, bits, lanes) -> None:
-        inside, start = self._place(cta_index, offsets, size)
-        chosen = np.flatnonzero(lanes & inside)
-        scatter(self.data, self.taint, start[chosen], size, np.broadcast_to(values, (len(offsets),))[chosen],
+        chosen, start = self._place(cta_index, offsets, size, lanes)
+        scatter(self.data, self.taint, start, size, np.broadcast_to(values, (len(offsets),))[chosen],
                 np.broadcast_to(bits, (len(offsets),))[chosen])
 
     def forget(self, ctas: np.ndarray) -> None:

@@ -149,8 +149,8 @@ class _Reads:
     """Values of ``count`` consecutive elements read by the located lanes (unknown where nothing is known)."""
 
     def __init__(self, m, count: int):
-        self.values = [np.zeros(m.size, dtype=np.uint64) for _ in range(count)]
-        self.bits = [np.full(m.size, taint.LOADED, dtype=np.uint64) for _ in range(count)]
+        self.values = [m.full(U64(0))] * count          # never modified in place: shared is fine
+        self.bits = [m.full(taint.LOADED)] * count
 
     def put(self, index: int, lanes: np.ndarray, values: np.ndarray, bits: np.ndarray) -> None:
         self.values[index] = np.where(lanes, values, self.values[index])
@@ -164,6 +164,14 @@ def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is
     carried = bits & taint.CTA
     if shared_lanes is not None:
         lanes = shared_lanes & known
+        if global_lanes is None and count == 1 and (lanes is m.valid or lanes.all()):
+            # every thread reads shared memory at a known address: no per-lane selection needed
+            every = m.shared_contents().load_every(m.shared_base(), offsets, size)
+            if every is not None:
+                values, content_bits = every
+                reads.values[0] = _sign_extend(values, size) if is_signed else values
+                reads.bits[0] = content_bits | carried | taint.THREAD
+                return reads
         if lanes.any():
             contents = m.shared_contents()
             for index in range(count):
@@ -212,7 +220,7 @@ def _note_unserved(m, ctx: Context, slot: Slot, lanes: np.ndarray, bits: np.ndar
 def _write_memory(m, ctx: Context, located, values: list, value_bits: list, size: int) -> None:
     shared_lanes, offsets, global_lanes, address, bits = located
     unknown = (bits & taint.UNKNOWN) != 0
-    if shared_lanes is not None and shared_lanes.any():
+    if shared_lanes is not None and ctx.shared_values and shared_lanes.any():
         contents = m.shared_contents()
         lanes = shared_lanes & ~unknown
         for index, (value, vbits) in enumerate(zip(values, value_bits)):
@@ -235,13 +243,24 @@ def _load(slot, ctx, row, modifiers):
     if space == "param":
         return _load_param(slot, ctx, row)
     write = _loaded_destinations(row, slot)
-    if space not in ("shared", "generic", "global") or address_index is None:
-        return lambda m, mask: write(m, mask)        # local, const, texture: contents not modelled
+    if space not in ("shared", "generic", "global") or address_index is None or \
+            (space == "global" and ctx.memory is None):
+        return lambda m, mask: write(m, mask)        # local, const, texture, global without --data: unknown
     keys = [register_key(n, slot) if n and n != "_" else None for n in split_destinations(row["operands"][0])]
     size, is_signed, _ = _element(row)
     locate = _locate(slot, ctx, address_index, space)
     shared_kind = SHARED_ACCESS_KINDS.get(row["opcode"]) if space != "global" else None
     recorder = _recorder(slot, shared_kind, access_bytes(row)) if shared_kind else None
+    if ctx.relevant_registers is not None and not any(key in ctx.relevant_registers for key in keys if key):
+        # nothing this load reads can reach an address, a condition or modelled memory: skip the read
+        if recorder is None:
+            return lambda m, mask: write(m, mask)
+
+        def record_only(m, mask):
+            located = locate(m, mask)
+            recorder(m, located[0], located[1], located[4])
+            write(m, mask)
+        return record_only
 
     def run(m, mask):
         located = locate(m, mask)
@@ -265,7 +284,8 @@ def _store(slot, ctx, row, modifiers):
     address_index = _address_operand(row)
     if space == "param":
         return _store_param(slot, ctx, row)
-    if space not in ("shared", "generic", "global") or address_index is None:
+    if space not in ("shared", "generic", "global") or address_index is None or \
+            (space == "global" and ctx.memory is None):
         return lambda m, mask: None
     size, _, _ = _element(row)
     sources = _sources_of(row["operands"][address_index + 1], slot, ctx) if len(row["operands"]) > address_index + 1 \
@@ -336,7 +356,8 @@ def _atomic(slot, ctx, row, modifiers):
     has_result = row["opcode"] == "atom"
     keys = [register_key(n, slot) for n in split_destinations(row["operands"][0]) if n and n != "_"] \
         if has_result else []
-    if space not in ("shared", "generic", "global") or address_index is None:
+    if space not in ("shared", "generic", "global") or address_index is None or \
+            (space == "global" and ctx.memory is None):
         write = _loaded_destinations(row, slot) if has_result else None
         return (lambda m, mask: write(m, mask)) if write else (lambda m, mask: None)
     op = atomic_op(row)
@@ -360,7 +381,7 @@ def _atomic(slot, ctx, row, modifiers):
         old = np.zeros(m.size, dtype=np.uint64)
         old_bits = np.full(m.size, taint.LOADED, dtype=np.uint64)
         known = (bits & taint.UNKNOWN) == 0
-        if shared_lanes is not None and shared_lanes.any():
+        if shared_lanes is not None and ctx.shared_values and shared_lanes.any():
             contents = m.shared_contents()
             inside = (offsets >= 0) & (offsets + size <= contents.bytes_per_cta)
             chosen = np.flatnonzero(shared_lanes & known & inside)

@@ -167,3 +167,69 @@ def read_registers(program: Program) -> frozenset[str]:
                 if name and name.startswith(("%", "!")):
                     found.add(register_key(name.lstrip("!"), slot))
     return frozenset(found)
+
+
+def _sources(row: dict, slot: Slot) -> tuple[list[str], list[str]]:
+    """(register keys read as values, register keys read as addresses or guards) of one instruction."""
+    operands = row["operands"] or []
+    first = 0 if row["opcode"] in NO_DESTINATION or not operands or operands[0]["kind"] not in ("reg", "vector") \
+        else 1
+    values, control = [], []
+    if row.get("guard"):
+        control.append(register_key(row["guard"].lstrip("!"), slot))
+    for operand in operands[first:]:
+        names = list(operand.get("elements") or []) if operand["kind"] == "vector" else [operand.get("name")]
+        keys = [register_key(n.lstrip("!"), slot) for n in names if n and n.startswith(("%", "!"))]
+        (control if operand["kind"] == "address" else values).extend(keys)
+    return values, control
+
+
+def relevant_registers(program: Program, global_values: bool) -> frozenset[str]:
+    """Registers whose values can matter to a shared access: they reach (through any chain of
+    instructions, flow-insensitively) an address, a guard or branch condition, or a value stored to
+    memory whose contents are modelled (shared memory always, global memory with ``global_values``).
+    A load into registers outside this set need not read memory: nothing it loads can change a count."""
+    from traceconf.emulate.memory import space_of       # memory compiles with this module's facts
+    relevant: set[str] = set()
+    writers: dict[str, list[list[str]]] = {}
+    for slot in program.slots:
+        row = slot.row
+        values, control = _sources(row, slot)
+        relevant.update(control)
+        opcode = row["opcode"]
+        if opcode in NO_DESTINATION:
+            stores_values = opcode not in ("st", "red") or global_values or space_of(row) != "global"
+            if stores_values:
+                relevant.update(values)
+            continue
+        operands = row["operands"] or []
+        if operands and operands[0]["kind"] in ("reg", "vector"):
+            for name in split_destinations(operands[0]):
+                if name and name != "_":
+                    writers.setdefault(register_key(name.lstrip("!"), slot), []).append(values)
+        else:
+            relevant.update(values)
+    todo = list(relevant)
+    while todo:
+        key = todo.pop()
+        for values in writers.get(key, ()):
+            for source in values:
+                if source not in relevant:
+                    relevant.add(source)
+                    todo.append(source)
+    return frozenset(relevant)
+
+
+def reads_shared_values(program: Program, relevant: frozenset[str]) -> bool:
+    """Whether some load or atomic that can read shared memory writes a relevant register (else nobody
+    ever needs shared memory's contents, and stores need not keep them)."""
+    from traceconf.emulate.memory import space_of
+    for slot in program.slots:
+        row = slot.row
+        if row["opcode"] not in ("ld", "ldu", "atom", "ldmatrix") or space_of(row) not in ("shared", "generic"):
+            continue
+        operands = row["operands"] or []
+        if operands and any(register_key(n, slot) in relevant for n in split_destinations(operands[0])
+                            if n and n != "_"):
+            return True
+    return False

@@ -238,6 +238,7 @@ class Machine(ThreadState):
         self.warp_of_warp = self.warp_in_cta[::warp_size]
         self.cta_index = np.repeat(np.arange(len(self.ctas), dtype=np.int64), self.padded)
         self._shared: SharedContents | None = None
+        self._shared_base: np.ndarray | None = None
         self.doubt = np.full(self.size, -1, dtype=np.int64)   # rejoin pc of lanes whose path is unknown
         self.any_doubt = False
 
@@ -245,6 +246,12 @@ class Machine(ThreadState):
         if self._shared is None:
             self._shared = SharedContents(len(self.ctas), self.ctx.layout.total_bytes)
         return self._shared
+
+    def shared_base(self) -> np.ndarray:
+        """Per thread: the index of its CTA's first shared byte in :meth:`shared_contents`."""
+        if self._shared_base is None:
+            self._shared_base = self.cta_index * self.shared_contents().bytes_per_cta
+        return self._shared_base
 
     def doubtful_warps(self) -> np.ndarray:
         """Per thread: whether its warp has lanes waiting past an unknown branch (their mask is unknown)."""
