@@ -238,11 +238,11 @@ def test_registers_written_under_an_unknown_branch_are_unknown_after_it():
                for u in result.unresolved)
 
 
-def test_float_address_is_unresolved_and_the_rest_analysed():
+def test_approximate_float_address_is_unresolved_and_the_rest_analysed():
     got_module = kernel_module("""
         mov.u32 %r1, %tid.x;
         cvt.rn.f32.u32 %f1, %r1;
-        mul.f32 %f2, %f1, 0f40000000;
+        ex2.approx.f32 %f2, %f1;
         cvt.rzi.u32.f32 %r2, %f2;
         st.shared.u32 [%r2], %r1;
         shl.b32 %r3, %r1, 2;
@@ -251,6 +251,25 @@ def test_float_address_is_unresolved_and_the_rest_analysed():
     result = run(got_module)
     assert len(result.accesses) == 1
     assert result.unresolved[0]["reason"] == "address depends on floating-point arithmetic"
+
+
+def test_exact_float_arithmetic_gives_addresses():
+    # (tid + 0.5) * 3.0, fma with 0.25, rounded down: floor(3 tid + 1.75) = 3 tid + 1 words
+    module = kernel_module("""
+        mov.u32 %r1, %tid.x;
+        cvt.rn.f32.u32 %f1, %r1;
+        add.rn.f32 %f2, %f1, 0f3F000000;
+        fma.rn.f32 %f3, %f2, 0f40400000, 0f3E800000;
+        cvt.rmi.s32.f32 %r2, %f3;
+        setp.gtu.f32 %p1, %f3, 0f42C80000;
+        shl.b32 %r3, %r2, 2;
+        @!%p1 st.shared.u32 [%r3], %r1;
+        ret;""", shared=".shared .align 4 .b8 buf[1024];\n")
+    result = run(module)
+    assert not result.unresolved
+    lanes = np.arange(32)
+    active = 3 * (lanes + 0.5) + 0.25 <= 100.0
+    assert result.accesses.address[0].tolist() == np.where(active, 4 * (3 * lanes + 1), -1).tolist()
 
 
 def test_cta_dependent_address_analyses_every_cta_or_a_stated_sample():
