@@ -205,9 +205,25 @@ def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is
     return reads
 
 
+def _global_without_data(slot: Slot, ctx: Context, address_index: int, write):
+    """A global load with no --data at all: unknown values; the first execution notes which pointer
+    parameters the kernel reads through (named in the reasons of what the values make unresolved)."""
+    address = address_reader(slot.row["operands"][address_index], slot, ctx)
+    noted = []
+
+    def run(m, mask):
+        if not noted:
+            noted.append(True)
+            bits = int(np.bitwise_or.reduce(np.atleast_1d(address(m)[1])))
+            m.findings.loads_through(taint.missing_params(bits, ctx.param_names))
+        write(m, mask)
+    return run
+
+
 def _note_unserved(m, ctx: Context, slot: Slot, lanes: np.ndarray, bits: np.ndarray) -> None:
     if ctx.memory is None or not lanes.any():
         return
+    m.findings.loads_through(taint.missing_params(int(np.bitwise_or.reduce(bits[lanes])), ctx.param_names))
     row = slot.row
     if row["instruction"] in ctx.memory.unserved:
         return
@@ -243,9 +259,10 @@ def _load(slot, ctx, row, modifiers):
     if space == "param":
         return _load_param(slot, ctx, row)
     write = _loaded_destinations(row, slot)
-    if space not in ("shared", "generic", "global") or address_index is None or \
-            (space == "global" and ctx.memory is None):
-        return lambda m, mask: write(m, mask)        # local, const, texture, global without --data: unknown
+    if space == "global" and ctx.memory is None and address_index is not None:
+        return _global_without_data(slot, ctx, address_index, write)
+    if space not in ("shared", "generic", "global") or address_index is None:
+        return lambda m, mask: write(m, mask)        # local, const, texture: contents not modelled
     keys = [register_key(n, slot) if n and n != "_" else None for n in split_destinations(row["operands"][0])]
     size, is_signed, _ = _element(row)
     locate = _locate(slot, ctx, address_index, space)

@@ -332,7 +332,7 @@ class Machine(ThreadState):
         unknown = lanes & ((bits & taint.UNKNOWN) != 0)
         warps = unknown.reshape(-1, self.warp_size).any(axis=1)
         why = int(np.bitwise_or.reduce(bits[unknown]))
-        self.report_unresolved(slot, f"{what} depends on {taint.describe(why)}", int(warps.sum()))
+        self.report_unresolved(slot, f"{what} depends on {self.findings.why(why)}", int(warps.sum()))
         lanes = lanes & ~np.repeat(warps, self.warp_size)
         return lanes if lanes.any() else None
 
@@ -343,9 +343,11 @@ class Machine(ThreadState):
         if region is None:
             return False
         why = int(np.bitwise_or.reduce(bits[lanes]))
+        if why & int(taint.UNKNOWN & ~taint.BRANCH):
+            why &= ~int(taint.BRANCH)        # name the data, not the earlier branches it went through
         line = slot.row["ptx_line"]
         reason = (f"executed under the branch at PTX line {line}, whose direction depends on "
-                  f"{taint.describe(why)}: which lanes take part is unknown")
+                  f"{self.findings.why(why)}: which lanes take part is unknown")
         for target in region.shared_slots:
             self.report_unresolved(target, reason)
         extra = taint.BRANCH | (bits & taint.UNKNOWN & ~taint.PARAMS)
@@ -420,6 +422,19 @@ class Findings:
         self._reach_cache: dict[int, list[Slot]] = {}
         self._ipdom: list | None = None
         self._regions: dict[int, object] = {}
+        self.without_data: list[str] = []       # pointer parameters global loads read through, with no --data
+
+    def loads_through(self, names: list[str]) -> None:
+        self.without_data.extend(n for n in names if n not in self.without_data)
+
+    def why(self, bits: int) -> str:
+        """Why a value is unknown, in words, naming the parameters whose buffers have no --data."""
+        text = taint.describe(bits)
+        if bits & int(taint.LOADED) and self.without_data:
+            names = ", ".join(self.without_data)
+            text += (f" (the kernel reads global memory through {names}, which ha"
+                     f"{'ve' if len(self.without_data) > 1 else 's'} no --data)")
+        return text
 
     def unresolved(self, slot: Slot, reason: str, executions: int | None = None) -> None:
         """Note an unresolved instruction; ``executions`` counts its warp-level executions left out
