@@ -78,3 +78,28 @@ def test_with_data_every_swap_is_counted_as_the_sort_runs(seed):
                                                                                           STEPS * THREADS // 32))
     assert swaps == Counter({expected: 6})
     assert any("sample input random:uint32:1024:0:4096 with --seed" in v for v in analysis.launch["data"].values())
+
+
+SPIN = Path(__file__).resolve().parent / "fixtures" / "emulate" / "spin_lock.ptx"
+
+
+def test_ctas_sharing_a_global_counter_run_in_launch_order(tmp_path):
+    np.save(tmp_path / "lock.npy", np.zeros(1, np.int32))
+    np.save(tmp_path / "counter.npy", np.zeros(33, np.int32))
+    launch = LaunchRequest(block=(32, 1, 1), grid=(6, 1, 1),
+                           data={"0": str(tmp_path / "lock.npy"), "1": str(tmp_path / "counter.npy")})
+    done, failed = run_ptx(SPIN, None, launch, [load_rule_set("sm_90")])
+    assert not failed and not done[0].unresolved
+    # every CTA is emulated (what it loads depends on the CTAs before it), in order: CTA k counts k
+    assert done[0].launch["analysed_ctas"] == 6 and done[0].launch["scale"] == 1
+    acc = done[0].accesses[32]
+    stores = [(int(cta), int(row[0])) for cta, row, kind in zip(acc.cta, acc.address, acc.kind)
+              if kind == 1 and (row >= 0).sum() == 1]
+    assert stores == [(k, 4 * k) for k in range(6)]
+
+
+def test_without_data_the_counter_index_is_unresolved():
+    done, failed = run_ptx(SPIN, None, LaunchRequest(block=(32, 1, 1), grid=(6, 1, 1)), [load_rule_set("sm_90")])
+    assert not failed
+    (entry,) = done[0].unresolved
+    assert "_Z9spin_lockPiS__param_1" in entry["reason"] and "--data" in entry["reason"]

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params, check_input, fail,
+from traceconf.commands.analyze import (Block, Ctas, Data, Seed, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params, check_input, fail,
                                         launch_request, report_failures, stdout_console)
 from traceconf.errors import InputError
 from traceconf.rules import load_rule_sets
@@ -50,6 +50,8 @@ def compare_ncu(
     block: Block = None,
     grid: Grid = "1",
     param: Params = None,
+    data: Data = None,
+    seed: Seed = 0,
     dynamic_smem: DynamicSmem = "0",
     device: Annotated[str, typer.Option("--device", "-d", help="Rule set of the profiled GPU.")] = "sm_90",
     ctas: Ctas = None,
@@ -64,7 +66,7 @@ def compare_ncu(
         check_input(report)
         check_input(file)
         measured = read_source_csv(report)
-        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
+        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, data, seed)
         (rules,) = load_rule_sets([device])
         analyses, failures = run_file(file, kernel, launch, [rules])
         by_name = {a.kernel: a for a in analyses}

@@ -15,7 +15,7 @@ import pyarrow as pa
 import typer
 
 from traceconf.accesses import WarpAccesses
-from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Grid, MaxSteps, Params, check_input, fail,
+from traceconf.commands.analyze import (Block, Ctas, Data, Seed, DynamicSmem, Grid, MaxSteps, Params, check_input, fail,
                                         launch_request, report_failures, stdout_console)
 from traceconf.errors import InputError
 from traceconf.rules import load_rule_sets
@@ -100,6 +100,8 @@ def explain(
     block: Block = None,
     grid: Grid = "1",
     param: Params = None,
+    data: Data = None,
+    seed: Seed = 0,
     dynamic_smem: DynamicSmem = "0",
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
@@ -113,7 +115,7 @@ def explain(
         check_input(file)
         (rules,) = load_rule_sets([device])
         if input_format(file) == "ptx":
-            launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
+            launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, data, seed)
             info, accesses, unresolved = _ptx_executions(file, kernel, launch, rules)
             ident, others = resolve_instruction(info, instruction, str(file))
             reason = {int(u["instruction"]): u.get("reason") for u in unresolved}.get(ident)

@@ -161,9 +161,12 @@ GLOBAL_BASE = 1 << 48
 class GlobalContents:
     """The global buffers of one launch, shared by every chunk (CTAs run in launch order)."""
 
-    def __init__(self, buffers: list[Buffer]):
+    def __init__(self, buffers: list[Buffer], written: bool = True):
         self.buffers = buffers
         self.unserved: dict[int, str] = {}       # instruction -> why a load through it stayed unknown
+        # a kernel that writes global memory lets one CTA see what an earlier one stored: what it
+        # loads may then differ between CTAs even at the same address (one CTA cannot stand for all)
+        self.written = written
 
     def owner(self, address: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(buffer index or -1, offset in it) per address; a buffer owns BUFFER_SPACING bytes from its base."""

@@ -8,6 +8,10 @@ one of those), so the counts of CTA 0 times the number of CTAs are exact:
 ``scale`` = number of CTAs.  Otherwise every CTA is emulated (``scale`` = 1),
 or, when ``Launch.ctas`` asks for fewer, that many CTAs spread evenly over
 the grid, and ``sampled`` = (analysed, total) replaces ``scale``.
+
+With ``--data`` buffers and a kernel that writes global memory, a CTA may
+load what an earlier one stored: loaded values then count as CTA-dependent
+and the CTAs run one at a time in launch order (one possible schedule).
 """
 
 from __future__ import annotations
@@ -58,8 +62,9 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
         raise InputError(f"warp size {launch.warp_size} is not supported (32 or 64)")
     block, grid = resolve_block(launch, kernel_row), resolve_grid(launch, kernel_row)
     params = resolve_params(launch, kernel_row)
-    memory = _global_contents(resolve_data(launch, kernel_row), params, kernel_row)
     program = link(module, kernel, path)
+    module_rows = [slot.row for slot in program.slots]
+    memory = _global_contents(resolve_data(launch, kernel_row), params, kernel_row, module_rows)
     declarations = [variable for name in program.functions for variable in module.kernel(name).get("shared") or []]
     layout = lay_out(declarations, int(launch.dynamic_smem))
     param_rows = kernel_row.get("params") or []
@@ -98,6 +103,10 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
         if 0 not in analysed:
             machines = []
         per_chunk = max(1, CHUNK_THREADS // first.padded)
+        if memory is not None and memory.written:
+            # CTAs that communicate through global memory (counters, spin locks) run one after the
+            # other, in launch order: one schedule of the hardware's, and a lock taken is released
+            per_chunk = 1
         done = len(machines)
         for start in range(0, len(rest), per_chunk):
             machines.append(run(rest[start:start + per_chunk]))
@@ -124,7 +133,13 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
                            steps=sum(m.steps for m in machines))
 
 
-def _global_contents(data: dict, params: dict[str, int], kernel_row: dict) -> GlobalContents | None:
+def _writes_global(rows: list[dict]) -> bool:
+    """Whether some instruction may store to global memory (st/red/atom outside the shared space)."""
+    return any(row["opcode"] in ("st", "red", "atom") and space_of(row) in ("global", "generic") for row in rows)
+
+
+def _global_contents(data: dict, params: dict[str, int], kernel_row: dict,
+                     module_rows: list[dict]) -> GlobalContents | None:
     """The --data buffers; a pointer without a --param value gets an address of its own (params is updated)."""
     if not data:
         return None
@@ -137,7 +152,7 @@ def _global_contents(data: dict, params: dict[str, int], kernel_row: dict) -> Gl
         buffers.append(Buffer(name=name, base=params[name], data=raw,
                               taint=np.full(len(raw), compress(np.array([taint.ZERO]))[0], dtype=np.uint8),
                               dtype=given.array.dtype, description=given.description))
-    return GlobalContents(buffers)
+    return GlobalContents(buffers, written=_writes_global(module_rows))
 
 
 def _touches_shared(program) -> bool:

@@ -198,7 +198,7 @@ def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is
                         f"parameter {buffer.name}, but --data gives it only {len(buffer.data)} bytes "
                         f"({buffer.description})", file=ctx.path, line=row["ptx_line"], source_line=row["text"])
                 reads.put(index, served, _sign_extend(values, size) if is_signed else values,
-                          content_bits | carried | taint.THREAD)
+                          content_bits | carried | taint.THREAD | (taint.CTA if ctx.memory.written else taint.ZERO))
                 _note_unserved(m, ctx, slot, lanes & ~served, bits)
     if global_lanes is not None and (ctx.memory is None or not (global_lanes & known).all()):
         _note_unserved(m, ctx, slot, global_lanes & ~known if ctx.memory is not None else global_lanes, bits)
@@ -415,7 +415,7 @@ def _atomic(slot, ctx, row, modifiers):
                                         & (offset + size <= len(buffer.data)))
                 values, value_bits = atomic(buffer.data, buffer.taint, offset[chosen], op, 8 * size, is_signed,
                                             is_float, b[chosen], b_bits[chosen], c[chosen], c_bits[chosen])
-                old[chosen], old_bits[chosen] = values, value_bits | (bits[chosen] & taint.CTA) | taint.THREAD
+                old[chosen], old_bits[chosen] = values, value_bits | taint.CTA | taint.THREAD
             if (global_lanes & ((bits & (taint.UNKNOWN & ~taint.PARAMS)) != 0)).any():
                 ctx.memory.forget()
         if is_signed:
