@@ -103,3 +103,22 @@ def test_without_data_the_counter_index_is_unresolved():
     assert not failed
     (entry,) = done[0].unresolved
     assert "_Z9spin_lockPiS__param_1" in entry["reason"] and "--data" in entry["reason"]
+
+
+def test_shared_memory_holds_what_was_stored_without_any_data():
+    from test_emulate_support import kernel_module, run
+    # each thread stores its mirrored index, and after the barrier reads its neighbour's as an address
+    result = run(kernel_module("""
+        mov.u32 %r1, %tid.x;
+        shl.b32 %r2, %r1, 2;
+        sub.s32 %r3, 31, %r1;
+        st.shared.u32 [%r2], %r3;
+        bar.sync 0;
+        xor.b32 %r4, %r2, 4;
+        ld.shared.u32 %r5, [%r4];
+        shl.b32 %r6, %r5, 3;
+        st.shared.u32 [%r6+256], %r1;
+        ret;""", shared=".shared .align 4 .b8 buf[1024];\n"))
+    assert not result.unresolved
+    lanes = np.arange(32)
+    assert result.accesses.address[-1].tolist() == (256 + 8 * (31 - (lanes ^ 1))).tolist()

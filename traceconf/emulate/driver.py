@@ -29,7 +29,7 @@ from traceconf.emulate.layout import lay_out
 from traceconf.emulate.memory import space_of
 from traceconf.emulate.operands import Context
 from traceconf.emulate.program import link
-from traceconf.emulate.regions import read_registers, reads_shared_values, relevant_registers
+from traceconf.emulate.regions import read_registers, value_facts
 from traceconf.emulate.simt import Findings, Machine, compile_slot
 from traceconf.errors import InputError
 from traceconf.ptx.opcodes import may_access_shared, shared_access_kind
@@ -78,8 +78,7 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
                                analysed_ctas=[], unresolved=[], shared_layout=layout.variables,
                                notes=[f"{kernel} has no shared-memory instruction"])
     ctx.read_registers = read_registers(program)
-    ctx.relevant_registers = relevant_registers(program, global_values=memory is not None)
-    ctx.shared_values = reads_shared_values(program, ctx.relevant_registers)
+    ctx.relevant_registers, ctx.shared_values = value_facts(program, global_values=memory is not None)
     compiled = [compile_slot(slot, ctx) for slot in program.slots]
     findings = Findings(program, layout.total_bytes)
 

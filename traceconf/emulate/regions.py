@@ -184,11 +184,13 @@ def _sources(row: dict, slot: Slot) -> tuple[list[str], list[str]]:
     return values, control
 
 
-def relevant_registers(program: Program, global_values: bool) -> frozenset[str]:
+def relevant_registers(program: Program, global_values: bool, shared_values: bool = True) -> frozenset[str]:
     """Registers whose values can matter to a shared access: they reach (through any chain of
     instructions, flow-insensitively) an address, a guard or branch condition, or a value stored to
-    memory whose contents are modelled (shared memory always, global memory with ``global_values``).
-    A load into registers outside this set need not read memory: nothing it loads can change a count."""
+    memory whose contents matter (shared memory with ``shared_values``, global memory with
+    ``global_values``).  A load into registers outside this set need not read memory: nothing it loads
+    can change a count.  (``shared_values=False`` is right when, under it, no load from shared memory
+    writes a relevant register: see :func:`value_facts`.)"""
     from traceconf.emulate.memory import space_of       # memory compiles with this module's facts
     relevant: set[str] = set()
     writers: dict[str, list[list[str]]] = {}
@@ -198,7 +200,9 @@ def relevant_registers(program: Program, global_values: bool) -> frozenset[str]:
         relevant.update(control)
         opcode = row["opcode"]
         if opcode in NO_DESTINATION:
-            stores_values = opcode not in ("st", "red") or global_values or space_of(row) != "global"
+            space = space_of(row)
+            stores_values = opcode not in ("st", "red") or (global_values and space in ("global", "generic")) \
+                or (shared_values and space in ("shared", "generic")) or space not in ("global", "shared", "generic")
             if stores_values:
                 relevant.update(values)
             continue
@@ -233,3 +237,14 @@ def reads_shared_values(program: Program, relevant: frozenset[str]) -> bool:
                             if n and n != "_"):
             return True
     return False
+
+
+def value_facts(program: Program, global_values: bool) -> tuple[frozenset[str], bool]:
+    """(relevant registers, whether shared memory's contents can matter).  Shared contents matter only
+    if a load from shared memory writes a register that is relevant without them; then stored values
+    are relevant too."""
+    relevant = relevant_registers(program, global_values, shared_values=False)
+    if not reads_shared_values(program, relevant):
+        return relevant, False
+    relevant = relevant_registers(program, global_values, shared_values=True)
+    return relevant, True
