@@ -212,6 +212,71 @@ TRACEG_VARIANTS = {
 }
 
 
+# ----------------------------------------------------------------------------- Accel-Sim 2.0 .tracez
+def tracez(text: str, subchunk_insts: int = 2048, dictionary: bool = True) -> bytes:
+    """A .traceg (v3+) re-laid out as Accel-Sim 2.0's post-traces-processing writes a .tracez.
+
+    Layout as in accel-sim-framework's tracez_format.h / write_tracez (see traceconf/traces/tracez.py):
+    header text + NUL, u32 dict_size, u32 subchunk_insts, the dictionary (trained on every 8th line,
+    up to 1 MiB; none when training fails, as the writer does), per warp u32 inst_count, u32
+    num_subchunks and per sub-chunk u32 size + a level-3 zstd frame of the lines joined by newlines,
+    then the index and the u64 index offset.  Sub-chunks hold ``subchunk_insts`` lines (0: the whole warp).
+    """
+    import struct
+
+    import zstandard
+
+    lines = text.split("\n")
+    begin = lines.index("#BEGIN_TB")
+    header = "".join(line + "\n" for line in lines[:begin])
+    ctas, cta, warp = [], None, None
+    for line in lines[begin:]:
+        if line.startswith("thread block = "):
+            cta = {"tb": [int(v) for v in line.split("=")[1].split(",")], "cluster_id": [0, 0, 0],
+                   "cluster_cta": [0, 0, 0], "cluster_rank": 0, "warps": []}
+            ctas.append(cta)
+        elif line.startswith("cluster id = ") or line.startswith("cluster cta = "):
+            cta["cluster_id" if "id" in line else "cluster_cta"] = [int(v) for v in line.split("=")[1].split(",")]
+        elif line.startswith("cluster rank = "):
+            cta["cluster_rank"] = int(line.split("=")[1])
+        elif line.startswith("warp = "):
+            warp = []
+            cta["warps"].append(warp)
+        elif line and not line.startswith("#") and not line.startswith("insts = "):
+            warp.append(line)
+    samples = [w[k] for c in ctas for w in c["warps"] for k in range(0, len(w), 8)]
+    trained = b""
+    if dictionary and samples:
+        try:
+            trained = zstandard.train_dictionary(64 * 1024, [s.encode() for s in samples]).as_bytes()
+        except zstandard.ZstdError:  # too few samples: the writer then goes on without a dictionary
+            trained = b""
+    compressor = zstandard.ZstdCompressor(
+        level=3, dict_data=zstandard.ZstdCompressionDict(trained) if trained else None, write_content_size=True)
+    out = bytearray(header.encode() + b"\0" + struct.pack("<II", len(trained), subchunk_insts) + trained)
+    index = bytearray(struct.pack("<I", len(ctas)))
+    for c in ctas:
+        index += struct.pack("<11I", *c["tb"], *c["cluster_id"], *c["cluster_cta"], c["cluster_rank"], len(c["warps"]))
+        for w in c["warps"]:
+            step = subchunk_insts or max(len(w), 1)
+            pieces = [w[k:k + step] for k in range(0, len(w), step)]
+            index += struct.pack("<IIQ", len(w), len(pieces), len(out)) + b"".join(
+                struct.pack("<I", len(piece)) for piece in pieces)
+            out += struct.pack("<II", len(w), len(pieces))
+            for piece in pieces:
+                frame = compressor.compress("\n".join(piece).encode())
+                out += struct.pack("<I", len(frame)) + frame
+    offset = len(out)
+    return bytes(out + index + struct.pack("<Q", offset))
+
+
+#: name -> (keyword arguments of :func:`traceg`, of :func:`tracez`)
+TRACEZ_VARIANTS = {
+    "accelsim-v6-values": (dict(version=6, immediates=2, values=True, clusters=True), dict(subchunk_insts=5)),
+    "accelsim-v5-lineinfo": (dict(version=5, lineinfo=True), dict(subchunk_insts=0, dictionary=False)),
+}
+
+
 # ----------------------------------------------------------------------------- NVBit mem_trace
 def nvbit_log(old: bool = False) -> str:
     """A mem_trace log of the sample kernel (full-warp patterns only: the log records no mask)."""
@@ -298,6 +363,8 @@ def write_samples(folder: Path) -> list[Path]:
     put("accelsim-kernelslist/kernel-1.traceg", traceg(version=5, immediates=1))
     put("accelsim-kernelslist/kernel-2.traceg.xz",
         lzma.compress(traceg(version=5, immediates=1, kernel_id=2).encode(), preset=1))
+    for name, (text_options, options) in TRACEZ_VARIANTS.items():
+        put(f"{name}.tracez", tracez(traceg(**text_options), **options))
     put("nvbit-memtrace.log", nvbit_log())
     put("nvbit-memtrace-old.log", nvbit_log(old=True))
     put("gpgpu_inst_stats.txt", gpgpusim_stats())

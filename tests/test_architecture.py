@@ -16,13 +16,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "traceconf"
 
 #: Layer of each module prefix (the longest matching prefix wins); a module may import its own layer or lower.
 LAYERS = {
-    "traceconf.errors": 0, "traceconf.schemas": 0, "traceconf.names": 0,
-    "traceconf.rules": 1, "traceconf.accesses": 1, "traceconf.ptx": 1, "traceconf.traces": 1,
-    "traceconf.sass.opcodes": 1,
+    "traceconf.errors": 0, "traceconf.kinds": 0, "traceconf.tomlfile": 0, "traceconf.schemas": 0, "traceconf.names": 0,
+    "traceconf.rules": 1, "traceconf.launches": 1, "traceconf.accesses": 1, "traceconf.ptx": 1, "traceconf.traces": 1,
+    "traceconf.sass.opcodes": 1, "traceconf.sass.listing": 1, "traceconf.sass.binary": 1,
+    "traceconf.sass.toolchain": 1,
     "traceconf.emulate": 2, "traceconf.sass": 2,
     "traceconf.engine": 3, "traceconf.reference": 3,
-    "traceconf.pipeline": 4,
-    "traceconf.analyses": 5,
+    "traceconf.pipeline": 4, "traceconf.sass.analyze": 4, "traceconf.sass.rewrites": 2,
+    "traceconf.analyses": 5, "traceconf.distributed": 5,
     "traceconf.report": 6,
     "traceconf.api": 7, "traceconf.commands": 7,
     "traceconf.cli": 8, "traceconf.__main__": 8,
@@ -55,7 +56,8 @@ def imports(path: Path, module: str) -> set[str]:
             if node.level:
                 anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            found.add(base)
+            if not (PACKAGE.parent / Path(*base.split("."))).is_dir():    # a package is its modules' business
+                found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names if layer(f"{base}.{alias.name}") is not None
                          and (PACKAGE.parent / Path(*f"{base}.{alias.name}".split("."))).with_suffix(".py").exists())
     return {name for name in found if name.startswith("traceconf")}

@@ -28,7 +28,7 @@ def fake_pipeline(monkeypatch, tmp_path):
     """analyze on a stand-in file whose 'analysis' is the hand-built transpose kernel."""
     calls = {}
 
-    def run_file(path, kernels, launch, rule_sets, skip_bad, progress):
+    def run_file(path, kernels, launch, rule_sets, skip_bad, progress, **level_options):
         calls.update(path=path, kernels=kernels, launch=launch, progress=progress)
         devices = tuple(r.name for r in rule_sets)
         done = [transpose_analysis(devices=devices), transpose_analysis("transpose_padded", devices, row_words=33)]
@@ -122,10 +122,10 @@ def test_missing_file(tmp_path):
 
 
 def test_unwritable_output_keeps_stdout(fake_pipeline, tmp_path):
-    result = invoke(fake_pipeline.path, "--format", "json", "-o", tmp_path / "r.xlsx")
+    result = invoke(fake_pipeline.path, "--format", "json", "-o", tmp_path / "missing" / "r.parquet")
     assert result.exit_code == 2
     assert json.loads(result.stdout)["results"]
-    assert "use one of .parquet, .csv, .json" in result.stderr
+    assert "cannot write results" in result.stderr
 
 
 # ---------------------------------------------------------------------------
@@ -167,7 +167,8 @@ def test_transpose_ptx_end_to_end(tmp_path):
 def test_transpose_ptx_table_suggest_and_explain(tmp_path):
     from conftest import FIXTURES
     ptx = FIXTURES / "emulate" / "transpose.ptx"
-    result = invoke(ptx, "-k", "transpose_unpadded", "--block", "32,8", "--grid", "32,32", "--suggest", "--top", "2")
+    result = invoke(ptx, "-k", "transpose_unpadded", "--block", "32,8", "--grid", "32,32", "--suggest", "--top", "2",
+                    "--level", "ptx")
     assert result.exit_code == 0, result.output
     assert "1 CTA analysed, ×1024 exact" in result.stdout
     assert "pad tile row 32→33 words: 32-way → 1-way" in result.stdout

@@ -56,8 +56,8 @@ def data_files(tmp_path):
 
 @pytest.mark.parametrize("data, message", [
     ("0={d}/missing.npy", "missing.npy: kernel _Z7hist256PKhPji: --data 0: no such file"),
-    ("nosuch={d}/good.npy", "has no parameter 'nosuch'"),
-    ("7={d}/good.npy", "--data index 7 does not exist"),
+    ("nosuch={d}/good.npy", "--data nosuch: no selected kernel has such a parameter"),
+    ("7={d}/good.npy", "--data 7: no selected kernel has such a parameter"),
     ("0=random:u7:100", "--data 0: unknown dtype 'u7'"),
     ("0=random:u8", "--data 0: expected random:DTYPE:COUNT[:LOW:HIGH]"),
     ("0={d}/odd.bin:uint16", "odd.bin: kernel _Z7hist256PKhPji: --data 0: 3 bytes is not a whole number of uint16 elements"),

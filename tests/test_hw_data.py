@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import csv
 import re
-import tomllib
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 CUDA = REPO / "tests" / "fixtures" / "cuda"
@@ -23,7 +23,14 @@ HW = REPO / "tests" / "data" / "hw"
 
 with open(CUDA / "kernels.toml", "rb") as handle:
     LAUNCHES = tomllib.load(handle)["launch"]
-MEASURED = {row["launch"]: row for row in csv.DictReader(open(HW / "kernels_sm90.csv", newline=""))}
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+MEASURED = {row["launch"]: row for row in read_csv(HW / "kernels_sm90.csv")}
 NEW_FILES = ("vectorize.cu", "ldgsts.cu", "atomics2.cu", "datadep.cu")
 NEW = [launch for launch in LAUNCHES if launch["file"] in NEW_FILES]
 
@@ -68,21 +75,25 @@ def test_every_launch_has_row_source_page_and_sass(launch):
 def test_source_page_rows_add_up_to_the_instrumented_counters(launch):
     """LDS*/STS*/LDGSTS*/ATOMS* rows of the source page sum to the smsp__sass_* totals of the same launch."""
     row, rows = MEASURED[launch["id"]], source_rows(launch["id"])
+    wavefronts = lambda *prefix: column_sum(rows, "L1 Wavefronts Shared", prefix)
     if row["fixture"] != "generic.cu":  # generic LD/ST resolved to shared count as ld/st too
-        assert column_sum(rows, "L1 Wavefronts Shared", ("LDS",)) - column_sum(
-            rows, "L1 Wavefronts Shared", ("LDSM",)) == int(row["sass_wf_ld"])
-    assert column_sum(rows, "L1 Wavefronts Shared", ("LDGSTS",)) == int(row["sass_wf_ldgsts"] or 0)
-    assert column_sum(rows, "L1 Wavefronts Shared", ("ATOMS",)) == int(row["sass_wf_atom"] or 0)
+        assert wavefronts("LDS") - wavefronts("LDSM") == int(row["sass_wf_ld"])
+        assert wavefronts("STS") - wavefronts("STSM") == int(row["sass_wf_st"])
+    assert wavefronts("LDSM") == int(row["sass_wf_ldsm"] or 0)
+    assert wavefronts("STSM") == int(row["sass_wf_stsm"] or 0)
+    assert wavefronts("LDGSTS") == int(row["sass_wf_ldgsts"] or 0)
+    assert wavefronts("ATOMS") == int(row["sass_wf_atom"] or 0)
     assert column_sum(rows, "Instructions Executed", ("LDGSTS",)) == int(row["inst_ldgsts"] or 0)
 
 
 @pytest.mark.parametrize("launch", LAUNCHES, ids=lambda launch: launch["id"])
 def test_kernel_level_ld_st_equal_the_attributed_wavefronts(launch):
-    """l1tex ld/st wavefronts = SASS-attributed ones, except one unattributed store wavefront of one launch."""
+    """l1tex ld/st wavefronts = SASS-attributed ones; generic_pointer_stride_1 may carry one unattributed store
+    wavefront (seen in one of the two collections, docs/hardware.md)."""
     row = MEASURED[launch["id"]]
     ld = int(row["hw_wf_ld"]) - int(row["sass_wf_ld"]) - int(row["sass_wf_ldsm"] or 0)
     st = int(row["hw_wf_st"]) - int(row["sass_wf_st"]) - int(row["sass_wf_stsm"] or 0)
-    assert (ld, st) == ((0, 1) if launch["id"] == "generic_pointer_stride_1" else (0, 0))
+    assert (ld, st) in ({(0, 0), (0, 1)} if launch["id"] == "generic_pointer_stride_1" else {(0, 0)})
 
 
 # -- vectorize.cu: the fusions are in the SASS, and the counters count the fused instruction --
@@ -94,6 +105,11 @@ def test_vectorize_fusions(launch):
     assert not re.search(r"(ld|st)\.shared\.v[24]", ptx), "nvcc must leave the accesses scalar"
     if launch["id"] == "vec_redundant_loads":
         assert not re.search(r"\b(LDS|STS)\.(64|128)\b", sass)
+        return
+    if launch["id"].startswith("vec_repeated_asm_loads"):  # ptxas removes the second of two identical loads
+        assert len(re.findall(r"ld\.shared\.f32", ptx)) == 2
+        assert len(re.findall(r"(?<!@!PT)\s+LDS\s", sass)) == 1
+        assert int(MEASURED[launch["id"]]["inst_ld"]) == 2  # one per warp
         return
     assert re.search(r"\b(LDS|STS)\.(64|128)\b", sass)
 
@@ -121,9 +137,20 @@ def ldgsts_per_warp(launch_id: str) -> tuple[int, int]:
     ("ldgsts_ca16_s16_src0", (4, 4)), ("ldgsts_plain_ca4", (1, 1)), ("ldgsts_plain_ca16", (4, 4)),
     ("ldgsts_cg16_s16", (8, 8)), ("ldgsts_cg16_s32", (40, 8)), ("ldgsts_cg16_s128", (64, 8)),
     ("ldgsts_cg16_s16_src0", (8, 8)), ("ldgsts_multistage_matmul", (4, 4)),
+    ("ldgsts_plain_ca4_s128", (32, 1)), ("ldgsts_plain_ca8_s8", (2, 2)), ("ldgsts_plain_ca8_s128", (32, 2)),
+    ("ldgsts_plain_ca16_s32", (8, 4)), ("ldgsts_plain_ca16_s128", (32, 4)),
+    ("ldgsts_plain_cg16_s16", (4, 4)), ("ldgsts_plain_cg16_s32", (32, 4)), ("ldgsts_plain_cg16_s128", (32, 4)),
 ])
 def test_ldgsts_source_page_per_warp(launch_id, per_warp):
     assert ldgsts_per_warp(launch_id) == per_warp
+
+
+@pytest.mark.parametrize("stride", [16, 32, 128])
+def test_ldgsts_bypass_zfill_source_model(stride):
+    """Source page: BYPASS.128.ZFILL = BYPASS.128 (4 ideal; 32 once conflicting) + the .ca 16-B (STS.128) model."""
+    ca = "ldgsts_plain_ca16" if stride == 16 else f"ldgsts_plain_ca16_s{stride}"
+    zfill, bypass, sts128 = (ldgsts_per_warp(i) for i in (f"ldgsts_cg16_s{stride}", f"ldgsts_plain_cg16_s{stride}", ca))
+    assert zfill == (bypass[0] + sts128[0], bypass[1] + sts128[1])
 
 
 def test_ldgsts_hardware_conflicts():
@@ -177,7 +204,9 @@ def test_atomic_opcodes_and_wavefronts(launch):
     ideal = {32: 1, 64: 2}[bits] * (2 if op == "cas" else 1)
     # ptxas reduces over the warp and lets one lane do the atomic on a uniform address
     aggregated = op in ("add", "add1") or (use == "unused" and op in ("min", "max", "and", "or"))
-    serial = (32 if bits == 32 else 16) * ideal  # 32 lanes one after another (64-bit: 2 wavefronts per 4 lanes' data)
+    # 32 lanes on one bank, one after another: 32 x ideal for 32-bit data; a 64-bit lane's ideal counts
+    # two lanes per wavefront (EXCH.64 ideal 2 = 16 lanes a wavefront), so 16 x ideal
+    serial = (32 if bits == 32 else 16) * ideal
     assert patterns[0][:2] == ((ideal if aggregated else serial), ideal)    # one word
     assert patterns[1][:2] == (ideal, ideal)                                # stride 1
     assert patterns[2][:2] == (serial, ideal)                               # stride 32: one bank
@@ -210,7 +239,7 @@ def test_transpose_permutation_gather_is_32_way():
 
 # -- kernel_vs_source_sm90.csv --------------------------------------------------------
 
-REPEATS = list(csv.DictReader(open(HW / "kernel_vs_source_sm90.csv", newline="")))
+REPEATS = read_csv(HW / "kernel_vs_source_sm90.csv")
 
 
 def test_repeats_cover_multi_cta_launches_three_times():

@@ -66,3 +66,12 @@ def test_streamed_matching_uses_the_same_forms():
     assert matches("_Z16transpose_paddedPfPKfi", ["transpose_padded"])
     assert matches("anything", None)
     assert not matches("transpose", ["matmul"])
+
+
+def test_short_names_collapse_template_arguments_from_the_inside():
+    from traceconf.names import short_name
+    assert short_name("_Z17reduce0_SMVERSIONIiEvPT_S1_j") == "reduce0_SMVERSION<int>"
+    long = ("void k<cute::tuple<cute::C<128>, cute::C<256> >, cute::Layout<cute::C<8> >, 3>(half*, int)")
+    assert short_name(long, width=40) == "k<cute::tuple<…>, cute::Layout<…>, 3>"
+    assert short_name(long, width=10) == "k<…>"
+    assert short_name("x" * 80, width=20) == "x" * 19 + "…"

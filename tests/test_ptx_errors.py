@@ -9,6 +9,7 @@ import pytest
 
 from traceconf.errors import InputError
 from traceconf.ptx import parse_file, parse_ptx
+from traceconf.ptx.parse import parse_ptx_by_grammar
 
 HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"   # lines 1-3
 
@@ -16,10 +17,10 @@ HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"   # lines 1-3
 def error_of(source: str | bytes) -> InputError:
     with pytest.raises(InputError) as caught:
         parse_ptx(source, "bad.ptx")
-    # the statement cache must not change the error either
+    # the grammar is the definition: the production path reports exactly its error
     with pytest.raises(InputError) as plain:
-        parse_ptx(source, "bad.ptx", cache=False)
-    assert str(plain.value) == str(caught.value)
+        parse_ptx_by_grammar(source, "bad.ptx")
+    assert str(plain.value) == str(caught.value) and plain.value.source_line == caught.value.source_line
     return caught.value
 
 
@@ -56,6 +57,17 @@ CASES = [
      (6, 15, "invalid integer constant '09' (a leading 0 means octal)")),
     ("unknown .loc attribute", HEADER + ".entry k()\n{\n\t.loc 1 2 3, colour 1 2 3\n\tret;\n}\n",
      (6, 14, "unknown .loc attribute 'colour' (expected function_name or inlined_at)")),
+    # Blanks that Python's str.strip()/\s take but the grammar does not (fuzz findings).
+    ("U+2028 inside an address", HEADER + ".entry k()\n{\n\tld.shared.u32 %r1, [\u2028%r2];\n\tret;\n}\n",
+     (6, 22, "unexpected character '\\u2028' (not PTX text)")),
+    ("U+2028 before ']'", HEADER + ".entry k()\n{\n\tld.shared.u32 %r1, [%r2+4\u2028];\n\tret;\n}\n",
+     (6, 27, "unexpected character '\\u2028' (not PTX text)")),
+    ("U+00A0 inside a parameter name", HEADER + ".visible .entry k(.param .u64 ou\u00a0tput)\n{\n\tret;\n}\n",
+     (4, 33, "unexpected character '\\xa0' (not PTX text)")),
+    ("U+00A0 after a statement", HEADER + ".entry k()\n{\n\tret;\u00a0\n}\n",
+     (6, 6, "unexpected character '\\xa0' (not PTX text)")),
+    ("vertical tab between operands", HEADER + ".entry k()\n{\n\tmov.u32 %r1,\v%r2;\n}\n",
+     (6, 14, "unexpected character '\\x0b' (not PTX text)")),
 ]
 
 

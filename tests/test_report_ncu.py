@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -96,3 +98,43 @@ def test_real_ncu_report_matches_the_prediction_for_float4_column():
     assert comparison["totals"]["measured"] == comparison["totals"]["predicted"] == expected
     by_kind = {k["kind"]: k for k in comparison["by_kind"]}
     assert by_kind["ld"]["measured"]["excess_wavefronts"] == by_kind["ld"]["predicted"]["excess_wavefronts"] == 56
+
+
+def _compare_cli(*args):
+    return CliRunner().invoke(app, ["compare-ncu", *map(str, args)])
+
+
+TRANSPOSE_PTX = REPO / "tests" / "fixtures" / "emulate" / "transpose.ptx"
+
+
+def test_compare_ncu_cuda_only_report_table_keeps_brackets_and_marks_kinds_unmeasured():
+    result = _compare_cli(NCU / "transpose_cuda.csv", TRANSPOSE_PTX, "-k", "transpose_unpadded",
+                          "--block", "32,8", "--grid", "32,32")
+    assert result.exit_code == 0, result.output
+    assert "tile[threadIdx.y + j][threadIdx.x]" in result.stdout          # no rich markup eaten
+    kind_rows = [line for line in result.stdout.splitlines() if line.startswith(("│ld ", "│st "))]
+    assert kind_rows and all("–" in line and " 0 " not in line.split("│")[2] for line in kind_rows)
+    assert "no SASS rows" in result.stdout
+
+
+def test_compare_ncu_csv_output():
+    result = _compare_cli(NCU / "transpose_cuda.csv", TRANSPOSE_PTX, "-k", "transpose_unpadded",
+                          "--block", "32,8", "--grid", "32,32", "-f", "csv")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    kernel = next(r for r in rows if r["level"] == "kernel")
+    assert kernel["measured_wavefronts"] == kernel["predicted_wavefronts"] == "1081344"
+    line = next(r for r in rows if r["level"] == "line" and r["key"] == "17")
+    assert line["measured_excess_wavefronts"] == line["predicted_excess_wavefronts"] == "1015808"
+    assert all(r["measured_wavefronts"] == "" for r in rows if r["level"] == "kind")
+
+
+def test_compare_ncu_says_when_line_numbers_come_from_another_build(tmp_path):
+    shifted = tmp_path / "shifted.csv"
+    text = (NCU / "transpose_cuda.csv").read_text()
+    shifted.write_text(text.replace('"12","        tile', '"13","        tile').replace('"17","        odata',
+                                                                                        '"19","        odata'))
+    result = _compare_cli(shifted, TRANSPOSE_PTX, "-k", "transpose_unpadded", "--block", "32,8", "--grid", "32,32",
+                          "-f", "json")
+    (comparison,) = json.loads(result.stdout)["comparisons"]
+    assert any("another build" in note for note in comparison["notes"])

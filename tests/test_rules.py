@@ -132,7 +132,7 @@ def test_missing_key_unknown_alias_and_unknown_device(tmp_path):
         load_rule_set(str(path))
     with pytest.raises(RuleFileError, match="unknown device 'sm_91'.*sm_90"):
         load_rule_set("sm_91")
-    with pytest.raises(RuleFileError, match="cannot read rule file"):
+    with pytest.raises(RuleFileError, match="cannot read: No such file"):
         load_rule_set(str(tmp_path / "absent.toml"))
 
 
@@ -171,3 +171,27 @@ def test_devices_command_shows_one_rule_set_in_full():
     assert result.exit_code == 0
     assert "pairing" in result.output and "one group per matrix" in result.output and "§4.3" in result.output
     assert "every lane of atom on one word costs its own pass" in result.output
+
+
+@pytest.mark.parametrize("device, rule_set", [
+    ("h100", "sm_90"), ("H200", "sm_90"), ("sm90", "sm_90"), ("SM_90", "sm_90"), ("compute_90a", "sm_90"),
+    ("a100", "sm_80"), ("RTX 4090", "sm_89"), ("rtx-4090", "sm_89"), ("mi300x", "cdna3"), ("MI355X", "cdna4"),
+    ("sm_87", "sm_86"), ("sm_103a", "sm_100"), ("sm_13", "sm_1x"), ("sm_21", "sm_2x"), ("sm_35", "sm_3x"), ("v100", "sm_70"),
+])
+def test_devices_resolve_by_architecture_and_product(device, rule_set):
+    assert load_rule_set(device).name == rule_set
+
+
+def test_unknown_device_says_did_you_mean():
+    with pytest.raises(RuleFileError, match="unknown device 'h1000'; did you mean 'h100'"):
+        load_rule_set("h1000")
+
+
+def test_product_names_are_unique_and_not_inherited_by_aliases():
+    owners = {}
+    for rules in list_rule_sets():
+        for product in rules.products:
+            assert product not in owners, f"{product} in {owners.get(product)} and {rules.name}"
+            owners[product] = rules.name
+    assert load_rule_set("sm_52").products != load_rule_set("sm_50").products
+    assert "h100" in load_rule_set("sm_90").products and "h100" not in load_rule_set("sm_100").products

@@ -63,17 +63,21 @@ def _frame(analyses: list[KernelAnalysis], failures: list[KernelFailure], rule_s
 
 
 def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, block: Dims | None = None,
-                grid: Dims = (1, 1, 1), params: Mapping[str | int, int] | None = None, dynamic_smem: int = 0,
-                devices: Sequence[str] | str = ("sm_90",), ctas: int | None = None,
-                max_steps: int = 10_000_000) -> pd.DataFrame:
-    """Emulate the PTX kernels (name or regex ``kernel``; all by default) and count wavefronts per device.
+                grid: Dims | None = None, params: Mapping[str | int, int] | None = None,
+                dynamic_smem: int | None = None, devices: Sequence[str] | str = ("sm_90",), ctas: int | None = None,
+                max_steps: int = 10_000_000, launches: str | Path | None = None) -> pd.DataFrame:
+    """Emulate the PTX kernels (``kernel`` selects as ``--kernel`` does; all by default) and count wavefronts
+    per device.
 
-    ``block`` defaults to the kernel's ``.reqntid``; ``params`` maps a parameter
-    name or 0-based index to its value.
+    ``block`` defaults to the kernel's ``.reqntid``/``.maxntid``; ``params`` maps a parameter name or 0-based
+    index to its value; ``launches`` is a launch file (docs/launches.md) whose entries fill in what the
+    arguments leave out.
     """
-    launch = LaunchRequest(block=_dims(block, "block") if block is not None else None, grid=_dims(grid, "grid"),
-                           params={str(k): int(v) for k, v in (params or {}).items()},
-                           dynamic_smem=int(dynamic_smem), ctas=ctas, max_steps=max_steps)
+    launch = LaunchRequest.given_as(block=_dims(block, "block") if block is not None else None,
+                                    grid=_dims(grid, "grid") if grid is not None else None,
+                                    params={str(k): int(v) for k, v in (params or {}).items()},
+                                    dynamic_smem=None if dynamic_smem is None else int(dynamic_smem), ctas=ctas,
+                                    max_steps=max_steps, launches=launches)
     rule_sets = _rules(devices)
     return _frame(*run_ptx(path, _kernels(kernel), launch, rule_sets), rule_sets)
 

@@ -93,6 +93,19 @@ def function_name(name: str) -> str:
     return text[start:] or name
 
 
+def short_name(name: str, width: int = 60) -> str:
+    """A readable kernel name for headers: demangled without return type and parameters, template
+    arguments collapsed to ``<…>`` from the innermost out while it is wider than ``width``."""
+    text = qualified_name(name)
+    while len(text) > width:
+        # innermost argument lists: only plain text and already collapsed ``<…>`` inside
+        inner = next((m for m in re.finditer(r"<((?:[^<>]|<…>)*)>", text) if m.group(1) != "…"), None)
+        if inner is None:
+            break
+        text = text[:inner.start()] + "<…>" + text[inner.end():]
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def same_kernel(a: str, b: str) -> bool:
     """Whether two spellings (mangled, demangled as c++filt or Nsight Compute prints it) name one kernel."""
     if a == b:

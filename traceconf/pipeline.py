@@ -7,7 +7,7 @@ so that one bad kernel never loses the others' results.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -17,7 +17,7 @@ import pyarrow as pa
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import InputError
 from traceconf.names import matches, select_kernels
-from traceconf.ptx.opcodes import shared_access_kind
+from traceconf.ptx.opcodes import shared_access_kind, uncounted_shared_op
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS
 
 Progress = Callable[[int, int], None]
@@ -36,7 +36,15 @@ class KernelAnalysis:
     unresolved: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     accesses: dict[int, WarpAccesses] = field(default_factory=dict)  # by warp size; empty for streamed traces
+    device_gaps: dict[str, str] = field(default_factory=dict)  # device → why it could not count this kernel
     shared_layout: list[dict] = field(default_factory=list)  # PTX: {"name", "offset", "bytes", ...} per variable
+
+
+def without_kernel(message: str, kernel: str) -> str:
+    """The message without a leading ``kernel K:`` (the engine names it, quoted), for lines that name K once."""
+    for named in (f"kernel {kernel}: ", f"kernel {kernel!r}: "):
+        message = message.removeprefix(named)
+    return message
 
 
 @dataclass
@@ -53,6 +61,7 @@ class KernelFailure:
         """``FILE:LINE:COL: kernel K: message`` (the kernel is named once, even if the message already does)."""
         where = self.error.location()
         message = self.error.message
+        message = without_kernel(message, self.kernel)
         if self.kernel and not message.startswith(f"kernel {self.kernel}"):
             message = f"kernel {self.kernel}: {message}"
         return f"{where + ': ' if where else 'error: '}{message}"
@@ -74,40 +83,67 @@ class LaunchRequest:
     max_steps: int = 10_000_000
     data: dict[str, str] = field(default_factory=dict)   # NAME_OR_INDEX -> SOURCE (see traceconf.emulate.data)
     seed: int = 0
+    entries: tuple = ()                     # LaunchEntry per kernel from a launch file (traceconf.launches)
+    given: frozenset[str] = frozenset()     # fields set on the command line: they win over the file
 
     def data_for(self, kernel_row: dict) -> dict:
-        """--data buffers keyed by PTX parameter name (files are read here; bad ones are InputErrors)."""
+        """--data buffers keyed by PTX parameter name, for the keys this kernel has (files are read here;
+        bad ones are InputErrors; :meth:`check_params` reports keys no selected kernel has)."""
         from traceconf.emulate.data import load_source
         from traceconf.emulate.launch import parameter_name
-        return {parameter_name(key, kernel_row, "--data"): load_source(source, self.seed, f"--data {key}")
-                for key, source in self.data.items()}
+        names = [p["name"] for p in kernel_row.get("params") or []]
+        found = {}
+        for key, source in self.data.items():
+            name = parameter_name(key, names, kernel_row["kernel"])
+            if name is not None:
+                found[name] = load_source(source, self.seed, f"--data {key}")
+        return found
+
+    @classmethod
+    def given_as(cls, block=None, grid=None, params=None, dynamic_smem=None, ctas=None, max_steps=10_000_000,
+                 launches=None, data=None, seed=0) -> "LaunchRequest":
+        """A launch from options where None means "not given" (a launch file or the kernel may fill it in)."""
+        from traceconf.launches import read_launch_file
+
+        given = {name for name, value in (("block", block), ("grid", grid), ("dynamic_smem", dynamic_smem),
+                                          ("ctas", ctas)) if value is not None}
+        return cls(block=block, grid=grid or (1, 1, 1), params=dict(params or {}), dynamic_smem=dynamic_smem or 0,
+                   ctas=ctas, max_steps=max_steps, entries=read_launch_file(launches) if launches else (),
+                   given=frozenset(given), data=dict(data or {}), seed=seed)
+
+    def for_kernel(self, kernel_row: dict, path: str) -> "LaunchRequest":
+        """This launch with the first launch-file entry that selects the kernel filled in."""
+        from traceconf.emulate.launch import parameter_name
+
+        name = kernel_row["kernel"]
+        entry = next((e for e in self.entries if e.selects(name)), None)
+        if entry is None:
+            return self
+        names = [p["name"] for p in kernel_row.get("params") or []]
+        unknown = [key for key in entry.params if parameter_name(key, names, name) is None]
+        if unknown:
+            raise InputError(f"launch file entry {entry.kernel!r}: kernel {name} has no parameter "
+                             f"{', '.join(unknown)} (parameters: {', '.join(names) or 'none'})", file=path)
+        fields = {key: getattr(entry, key) for key in ("block", "grid", "dynamic_smem", "ctas", "max_steps")
+                  if getattr(entry, key) is not None and key not in self.given}
+        return replace(self, **fields, params={**entry.params, **self.params}, entries=())
+
+    def kernel_patterns(self) -> list[str] | None:
+        """The kernels a launch file names (analysed when no --kernel is given), None without one."""
+        return [entry.kernel for entry in self.entries] or None
 
     def block_for(self, kernel_row: dict, path: str) -> tuple[int, int, int]:
-        if self.block is not None:
-            return self.block
-        required = kernel_row.get("reqntid")
-        if required:
-            return tuple(list(required) + [1] * (3 - len(required)))
-        raise InputError(f"kernel {kernel_row['kernel']} has no .reqntid: pass the block size with --block X[,Y[,Z]]",
-                         file=path)
+        from traceconf.emulate.launch import block_and_origin
+        try:
+            return block_and_origin(self.block, kernel_row)[0]
+        except InputError as error:
+            raise InputError(error.message, file=path) from None
 
     def params_for(self, kernel_row: dict, path: str) -> dict[str, int]:
-        """--param values keyed by PTX parameter name; a 0-based index names the parameter at that position."""
-        names = [p["name"] for p in kernel_row.get("params") or []]
-        named = {}
-        for key, value in self.params.items():
-            if str(key).isdigit():
-                index = int(key)
-                if index >= len(names):
-                    raise InputError(f"--param {key}: kernel {kernel_row['kernel']} has {len(names)} parameter(s)",
-                                     file=path)
-                key = names[index]
-            elif key not in names:
-                listing = ", ".join(names) or "none"
-                raise InputError(f"--param {key}: kernel {kernel_row['kernel']} has no such parameter "
-                                 f"(parameters: {listing})", file=path)
-            named[key] = value
-        return named
+        """--param values keyed by PTX parameter name, for the keys this kernel has (a whole-file run gives
+        one list to every kernel; :func:`unused_params` reports keys no kernel has)."""
+        from traceconf.emulate.launch import Launch, resolve_params
+        return resolve_params(Launch(params=self.params), kernel_row, strict=False)
 
     def emulator_launch(self, kernel_row: dict, path: str, warp_size: int):
         from traceconf.emulate import Launch
@@ -116,11 +152,32 @@ class LaunchRequest:
                       max_steps=self.max_steps, data=self.data_for(kernel_row))
 
     def describe(self, kernel_row: dict, path: str) -> dict:
-        facts = {"block": list(self.block_for(kernel_row, path)), "grid": list(self.grid),
-                 "params": self.params_for(kernel_row, path), "dynamic_smem": self.dynamic_smem}
+        from traceconf.emulate.launch import block_and_origin
+        block, origin = block_and_origin(self.block, kernel_row)
+        facts = {"block": list(block), "grid": list(self.grid), "params": self.params_for(kernel_row, path),
+                 "dynamic_smem": self.dynamic_smem}
+        if origin != "--block":
+            facts["block_from"] = origin
         if self.data:
             facts["data"] = {name: buffer.description for name, buffer in self.data_for(kernel_row).items()}
         return facts
+
+    def check_params(self, kernel_rows: list[dict], path: str) -> None:
+        """Every --param key names a parameter of at least one selected kernel (one list serves them all)."""
+        for option, keys in (("--data", self.data), ("--param", self.params)):
+            self._check_keys(option, keys, kernel_rows, path)
+
+    @staticmethod
+    def _check_keys(option: str, keys, kernel_rows: list[dict], path: str) -> None:
+        from traceconf.emulate.launch import parameter_name
+        unused = [str(key) for key in keys
+                  if not any(parameter_name(key, [p["name"] for p in row.get("params") or []], row["kernel"])
+                             for row in kernel_rows)]
+        if unused:
+            listing = "; ".join(f"{row['kernel']}: {', '.join(p['name'] for p in row.get('params') or []) or 'none'}"
+                                for row in kernel_rows[:5])
+            raise InputError(f"{option} {', '.join(unused)}: no selected kernel has such a parameter ({listing})",
+                             file=path)
 
 
 def _instruction_info(module, kernel: str, ids: Iterable[int], kinds: dict[int, str],
@@ -131,33 +188,43 @@ def _instruction_info(module, kernel: str, ids: Iterable[int], kinds: dict[int, 
     out = []
     for ident, row in zip(ordered, rows):
         out.append({"kernel": kernel, "instruction": ident, "text": row["text"],
-                    "kind": kinds.get(ident) or shared_access_kind(row["opcode"], row["state_space"]) or row["opcode"],
+                    "kind": kinds.get(ident) or shared_access_kind(row["opcode"], row["state_space"], row["modifiers"])
+                    or (uncounted_shared_op(row["opcode"], row["modifiers"]) or (row["opcode"],))[0],
                     "bytes": widths.get(ident, row["access_bytes"] or 0), "ptx_line": row["ptx_line"],
                     "pc": None, "source_file": row["source_file"], "source_line": row["source_line"]})
     return pa.Table.from_pylist(out, schema=INSTRUCTION_INFO)
 
 
-def _kernel_shared_instructions(module, kernel: str) -> list[int]:
-    return [r["instruction"] for r in module.instructions_of(kernel) if shared_access_kind(r["opcode"], r["state_space"])]
+def _kernel_shared_instructions(module, kernel: str) -> tuple[list[int], list[dict]]:
+    """Ids of the kernel's shared-memory instructions, and an unresolved entry for each one that is shared-memory
+    work but no counted access (TMA copies, wgmma operands)."""
+    ids, uncounted = [], []
+    for row in module.instructions_of(kernel):
+        if shared_access_kind(row["opcode"], row["state_space"], row["modifiers"]):
+            ids.append(row["instruction"])
+        elif (found := uncounted_shared_op(row["opcode"], row["modifiers"])):
+            ids.append(row["instruction"])
+            uncounted.append({"instruction": int(row["instruction"]), "ptx": row["text"],
+                              "ptx_line": int(row["ptx_line"]), "reason": found[1]})
+    return ids, uncounted
 
 
 def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: list,
                        progress: Progress | None = None) -> KernelAnalysis:
     """Emulate one kernel once per distinct warp size and run every rule set on it."""
     from traceconf.emulate import emulate
-    from traceconf.engine import analyze, summarize
 
     kernel_row = module.kernel(kernel)
     by_warp_size = {}
-    summaries = []
+    summaries, gaps = [], {}
     for rules in rule_sets:
         if rules.warp_size not in by_warp_size:
             by_warp_size[rules.warp_size] = emulate(
                 module, kernel, launch.emulator_launch(kernel_row, str(module.path), rules.warp_size),
                 progress=progress)
         emulation = by_warp_size[rules.warp_size]
-        executions = analyze(emulation.accesses, rules)
-        summaries.append(summarize(executions, scale=emulation.scale or 1))
+        summaries += count_devices(emulation.accesses, [rules], gaps, scale=emulation.scale or 1)
+    check_some_device(gaps, rule_sets)
     first = next(iter(by_warp_size.values()))
     acc = first.accesses
     kinds, widths = {}, {}
@@ -167,11 +234,14 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
         for ident, at in zip(ids.tolist(), where.tolist()):
             kinds[ident] = KINDS[int(acc.kind[at])]
             widths[ident] = int(acc.bytes[at])
-    static = _kernel_shared_instructions(module, kernel)
-    unresolved_ids = [u["instruction"] for u in first.unresolved]
+    static, uncounted = _kernel_shared_instructions(module, kernel)
+    unresolved = list(first.unresolved)
+    unresolved += [u for u in uncounted if u["instruction"] not in {v["instruction"] for v in unresolved}]
+    unresolved_ids = [u["instruction"] for u in unresolved]
     info = _instruction_info(module, kernel, list(kinds) + static + unresolved_ids, kinds, widths)
     launch_facts = launch.describe(kernel_row, str(module.path))
-    notes = list(first.notes)
+    notes = list(first.notes) + [f"not counted on {device}: {reason}" for device, reason in gaps.items()]
+    notes += launch_notes(launch_facts)
     if first.scale is not None:
         launch_facts["analysed_ctas"] = len(first.analysed_ctas)
         launch_facts["scale"] = first.scale
@@ -181,9 +251,43 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
         notes.append(f"sampled {analysed} of {total} CTAs: counts cover the sampled CTAs only")
     return KernelAnalysis(kernel=kernel, input_path=str(module.path), input_format="ptx", launch=launch_facts,
                           results=pa.concat_tables(summaries) if summaries else INSTRUCTION_RESULTS.empty_table(),
-                          instructions=info, unresolved=first.unresolved, notes=notes,
+                          instructions=info, unresolved=unresolved, notes=notes,
                           accesses={w: e.accesses for w, e in by_warp_size.items()},
-                          shared_layout=[dict(v) for v in first.shared_layout])
+                          shared_layout=[dict(v) for v in first.shared_layout], device_gaps=gaps)
+
+
+def launch_notes(facts: dict) -> list[str]:
+    """What the launch facts assumed (a block from the kernel's declaration), for the report's notes."""
+    origin = facts.get("block_from")
+    if not origin:
+        return []
+    return [f"block {'×'.join(map(str, facts['block']))} taken from the kernel's {origin}"
+            + (" (the largest block it allows): pass --block for the launch you run" if origin == ".maxntid" else "")]
+
+
+def count_devices(accesses, rule_sets: list, gaps: dict[str, str], scale: int = 1) -> list[pa.Table]:
+    """INSTRUCTION_RESULTS of ``accesses`` under every rule set not yet in ``gaps``.
+
+    A rule set that cannot count them (another warp width, an access kind it has no rule for) joins
+    ``gaps`` (device → reason) so the other devices' results are kept (:func:`check_some_device` then
+    tells whether any device could count the kernel at all).
+    """
+    from traceconf.engine import analyze, summarize
+
+    out = []
+    for rules in rule_sets:
+        if rules.name not in gaps:
+            try:
+                out.append(summarize(analyze(accesses, rules), scale=scale))
+            except InputError as error:
+                gaps[rules.name] = without_kernel(error.message, accesses.kernel)
+    return out
+
+
+def check_some_device(gaps: dict[str, str], rule_sets: list) -> None:
+    """A kernel that no device could count is that kernel's error (the first device's reason)."""
+    if len(gaps) == len(rule_sets):
+        raise InputError(gaps[rule_sets[0].name])
 
 
 def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
@@ -192,11 +296,13 @@ def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, 
     from traceconf.ptx import parse_file
 
     module = parse_file(str(path))
-    names = select_kernels(module.kernel_names(), kernels, str(path))
+    names = select_kernels(module.kernel_names(), kernels or launch.kernel_patterns(), str(path))
+    launch.check_params([module.kernel(name) for name in names], str(path))
     done, failed = [], []
     for name in names:
         try:
-            done.append(analyze_ptx_kernel(module, name, launch, rule_sets, progress))
+            done.append(analyze_ptx_kernel(module, name, launch.for_kernel(module.kernel(name), str(path)), rule_sets,
+                                           progress))
         except InputError as error:
             failed.append(KernelFailure(name, error))
     return done, failed
@@ -207,14 +313,19 @@ def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, 
 # ---------------------------------------------------------------------------
 
 def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip_bad: bool = False,
-              progress: Progress | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
-    """Stream a trace through every rule set; memory stays bounded by the chunk size."""
-    from traceconf.engine import analyze, combine, summarize
+              progress: Progress | None = None, part: tuple[int, int] | None = None
+              ) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
+    """Stream a trace through every rule set; memory stays bounded by the chunk size.
+
+    ``part`` reads one share of the input (a distributed run's task): row groups of a canonical Parquet
+    table, CTAs of a .tracez (see ``open_trace``).
+    """
+    from traceconf.engine import combine
     from traceconf.traces import detect_format, open_trace
 
     fmt = detect_format(str(path))
     done, failed = [], []
-    traces = iter(open_trace(str(path), skip_bad=skip_bad, progress=progress))
+    traces = iter(open_trace(str(path), skip_bad=skip_bad, progress=progress, part=part))
     while True:
         try:
             trace = next(traces)
@@ -225,10 +336,11 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
             break
         if not matches(trace.kernel, kernels):
             continue
-        partial, notes = [], []
+        partial, notes, gaps = [], [], {}
         try:
             for chunk in trace.chunks():
-                partial += [summarize(analyze(chunk, rules)) for rules in rule_sets]
+                partial += count_devices(chunk, rule_sets, gaps)
+            check_some_device(gaps, rule_sets)
         except InputError as error:
             failed.append(KernelFailure(trace.kernel, error))
             if not partial:
@@ -237,10 +349,11 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
                          "counts cover the accesses before it")
         if trace.bad_lines:
             notes.append(f"{trace.bad_lines} malformed line(s) skipped (--skip-bad)")
+        notes += [f"not counted on {device}: {reason}" for device, reason in gaps.items()]
         done.append(KernelAnalysis(kernel=trace.kernel, input_path=str(path), input_format=fmt,
                                    launch=dict(trace.launch), results=combine(partial) if partial
                                    else INSTRUCTION_RESULTS.empty_table(),
-                                   instructions=trace_instruction_info(trace), notes=notes))
+                                   instructions=trace_instruction_info(trace), notes=notes, device_gaps=gaps))
     return done, failed
 
 
@@ -251,11 +364,30 @@ def input_format(path: str | Path) -> str:
 
 
 def run_file(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
-             skip_bad: bool = False, progress: Progress | None = None
-             ) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
-    """PTX or any trace: whatever the file holds (launch options only matter for PTX)."""
-    if input_format(path) == "ptx":
+             skip_bad: bool = False, progress: Progress | None = None, level: str = "ptx",
+             ptxas_options: list[str] | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
+    """PTX, SASS, a CUDA binary or any trace: whatever the file holds (launch options matter for PTX and SASS).
+
+    ``level`` (PTX input): ``ptx`` analyses the PTX as written, ``sass`` what ptxas makes of it, ``auto`` the
+    SASS when a suitable ptxas exists (see :mod:`traceconf.sass.analyze`).
+    """
+    fmt = input_format(path)
+    if launch.data and (fmt in ("sass", "cuda_binary") or (fmt == "ptx" and level == "sass")):
+        raise InputError("--data (buffer contents) is modelled by the PTX emulator only: analyse the PTX with "
+                         "--level ptx (or auto)", file=str(path))
+    if fmt == "ptx" and level == "auto" and launch.data:
+        done, failed = run_ptx(path, kernels, launch, rule_sets, progress)
+        for analysis in done:
+            analysis.notes.append("analysed at PTX level: buffer contents (--data) are modelled by the PTX emulator")
+        return done, failed
+    if fmt == "ptx":
+        if level != "ptx":
+            from traceconf.sass.analyze import run_ptx_at_level
+            return run_ptx_at_level(path, kernels, launch, rule_sets, level, ptxas_options, progress)
         return run_ptx(path, kernels, launch, rule_sets, progress)
+    if fmt in ("sass", "cuda_binary"):
+        from traceconf.sass.analyze import run_sass_file
+        return run_sass_file(path, kernels, launch, rule_sets, progress)
     return run_trace(path, kernels, rule_sets, skip_bad, progress)
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from traceconf.kinds import KIND_CODES, KINDS, OP_CODES, OPS  # noqa: F401  (re-exported: the tables name them)
+
 
 def documented_field(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> pa.Field:
     """An Arrow field carrying its one-line meaning (printed by ``describe``)."""
@@ -25,13 +27,6 @@ def documented_field(name: str, type_: pa.DataType, doc: str, nullable: bool = T
 _f = documented_field  # short name for the tables below
 
 
-#: Access kinds, in the order of their integer codes (see ``KIND_CODES``).
-KINDS = ("ld", "st", "atom", "ldmatrix", "stmatrix", "cp_async")
-KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
-#: Operations of shared atomics as the hardware executes them, in the order of their codes (0: not an atomic,
-#: or not known).  ``popc_inc`` is ptxas's ATOMS.POPC.INC for an ``atom.add`` of 1 whose result is unused.
-OPS = ("", "add", "popc_inc", "inc", "dec", "cas", "exch", "min", "max", "and", "or", "xor")
-OP_CODES = {op: code for code, op in enumerate(OPS)}
 
 # --------------------------------------------------------------------------
 # Parser output
@@ -282,6 +277,42 @@ GPGPUSIM_STATS = pa.schema(
 )
 
 
+# --------------------------------------------------------------------------
+# SASS listings (traceconf.sass): the machine code ptxas emitted
+# --------------------------------------------------------------------------
+
+SASS_INSTRUCTIONS = pa.schema(
+    [
+        _f("kernel", pa.string(), "function the instruction belongs to (mangled name)", False),
+        _f("instruction", pa.int32(), "0-based ordinal of the instruction in the whole listing (static instruction id)", False),
+        _f("pc", pa.int64(), "byte offset of the instruction inside its function (the /*0230*/ column)", False),
+        _f("opcode", pa.string(), "mnemonic without modifiers, e.g. LDS, IMAD, ISETP", False),
+        _f("modifiers", pa.list_(pa.string()), "dotted modifiers after the mnemonic, in order (LDS.U.128 -> [U, 128])"),
+        _f("operands", pa.list_(pa.string()), "operands as written, destination first, without .reuse hints"),
+        _f("guard", pa.string(), "guard predicate (P0, UP1, PT) or null"),
+        _f("guard_negated", pa.bool_(), "true for @!P0"),
+        _f("labels", pa.list_(pa.string()), "nvdisasm labels (.L_x_3) that mark this instruction"),
+        _f("source_file", pa.string(), "CUDA source file from the line info (nvdisasm -g/-gi), or null"),
+        _f("source_line", pa.int32(), "CUDA source line from the line info, or null"),
+        _f("ptx_line", pa.int32(), "line of the PTX instruction it was compiled from (nvdisasm -gp line info), or null"),
+        _f("line", pa.int32(), "1-based line of the instruction in the listing (null for nvdisasm -json)"),
+        _f("text", pa.string(), "the instruction as written, guard included, without the trailing ';'", False),
+    ]
+)
+
+SASS_PARAM_TYPE = pa.struct([("name", pa.string()), ("offset", pa.int32()), ("bytes", pa.int32())])
+
+SASS_KERNELS = pa.schema(
+    [
+        _f("kernel", pa.string(), "function name (mangled)", False),
+        _f("arch", pa.string(), "SASS architecture, e.g. sm_90"),
+        _f("params", pa.list_(SASS_PARAM_TYPE), "parameters in order: name, byte offset in the parameter block, size (ELF EIATTR_KPARAM_INFO or the PTX signature); null when unknown"),
+        _f("param_base", pa.int32(), "constant-bank-0 offset of the first parameter byte (0x210 on sm_90; ELF EIATTR_PARAM_CBANK) or null"),
+        _f("shared_bytes", pa.int64(), "static shared memory of the function in bytes (ELF .nv.shared section), or null"),
+        _f("listing_line", pa.int32(), "line of the function header in the listing"),
+    ]
+)
+
 #: Every table of the pipeline by name, as ``traceconf schema`` lists them.
 TABLES = {
     "instructions": INSTRUCTIONS,
@@ -293,4 +324,6 @@ TABLES = {
     "result_rows": RESULT_ROWS,
     "trace_instructions": TRACE_INSTRUCTIONS,
     "gpgpusim_stats": GPGPUSIM_STATS,
+    "sass_instructions": SASS_INSTRUCTIONS,
+    "sass_kernels": SASS_KERNELS,
 }

@@ -177,6 +177,7 @@ class Comparison:
     totals: dict                      # {"measured": {...}, "predicted": {...}}
     by_kind: list[dict]               # {"kind", "measured": {...}, "predicted": {...}}
     by_line: list[dict]               # {"line", "source", "measured": {...}, "predicted": {...}}
+    notes: list[str] = field(default_factory=list)
 
 
 def _sum(rows, keys=("wavefronts", "ideal_wavefronts", "excess_wavefronts")) -> dict:
@@ -189,8 +190,11 @@ def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table) -> Compa
     shared_sass = [r for r in measured.sass if r.kind is not None or r.wavefronts]
     totals = {"measured": _sum(shared_sass or measured.cuda), "predicted": _sum(rows)}
     kinds = sorted({r.kind for r in shared_sass if r.kind} | {r["kind"] for r in rows if r["wavefronts"]})
-    by_kind = [{"kind": kind, "measured": _sum([r for r in shared_sass if r.kind == kind]),
+    # Without SASS rows the report says nothing per kind: None (not measured), never a measured 0.
+    by_kind = [{"kind": kind, "measured": _sum([r for r in shared_sass if r.kind == kind]) if shared_sass else None,
                 "predicted": _sum([r for r in rows if r["kind"] == kind])} for kind in kinds]
+    notes = [] if shared_sass else ["the report has no SASS rows: per-kind figures need "
+                                    "--print-source sass (or sass,cuda) in the ncu export"]
     line_rows = measured.cuda or [r for r in shared_sass if r.line is not None]
     by_line = []
     if line_rows:
@@ -202,7 +206,17 @@ def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table) -> Compa
             p = _sum([r for r in rows if r["source_line"] == line])
             if m["wavefronts"] or p["wavefronts"]:
                 by_line.append({"line": line, "source": text.get(line, ""), "measured": m, "predicted": p})
-    return Comparison(kernel, measured.name, totals, by_kind, by_line)
+        only_measured = [r["line"] for r in by_line if r["measured"]["wavefronts"] and not r["predicted"]["wavefronts"]]
+        only_predicted = [r["line"] for r in by_line if r["predicted"]["wavefronts"] and not r["measured"]["wavefronts"]]
+        if only_measured and only_predicted:
+            notes.append(f"CUDA lines with shared wavefronts differ: only the report has {_lines(only_measured)}, "
+                         f"only the prediction has {_lines(only_predicted)}; was the report made from another build "
+                         "of the source (other line numbers) than this PTX's .loc lines?")
+    return Comparison(kernel, measured.name, totals, by_kind, by_line, notes)
+
+
+def _lines(lines: list[int]) -> str:
+    return ", ".join(map(str, lines[:6])) + (f" (+{len(lines) - 6})" if len(lines) > 6 else "")
 
 
 def pair_kernels(measured: list[MeasuredKernel], predicted: list[str], path: str) -> list[tuple[MeasuredKernel, str]]:

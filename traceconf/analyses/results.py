@@ -61,7 +61,8 @@ def kernel_table(analysis: KernelAnalysis, device: str) -> pa.Table:
         return pc.fill_null(info.column(f"{name}_{aggregate}"), 0).cast(type_).combine_chunks()
 
     reasons = _unresolved_reasons(analysis)
-    reason = [reasons.get(int(i)) for i in ids]
+    gap = analysis.device_gaps.get(device)
+    reason = [f"not counted on {device}: {gap}" if gap else reasons.get(int(i)) for i in ids]
     files = info.column("source_file").to_pylist()
     lines = info.column("source_line").to_pylist()
     n = len(ids)

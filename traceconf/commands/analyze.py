@@ -11,15 +11,17 @@ import sys
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import TYPE_CHECKING, Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from traceconf.errors import InputError
-from traceconf.pipeline import KernelFailure, LaunchRequest, run_file
 from traceconf.rules import load_rule_sets
+
+if TYPE_CHECKING:
+    from traceconf.pipeline import KernelFailure, LaunchRequest
 
 # ---------------------------------------------------------------------------
 # Options shared by analyze / explain / compare-ncu
@@ -32,7 +34,10 @@ Kernels = Annotated[Optional[list[str]], typer.Option(
     "instance), part of a name, or a regex; exact matches win. Repeat for several (default: every kernel).")]
 Block = Annotated[Optional[str], typer.Option(
     "--block", help="Block size X[,Y[,Z]] (default: the kernel's .reqntid).", rich_help_panel=LAUNCH)]
-Grid = Annotated[str, typer.Option("--grid", help="Grid size X[,Y[,Z]].", rich_help_panel=LAUNCH)]
+Grid = Annotated[Optional[str], typer.Option("--grid", help="Grid size X[,Y[,Z]] (default 1).", rich_help_panel=LAUNCH)]
+Launches = Annotated[Optional[Path], typer.Option(
+    "--launches", help="Launch file (TOML, docs/launches.md): block, grid, params ... per kernel, written once; "
+    "command-line options win over it.", rich_help_panel=LAUNCH)]
 Params = Annotated[Optional[list[str]], typer.Option(
     "--param", "-p", help="Kernel parameter NAME_OR_INDEX=VALUE (decimal or 0x hex); repeat.",
     rich_help_panel=LAUNCH)]
@@ -42,15 +47,24 @@ Data = Annotated[Optional[list[str]], typer.Option(
     "then have values, so data-dependent addresses and branches resolve.", rich_help_panel=LAUNCH)]
 Seed = Annotated[int, typer.Option("--seed", help="Seed of random: --data sample inputs (stated in the output).",
                                    rich_help_panel=LAUNCH)]
-DynamicSmem = Annotated[str, typer.Option(
-    "--dynamic-smem", help="Dynamic shared memory bytes (decimal or 0x hex).", rich_help_panel=LAUNCH)]
+DynamicSmem = Annotated[Optional[str], typer.Option(
+    "--dynamic-smem", help="Dynamic shared memory bytes (decimal or 0x hex; default: what the accesses reach).",
+    rich_help_panel=LAUNCH)]
 Ctas = Annotated[Optional[int], typer.Option(
     "--ctas", min=1, help="Emulate at most N CTAs (counts then cover the sampled CTAs).", rich_help_panel=LAUNCH)]
 MaxSteps = Annotated[int, typer.Option(
     "--max-steps", min=1, help="Stop a runaway emulation after N warp steps.", rich_help_panel=LAUNCH)]
 Devices = Annotated[Optional[list[str]], typer.Option(
-    "--device", "-d", help="Rule set (device) to analyse for; repeat for side-by-side columns (default: sm_90).")]
+    "--device", "-d", help="Rule set (sm_90), architecture (sm90, compute_80) or product (h100, a100, rtx4090, "
+    "mi300x: traceconf devices NAME) to analyse for, or a .toml rule file; repeat for side-by-side columns "
+    "(default: sm_90).")]
 SkipBad = Annotated[bool, typer.Option("--skip-bad", help="Traces: skip malformed lines instead of stopping.")]
+Level = Annotated[str, typer.Option(
+    "--level", envvar="TRACECONF_LEVEL", help="PTX input: auto (SASS when a ptxas targets the device, else PTX), "
+    "ptx (the PTX as written) or sass (assemble with ptxas, analyse what the GPU runs).", rich_help_panel=LAUNCH)]
+PtxasOptions = Annotated[Optional[list[str]], typer.Option(
+    "--ptxas-option", help="Option passed to ptxas at SASS level (repeat), e.g. --ptxas-option=-O1.",
+    rich_help_panel=LAUNCH)]
 
 DEFAULT_DEVICE = "sm_90"
 PIPE_WIDTH = 200
@@ -97,19 +111,26 @@ def parse_data(items: list[str] | None) -> dict[str, str]:
     return data
 
 
-def launch_request(block: str | None, grid: str, params: list[str] | None, dynamic_smem: str,
-                   ctas: int | None, max_steps: int, data: list[str] | None = None, seed: int = 0) -> LaunchRequest:
-    smem = parse_int(dynamic_smem, "--dynamic-smem")
-    if smem < 0:
+def launch_request(block: str | None, grid: str | None, params: list[str] | None, dynamic_smem: str | None,
+                   ctas: int | None, max_steps: int, launches: Path | None = None, data: list[str] | None = None,
+                   seed: int = 0) -> LaunchRequest:
+    from traceconf.pipeline import LaunchRequest
+
+    smem = parse_int(dynamic_smem, "--dynamic-smem") if dynamic_smem is not None else None
+    if smem is not None and smem < 0:
         raise InputError("--dynamic-smem: must not be negative")
-    return LaunchRequest(block=parse_dims(block, "--block") if block else None, grid=parse_dims(grid, "--grid"),
-                         params=parse_params(params), dynamic_smem=smem, ctas=ctas, max_steps=max_steps,
-                         data=parse_data(data), seed=seed)
+    return LaunchRequest.given_as(block=parse_dims(block, "--block") if block else None,
+                                  grid=parse_dims(grid, "--grid") if grid else None, params=parse_params(params),
+                                  dynamic_smem=smem, ctas=ctas, max_steps=max_steps, launches=launches,
+                                  data=parse_data(data), seed=seed)
 
 
-def check_input(path: Path) -> None:
-    if not path.is_file():
-        raise InputError("no such file" if not path.exists() else "not a regular file", file=str(path))
+def check_input(path: Path, folder: bool = False) -> None:
+    """An existing file, or with ``folder`` also a folder (a trace folder: the format detector decides)."""
+    if not path.exists():
+        raise InputError("no such file", file=str(path))
+    if not (path.is_file() or (folder and path.is_dir())):
+        raise InputError("a folder, not a file" if path.is_dir() else "not a regular file", file=str(path))
 
 
 @contextmanager
@@ -153,6 +174,12 @@ def fail(error: InputError) -> typer.Exit:
     return typer.Exit(2)
 
 
+def run_file(*args, **kwargs):
+    """The pipeline, imported on first use: ``traceconf --help`` and ``--version`` do not load numpy/pyarrow."""
+    from traceconf.pipeline import run_file as run
+    return run(*args, **kwargs)
+
+
 # ---------------------------------------------------------------------------
 # analyze
 # ---------------------------------------------------------------------------
@@ -163,19 +190,26 @@ class Format(str, Enum):
     csv = "csv"
 
 
+DISTRIBUTED = "Many inputs (suites of traces)"
+
+
 def analyze(
-    file: Annotated[Path, typer.Argument(help="PTX file or shared-memory trace (format detected from content).")],
+    files: Annotated[list[Path], typer.Argument(
+        help="PTX file or shared-memory trace (format detected from content); several inputs, folders of "
+        "trace sets, globs and canonical Parquet datasets too.", metavar="FILE...")],
     kernel: Kernels = None,
     block: Block = None,
-    grid: Grid = "1",
+    grid: Grid = None,
     param: Params = None,
     data: Data = None,
     seed: Seed = 0,
-    dynamic_smem: DynamicSmem = "0",
+    dynamic_smem: DynamicSmem = None,
+    launches: Launches = None,
     device: Devices = None,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout.")] = Format.table,
     output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", help="Write the per-instruction results to .parquet, .csv or .json.")] = None,
+        "--output", "-o", help="Write the per-instruction results to .parquet, .csv or .json; a folder (a "
+        "name without extension) gets a partitioned dataset, one Parquet file per input and kernel.")] = None,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
     top: Annotated[int, typer.Option("--top", "-n", min=1, help="Hotspot rows per kernel.")] = 20,
@@ -187,17 +221,42 @@ def analyze(
     allow_unresolved: Annotated[bool, typer.Option(
         "--allow-unresolved", help="With --fail-on-excess: gate on the resolved accesses only.")] = False,
     skip_bad: SkipBad = False,
+    level: Level = "auto",
+    ptxas_option: PtxasOptions = None,
+    workers: Annotated[Optional[int], typer.Option(
+        "--workers", "-w", min=1, rich_help_panel=DISTRIBUTED,
+        help="Analyse the kernels of the inputs on a local Dask cluster of N worker processes (a process "
+        "pool without Dask).")] = None,
+    scheduler: Annotated[Optional[str], typer.Option(
+        "--scheduler", rich_help_panel=DISTRIBUTED,
+        help="Analyse on an existing Dask cluster: its scheduler address (tcp://HOST:8786).")] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", rich_help_panel=DISTRIBUTED,
+        help="With -o FOLDER: skip the kernels whose results the folder already holds.")] = False,
 ) -> None:
     """Count shared-memory wavefronts per instruction and rank the bank-conflict hotspots."""
     from traceconf.analyses.results import excess_by_kernel, results_table, unresolved_summary
-    from traceconf.report.writers import csv_text, json_text, write_results
+    from traceconf.report.writers import check_output, csv_text, json_text, write_results
 
+    dataset = output is not None and is_dataset_folder(output)
+    # one regular file: the single-process path; anything else goes through traceconf.distributed's units
+    many = (len(files) > 1 or workers is not None or scheduler is not None or resume or dataset
+            or files[0].is_dir() or (not files[0].exists() and any(c in str(files[0]) for c in "*?[")))
     try:
-        check_input(file)
-        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, data, seed)
+        if not many:
+            check_input(files[0], folder=True)
+        if output is not None and not dataset:
+            check_output(output)
+        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed)
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
-        with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
-            analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress)
+        if many:
+            analyses, failures = _run_many(files, kernel, launch, rule_sets, skip_bad, workers, scheduler,
+                                           output if dataset else None, resume, format is Format.table)
+        else:
+            [file] = files
+            with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
+                analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress, level=level,
+                                              ptxas_options=ptxas_option)
     except InputError as error:
         raise fail(error) from None
     devices = [rules.name for rules in rule_sets]
@@ -210,7 +269,7 @@ def analyze(
     else:
         _print_tables(analyses, devices, top, suggest, rule_sets)
     report_failures(failures)
-    if output is not None:
+    if output is not None and not dataset:
         try:
             write_results(table, output)
         except InputError as error:
@@ -234,6 +293,43 @@ def analyze(
                        + "; resolve them with --data (buffer contents) or --param, or pass --allow-unresolved",
                        err=True)
             raise typer.Exit(3)
+
+
+def is_dataset_folder(output: Path) -> bool:
+    """``-o results/`` (a folder, or a name without an extension) asks for the partitioned results dataset."""
+    return output.is_dir() or not output.suffix
+
+
+def _run_many(files: list[Path], kernels, launch: LaunchRequest, rule_sets: list, skip_bad: bool,
+              workers: int | None, scheduler: str | None, output: Path | None, resume: bool, show: bool):
+    """Several inputs (or a cluster, or a results folder): the units of :mod:`traceconf.distributed`."""
+    from traceconf.distributed import choose_executor, plan, run_many
+
+    if resume and output is None:
+        raise InputError("--resume needs -o FOLDER: the results folder of the run to resume")
+    executor = choose_executor(workers, scheduler)
+    for note in executor.notes:
+        typer.echo(f"note: {note}", err=True)
+    with progress_bar(show, "analysing units") as bar:
+        total = len(plan(files, kernels)[0]) if bar is not None else 0
+        done = [0]
+
+        def progress(unit, seconds, kernel_count, failure_count) -> None:
+            done[0] += 1
+            if bar is not None:
+                bar(done[0], total)
+
+        analyses, failures, summary = run_many(files, kernels, launch, rule_sets, skip_bad, executor, output,
+                                               resume, progress)
+    if output is not None:
+        where = {"local": "in this process", "processes": f"on {executor.workers} local processes",
+                 "dask": f"on Dask ({executor.scheduler or f'{executor.workers} local workers'})"}[executor.kind]
+        typer.echo(f"traceconf: {summary.units - summary.skipped} of {summary.units} unit(s) analysed {where} "
+                   f"in {summary.seconds:.1f} s; {len(analyses)} kernel(s) written to {output}"
+                   + (f"; {summary.skipped} unit(s) already there (--resume)" if summary.skipped else "")
+                   + (f"; {len(failures)} failure(s), listed in {output / '_manifest.json'}" if failures else ""),
+                   err=True)
+    return analyses, failures
 
 
 def _print_tables(analyses, devices: list[str], top: int, suggest: bool, rule_sets: list) -> None:

@@ -8,12 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, Data, Seed, Devices, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params,
+from traceconf.commands.analyze import (Block, Launches, Ctas, Data, Seed, Devices, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params,
                                         check_input, fail, launch_request, report_failures,
                                         stdout_console)
 from traceconf.errors import InputError
 from traceconf.rules import load_rule_sets
-from traceconf.pipeline import input_format, run_ptx
 
 GPGPUSIM = "GPGPU-Sim model (replayed on the emulation)"
 
@@ -23,11 +22,12 @@ def compare_gpgpusim(
     file: Annotated[Path, typer.Argument(help="The PTX file GPGPU-Sim loaded (its line numbers are matched).")],
     kernel: Kernels = None,
     block: Block = None,
-    grid: Grid = "1",
+    grid: Grid = None,
     param: Params = None,
+    dynamic_smem: DynamicSmem = None,
+    launches: Launches = None,
     data: Data = None,
     seed: Seed = 0,
-    dynamic_smem: DynamicSmem = "0",
     device: Devices = None,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout.")] = Format.table,
     ptx_name: Annotated[Optional[str], typer.Option(
@@ -48,6 +48,7 @@ def compare_gpgpusim(
 ) -> None:
     """Line up GPGPU-Sim's per-PTX-line smem_bk_conflicts with the predicted wavefronts for the same PTX."""
     from traceconf.analyses.gpgpusim import BankModel, compare, rows_for_ptx
+    from traceconf.pipeline import input_format, run_ptx
     from traceconf.report.gpgpusim import csv_text, json_document, render
     from traceconf.traces import read_gpgpusim_stats
 
@@ -62,7 +63,7 @@ def compare_gpgpusim(
                              file=str(file))
         name = ptx_name or file.name
         rows = rows_for_ptx(read_gpgpusim_stats(stats), name, str(stats))
-        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, data, seed)
+        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed)
         rule_sets = load_rule_sets(device)
         analyses, failures = run_ptx(file, kernel, launch, rule_sets)
     except InputError as error:

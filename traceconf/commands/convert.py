@@ -11,13 +11,9 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 import typer
 
 from traceconf.errors import InputError
-from traceconf.schemas import ACCESSES
-from traceconf.traces import open_trace
 
 OUTPUT_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 
@@ -26,6 +22,11 @@ def _writer(path: Path):
     kind = OUTPUT_FORMATS.get(path.suffix.lower())
     if kind is None:
         raise InputError(f"output must end in {', '.join(OUTPUT_FORMATS)}", str(path))
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from traceconf.schemas import ACCESSES
+
     try:
         if kind == "parquet":
             return pq.ParquetWriter(path, ACCESSES)
@@ -52,6 +53,8 @@ def convert(
                                                             "of stopping at the first."),
 ) -> None:
     """Convert a recorded trace to the canonical access table (one row per lane access)."""
+    from traceconf.traces import open_trace
+
     with ExitStack() as stack:
         progress = _byte_progress(stack, trace.name) if sys.stdout.isatty() else None
         traces = open_trace(trace, skip_bad=skip_bad, progress=progress)

@@ -13,6 +13,7 @@ def _details(rules: RuleSet) -> str:
     """Every rule of one rule set, in the words of docs/rules.md."""
     lines = [f"{rules.name}: {rules.vendor} {rules.title}",
              f"  evidence      {rules.evidence}" + (f" (alias of {rules.alias_of})" if rules.alias_of else ""),
+             f"  products      {', '.join(rules.products) or '-'} (also accepted as --device)",
              f"  source        {rules.source}",
              f"  banks         {rules.banks} x {rules.bank_bytes} B, distinct {rules.row_bytes}-byte rows "
              "in one bank serialize",

@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
-import numpy as np
-import pyarrow as pa
 import typer
 
-from traceconf.accesses import WarpAccesses
-from traceconf.commands.analyze import (Block, Ctas, Data, Seed, DynamicSmem, Grid, MaxSteps, Params, check_input, fail,
-                                        launch_request, report_failures, stdout_console)
+from traceconf.commands.analyze import (Block, Ctas, Data, Seed, DynamicSmem, Grid, Launches, Level, MaxSteps, Params,
+                                        PtxasOptions, check_input, fail, launch_request, report_failures, run_file,
+                                        stdout_console)
 from traceconf.errors import InputError
 from traceconf.rules import load_rule_sets
 from traceconf.names import matches
-from traceconf.pipeline import input_format, run_ptx, trace_instruction_info
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from traceconf.accesses import WarpAccesses
 
 
 def resolve_instruction(info: pa.Table, spec: str, path: str) -> tuple[int, list[int]]:
@@ -48,8 +50,10 @@ def resolve_instruction(info: pa.Table, spec: str, path: str) -> tuple[int, list
     return ids[0], ids[1:]
 
 
-def _ptx_executions(file: Path, kernel: str, launch, rules) -> tuple[pa.Table, WarpAccesses, list]:
-    analyses, failures = run_ptx(file, [kernel], launch, [rules])
+def _ptx_executions(file: Path, kernel: str, launch, rules, level: str = "ptx",
+                    ptxas_options: list[str] | None = None) -> tuple[pa.Table, WarpAccesses, list]:
+    """PTX (at the chosen level), SASS listings and CUDA binaries: emulate and keep the accesses."""
+    analyses, failures = run_file(file, [kernel], launch, [rules], level=level, ptxas_options=ptxas_options)
     if failures:
         report_failures(failures)
         raise typer.Exit(2)
@@ -62,6 +66,10 @@ def _ptx_executions(file: Path, kernel: str, launch, rules) -> tuple[pa.Table, W
 
 def _trace_executions(file: Path, kernel: str, spec: str, rules) -> tuple[pa.Table, int, WarpAccesses]:
     """Resolve the instruction on a first pass, then re-read only its executions."""
+    import numpy as np
+
+    from traceconf.accesses import WarpAccesses
+    from traceconf.pipeline import trace_instruction_info
     from traceconf.traces import open_trace
 
     names, info = [], None
@@ -98,25 +106,31 @@ def explain(
     device: Annotated[str, typer.Option("--device", "-d", help="Rule set (device).")] = "sm_90",
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the picture as SVG.")] = None,
     block: Block = None,
-    grid: Grid = "1",
+    grid: Grid = None,
     param: Params = None,
+    dynamic_smem: DynamicSmem = None,
+    launches: Launches = None,
     data: Data = None,
     seed: Seed = 0,
-    dynamic_smem: DynamicSmem = "0",
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
+    level: Level = "auto",
+    ptxas_option: PtxasOptions = None,
 ) -> None:
     """Show which lane hits which bank and word in one warp execution, and which lanes collide."""
+    import numpy as np
+
     from traceconf.engine import analyze, lane_wavefronts
+    from traceconf.pipeline import input_format
     from traceconf.report.explain import choose_row, execution_at, executions_of, picture, render_terminal
     from traceconf.report.svg import render_svg
 
     try:
-        check_input(file)
+        check_input(file, folder=True)
         (rules,) = load_rule_sets([device])
-        if input_format(file) == "ptx":
-            launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, data, seed)
-            info, accesses, unresolved = _ptx_executions(file, kernel, launch, rules)
+        if input_format(file) in ("ptx", "sass", "cuda_binary"):
+            launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed)
+            info, accesses, unresolved = _ptx_executions(file, kernel, launch, rules, level, ptxas_option)
             ident, others = resolve_instruction(info, instruction, str(file))
             reason = {int(u["instruction"]): u.get("reason") for u in unresolved}.get(ident)
             if reason:

@@ -8,13 +8,13 @@ import typer
 
 from traceconf.errors import InputError
 from traceconf.names import no_match_message
-from traceconf.schemas import TABLES, describe
 
 
 def schema(table: Annotated[Optional[str], typer.Argument(
-        help=f"One table ({', '.join(TABLES)}); default: list the tables.")] = None) -> None:
+        help="One table (e.g. accesses, result_rows); default: list the tables.")] = None) -> None:
     """Print the schema of a table (Markdown: column, Arrow type, meaning), or list the tables."""
     from traceconf.commands.analyze import fail
+    from traceconf.schemas import TABLES, describe
 
     if table is None:
         for name, fields in TABLES.items():

@@ -120,14 +120,12 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
     if memory is not None:
         notes += [f"data: {buffer.name} = {buffer.description}" for buffer in memory.buffers]
         notes += [f"{why}: its values stay unknown (pass --data for it)" for why in memory.unserved.values()]
-    for highest, row in findings.extent.values():
-        extern_hint = " (pass --dynamic-smem for the extern shared array)" if layout.has_extern() else ""
-        notes.append(f"PTX line {row['ptx_line']} reaches shared byte {highest} but the kernel's shared memory "
-                     f"is {layout.total_bytes} bytes{extern_hint}")
+    notes += _extent_note(findings.extent, layout, launch.dynamic_smem)
+    variables = _assumed_extern_size(layout, findings.extent, launch.dynamic_smem)
     return EmulationResult(accesses=accesses, scale=scale, analysed_ctas=analysed,
                            unresolved=sorted(findings.unresolved_rows.values(),
                                              key=lambda u: (u["ptx_line"], u["reason"])),
-                           shared_layout=layout.variables, sampled=sampled, notes=notes,
+                           shared_layout=variables, sampled=sampled, notes=notes,
                            cta_dependence=list(findings.cta_reasons),
                            steps=sum(m.steps for m in machines))
 
@@ -154,6 +152,37 @@ def _global_contents(data: dict, params: dict[str, int], kernel_row: dict,
     return GlobalContents(buffers, written=_writes_global(module_rows))
 
 
+def extent_note(highest: int, places: list[str], shared_bytes: int, extern_offset: int | None,
+                dynamic_smem: int) -> list[str]:
+    """One note per kernel when accesses reach past its shared memory: how far, and from where (``places``:
+    "PTX line 81", "SASS 0x0070", ...).  With extern shared memory (``extern_offset``: where it starts) and no
+    ``--dynamic-smem``, the size the accesses reach is taken as the dynamic size and the note says so: counts
+    do not depend on it (accesses are counted wherever they land)."""
+    where = ", ".join(places[:5]) + (f" and {len(places) - 5} more" if len(places) > 5 else "")
+    if extern_offset is not None and not dynamic_smem:
+        needed = highest - extern_offset
+        return [f"no --dynamic-smem given: the extern shared array is used up to byte {needed} ({where}), so it "
+                f"was taken as --dynamic-smem {needed}; pass the launch's real size to check it"]
+    return [f"accesses reach shared byte {highest} but the kernel's shared memory is {shared_bytes} bytes "
+            f"({where})" + (": pass a larger --dynamic-smem" if extern_offset is not None else "")]
+
+
+def _extent_note(extent: dict, layout, dynamic_smem: int) -> list[str]:
+    if not extent:
+        return []
+    lines = sorted(int(row["ptx_line"]) for _, row in extent.values())
+    return extent_note(max(h for h, _ in extent.values()), [f"PTX line {line}" for line in lines],
+                       layout.total_bytes, layout.dynamic_offset if layout.has_extern() else None, dynamic_smem)
+
+
+def _assumed_extern_size(layout, extent: dict, dynamic_smem: int) -> list[dict]:
+    """The layout's variables, extern arrays sized to what the accesses reach when no --dynamic-smem was given."""
+    if dynamic_smem or not extent or not layout.has_extern():
+        return layout.variables
+    needed = max(h for h, _ in extent.values()) - layout.dynamic_offset
+    return [dict(v, bytes=needed) if v["extern"] else v for v in layout.variables]
+
+
 def _touches_shared(program) -> bool:
     """Whether any instruction can reach shared memory: one names the shared space, or a generic
     access exists and some ``cvta.shared`` can produce a shared window address for it."""
@@ -176,7 +205,7 @@ def _assemble(kernel: str, machines: list[Machine], warp_size: int) -> WarpAcces
     def per_execution(position: int, dtype) -> np.ndarray:
         return np.repeat(np.array([entry[position] for _, entry in parts], dtype=dtype), counts)
 
-    address = np.concatenate([entry[5] for _, entry in parts]).astype(np.int64)
+    address = np.concatenate([entry[5] for _, entry in parts]).astype(np.int64, copy=False)
     return WarpAccesses(kernel, cta, warp, np.arange(len(cta), dtype=np.int64), per_execution(1, np.int32),
                         per_execution(2, np.int8), per_execution(3, np.int16), per_execution(4, np.int8), address,
                         per_execution(6, np.int8))

@@ -37,44 +37,54 @@ def _dims(values, what: str, kernel: str) -> tuple[int, int, int]:
     return values + (1,) * (3 - len(values))
 
 
-def resolve_block(launch: Launch, kernel_row: dict) -> tuple[int, int, int]:
+def block_and_origin(block: tuple[int, ...] | None, kernel_row: dict) -> tuple[tuple[int, int, int], str]:
+    """The launch block and where it came from: ``--block``, else ``.reqntid``, else ``.maxntid`` (the largest
+    block the kernel allows, a stated assumption), else an error naming what is missing."""
     kernel = kernel_row["kernel"]
-    if launch.block is not None:
-        block = _dims(launch.block, "the block", kernel)
-        required = kernel_row.get("reqntid")
+    required = kernel_row.get("reqntid")
+    if block is not None:
+        block = _dims(block, "the block", kernel)
         if required and _dims(required, ".reqntid", kernel) != block:
             raise InputError(f"kernel {kernel} requires .reqntid {tuple(required)} but the launch block is {block}")
-        return block
-    if kernel_row.get("reqntid"):
-        return _dims(kernel_row["reqntid"], ".reqntid", kernel)
-    raise InputError(f"kernel {kernel} has no .reqntid: pass the block size with --block X[,Y[,Z]]")
+        maximum = kernel_row.get("maxntid")
+        if maximum and any(b > m for b, m in zip(block, _dims(maximum, ".maxntid", kernel))):
+            raise InputError(f"kernel {kernel} allows at most .maxntid {tuple(maximum)} threads per dimension, "
+                             f"but the launch block is {block}")
+        return block, "--block"
+    if required:
+        return _dims(required, ".reqntid", kernel), ".reqntid"
+    if kernel_row.get("maxntid"):
+        return _dims(kernel_row["maxntid"], ".maxntid", kernel), ".maxntid"
+    raise InputError(f"kernel {kernel} states neither .reqntid nor .maxntid: pass the launch with --block X[,Y[,Z]] "
+                     "(and --grid, --param as the kernel needs)")
+
+
+def resolve_block(launch: Launch, kernel_row: dict) -> tuple[int, int, int]:
+    return block_and_origin(launch.block, kernel_row)[0]
 
 
 def resolve_grid(launch: Launch, kernel_row: dict) -> tuple[int, int, int]:
     return _dims(launch.grid, "the grid", kernel_row["kernel"])
 
 
-def parameter_name(key, kernel_row: dict, option: str = "--param") -> str:
-    """The PTX name of the parameter a name or 0-based index stands for; unknown keys are errors."""
+def data_parameter(key, kernel_row: dict) -> str:
+    """The PTX name of the pointer parameter a ``--data`` key names; unknown keys are errors."""
     names = [p["name"] for p in kernel_row.get("params") or []]
-    if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
-        index = int(key)
-        if index >= len(names):
+    name = parameter_name(key, names, kernel_row["kernel"])
+    if name is None:
+        if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
             raise InputError(f"kernel {kernel_row['kernel']} has {len(names)} parameter(s); "
-                             f"{option} index {index} does not exist")
-        return names[index]
-    if key in names:
-        return key
-    listing = ", ".join(names) or "none"
-    raise InputError(f"kernel {kernel_row['kernel']} has no parameter {key!r} (parameters: {listing}; "
-                     f"an index 0..{len(names) - 1} also works)")
+                             f"--data index {key} does not exist")
+        raise InputError(f"kernel {kernel_row['kernel']} has no parameter {key!r} (parameters: "
+                         f"{', '.join(names) or 'none'}; an index 0..{len(names) - 1} also works)")
+    return name
 
 
 def resolve_data(launch: Launch, kernel_row: dict) -> dict:
     """Parameter name -> DataBuffer of ``--data``; the parameter must be a pointer-sized one."""
     found = {}
     for key, buffer in launch.data.items():
-        name = parameter_name(key, kernel_row, "--data")
+        name = data_parameter(key, kernel_row)
         row = next(p for p in kernel_row.get("params") or [] if p["name"] == name)
         if (row.get("bytes") or 8) not in (4, 8):
             raise InputError(f"--data {key}: parameter {name} of kernel {kernel_row['kernel']} is "
@@ -83,11 +93,36 @@ def resolve_data(launch: Launch, kernel_row: dict) -> dict:
     return found
 
 
-def resolve_params(launch: Launch, kernel_row: dict) -> dict[str, int]:
-    """Parameter name -> integer value, accepting names or indices; unknown keys are errors."""
+def parameter_name(key: str | int, names: list[str], kernel: str) -> str | None:
+    """The PTX parameter a ``--param`` key names, or None if the kernel has no such parameter.
+
+    A key is a 0-based index, the PTX name, or the source name inside an old-nvcc PTX name
+    (``matrix_dim`` for ``__cudaparm__Z12lud_diagonalPfii_matrix_dim``).
+    """
+    if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+        index = int(key)
+        return names[index] if index < len(names) else None
+    if key in names:
+        return key
+    prefixed = [n for n in names if n.startswith("__cudaparm_") and n.endswith(f"_{key}")]
+    return prefixed[0] if len(prefixed) == 1 else None
+
+
+def resolve_params(launch: Launch, kernel_row: dict, strict: bool = True) -> dict[str, int]:
+    """Parameter name -> integer value, accepting names or indices.  ``strict``: a key the kernel does not
+    have is an error; otherwise it is skipped (one ``--param`` list serves every kernel of a file)."""
+    names = [p["name"] for p in kernel_row.get("params") or []]
+    kernel = kernel_row["kernel"]
     values = {}
     for key, value in launch.params.items():
-        name = parameter_name(key, kernel_row)
+        name = parameter_name(key, names, kernel)
+        if name is None:
+            if not strict:
+                continue
+            listing = ", ".join(names) or "none"
+            raise InputError(f"kernel {kernel} has no parameter {key!r} (parameters: {listing}; "
+                             f"an index 0..{len(names) - 1} also works)" if names else
+                             f"kernel {kernel} has no parameters; --param {key} does not apply")
         try:
             values[name] = int(value, 0) if isinstance(value, str) else int(value)
         except ValueError:

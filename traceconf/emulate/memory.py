@@ -25,7 +25,7 @@ from traceconf.emulate.intops import FLOAT_TYPES, SIGNED_TYPES, TYPE_BITS
 from traceconf.emulate.operands import Context, address_reader, param_symbol, reader, register_key, \
     split_destinations
 from traceconf.emulate.program import Slot
-from traceconf.ptx.opcodes import SHARED_ACCESS_KINDS
+from traceconf.ptx.opcodes import SHARED_ACCESS_KINDS, uncounted_shared_op
 from traceconf.errors import InputError
 from traceconf.schemas import KIND_CODES, OP_CODES
 
@@ -445,9 +445,9 @@ def _copy(slot, ctx, row, modifiers):
     """cp.async (per-thread copies global -> shared); bulk/tensor copies are not per-lane accesses."""
     if "async" not in modifiers:
         return lambda m, mask: None
-    if any(m.startswith(("bulk", "tensor")) for m in modifiers) or row["opcode"] != "cp":
-        reason = "bulk/tensor asynchronous copy (TMA): moved as whole tiles, not per-lane shared accesses"
-        return lambda m, mask: m.report_unresolved(slot, reason)
+    uncounted = uncounted_shared_op(row["opcode"], modifiers)
+    if uncounted:
+        return lambda m, mask: m.report_unresolved(slot, uncounted[1])
     spaces = [m.split("::")[0] for m in modifiers if m.split("::")[0] in SPACES]
     operands = row["operands"] or []
     # commit_group / wait_group / wait_all name no state space: they move no data.

@@ -40,7 +40,8 @@ TERMINAL_NAMES = {
 OPERAND_TERMINALS = {"REG", "IDENT", "INT", "FLOAT_HEX", "FLOAT_DEC", "LSQB", "LBRACE", "LPAR", "MINUS", "BANG",
                      "STRING"}
 _FUNCTION_HEADER = re.compile(r"\.(?:entry|func)(?![\w$])[^{;=]*?([A-Za-z_$][\w$]*)\s*(?:\([^{;]*)?\{")
-_WORD = re.compile(r"\.?[A-Za-z_$%@][\w$.:]*|\S")
+#: The word at an error position; any one character (a blank the grammar does not ignore too).
+_WORD = re.compile(r"\.?[A-Za-z_$%@][\w$.:]*|.", re.DOTALL)
 
 
 def _line_of(text: str, pos: int) -> tuple[int, int]:
@@ -50,8 +51,12 @@ def _line_of(text: str, pos: int) -> tuple[int, int]:
 
 def _source_line(text: str, line: int) -> str:
     lines = text.split("\n")
-    # Tabs become single spaces so that the caret printed under the line lines up.
-    return lines[line - 1].replace("\t", " ") if 0 < line <= len(lines) else ""
+    if not 0 < line <= len(lines):
+        return ""
+    # Tabs become single spaces so that the caret printed under the line lines up; other
+    # unprintable characters (U+2028 would end the line on a terminal) show as U+FFFD.
+    source = lines[line - 1].replace("\t", " ")
+    return source if source.isprintable() else "".join(c if c.isprintable() else "\ufffd" for c in source)
 
 
 def error_at(message: str, filename: str, text: str, pos: int) -> InputError:
@@ -106,6 +111,8 @@ def translate(error: UnexpectedInput, filename: str, text: str) -> InputError:
 
 
 def _unexpected(found: str, pos: int, expected: set, filename: str, text: str) -> InputError:
+    if not found.isprintable():     # a control character, U+00A0, U+2028...: say which
+        return error_at(f"unexpected character {found!r} (not PTX text)", filename, text, pos)
     previous_end = _end_of_previous_token(text, pos)
     on_new_line = "\n" in text[previous_end:pos]
     # after '{', '}', ';' or a label a new statement starts: a ';' there is not what is missing
@@ -128,8 +135,6 @@ def _unexpected(found: str, pos: int, expected: set, filename: str, text: str) -
     if "OPCODE" not in expected and re.fullmatch(r"[a-z][a-z0-9_]*(?:\.[\w:]+)+", found) and \
             _unclosed_brace(text[:pos]) is None:
         return error_at(f"instruction '{found}' outside a function body", filename, text, pos)
-    if not found.isprintable():
-        return error_at(f"unexpected character {found!r} (not PTX text)", filename, text, pos)
     return error_at(f"unexpected '{found}'{_describe(expected)}", filename, text, pos)
 
 

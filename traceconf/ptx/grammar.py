@@ -1,4 +1,4 @@
-"""Loads ``ptx.lark`` and builds the one LALR parser every parse path uses.
+"""Loads ``ptx.lark`` and builds the one LALR parser both the fast path and the reference use.
 
 The grammar lives in ``grammars/ptx.lark`` in the source tree and in
 ``traceconf/grammars/ptx.lark`` inside an installed wheel (see
@@ -7,7 +7,6 @@ The grammar lives in ``grammars/ptx.lark`` in the source tree and in
 
 from __future__ import annotations
 
-import re
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -25,6 +24,10 @@ GRAMMAR_CANDIDATES = (
 #: Start symbols: a whole file, the statements of a function body, operands.
 START_SYMBOLS = ("start", "body_items", "operand", "operands")
 
+#: What the grammar ignores between tokens (its ``%ignore`` pattern); Python's ``\s`` and
+#: ``str.strip()`` also take U+00A0, U+2028, ``\v``... which PTX does not.
+GRAMMAR_BLANKS = " \t\f\r\n"
+
 
 def grammar_path() -> Path:
     for path in GRAMMAR_CANDIDATES:
@@ -34,38 +37,33 @@ def grammar_path() -> Path:
 
 
 class PtxParser:
-    """The LALR parser with the transformer inlined; one parse at a time (the
-    transformer slices operand texts out of the source it is given)."""
+    """The LALR parser with the records transformer inlined (no tree is built).
 
-    def __init__(self, grammar: str, transformer: PtxTransformer | None):
-        self.transformer = transformer
+    The transformer slices instruction and operand texts out of the text being
+    parsed, so one parse runs at a time (the lock); nothing is kept between
+    parses.
+    """
+
+    def __init__(self, grammar: str):
+        self.transformer = PtxTransformer()
         self.lark = Lark(grammar, parser="lalr", lexer="contextual", start=list(START_SYMBOLS),
-                         transformer=transformer, maybe_placeholders=True)
+                         transformer=self.transformer, maybe_placeholders=True)
         self._lock = threading.Lock()
 
     def parse(self, text: str, start: str = "start"):
         with self._lock:
-            if self.transformer is not None:
-                self.transformer.source = text
-            return self.lark.parse(text, start=start)
+            self.transformer.source = text
+            try:
+                return self.lark.parse(text, start=start)
+            finally:
+                self.transformer.source = ""    # keep no text (maybe a whole file) between parses
 
     def terminal_regex(self, name: str) -> str:
-        """The regular expression of a grammar terminal (the statement splitter reuses them)."""
+        """The regular expression of a grammar terminal (the fast path builds its regexes from them)."""
         return self.lark.get_terminal(name).pattern.to_regexp()
 
 
 @lru_cache(maxsize=None)
 def ptx_parser() -> PtxParser:
-    """Parser producing :mod:`traceconf.ptx.records` directly (no tree)."""
-    return PtxParser(grammar_path().read_text(), PtxTransformer())
-
-
-@lru_cache(maxsize=None)
-def tree_parser() -> PtxParser:
-    """Plain Lark tree-building parser of the same grammar (benchmarks and debugging)."""
-    return PtxParser(grammar_path().read_text(), None)
-
-
-@lru_cache(maxsize=None)
-def terminal(name: str) -> re.Pattern:
-    return re.compile(ptx_parser().terminal_regex(name))
+    """The parser of ``ptx.lark`` (built once: the LALR tables take a while)."""
+    return PtxParser(grammar_path().read_text())

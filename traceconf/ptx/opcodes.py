@@ -12,6 +12,8 @@ import difflib
 from functools import lru_cache
 from typing import NamedTuple
 
+from traceconf.kinds import UNCOUNTED
+
 #: Base opcodes of PTX ISA 1.0 - 9.x (chapter "Instruction Set").
 KNOWN_OPCODES = frozenset("""
     abs activemask add addc alloca and applypriority atom bar barrier bfe bfi bfind bmsk bra brev brkpt brx
@@ -114,10 +116,24 @@ def opcode_info(token: str) -> OpcodeInfo:
                       access_bytes, size_operand)
 
 
-def shared_access_kind(opcode: str, state_space: str | None) -> str | None:
+def shared_access_kind(opcode: str, state_space: str | None, modifiers=()) -> str | None:
     """Access kind of an instruction that names the shared state space (``ld.shared``, ``cp.async…shared``),
-    else None.  ``state_space`` is the INSTRUCTIONS column (see :func:`opcode_info`)."""
-    return SHARED_ACCESS_KINDS.get(opcode) if state_space == "shared" else None
+    else None (also for the shared-memory work :func:`uncounted_shared_op` names).  ``state_space`` is the
+    INSTRUCTIONS column (see :func:`opcode_info`)."""
+    if state_space != "shared" or uncounted_shared_op(opcode, modifiers):
+        return None
+    return SHARED_ACCESS_KINDS.get(opcode)
+
+
+def uncounted_shared_op(opcode: str, modifiers) -> tuple[str, str] | None:
+    """(label, why) for shared-memory work that is no per-lane LSU access and so no wavefronts here
+    (:data:`traceconf.kinds.UNCOUNTED`)."""
+    modifiers = modifiers or ()
+    if opcode == "cp" and "async" in modifiers and any(m.startswith(("bulk", "tensor")) for m in modifiers):
+        return "tma", UNCOUNTED["tma"]
+    if opcode == "wgmma" and "mma_async" in modifiers:
+        return "wgmma", UNCOUNTED["wgmma"]
+    return None
 
 
 def may_access_shared(opcode: str, state_space: str | None) -> bool:

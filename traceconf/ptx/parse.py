@@ -2,9 +2,15 @@
 
 Steps: bytes are checked and decoded (binary files and non-UTF-8 bytes are
 reported, not crashed on); comments are blanked with spaces so that every
-later stage sees the same positions; the statement cache parses the file, or
-— when it cannot vouch for the input, or ``cache=False`` — Lark parses the
-whole file; the records become Arrow tables.
+later stage sees the same positions; the statement cache
+(:mod:`traceconf.ptx.statements`) reads the file, or — when it cannot vouch
+for this input (malformed PTX, mostly) — the grammar parses this whole file
+and reports the precise error; the records become Arrow tables.
+
+:func:`parse_ptx` / :func:`parse_file` are the one production path.
+:func:`parse_ptx_by_grammar` is the definition it is checked against: the
+plain whole-file Lark parse, used by the differential tests and the parse
+benchmark, never by the CLI.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import gc
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import pyarrow as pa
@@ -70,12 +77,19 @@ class PtxModule:
         """Names of every function (entries and ``.func``), in file order."""
         return self.kernels.column("kernel").to_pylist()
 
+    @cached_property
+    def _kernel_rows(self) -> dict[str, int]:
+        """KERNELS row number of each function name (the first, as a later module renames its copies)."""
+        rows: dict[str, int] = {}
+        for index, name in enumerate(self.kernels.column("kernel").to_pylist()):
+            rows.setdefault(name, index)
+        return rows
+
     def kernel(self, name: str) -> dict:
         """The KERNELS row of ``name`` as a dict."""
-        rows = self.kernels.filter(pc.equal(self.kernels.column("kernel"), name)).to_pylist()
-        if not rows:
+        if name not in self._kernel_rows:
             raise KeyError(self._unknown(name))
-        return rows[0]
+        return self.kernels.slice(self._kernel_rows[name], 1).to_pylist()[0]
 
     def instructions_of(self, name: str) -> list[dict]:
         """INSTRUCTIONS rows of function ``name`` as dicts, in ordinal order."""
@@ -147,43 +161,61 @@ def blank_comments(text: str, filename: str) -> str:
     return "".join(pieces)
 
 
-def parse_records(text: str, filename: str, cache: bool = True) -> tuple[list, Bodies]:
-    """Module-level records of comment-blanked ``text`` and the function bodies they refer to:
-    statement cache first, whole-file Lark if it bails."""
-    parser = ptx_parser()
-    if cache:
-        statements = StatementCache(parser)
-        try:
-            return statements.parse(text), statements.bodies
-        except Fallback:
-            pass
+def grammar_records(text: str, filename: str) -> tuple[list, Bodies]:
+    """Records of comment-blanked ``text`` by one whole-file Lark parse, and their bodies;
+    a parse error becomes the InputError users see."""
+    bodies = Bodies()
     try:
-        bodies = Bodies()
-        return bodies.compact(parser.parse(text)), bodies
+        return bodies.compact(ptx_parser().parse(text)), bodies
     except UnexpectedInput as error:
         raise translate(error, filename, text) from None
     except StatementError as error:
         raise error_at(error.message, filename, text, error.token.start_pos) from None
 
 
-def parse_ptx(text: str | bytes, filename: str = "<string>", cache: bool = True) -> PtxModule:
+def statement_records(text: str, filename: str) -> tuple[list, Bodies]:
+    """Records of comment-blanked ``text`` by the statement cache, or by the grammar where the
+    statement cache cannot vouch for this input."""
+    statements = StatementCache(ptx_parser())
+    try:
+        return statements.parse(text), statements.bodies
+    except Fallback:
+        return grammar_records(text, filename)
+
+
+def parse_ptx(text: str | bytes, filename: str = "<string>") -> PtxModule:
     """Parse PTX source (a module or a ``cuobjdump -ptx`` dump).
 
-    ``cache=False`` forces the plain whole-file Lark parse; results are
-    identical, only slower.  Raises :class:`traceconf.errors.InputError`.
+    Raises :class:`traceconf.errors.InputError`.
     """
+    return _parse(text, filename, statement_records)
+
+
+def parse_ptx_by_grammar(text: str | bytes, filename: str = "<string>") -> PtxModule:
+    """The reference: :func:`parse_ptx` with the whole file parsed by the Lark grammar.
+
+    The grammar is the definition of PTX here; the differential tests check
+    that :func:`parse_ptx` gives exactly these tables and errors.  Slower, and
+    not used by the CLI.
+    """
+    return _parse(text, filename, grammar_records)
+
+
+def _parse(text: str | bytes, filename: str, read_records) -> PtxModule:
     # Parsing allocates millions of small, acyclic objects: the cyclic garbage
     # collector would rescan them again and again for nothing.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _parse(text, filename, cache)
+        records, bodies = read_records(prepare(text, filename), filename)
+        return build_module(filename, records, bodies)
     finally:
         if collecting:
             gc.enable()
 
 
-def _parse(text: str | bytes, filename: str, cache: bool) -> PtxModule:
+def prepare(text: str | bytes, filename: str) -> str:
+    """Decoded, comment-blanked text (what both record readers take)."""
     if isinstance(text, bytes):
         text = decode(text, filename)
     if not text.strip():
@@ -191,7 +223,11 @@ def _parse(text: str | bytes, filename: str, cache: bool) -> PtxModule:
     blanked = blank_comments(text, filename)
     if not blanked.strip():
         raise InputError("no PTX statements (the file holds only comments)", filename)
-    records, bodies = parse_records(blanked, filename, cache)
+    return blanked
+
+
+def build_module(filename: str, records: list, bodies: Bodies) -> PtxModule:
+    """Records and their bodies → the tables of a :class:`PtxModule`."""
     builder = TableBuilder(filename, bodies)
     builder.add(records)
     kernels, instructions = builder.tables()
@@ -202,11 +238,11 @@ def _parse(text: str | bytes, filename: str, cache: bool) -> PtxModule:
     return PtxModule(filename, kernels, instructions, builder.modules, rows)
 
 
-def parse_file(path: str | Path, cache: bool = True) -> PtxModule:
+def parse_file(path: str | Path) -> PtxModule:
     """Parse a PTX file; unreadable files are InputErrors too."""
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as error:
         raise InputError(f"cannot read: {error.strerror or error}", str(path)) from None
-    return parse_ptx(data, str(path), cache)
+    return parse_ptx(data, str(path))

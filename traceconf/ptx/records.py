@@ -106,4 +106,4 @@ class DumpLine(NamedTuple):
 
 
 #: Records whose ``line`` must be shifted when a cached statement is reused.
-LINED = (Instruction, Variable, Function)
+LINED = (Instruction, Variable, Function, DumpLine)

@@ -1,4 +1,4 @@
-"""Common statement shapes read without the LALR machinery (part of the statement cache).
+r"""Common statement shapes read without the LALR machinery (part of the fast path).
 
 A Lark parse costs ~0.3 ms of set-up however short the text; a file has
 thousands of distinct operand texts (every register, every ``[%rd8+4]``, every
@@ -6,12 +6,13 @@ label) and hundreds of distinct ``.loc`` and ``.reg`` lines.  Most of them have
 one of a handful of shapes — register, name, immediate, ``[base+offset]``,
 ``{a, b, c, d}``, ``.loc f l c``, a one-name declaration — which one regular
 expression each recognises.  The regexes are assembled from the grammar's own
-terminal regexes and the tokens they yield go to the grammar's transformer
-methods, so the records are the ones Lark would build; other shapes go to Lark.
+terminal regexes (and its blanks, not Python's ``\s``), and the tokens they
+yield go to the grammar's transformer methods, so the records are the ones Lark
+would build; any other text goes to Lark, per call.
 
-Each shape is also checked against a real Lark parse the first time the
-process uses it; a disagreement (a bug) switches that shape off, so results
-stay Lark's, and is recorded in :data:`DISAGREEMENTS` for the test suite.
+That the shapes agree with the grammar is the test suite's job
+(``tests/test_ptx_parse.py``: hypothesis-generated operands and statements,
+every fixture and corpus file), not something checked while parsing.
 """
 
 from __future__ import annotations
@@ -21,17 +22,14 @@ import re
 from lark import Token
 from lark.exceptions import LarkError
 
-from traceconf.ptx.grammar import PtxParser
+from traceconf.ptx.grammar import GRAMMAR_BLANKS, PtxParser
 from traceconf.ptx.records import Operand
 from traceconf.ptx.transform import (PtxTransformer, StatementError, address_operand, float_operand,
                                      immediate_operand, loc_record, name_operand, parse_int, register_operand,
                                      vector_operand)
 
-
-#: Shapes already compared with Lark in this process, shapes switched off, and why.
-CHECKED: set[str] = set()
-DISABLED: set[str] = set()
-DISAGREEMENTS: list[tuple[str, object, object]] = []
+#: One blank as the grammar's ``%ignore`` has it.
+_B = "[" + re.escape(GRAMMAR_BLANKS) + "]"
 
 
 class _BoundMethods:
@@ -51,6 +49,8 @@ class NotParsed(Exception):
 
 
 class ShapeReader:
+    """Operands and body statements of one file: by shape where one fits, else by the grammar."""
+
     def __init__(self, parser: PtxParser):
         self.parser = parser
         self.transformer = PtxTransformer()
@@ -58,41 +58,41 @@ class ShapeReader:
         t = parser.terminal_regex
         reg, ident, int_ = t("REG"), t("IDENT"), t("INT")
         float_ = f"{t('FLOAT_HEX')}|{t('FLOAT_DEC')}"
-        immediate = rf"-?\s*(?:{float_}|{int_})"
+        immediate = rf"-?{_B}*(?:{float_}|{int_})"
         element = rf"(?:{reg}|{ident}|{immediate})"
         # One alternative per shape; floats before integers, as the terminal priorities say.
         self.operand_shape = re.compile("|".join([
             rf"(?P<register>{reg})",
             rf"(?P<name>{ident})",
-            rf"(?P<float>(-)?\s*({float_}))",
-            rf"(?P<immediate>(-)?\s*({int_}))",
-            rf"(?P<address>\[\s*({reg}|{ident})\s*(?:([+-])\s*(-)?\s*({int_}))?\s*\])",
-            rf"(?P<absolute>\[\s*(-)?\s*({int_})\s*\])",
-            rf"(?P<vector>\{{\s*{element}(?:\s*,\s*{element})*\s*\}})",
+            rf"(?P<float>(-)?{_B}*({float_}))",
+            rf"(?P<immediate>(-)?{_B}*({int_}))",
+            rf"(?P<address>\[{_B}*({reg}|{ident}){_B}*(?:([+-]){_B}*(-)?{_B}*({int_}))?{_B}*\])",
+            rf"(?P<absolute>\[{_B}*(-)?{_B}*({int_}){_B}*\])",
+            rf"(?P<vector>\{{{_B}*{element}(?:{_B}*,{_B}*{element})*{_B}*\}})",
         ]))
         self.operand_builders = {"register": self._register, "name": self._name, "float": self._float,
                                  "immediate": self._immediate, "address": self._address,
                                  "absolute": self._absolute, "vector": self._vector}
         line_int = rf"(?:{int_})"
         self.statement_shapes = [
-            ("loc", re.compile(rf"\.loc\s+({line_int})\s+({line_int})\s+({line_int})"), self._loc),
-            ("declaration", re.compile(
-                rf"((?:{t('LINKAGE')}\s+)*)({t('STATE_SPACE')})((?:\s+(?:\.align\s+{int_}|{t('VECTOR')}|{t('TYPE')}))*)"
-                rf"\s+({ident}|{reg})(?:\s*<\s*({int_})\s*>)?((?:\s*\[\s*(?:{int_})?\s*\])*)\s*;"),
+            (re.compile(rf"\.loc{_B}+({line_int}){_B}+({line_int}){_B}+({line_int})"), self._loc),
+            (re.compile(
+                rf"((?:{t('LINKAGE')}{_B}+)*)({t('STATE_SPACE')})((?:{_B}+(?:\.align{_B}+{int_}|{t('VECTOR')}|{t('TYPE')}))*)"
+                rf"{_B}+({ident}|{reg})(?:{_B}*<{_B}*({int_}){_B}*>)?((?:{_B}*\[{_B}*(?:{int_})?{_B}*\])*){_B}*;"),
              self._declaration),
         ]
-        self.attribute = re.compile(rf"\.align\s+({int_})|({t('VECTOR')})|({t('TYPE')})")
-        self.dimension = re.compile(rf"\[\s*({int_})?\s*\]")
+        self.attribute = re.compile(rf"\.align{_B}+({int_})|({t('VECTOR')})|({t('TYPE')})")
+        self.dimension = re.compile(rf"\[{_B}*({int_})?{_B}*\]")
         self.linkage = re.compile(t("LINKAGE"))
         self.cache: dict[str, Operand] = {}
         # Operand list pieces: vectors and addresses may hold commas, nothing else may.
-        self.comma = re.compile(r"\s*,\s*")
-        self.piece = re.compile(r"\s*((?:\{[^{}]*\}|\[[^\[\]]*\]|[^,{}\[\]()\"])+?)\s*(,|$)")
+        self.comma = re.compile(rf"{_B}*,{_B}*")
+        self.piece = re.compile(_B + r"*((?:\{[^{}]*\}|\[[^\[\]]*\]|[^,{}\[\]()\"])+?)" + _B + r"*(,|$)")
 
     def read_list(self, text: str) -> tuple[Operand, ...]:
         """Operands of ``op, op, ...`` (the text between an opcode and its ';')."""
         if "{" not in text and "(" not in text and '"' not in text:
-            pieces = self.comma.split(text.strip())
+            pieces = self.comma.split(text.strip(GRAMMAR_BLANKS))
             if "" in pieces:
                 return self._lark(text, "operands")    # `a,,b` or a trailing comma
             operands = tuple(map(self.cache.get, pieces))
@@ -121,45 +121,28 @@ class ShapeReader:
     def read(self, text: str) -> Operand:
         """One operand."""
         match = self.operand_shape.fullmatch(text)
-        shape = match.lastgroup if match is not None else None
-        if shape is None or shape in DISABLED:
+        if match is None:
             return self._lark(text, "operand")
         try:
-            operand = self.operand_builders[shape](match)
+            return self.operand_builders[match.lastgroup](match)
         except ValueError:          # e.g. an octal literal with an 8: the grammar reports it
             raise NotParsed(text) from None
-        return operand if shape in CHECKED else self._checked(shape, text, operand, "operand")
 
     def read_statement(self, text: str) -> list:
         """Records of one body statement (``.loc 1 5 2``, ``.reg .b32 %r<9>;`` or any other)."""
         return self._read(text, self.statement_shapes, "body_items")
 
     def _read(self, text: str, shapes: list, start: str):
-        for name, regex, build in shapes:
+        for regex, build in shapes:
             match = regex.fullmatch(text)
             if match is None:
                 continue
-            if name in DISABLED:
-                break
             self.transformer.source = text
             try:
-                result = build(match)
+                return build(match)
             except (ValueError, StatementError):
                 raise NotParsed(text) from None
-            return self._checked(name, text, result, start)
         return self._lark(text, start)
-
-    def _checked(self, shape: str, text: str, result, start: str):
-        """``result``, compared with Lark's parse the first time ``shape`` is used."""
-        if shape in CHECKED:
-            return result
-        CHECKED.add(shape)
-        reference = self._lark(text, start)
-        if reference != result and repr(reference) != repr(result):  # NaN != NaN
-            DISAGREEMENTS.append((text, result, reference))
-            DISABLED.add(shape)
-            return reference
-        return result
 
     def _lark(self, text: str, start: str):
         try:
@@ -234,4 +217,4 @@ class ShapeReader:
     @staticmethod
     def _vector(match):
         text = match.group()
-        return vector_operand(tuple(e.strip() for e in text[1:-1].split(",")), text)
+        return vector_operand(tuple(e.strip(GRAMMAR_BLANKS) for e in text[1:-1].split(",")), text)

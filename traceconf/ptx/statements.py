@@ -1,4 +1,4 @@
-"""The statement cache: the fast parse path.
+r"""The statement cache: the production parse path.
 
 Compiled PTX is mostly function bodies, one statement per line, and those
 statements repeat a few shapes with different registers.  This path
@@ -21,9 +21,13 @@ statements repeat a few shapes with different registers.  This path
    grammar (start symbol ``body_items``), cached by exact text.
 
 Everything produced here goes through the same grammar terminals and the same
-transformer as the whole-file parse, so records are identical; anything this
-path does not recognise raises :class:`Fallback` and the caller re-parses the
-whole file with Lark (which also produces the precise error message).
+transformer as the whole-file parse, so records are identical (the test suite
+checks it against :func:`traceconf.ptx.parse.parse_ptx_by_grammar`); anything
+this path does not recognise — in practice malformed PTX, or blanks the
+grammar does not know (U+00A0, U+2028, ``\v``: Python's ``str.strip`` and
+``\s`` would take them) — raises :class:`Fallback` and
+:func:`traceconf.ptx.parse.parse_ptx` hands this one file to the grammar, which
+reads it or reports the precise error.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import re
 from lark.exceptions import LarkError
 
 from traceconf.ptx.bodies import EMPTY, Bodies
-from traceconf.ptx.grammar import PtxParser
+from traceconf.ptx.grammar import GRAMMAR_BLANKS, PtxParser
 from traceconf.ptx.opcodes import UnknownOpcode, opcode_info
 from traceconf.ptx.records import LINED, Function, Label, Parameter
 from traceconf.ptx.scan import NextOf
@@ -46,6 +50,9 @@ _BRACES = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}]')
 _LINE_DIRECTIVE = re.compile(r"\.(?:version|target|address_size|file)(?![\w$])|@@DWARF")
 _FUNCTION_NAME = re.compile(r"\.(?:entry|func)(?![\w$])\s*(?:\([^()]*\)\s*)?([A-Za-z_$][\w$]*)")
 _MASK = "\x00"
+#: Blanks of Python's ``\s`` / ``str.strip`` that the grammar does not ignore.
+_FOREIGN_BLANK = re.compile("[^\\S" + re.escape(GRAMMAR_BLANKS) + "]")
+_ASCII_FOREIGN_BLANKS = "\v\x1c\x1d\x1e\x1f"   # (``str.find`` is far faster than the regex)
 
 
 class Fallback(Exception):
@@ -118,6 +125,12 @@ class StatementCache:
 
     # ------------------------------------------------------------ whole file
     def parse(self, text: str) -> list:
+        """Module-level records of comment-blanked ``text``; function bodies are items of
+        :attr:`bodies`.  Raises :class:`Fallback`."""
+        if not text.isascii() or any(blank in text for blank in _ASCII_FOREIGN_BLANKS):
+            found = _FOREIGN_BLANK.search(text)
+            if found is not None:   # this path strips and splits with Python's notion of blanks
+                raise Fallback(f"blank {found.group()!r} at {found.start()}")
         records: list = []
         position, line = 0, 1
         for opening, closing in find_bodies(text):

@@ -32,7 +32,6 @@ class ModuleHeader:
 
     version: str | None = None
     target: str | None = None
-    target_options: tuple[str, ...] = ()
     address_size: int | None = None
     files: dict[int, str] = field(default_factory=dict)
     variables: list[Variable] = field(default_factory=list)
@@ -111,7 +110,6 @@ class TableBuilder:
                 self.module.version = record.text
             elif kind is Target:
                 self.module.target = record.names[0]
-                self.module.target_options = record.names[1:]
             elif kind is AddressSize:
                 self.module.address_size = record.bits
             elif kind is DumpLine:

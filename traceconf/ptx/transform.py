@@ -142,10 +142,10 @@ class PtxTransformer(Transformer):
         return Target(tuple(str(n) for n in names))
 
     def address_size(self, bits):
-        return AddressSize(int(bits))
+        return AddressSize(self._int(bits))
 
     def file_directive(self, index, path, *_stamp):
-        return FileDecl(int(index), path[1:-1])
+        return FileDecl(self._int(index), path[1:-1])
 
     def pragma(self, *_strings):
         return None
@@ -205,7 +205,7 @@ class PtxTransformer(Transformer):
         return (str(name), count, dims, len(initial) if initial is not None else 0, name.line)
 
     def register_range(self, count):
-        return _RegisterRange(int(count))
+        return _RegisterRange(self._int(count))
 
     def array_dimension(self, length=None):
         return _Dimension(self._int(length) if length is not None else 0)

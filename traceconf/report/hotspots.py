@@ -18,6 +18,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from traceconf.names import short_name
 from traceconf.pipeline import KernelAnalysis
 from traceconf.analyses.results import COUNTS, kernel_table, partial_note
 from traceconf.report.source import source_text
@@ -91,11 +92,11 @@ def _ways(ways: int) -> str:
 
 
 def _where_in_input(row: dict) -> str:
-    """``L123 `` for PTX, ``pc 0x1a0 `` for traces: what ``explain --instruction`` accepts."""
-    if row["ptx_line"] is not None:
-        return f"L{row['ptx_line']} "
+    """``L123 `` for PTX, ``pc 0x1a0 `` for SASS and traces: what ``explain --instruction`` accepts."""
     if row["pc"] is not None:
         return f"pc {row['pc']:#x} "
+    if row["ptx_line"] is not None:
+        return f"L{row['ptx_line']} "
     return f"#{row['instruction']} "
 
 
@@ -104,7 +105,9 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
     """The rich renderable for one kernel, fitted to ``width`` columns when given."""
     tables = [kernel_table(analysis, device) for device in devices]
     single = len(devices) == 1
-    header = Text.assemble((f"{analysis.kernel}", "bold"), f"  ({analysis.input_path})\n",
+    readable = short_name(analysis.kernel)
+    header = Text.assemble((readable, "bold"), (f"  {analysis.kernel}" if readable != analysis.kernel else "", "dim"),
+                           f"  ({analysis.input_path})\n",
                            f"launch: {launch_line(analysis.launch)}\n",
                            f"scale: {scale_note(analysis.launch)}\n",
                            f"device{'s' if not single else ''}: {', '.join(devices)}")
@@ -168,23 +171,25 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
     parts = [header, table]
     if len(shown) < len(order):
         parts.append(Text(f"… {len(order) - len(shown)} more instruction(s); use --top to see more", style="dim"))
-    parts.append(_totals_table(tables, devices))
+    parts.append(_totals_table(tables, devices, analysis.device_gaps))
     note = partial_note(analysis)
     if note:
         parts.append(Text(note, style="bold yellow"))
     if analysis.unresolved:
         text = {int(r["instruction"]): r["text"] for r in analysis.instructions.to_pylist()}
-        lines = Text("unresolved (addresses unknown, not counted):", style="bold yellow")
+        lines = Text("not counted (addresses unknown, or no LSU access):", style="bold yellow")
         for entry in analysis.unresolved:
             ident = int(entry["instruction"])
-            lines.append(f"\n  [{ident}] {' '.join(text.get(ident, '').split())}: "
-                         f"{entry.get('reason') or 'addresses unknown'}")
+            shown = " ".join(text.get(ident, "").split())
+            shown = shown if len(shown) <= 72 else shown[:71] + "…"
+            lines.append(f"\n  [{ident}] {shown}: {entry.get('reason') or 'addresses unknown'}")
         parts.append(lines)
     return Group(*parts)
 
 
-def _totals_table(tables: list[pa.Table], devices: list[str]) -> Table:
-    """Per-kind totals (only kinds the kernel uses), one column group per device."""
+def _totals_table(tables: list[pa.Table], devices: list[str], gaps: dict[str, str]) -> Table:
+    """Per-kind totals (only kinds the kernel uses), one column group per device ("not counted" for a device
+    whose rules cannot count this kernel: the reason is in the notes)."""
     table = Table(title="totals", title_justify="left", show_header=True, header_style="bold", pad_edge=False)
     table.add_column("kind")
     for device in devices:
@@ -195,10 +200,13 @@ def _totals_table(tables: list[pa.Table], devices: list[str]) -> Table:
     for t in tables:
         grouped = t.group_by("kind", use_threads=False).aggregate([(name, "sum") for name in COUNTS]).to_pylist()
         sums.append({row["kind"]: row for row in grouped})
-    kinds = [k for k in KINDS if k in sums[0]] + [k for k in sums[0] if k not in KINDS]
+    kinds = [k for k in KINDS if any(k in per_kind for per_kind in sums)]   # counted kinds only (not tma/wgmma)
     for kind in kinds + ["all"]:
         cells = [kind]
-        for per_kind in sums:
+        for device, per_kind in zip(devices, sums):
+            if device in gaps:
+                cells += ["not counted"] + [""] * (len(COUNTS) - 1)
+                continue
             for name in COUNTS:
                 value = (sum(r[f"{name}_sum"] for r in per_kind.values()) if kind == "all"
                          else per_kind[kind][f"{name}_sum"])

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from traceconf.names import short_name
 from traceconf.pipeline import KernelAnalysis
 from traceconf.analyses.suggest import Suggestion
 
@@ -14,7 +15,7 @@ def render_suggestions(analysis: KernelAnalysis, device: str, found: list[tuple[
                        console: Console) -> None:
     """Suggestions for one kernel's hotspots on ``device``, each with the per-instruction before/after."""
     text_of = {int(r["instruction"]): (r["text"], r["ptx_line"]) for r in analysis.instructions.to_pylist()}
-    console.print(Text(f"\nsuggestions for {analysis.kernel} on {device}", style="bold"))
+    console.print(Text(f"\nsuggestions for {short_name(analysis.kernel)} on {device}", style="bold"))
     if not found:
         console.print("  no bank conflicts: nothing to suggest")
         return

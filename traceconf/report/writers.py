@@ -87,13 +87,18 @@ WRITERS = {
 }
 
 
-def write_results(table: pa.Table, path: str | Path) -> None:
-    """Write the results table; the format follows the extension (.parquet, .csv, .json)."""
+def check_output(path: str | Path) -> None:
+    """Refuse an output path whose format we cannot write, before any work is done."""
     suffix = Path(path).suffix.lower()
-    writer = WRITERS.get(suffix)
-    if writer is None:
+    if suffix not in WRITERS:
         raise InputError(f"cannot write {suffix or 'files without an extension'}: "
                          f"use one of {', '.join(WRITERS)}", file=str(path))
+
+
+def write_results(table: pa.Table, path: str | Path) -> None:
+    """Write the results table; the format follows the extension (.parquet, .csv, .json)."""
+    check_output(path)
+    writer = WRITERS[Path(path).suffix.lower()]
     try:
         writer(table.cast(RESULT_ROWS), str(path))
     except OSError as exc:

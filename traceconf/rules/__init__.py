@@ -13,20 +13,16 @@ format and the evidence behind every builtin rule set are documented in
 
 from __future__ import annotations
 
+import difflib
 import re
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
 from traceconf.errors import InputError
-from traceconf.schemas import KINDS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+from traceconf.kinds import KINDS
+from traceconf.tomlfile import key_line, parse_toml, read_toml
 
 __all__ = ["RuleSet", "RuleFileError", "LaneGroupRule", "PairingRule", "MatrixRule",
            "load_rule_set", "list_rule_sets", "builtin_names", "EVIDENCE", "BROADCAST", "WRITE_KINDS"]
@@ -43,10 +39,10 @@ LANE_KINDS = frozenset(KINDS) - MATRIX_KINDS
 WIDTHS = (1, 2, 4, 8, 16)
 
 _MISSING = object()
-_TOP_KEYS = {"name", "title", "vendor", "evidence", "notes", "alias_of", "warp_size", "banks", "bank_bytes",
+_TOP_KEYS = {"name", "title", "products", "vendor", "evidence", "notes", "alias_of", "warp_size", "banks", "bank_bytes",
              "row_bytes", "broadcast", "split_bytes", "merge_stores", "merge_same_word", "lane_groups", "pairing",
              "matrix", "atomic_ops"}
-_DESCRIPTIVE_KEYS = {"name", "title", "vendor", "evidence", "notes", "alias_of"}
+_DESCRIPTIVE_KEYS = {"name", "title", "products", "vendor", "evidence", "notes", "alias_of"}
 _REQUIRED = ("name", "title", "vendor", "evidence", "warp_size", "banks", "bank_bytes", "row_bytes",
              "lane_groups")
 
@@ -122,6 +118,7 @@ class RuleSet:
     source: str = "builtin"
     same_rules_as: str | None = None       # the rule set whose rules this alias repeats unchanged
     atomic_ops: dict = field(default_factory=dict)  # op -> AtomicOpRule: how one atomic operation is served
+    products: tuple[str, ...] = ()         # product names that --device accepts for this rule set
 
 
     def lane_group_rule(self, kind: str, nbytes: int) -> LaneGroupRule:
@@ -171,14 +168,57 @@ def list_rule_sets() -> list[RuleSet]:
 
 
 def load_rule_set(name_or_path: str | Path) -> RuleSet:
-    """A builtin rule set by name (``"sm_90"``) or a user file by path (``"./my_gpu.toml"``)."""
+    """A builtin rule set by name (``"sm_90"``), architecture (``sm90``, ``compute_90a``), product (``h100``,
+    ``"RTX 4090"``, ``mi300x``; see :func:`resolve_device`), or a user file by path (``"./my_gpu.toml"``)."""
     text = str(name_or_path)
     if isinstance(name_or_path, Path) or text.endswith(".toml") or "/" in text or "\\" in text:
         return _load_file(str(Path(text).resolve()))
-    if text not in builtin_names():
-        raise RuleFileError(f"unknown device {text!r}; builtin rule sets: {', '.join(builtin_names())} "
-                            "(or give the path of a .toml rule file)")
-    return _load_builtin(text)
+    return _load_builtin(resolve_device(text))
+
+
+#: Compute capabilities NVIDIA has shipped (sm_XY as XY), the architectures --device accepts by number.
+NVIDIA_ARCHITECTURES = frozenset({10, 11, 12, 13, 20, 21, 30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86,
+                                  87, 88, 89, 90, 100, 101, 103, 110, 120, 121})
+
+
+def _squeezed(text: str) -> str:
+    return re.sub(r"[\s_\-]+", "", text.lower())
+
+
+@lru_cache(maxsize=1)
+def _products() -> dict[str, str]:
+    """Squeezed product name → builtin rule set (the ``products`` lists of the builtin files)."""
+    return {_squeezed(product): name for name in builtin_names() for product in _load_builtin(name).products}
+
+
+def resolve_device(text: str) -> str:
+    """The builtin rule set a ``--device`` value names.
+
+    Accepted: a rule set name; an NVIDIA architecture in any spelling (``sm90``, ``SM_90``, ``compute_90a``),
+    where one without its own rule set takes its family's (``sm_1x`` for CC 1.x, ``sm_2x``, ``sm_3x``) or
+    the closest lower rule set of the same major version (``sm_87`` → ``sm_86``); a product name of a
+    rule set's ``products`` list, spaces, dashes and case ignored (``H100``, ``rtx-4090``, ``MI300X``).
+    """
+    names = builtin_names()
+    if text in names:
+        return text
+    squeezed = _squeezed(text)
+    arch = re.fullmatch(r"(?:sm|compute)(\d+)(\d)[a-z]?", squeezed)       # the last digit is the minor version
+    if arch and int(arch.group(1) + arch.group(2)) in NVIDIA_ARCHITECTURES:
+        major, minor = arch.group(1), int(arch.group(2))
+        if f"sm_{major}x" in names:
+            return f"sm_{major}x"
+        same_major = sorted((int(n[-1]), n) for n in names
+                            if re.fullmatch(rf"sm_{major}\d", n) and int(n[-1]) <= minor)
+        if same_major:
+            return same_major[-1][1]
+    if squeezed in _products():
+        return _products()[squeezed]
+    candidates = sorted(set(names) | set(_products()))
+    close = difflib.get_close_matches(squeezed, candidates, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise RuleFileError(f"unknown device {text!r}{hint} (rule sets: {', '.join(names)}; product names: "
+                        "traceconf devices; or the path of a .toml rule file)")
 
 
 def load_rule_sets(names: list[str] | None, default: str = "sm_90") -> list[RuleSet]:
@@ -194,10 +234,7 @@ def _load_builtin(name: str) -> RuleSet:
 
 @lru_cache(maxsize=64)
 def _load_file(path: str) -> RuleSet:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise RuleFileError(f"cannot read rule file: {error.strerror}", path) from None
+    text, _ = read_toml(path, RuleFileError)
     return _build(_read(path, text), path)
 
 
@@ -210,31 +247,13 @@ class _Doc:
     data: dict
 
     def error(self, key: str, message: str) -> RuleFileError:
-        line = _key_line(self.text, key)
+        line = key_line(self.text, key)
         source = self.text.splitlines()[line - 1] if line else None
         return RuleFileError(f"key {key!r}: {message}", self.path, line, 1 if line else None, source)
 
 
 def _read(path: str, text: str) -> _Doc:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        match = re.search(r"\(at line (\d+), column (\d+)\)", str(error))
-        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error))
-        line, column = (int(match.group(1)), int(match.group(2))) if match else (None, None)
-        source = text.splitlines()[line - 1] if line and line <= len(text.splitlines()) else None
-        raise RuleFileError(f"not valid TOML: {message}", path, line, column, source) from None
-    return _Doc(path, text, data)
-
-
-def _key_line(text: str, key: str) -> int | None:
-    """1-based line where ``key`` (last dotted part) is assigned or its table starts."""
-    leaf = key.split(".")[-1].split("[")[0]
-    pattern = re.compile(rf"^\s*(\[\[?\s*{re.escape(leaf)}\s*\]\]?|{re.escape(leaf)}\s*=)")
-    for number, line in enumerate(text.splitlines(), 1):
-        if pattern.match(line):
-            return number
-    return None
+    return _Doc(path, text, parse_toml(text, path, RuleFileError))
 
 
 def _natural(name: str) -> tuple:
@@ -254,6 +273,7 @@ def _merged(doc: _Doc, seen: tuple[str, ...]) -> dict:
         raise doc.error("alias_of", f"unknown builtin rule set {base_name!r}")
     path = resources.files(__name__) / f"{base_name}.toml"
     base = _merged(_read(str(path), path.read_text(encoding="utf-8")), seen + (base_name,))
+    base.pop("products", None)                 # product names belong to one rule set, not its aliases
     return _deep_merged(base, doc.data)
 
 
@@ -316,7 +336,7 @@ def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
         warp_size=warp_size, banks=banks, bank_bytes=bank_bytes, row_bytes=row_bytes, broadcast=broadcast,
         split_bytes=split_bytes, merge_stores=merge_stores, unmerged_kinds=unmerged_kinds,
         lane_groups=lane_groups, pairing=v.pairing(warp_size, lane_groups), matrix=v.matrix(warp_size),
-        source=source, same_rules_as=same_rules_as, atomic_ops=v.atomic_ops())
+        source=source, same_rules_as=same_rules_as, atomic_ops=v.atomic_ops(), products=v.products())
 
 
 class _Validator:
@@ -334,6 +354,12 @@ class _Validator:
                 return default
             value = value[part]
         return value
+
+    def products(self) -> tuple[str, ...]:
+        value = self._get("products", [])
+        if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
+            raise self.doc.error("products", f"expected a list of product names, got {value!r}")
+        return tuple(value)
 
     def string(self, key: str, default=None) -> str:
         value = self._get(key, _MISSING if default is None else default)
@@ -388,7 +414,7 @@ class _Validator:
         return frozenset(unmerged)
 
     def atomic_ops(self) -> dict:
-        from traceconf.schemas import OPS
+        from traceconf.kinds import OPS
         table = self.data.get("atomic_ops", {})
         if not isinstance(table, dict):
             raise self.doc.error("atomic_ops", f"expected tables [atomic_ops.OP], got {table!r}")

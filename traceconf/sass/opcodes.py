@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from traceconf.schemas import KIND_CODES, OP_CODES
+from traceconf.kinds import KIND_CODES, OP_CODES, UNCOUNTED
 
 #: Where the address of an access must lie to count as shared.
 ALWAYS = "always"        # the opcode addresses shared memory
@@ -91,3 +91,15 @@ def shared_op(opcode: str) -> SharedOp | None:
     if kind == "atom":
         op = next((_ATOMIC_MODIFIERS[m] for m in modifiers if m in _ATOMIC_MODIFIERS), "add")
     return SharedOp(opcode, kind, width, matrices, space, op)
+
+
+#: SASS opcodes (before the first dot) of shared-memory work that is no per-lane LSU access:
+#: the TMA unit's bulk and tensor copies, and the tensor cores' wgmma operand reads.
+_UNCOUNTED = {"UBLKCP": "tma", "UBLKRED": "tma", "UBLKPF": "tma", "UTMALDG": "tma", "UTMASTG": "tma",
+              "UTMAREDG": "tma", "UTMAPF": "tma", "HGMMA": "wgmma"}
+
+
+def uncounted_op(opcode: str) -> tuple[str, str] | None:
+    """(label, why) for a SASS opcode of shared-memory work that is not counted (:data:`traceconf.kinds.UNCOUNTED`)."""
+    label = _UNCOUNTED.get(opcode.upper().split(".")[0])
+    return (label, UNCOUNTED[label]) if label else None

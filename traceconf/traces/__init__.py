@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from traceconf.errors import InputError
-from traceconf.traces import accelsim, canonical, nvbit
+from traceconf.traces import accelsim, canonical, nvbit, tracez
 from traceconf.traces.detect import FORMATS, detect_format
 from traceconf.traces.gpgpusim import GPGPUSIM_STATS, read_gpgpusim_stats
 from traceconf.traces.kernel import TRACE_INSTRUCTIONS, KernelTrace, kernel_traces
@@ -33,17 +33,26 @@ __all__ = ["FORMATS", "GPGPUSIM_STATS", "TRACE_INSTRUCTIONS", "KernelTrace", "de
 
 
 def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | None = None,
-               chunk_executions: int = 65536) -> Iterator[KernelTrace]:
+               chunk_executions: int = 65536, part: tuple[int, int] | None = None) -> Iterator[KernelTrace]:
     """Kernel launches of a trace, in file order, read lazily.
 
     ``skip_bad`` counts malformed lines in ``KernelTrace.bad_lines`` instead of
     raising :class:`InputError`; ``progress(bytes_done, bytes_total)`` is
     called as the file is read; each chunk holds at most ``chunk_executions``
-    warp-level executions.
+    warp-level executions.  ``part=(first, end)`` reads one share of a large
+    input (one task of a distributed run): those row groups of a canonical
+    Parquet table, or those CTAs (index records) of an Accel-Sim 2.0 ``.tracez``.
     """
     path = Path(path)
     fmt = detect_format(path)
     options = ReadOptions(skip_bad, progress, chunk_executions)
+    if part is not None:
+        if fmt == "canonical_parquet":
+            return kernel_traces(canonical.events(path, options, fmt, part), str(path))
+        if fmt == "accelsim" and tracez.is_tracez(path):
+            return kernel_traces(accelsim.kernel_file_events(path, options, ctas=part), str(path))
+        raise InputError("only a canonical Parquet table (row groups) or a .tracez kernel file (CTAs) can be "
+                         "read in parts", str(path))
     if fmt == "accelsim":
         events = accelsim.events(path, options)
     elif fmt == "nvbit":

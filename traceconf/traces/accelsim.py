@@ -1,4 +1,4 @@
-"""Accel-Sim NVBit traces: ``kernelslist.g`` + ``kernel-N.traceg[.xz]``, or one ``.traceg``.
+"""Accel-Sim NVBit traces: ``kernelslist.g`` + ``kernel-N.traceg[.xz]`` / ``.tracez``, or one kernel file.
 
 A ``.traceg`` is a ``-key = value`` launch header, then ``#BEGIN_TB`` /
 ``thread block = x,y,z`` / ``warp = w`` / ``insts = n`` blocks, each followed
@@ -39,6 +39,7 @@ import pandas as pd
 
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.errors import InputError
+from traceconf.traces import tracez
 from traceconf.traces.kernel import BadLines, InstructionsSeen, KernelStart, chunked
 from traceconf.traces.options import Problem, ReadOptions
 from traceconf.sass.opcodes import ALWAYS, FAMILIES, shared_op
@@ -144,7 +145,7 @@ def events(path: Path, options: ReadOptions) -> Iterator:
     if path.is_dir():
         path = path / "kernelslist.g"
     if head(path, 4096).lstrip().startswith(b"-kernel name"):
-        yield from _traceg_events(path, options, 0, None)
+        yield from kernel_file_events(path, options, 0, None)
         return
     kernels = read_kernelslist(path)
     sizes = [f.stat().st_size if f.exists() else 0 for _, _, f in kernels]
@@ -153,7 +154,7 @@ def events(path: Path, options: ReadOptions) -> Iterator:
         if not file.exists():  # yielded, not raised: the launches before it are complete
             yield InputError(f"kernel trace {file.name} not found", str(path), number, 1, line)
             return
-        yield from _traceg_events(file, options, done, sum(sizes))
+        yield from kernel_file_events(file, options, done, sum(sizes))
         done += size
 
 
@@ -214,6 +215,46 @@ def launch_info(header: dict, path: str) -> dict:
         "lineinfo": bool(number("enable lineinfo", 0)),
         "header": dict(header),
     }
+
+
+def kernel_file_events(path: Path, options: ReadOptions, progress_base: int = 0,
+                       progress_total: int | None = None, ctas: tuple[int, int] | None = None) -> Iterator:
+    """Reader events of one kernel trace file: ``.traceg`` (plain, ``.xz``, ``.gz``) or Accel-Sim 2.0 ``.tracez``
+    (``ctas=(first, end)``: only those CTA records of its index)."""
+    if tracez.is_tracez(path):
+        return _tracez_events(path, options, progress_base, progress_total, ctas)
+    if ctas is not None:
+        raise InputError("a text .traceg cannot be read by CTA range (a .tracez can)", str(path))
+    return _traceg_events(path, options, progress_base, progress_total)
+
+
+def _tracez_events(path: Path, options: ReadOptions, progress_base: int, progress_total: int | None,
+                   ctas: tuple[int, int] | None = None) -> Iterator:
+    with tracez.TracezFile(path, options.progress, progress_base, progress_total) as file:
+        launch = launch_info(header_entries(file.header_lines(), str(path)), str(path))
+        yield KernelStart(launch["kernel_name"], launch)
+        parser = TracegParser(launch, str(path), options)
+        last = len(file.header_lines())
+        for text, first_line in file.blocks(ctas):
+            yield from parser.parse_block(text, first_line)
+            last = first_line + text.count(b"\n") - 1
+        yield from parser.finish(last + 1)
+
+
+def header_entries(lines: list[str], path: str) -> dict:
+    """The ``-key = value`` entries of a header given as lines ('#' comments and empty lines allowed)."""
+    header: dict[str, str] = {}
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _HEADER.fullmatch(line) if line.startswith("-") else None
+        if match is None:
+            raise InputError("expected a '-key = value' kernel header line", path, number, 1, raw)
+        header[match["key"].lower()] = match["value"]
+    if "kernel name" not in header:
+        raise InputError("not an Accel-Sim trace: no '-kernel name = ...' header", path, 1)
+    return header
 
 
 def _traceg_events(path: Path, options: ReadOptions, progress_base: int, progress_total: int | None) -> Iterator:

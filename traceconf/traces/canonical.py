@@ -34,9 +34,25 @@ _OP_SET = pa.array(OPS)
 _PER_EXECUTION = ("cta", "warp", "instruction", "kind", "bytes", "matrices", "op")
 
 
-def events(path: Path, options: ReadOptions, fmt: str) -> Iterator:
-    batches = _parquet_batches(path, options) if fmt == "canonical_parquet" else _csv_batches(path, options)
-    reader = _Pivot(str(path), path.stem, options, first_line=2 if fmt == "canonical_csv" else 1,
+def default_kernel(path: Path) -> str:
+    """The kernel of a table without a ``kernel`` column: a hive partition folder ``kernel=NAME`` above the
+    file names it (URI-decoded, as pyarrow writes it), else the file's stem."""
+    from urllib.parse import unquote
+
+    for part in reversed(path.parent.parts):
+        if part.startswith("kernel="):
+            return unquote(part[len("kernel="):])
+    return path.stem
+
+
+def events(path: Path, options: ReadOptions, fmt: str, row_groups: tuple[int, int] | None = None) -> Iterator:
+    """Reader events; ``row_groups`` = (first, end) reads only those row groups of a Parquet file (row numbers
+    in errors stay those of the whole file)."""
+    if row_groups is not None and fmt != "canonical_parquet":
+        raise ValueError("row_groups applies to canonical Parquet files only")
+    batches = _parquet_batches(path, options, row_groups) if fmt == "canonical_parquet" else \
+        _csv_batches(path, options)
+    reader = _Pivot(str(path), default_kernel(path), options, first_line=2 if fmt == "canonical_csv" else 1,
                     row_word="line" if fmt == "canonical_csv" else "row")
     for batch, first_row, bad in batches:
         reader.bad_rows += bad
@@ -44,10 +60,11 @@ def events(path: Path, options: ReadOptions, fmt: str) -> Iterator:
     yield from reader.finish()
 
 
-def _parquet_batches(path: Path, options: ReadOptions):
+def _parquet_batches(path: Path, options: ReadOptions, row_groups: tuple[int, int] | None = None):
     try:
+        present = pq.read_schema(path).names
         # dictionary-decoded strings: millions of repeated kernel/kind names stay integer codes
-        file = pq.ParquetFile(path, read_dictionary=["kernel", "kind"])
+        file = pq.ParquetFile(path, read_dictionary=[n for n in ("kernel", "kind") if n in present])
     except (pa.ArrowInvalid, OSError) as error:
         raise InputError(f"unreadable Parquet file: {error}", str(path)) from None
     names = file.schema_arrow.names
@@ -55,8 +72,15 @@ def _parquet_batches(path: Path, options: ReadOptions):
     if missing:
         raise InputError(f"access table lacks column(s) {', '.join(missing)}", str(path))
     size = file.metadata.num_rows or 1
+    groups = None
     done = 0
-    for batch in file.iter_batches(batch_size=options.chunk_executions * 32):
+    if row_groups is not None:
+        first, end = row_groups
+        if not 0 <= first < end <= file.num_row_groups:
+            raise InputError(f"row groups {first}..{end - 1} requested, the file has {file.num_row_groups}", str(path))
+        groups = range(first, end)
+        done = sum(file.metadata.row_group(i).num_rows for i in range(first))
+    for batch in file.iter_batches(batch_size=options.chunk_executions * 32, row_groups=groups):
         table = pa.Table.from_batches([batch])
         yield _normalize(table, path), done, 0
         done += table.num_rows
@@ -140,7 +164,7 @@ def _convert_csv(table: pa.Table, path: Path, first_row: int, skip_bad: bool) ->
 def _normalize(table: pa.Table, path: Path) -> pa.Table:
     """Add defaults for optional columns and cast to the ACCESSES types."""
     if "kernel" not in table.column_names:
-        table = table.append_column("kernel", pa.array([path.stem] * table.num_rows, pa.string()))
+        table = table.append_column("kernel", pa.array([default_kernel(path)] * table.num_rows, pa.string()))
     if "matrices" not in table.column_names:
         table = table.append_column("matrices", pa.array(np.zeros(table.num_rows, dtype=np.int8)))
     if "op" not in table.column_names:

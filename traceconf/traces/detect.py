@@ -8,7 +8,7 @@ from pathlib import Path
 from traceconf.errors import InputError
 from traceconf.traces.source import head
 
-FORMATS = ("accelsim", "nvbit", "gpgpusim_stats", "canonical_parquet", "canonical_csv", "ptx")
+FORMATS = ("accelsim", "nvbit", "gpgpusim_stats", "canonical_parquet", "canonical_csv", "ptx", "sass", "cuda_binary")
 
 PARQUET_MAGIC = b"PAR1"
 #: Columns a canonical CSV header must name (kernel and matrices are optional).
@@ -18,6 +18,7 @@ _NVBIT = re.compile(rb"^(MEMTRACE: CTX 0x[0-9a-fA-F]+ - |CTA \d+,\d+,\d+ - warp 
                     rb"|NVBit \(NVidia Binary Instrumentation Tool", re.M)
 _KERNELSLIST = re.compile(rb"(Memcpy\w*,0x[0-9a-fA-F]+,\d+|kernel-\S*\.trace\S*)\s*")
 _GPGPUSIM = re.compile(rb"kernel line : count latency dram_traffic smem_bk_conflicts")
+_CUDA_SOURCE = re.compile(rb"__global__|__shared__|#include\s*[<\"]cuda", re.M)
 _PTX = re.compile(rb"^\s*\.(version|target|address_size|entry|visible)\b", re.M)
 
 
@@ -34,8 +35,13 @@ def detect_format(path: str | Path) -> str:
     if not path.is_file():
         raise InputError("no such file", str(path))
     with open(path, "rb") as raw:
-        if raw.read(4) == PARQUET_MAGIC:
-            return "canonical_parquet"
+        magic = raw.read(4)
+    if magic == PARQUET_MAGIC:
+        return "canonical_parquet"
+    from traceconf.sass.listing import looks_like_sass
+    from traceconf.sass.toolchain import is_cuda_binary
+    if is_cuda_binary(magic):
+        return "cuda_binary"
     text = head(path)
     body = text.lstrip()
     if not body:
@@ -52,8 +58,14 @@ def detect_format(path: str | Path) -> str:
     if lines and all(column in lines[0].decode("utf-8", "replace").replace(" ", "").replace('"', "").split(",")
                      for column in CSV_REQUIRED):
         return "canonical_csv"
+    if looks_like_sass(text):   # before PTX: nvdisasm listings carry a .target line too
+        return "sass"
     if _PTX.search(text):
         return "ptx"
+    if _CUDA_SOURCE.search(text) or path.suffix.lower() in (".cu", ".cuh"):
+        raise InputError("this is CUDA source, which traceconf does not compile: make PTX first, e.g. "
+                         f"nvcc -ptx -arch=sm_90 -lineinfo {path.name} -o {path.stem}.ptx, and analyse that",
+                         str(path))
     if path.suffix.lower() == ".ptx":
         raise InputError("not PTX: no .version, .target or .entry directive near the start of the file", str(path))
     raise InputError("unrecognised trace format (expected an Accel-Sim .traceg or kernelslist.g, an NVBit "

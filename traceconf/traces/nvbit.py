@@ -14,11 +14,15 @@ old (NVBit <= 1.4)::
 Accesses belong to the last launch line before them (1.5.x prints the launch
 id one higher on the LAUNCH line than on its accesses, so ids are not used to
 match).  The log records no PC and no active mask: instructions are
-identified by their opcode text (first appearance order), all 32 lanes are
-taken as active, and ``warp`` is the hardware warp slot (``%warpid``), not the
-warp inside the CTA.  Shared accesses are recognised by opcode; their
-addresses are reduced to offsets in the 16 MiB-aligned shared window.  Other
-lines (the application's own output, NVBit's banner) are ignored.
+identified by their opcode text (first appearance order), and ``warp`` is the
+hardware warp slot (``%warpid``), not the warp inside the CTA.  A lane that did
+not take part prints address ``0x0`` (NVBit issue #130: mem_trace fills the
+inactive lanes of its record with zeros).  A shared address in the log is a
+generic address inside the 16 MiB-aligned shared window, whose base is never 0,
+so ``0x0`` cannot be a shared access: such lanes are inactive, and a line whose
+32 addresses are all ``0x0`` is no access at all.  The other addresses are
+reduced to offsets in the window.  Other lines (the application's own output,
+NVBit's banner) are ignored.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Iterator
 
 import numpy as np
 
-from traceconf.accesses import WarpAccesses
+from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.traces.accelsim import SHARED_WINDOW, WARP_SIZE
 from traceconf.traces.kernel import BadLines, InstructionsSeen, KernelStart, chunked
 from traceconf.traces.options import Problem, ReadOptions
@@ -104,7 +108,7 @@ class _Reader:
             "context": fields.get("ctx", b"").decode() or None,
             "kernel_pc": int(fields["pc"], 16) if fields.get("pc") else None,
             "grid_launch_id": int(fields["launch"]) if fields.get("launch") else None,
-            "active_mask": "not recorded: all 32 lanes are taken as active",
+            "active_mask": "not recorded: lanes printed as 0x0 are taken as inactive",
             "warp_id": "hardware warp slot (%warpid), not the warp inside the CTA",
         }
         self.instructions = {}
@@ -150,7 +154,15 @@ class _Reader:
         if new:
             yield InstructionsSeen(new)
         position = t.first[good][:, None] + np.arange(WARP_SIZE)
-        address = value[position] % SHARED_WINDOW  # the window is 16 MiB aligned: offset = address mod 16 MiB
+        printed = value[position]
+        # the window is 16 MiB aligned: offset = address mod 16 MiB; 0x0 is a lane that did not take part
+        address = np.where(printed == 0, INACTIVE, printed % SHARED_WINDOW)
+        executed = np.flatnonzero((printed != 0).any(axis=1))
+        if len(executed) < len(good):  # every lane 0x0: the whole warp was predicated off
+            good, address = good[executed], address[executed]
+            ids, ops = [ids[i] for i in executed.tolist()], [ops[i] for i in executed.tolist()]
+        if len(good) == 0:
+            return
         coords = np.array([pending[i][1] for i in good.tolist()], dtype=np.int64)
         gx, gy, _ = self.launch["grid"]
         n = len(good)

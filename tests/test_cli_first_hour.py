@@ -1,0 +1,275 @@
+"""A CUDA developer's first hour: launches, kernel and parameter names, devices, as the CLI takes them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from traceconf.cli import app
+
+TRACES = Path(__file__).resolve().parents[1] / "traces"
+
+# Two kernels: an old-nvcc one (``__cudaparm_`` parameter names, .maxntid) whose shared store is strided by its
+# parameter ``stride``, and a new-style one with one parameter and no launch bounds.
+PTX = """.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry _Z7stridedPfi(
+    .param .u64 __cudaparm__Z7stridedPfi_out,
+    .param .u32 __cudaparm__Z7stridedPfi_stride
+)
+.maxntid 64, 1, 1
+{
+    .reg .b32 %r<7>;
+    .reg .f32 %f<2>;
+    .shared .align 4 .b8 buf[8192];
+    ld.param.u32 %r1, [__cudaparm__Z7stridedPfi_stride];
+    mov.u32 %r2, %tid.x;
+    mul.lo.u32 %r3, %r2, %r1;
+    shl.b32 %r4, %r3, 2;
+    mov.f32 %f1, 0f3F800000;
+    mov.u32 %r5, buf;
+    add.u32 %r6, %r5, %r4;
+    st.shared.f32 [%r6], %f1;
+    ret;
+}
+
+.visible .entry plain(
+    .param .u64 plain_param_0
+)
+{
+    .reg .b32 %r<5>;
+    .reg .f32 %f<2>;
+    .shared .align 4 .b8 tile[128];
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    mov.f32 %f1, 0f3F800000;
+    mov.u32 %r3, tile;
+    add.u32 %r4, %r3, %r2;
+    st.shared.f32 [%r4], %f1;
+    ret;
+}
+"""
+
+
+@pytest.fixture()
+def ptx(tmp_path):
+    path = tmp_path / "two.ptx"
+    path.write_text(PTX)
+    return path
+
+
+def run(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def results(output: str) -> dict:
+    return {r["kernel"]: r for r in json.loads(output)["results"]}
+
+
+def test_block_from_maxntid_with_a_note_and_source_parameter_name(ptx):
+    result = run("analyze", ptx, "-k", "strided", "--param", "stride=32", "-f", "json")
+    assert result.exit_code == 0, result.output
+    (found,) = results(result.stdout).values()
+    assert found["launch"]["block"] == [64, 1, 1] and found["launch"]["block_from"] == ".maxntid"
+    assert found["launch"]["params"] == {"__cudaparm__Z7stridedPfi_stride": 32}
+    assert found["totals"]["st"]["wavefronts"] == 64                  # 2 warps, each 32-way
+    table = run("analyze", ptx, "-k", "strided", "--param", "stride=32")
+    assert "taken from the kernel's .maxntid" in table.stdout
+
+
+def test_missing_block_says_which_options(ptx):
+    result = run("analyze", ptx, "-k", "plain")
+    assert result.exit_code == 2
+    assert "states neither .reqntid nor .maxntid: pass the launch with --block" in result.stderr
+
+
+def test_param_by_index_applies_only_to_kernels_that_have_it(ptx):
+    result = run("analyze", ptx, "--block", "32", "--param", "1=1", "-f", "json")
+    assert result.exit_code == 0, result.output
+    found = results(result.stdout)
+    assert found["_Z7stridedPfi"]["launch"]["params"] == {"__cudaparm__Z7stridedPfi_stride": 1}
+    assert found["plain"]["launch"]["params"] == {}
+
+
+def test_param_no_kernel_has_is_an_error(ptx):
+    result = run("analyze", ptx, "--block", "32", "--param", "7=1")
+    assert result.exit_code == 2
+    assert "--param 7: no selected kernel has such a parameter" in result.stderr
+
+
+def test_block_over_maxntid_is_refused(ptx):
+    result = run("analyze", ptx, "-k", "strided", "--block", "128", "--param", "stride=1")
+    assert result.exit_code == 2
+    assert "allows at most .maxntid (64, 1, 1)" in result.stderr
+
+
+def test_demangled_and_partial_kernel_names(ptx):
+    for pattern in ("strided", "strided(float*, int)", "_Z7stridedPfi", "stri"):
+        result = run("analyze", ptx, "-k", pattern, "--param", "stride=1", "-f", "json")
+        assert list(results(result.stdout)) == ["_Z7stridedPfi"], pattern
+    result = run("analyze", ptx, "-k", "strided_kernel", "--param", "stride=1")
+    assert result.exit_code == 2 and "did you mean 'strided'" in result.stderr
+
+
+@pytest.mark.parametrize("device, rule_set", [("h100", "sm_90"), ("A100", "sm_80"), ("sm90", "sm_90"),
+                                              ("mi300x", "cdna3")])
+def test_device_aliases(ptx, device, rule_set):
+    result = run("analyze", ptx, "-k", "plain", "--block", "32", "-d", device, "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert results(result.stdout)["plain"]["device"] == rule_set
+
+
+def test_unknown_device_did_you_mean(ptx):
+    result = run("analyze", ptx, "-k", "plain", "--block", "32", "-d", "h1000")
+    assert result.exit_code == 2 and "did you mean 'h100'" in result.stderr
+
+
+def test_cuda_source_says_how_to_make_ptx(tmp_path):
+    source = tmp_path / "kernel.cu"
+    source.write_text("#include <cuda_runtime.h>\n__global__ void k(float *x) { x[threadIdx.x] = 0; }\n")
+    result = run("analyze", source)
+    assert result.exit_code == 2
+    assert "this is CUDA source" in result.stderr and "nvcc -ptx -arch=sm_90 -lineinfo kernel.cu" in result.stderr
+
+
+def test_trace_folder_is_analysed_like_its_kernelslist():
+    folder = run("analyze", TRACES / "accelsim-kernelslist", "-f", "json")
+    listing = run("analyze", TRACES / "accelsim-kernelslist" / "kernelslist.g", "-f", "json")
+    assert folder.exit_code == listing.exit_code == 0
+    strip = lambda doc: [{k: v for k, v in r.items() if k != "launch"} for r in json.loads(doc)["results"]]  # noqa: E731
+    assert strip(folder.stdout) == strip(listing.stdout) and strip(folder.stdout)
+
+
+def test_unwritable_output_format_is_refused_before_any_work(ptx, tmp_path):
+    result = run("analyze", ptx, "-k", "plain", "--block", "32", "-o", tmp_path / "r.xlsx")
+    assert result.exit_code == 2
+    assert "cannot write .xlsx: use one of .parquet, .csv, .json" in result.stderr
+    assert result.stdout == ""                       # nothing printed, nothing analysed
+
+
+def test_trace_with_a_device_that_cannot_count_it_keeps_the_others():
+    trace = TRACES / "accelsim-v4-mode0.traceg"
+    result = run("analyze", trace, "-d", "sm_90", "-d", "cdna3", "-f", "json")
+    assert result.exit_code == 0, result.output
+    sm90, cdna3 = json.loads(result.stdout)["results"]
+    assert sm90["totals"]["ld"]["wavefronts"] > 0
+    assert all(not row["resolved"] for row in cdna3["instructions"])
+    table = run("analyze", trace, "-d", "sm_90", "-d", "cdna3")
+    assert "note: not counted on cdna3: accesses have 32 lanes per warp but rule set 'cdna3' expects 64" in table.stdout
+    alone = run("analyze", trace, "-d", "cdna3")
+    assert alone.exit_code == 2
+    assert alone.stderr.count("_Z13bank_patternsPf") == 1          # the kernel named once
+
+
+def test_extern_shared_without_dynamic_smem_is_one_note_with_the_size(tmp_path):
+    path = tmp_path / "extern.ptx"
+    path.write_text(""".version 7.0
+.target sm_80
+.address_size 64
+.extern .shared .align 4 .b8 dyn[];
+.visible .entry k()
+{
+    .reg .b32 %r<6>;
+    .reg .f32 %f<2>;
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    mov.u32 %r3, dyn;
+    add.u32 %r4, %r3, %r2;
+    mov.f32 %f1, 0f3F800000;
+    st.shared.f32 [%r4], %f1;
+    ld.shared.f32 %f1, [%r4+4];
+    st.shared.f32 [%r4+8], %f1;
+    ret;
+}
+""")
+    result = run("analyze", path, "--block", "64")
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stdout.splitlines() if "dynamic-smem" in line]
+    assert len(notes) == 1 and "the extern shared array is used up to byte 264" in notes[0]
+    assert "so it was taken as --dynamic-smem 264; pass the launch's real size to check it" in notes[0]
+    ptx_level = run("analyze", path, "--block", "64", "--level", "ptx")
+    assert "(PTX line 14, PTX line 15, PTX line 16)" in ptx_level.stdout
+
+
+LAUNCHES = """# the two kernels of two.ptx, written once
+[[launch]]
+kernel = "strided"          # the demangled function name
+block = 64
+grid = [4, 2]
+params = { stride = 32 }
+
+[[launch]]
+kernel = "plain"
+block = [32]
+"""
+
+
+def test_launch_file_describes_every_kernel_once(ptx, tmp_path):
+    launches = tmp_path / "launches.toml"
+    launches.write_text(LAUNCHES)
+    result = run("analyze", ptx, "--launches", launches, "-f", "json")
+    assert result.exit_code == 0, result.output
+    found = results(result.stdout)
+    assert found["_Z7stridedPfi"]["launch"]["block"] == [64, 1, 1]
+    assert found["_Z7stridedPfi"]["launch"]["grid"] == [4, 2, 1]
+    assert found["_Z7stridedPfi"]["totals"]["st"]["wavefronts"] == 64 * 8        # 8 CTAs, 2 warps each 32-way
+    assert found["plain"]["launch"]["block"] == [32, 1, 1]
+    # the command line wins over the file: --grid for every kernel, --param added to the file's
+    override = run("analyze", ptx, "--launches", launches, "--grid", "1", "--param", "stride=1", "-f", "json")
+    found = results(override.stdout)
+    assert found["_Z7stridedPfi"]["launch"]["grid"] == [1, 1, 1]
+    assert found["_Z7stridedPfi"]["totals"]["st"]["wavefronts"] == 2
+    explain = run("explain", ptx, "-k", "strided", "-i", "L21", "--launches", launches)
+    assert explain.exit_code == 0, explain.output
+    assert "32 wavefronts" in explain.stdout
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[[launch]]\nkernel = "plain"\nblok = 32\n', "launches.toml:3:1: key 'blok': unknown key"),
+    ('[[launch]]\nblock = 32\n', "every [[launch]] needs kernel"),
+    ('[[launch]]\nkernel = "plain"\nblock = [0]\n', "launches.toml:3:1: key 'block': expected 1 to 3 positive"),
+    ('[[launch]]\nkernel = "strided"\nparams = { width = 3 }\n', "kernel _Z7stridedPfi has no parameter width"),
+    ('[[launch]\n', "launches.toml:1:"),
+])
+def test_bad_launch_files_are_located(ptx, tmp_path, text, message):
+    launches = tmp_path / "launches.toml"
+    launches.write_text(text)
+    result = run("analyze", ptx, "--launches", launches, "--block", "32")
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_tma_copies_and_wgmma_operands_are_named_not_dropped(tmp_path):
+    path = tmp_path / "hopper.ptx"
+    path.write_text(""".version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 src)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    .shared .align 128 .b8 tile[4096];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [src];
+    mov.u32 %r1, tile;
+    mov.u32 %r2, bar;
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 4096, [%r2];
+    ret;
+}
+""")
+    result = run("analyze", path, "--block", "128", "-f", "json")
+    assert result.exit_code == 0, result.output
+    (found,) = json.loads(result.stdout)["results"]
+    (copy,) = [row for row in found["instructions"] if row["kind"] == "tma"]
+    assert not copy["resolved"] and copy["wavefronts"] == 0
+    (entry,) = found["unresolved"]
+    assert "bulk/tensor asynchronous copy (TMA)" in entry["reason"]
+    matmul = Path(__file__).resolve().parent / "fixtures" / "triton" / "tt_matmul.ptx"
+    result = run("analyze", matmul, "--grid", "4,4", "--block", "128", "-p", "3=256", "-p", "4=256", "-p", "5=256")
+    assert result.exit_code == 0, result.output
+    assert "wgmma reads its A/B operands from shared memory through matrix descriptors" in result.stdout

@@ -1,0 +1,113 @@
+"""The SASS level through the commands: listings and binaries as input, --level on PTX, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from traceconf.cli import app
+from traceconf.sass import toolchain
+
+REPO = Path(__file__).resolve().parents[1]
+CUDA = REPO / "tests" / "fixtures" / "cuda"
+SASS = REPO / "tests" / "data" / "sass"
+HW_SASS = REPO / "tests" / "data" / "hw" / "sass"
+TRANSPOSE = ["--block", "32,8", "--grid", "32,32"]          # transpose_tile<...>(out, in, width)
+HAVE_TOOLS = toolchain.find_tool("ptxas") is not None and toolchain.find_tool("nvdisasm") is not None
+needs_tools = pytest.mark.skipif(not HAVE_TOOLS, reason="needs ptxas and nvdisasm (CUDA toolkit or NVIDIA pip wheels)")
+needs_cuobjdump = pytest.mark.skipif(toolchain.find_tool("cuobjdump") is None or toolchain.find_tool("nvdisasm") is None,
+                                     reason="needs cuobjdump and nvdisasm (CUDA toolkit or NVIDIA pip wheels)")
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def totals(output: str) -> dict[str, tuple[int, int]]:
+    return {r["kernel"]: (r["totals"]["ld"]["wavefronts"], r["totals"]["st"]["wavefronts"])
+            for r in json.loads(output)["results"]}
+
+
+#: transpose_tile<0> (unpadded): 32-way conflicts on the loads; <1> (padded): none.
+EXPECTED = {"_Z14transpose_tileILi0EEvPfPKfi": (1_048_576, 32_768), "_Z14transpose_tileILi1EEvPfPKfi": (32_768, 32_768)}
+
+
+@pytest.mark.parametrize("listing", [HW_SASS / "transpose.sass", SASS / "transpose.sm_90.nvdisasm.sass",
+                                     SASS / "transpose.sm_90.json"], ids=lambda p: p.name)
+def test_analyze_a_sass_listing(listing):
+    result = invoke("analyze", listing, *TRANSPOSE, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert totals(result.stdout) == EXPECTED
+
+
+@needs_cuobjdump
+def test_analyze_a_cubin_with_its_elf_parameters():
+    result = invoke("analyze", SASS / "transpose.sm_90.cubin", *TRANSPOSE, "--param", "2=1024", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert totals(result.stdout) == EXPECTED
+
+
+@needs_tools
+def test_ptx_at_sass_level_sees_the_fused_loads_and_says_why():
+    args = ["analyze", CUDA / "matmul.sm_90.ptx", "-k", ".*Li32.*", "--block", "32,32", "--grid", "4,4",
+            "--param", "3=128"]
+    ptx = invoke(*args, "--level", "ptx", "--format", "json")
+    sass = invoke(*args, "--level", "sass", "--format", "json")
+    assert ptx.exit_code == 0 and sass.exit_code == 0, (ptx.output, sass.output)
+    assert totals(ptx.stdout)["_Z12matmul_tiledILi32EEvPKfS1_Pfi"][0] > totals(sass.stdout)["_Z12matmul_tiledILi32EEvPKfS1_Pfi"][0]
+    table = invoke(*args, "--top", "3")
+    assert "SASS level: ptxas -arch=sm_90" in table.stdout
+    assert "ptxas fused 4 ld.shared.f32 (PTX lines 253, 256, 259, 262, matmul.cu:17) into LDS.128" in table.stdout
+    assert "pc 0x2e0 LDS.128" in table.stdout
+
+
+@needs_tools
+def test_ptxas_options_pass_through_and_bad_ones_are_one_line_errors():
+    args = ["analyze", CUDA / "matmul.sm_90.ptx", "-k", ".*Li32.*", "--block", "32,32", "--grid", "4,4",
+            "--param", "3=128", "--level", "sass"]
+    unoptimised = invoke(*args, "--ptxas-option=-O0", "--format", "json")
+    assert unoptimised.exit_code == 0, unoptimised.output
+    widths = {i["width_bits"] for i in json.loads(unoptimised.stdout)["results"][0]["instructions"]}
+    assert widths == {32}                      # -O0: no fused 128-bit loads
+    bad = invoke(*args, "--ptxas-option=--no-such-option")
+    assert bad.exit_code == 2
+    assert "ptxas failed on" in bad.output and "Unknown option" in bad.output and "Traceback" not in bad.output
+
+
+def test_auto_falls_back_to_ptx_with_a_note_for_devices_ptxas_does_not_target():
+    result = invoke("analyze", CUDA / "transpose.sm_90.ptx", *TRANSPOSE, "--param", "2=1024", "-d", "sm_2x")
+    assert result.exit_code == 0, result.output
+    assert "PTX level: sm_2x is not an NVIDIA architecture ptxas targets" in result.stdout
+    assert "L" in result.stdout and "ld.shared.f32" in result.stdout
+
+
+def test_missing_ptxas_with_level_sass_names_how_to_get_one(monkeypatch):
+    monkeypatch.setattr(toolchain, "find_tool", lambda name: None)
+    result = invoke("analyze", CUDA / "transpose.sm_90.ptx", *TRANSPOSE, "--level", "sass")
+    assert result.exit_code == 2
+    assert "ptxas not found" in result.output and "pip install nvidia-cuda-nvcc" in result.output
+    auto = invoke("analyze", CUDA / "transpose.sm_90.ptx", *TRANSPOSE, "--param", "2=1024")
+    assert auto.exit_code == 0 and "PTX level: no ptxas found" in auto.stdout
+
+
+def test_parse_and_explain_accept_sass():
+    parsed = invoke("parse", HW_SASS / "transpose.sass", "--format", "json")
+    assert parsed.exit_code == 0, parsed.output
+    kernels = json.loads(parsed.stdout)
+    assert {k["kernel"] for k in kernels} == set(EXPECTED)
+    assert all(i["opcode"] in ("LDS", "STS") for k in kernels for i in k["shared_instructions"])
+    explained = invoke("explain", SASS / "transpose.sm_90.nvdisasm.sass", "-k", "_Z14transpose_tileILi0EEvPfPKfi",
+                       "-i", "transpose.cu:20", *TRANSPOSE)
+    assert explained.exit_code == 0, explained.output
+    assert "32 wavefronts, ideal 1, excess 31, worst 32-way" in explained.stdout
+
+
+def test_a_broken_listing_is_one_located_line(tmp_path):
+    broken = tmp_path / "broken.sass"
+    broken.write_text("\tcode for sm_90\n\t\tFunction : k\n        /*0000*/                   S2R R0, SR_TID.X\n")
+    result = invoke("analyze", broken, "--block", "32")
+    assert result.exit_code == 2
+    assert f"{broken}:3:36: missing ';' after the operands" in result.output

@@ -1,0 +1,208 @@
+"""SASS semantics, one instruction family at a time: the value a sequence computes is stored with
+``STS [Rx]`` and read back as the recorded shared address of every lane (sm_75: no reserved window)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from traceconf.emulate import Launch
+from traceconf.errors import InputError
+from traceconf.sass.emulate import emulate_sass
+from traceconf.sass.listing import parse_text
+
+MASK = 0xFFFF_FFFF
+
+
+def listing(body: list[str], arch: str = "sm_75", kernel: str = "k") -> str:
+    lines = [f"\tcode for {arch}", f"\t\tFunction : {kernel}"]
+    for index, text in enumerate(body + ["EXIT ;"]):
+        text = text if text.rstrip().endswith(";") else text + " ;"
+        lines.append(f"        /*{index * 16:04x}*/                   {text}")
+    return "\n".join(lines) + "\n"
+
+
+def run(body: list[str], block=(32, 1, 1), grid=(1, 1, 1), params=None, arch="sm_75"):
+    module = parse_text(listing(body, arch), "t.sass")
+    return emulate_sass(module, "k", Launch(block=block, grid=grid, params=params or {}))
+
+
+def stored(body: list[str], register: str = "R2", **kwargs) -> np.ndarray:
+    """The per-lane value of ``register`` after ``body`` (as the address of a STS)."""
+    result = run(body + [f"STS [{register}], RZ"], **kwargs)
+    assert not result.unresolved, result.unresolved
+    return result.accesses.address[0]
+
+
+TID = "S2R R0, SR_TID.X"
+LANES = np.arange(32)
+
+
+def test_s2r_mov_and_imad():
+    assert (stored([TID, "IMAD R2, R0, 0x4, 0x100"]) == LANES * 4 + 0x100).all()
+    assert (stored([TID, "MOV R3, 0x7", "IMAD.MOV.U32 R2, RZ, RZ, R3"]) == 7).all()
+    assert (stored([TID, "IMAD.SHL.U32 R2, R0, 0x8, RZ"]) == LANES * 8).all()
+
+
+def test_imad_wide_writes_a_pair_and_hi_adds_the_pair():
+    # 0xffffffff * 2 + 6 = 0x2_0000_0004: low word 4, high word 2
+    values = stored([TID, "MOV R4, 0x6", "MOV R5, RZ", "MOV R6, 0xffffffff",
+                     "IMAD.WIDE.U32 R2, R6, 0x2, R4", "IMAD R2, R3, 0x100, R2"])
+    assert (values == 0x204).all()
+    # IMAD.HI.U32 d, a, b, c = high word of a*b + {c+1:c}
+    values = stored([TID, "MOV R6, 0x80000000", "MOV R4, RZ", "MOV R5, 0x3", "IMAD.HI.U32 R2, R6, 0x4, R4"])
+    assert (values == 2 + 3).all()
+
+
+def test_iadd3_carry_chain_adds_64_bit_values():
+    # (0xffffffff + tid) as 64 bits: low = tid - 1 (mod 2**32), carry into the high word
+    values = stored([TID, "MOV R4, 0xffffffff", "IADD3 R6, P0, R4, R0, RZ", "IADD3.X R7, RZ, RZ, RZ, P0, !PT",
+                     "IMAD R2, R7, 0x1000, R6"], register="R2")
+    expected = np.where(LANES == 0, 0xFFFFFFFF, 0x1000 + LANES - 1) & MASK
+    assert (values.astype(np.int64) & MASK == expected).all()
+    assert (stored([TID, "IADD3 R2, -R0, 0x40, RZ"]) == 0x40 - LANES).all()
+
+
+def test_lea_and_lea_hi():
+    assert (stored([TID, "LEA R2, R0, 0x100, 0x3"]) == (LANES << 3) + 0x100).all()
+    # LEA.HI.SX32 d, a, b, 0x1b = b + (sign-extended a >> 5): a rounding-toward-zero divide helper
+    values = stored([TID, "IADD3 R4, R0, -0x10, RZ", "LEA.HI.SX32 R2, R4, 0x40, 0x1b"])
+    expected = 0x40 + ((LANES - 16) >> 5)
+    assert (values == expected).all()
+
+
+def test_shf_funnel_shifts():
+    assert (stored([TID, "SHF.L.U32 R2, R0, 0x4, RZ"]) == LANES << 4).all()
+    assert (stored([TID, "IMAD.SHL.U32 R4, R0, 0x100, RZ", "SHF.R.U32.HI R2, RZ, 0x4, R4"]) == LANES << 4).all()
+    assert (stored([TID, "IADD3 R4, R0, -0x10, RZ", "SHF.R.S32.HI R2, RZ, 0x1, R4", "LOP3.LUT R2, R2, 0xff, RZ, 0xc0, !PT"])
+            == (((LANES - 16) >> 1) & 0xFF)).all()
+
+
+@pytest.mark.parametrize("lut, function", [(0xC0, lambda a, b, c: a & b), (0xFC, lambda a, b, c: a | b),
+                                           (0x3C, lambda a, b, c: a ^ b), (0x96, lambda a, b, c: a ^ b ^ c),
+                                           (0xE8, lambda a, b, c: (a & b) | (a & c) | (b & c))])
+def test_lop3_truth_tables(lut, function):
+    values = stored([TID, "MOV R5, 0x35", "MOV R6, 0xf0", f"LOP3.LUT R2, R0, R5, R6, {lut:#x}, !PT",
+                     "LOP3.LUT R2, R2, 0xff, RZ, 0xc0, !PT"])
+    assert (values == (function(LANES, 0x35, 0xF0) & 0xFF)).all()
+
+
+def test_isetp_sel_and_predicate_guards():
+    values = stored([TID, "ISETP.GE.AND P0, PT, R0, 0x10, PT", "SEL R2, RZ, 0x40, P0"])
+    assert (values == np.where(LANES >= 16, 0, 0x40)).all()
+    values = stored([TID, "ISETP.GE.U32.AND P0, PT, R0, 0x10, PT", "MOV R2, 0x8", "@!P0 MOV R2, 0x4"])
+    assert (values == np.where(LANES >= 16, 8, 4)).all()
+    # 64-bit compare: high words equal, low words decide
+    values = stored([TID, "MOV R5, 0x1", "ISETP.GE.U32.AND P0, PT, R0, 0x8, PT",
+                     "ISETP.GE.U32.AND.EX P0, PT, R5, 0x1, PT, P0", "SEL R2, RZ, 0x4, P0"])
+    assert (values == np.where(LANES >= 8, 0, 4)).all()
+    values = stored([TID, "ISETP.NE.AND P0, PT, R0, RZ, PT", "ISETP.LT.AND P1, PT, R0, 0x4, PT",
+                     "PLOP3.LUT P0, PT, P0, P1, PT, 0x80, 0x0", "SEL R2, 0x4, RZ, P0"])
+    assert (values == np.where((LANES != 0) & (LANES < 4), 4, 0)).all()
+
+
+def test_min_max_popc_flo_brev_prmt():
+    assert (stored([TID, "VIMNMX R2, R0, 0x7, PT"]) == np.minimum(LANES, 7)).all()
+    assert (stored([TID, "IMNMX R2, R0, 0x7, !PT"]) == np.maximum(LANES, 7)).all()
+    assert (stored([TID, "POPC R2, R0"]) == [bin(x).count("1") for x in LANES]).all()
+    assert (stored([TID, "IADD3 R4, R0, 0x1, RZ", "FLO.U32 R2, R4"]) == [int(x).bit_length() - 1 for x in LANES + 1]).all()
+    assert (stored([TID, "BREV R4, R0", "SHF.R.U32.HI R2, RZ, 0x1b, R4"]) ==
+            [int(f"{x:05b}"[::-1], 2) for x in LANES]).all()
+    # PRMT: byte 0 of R0 into byte 1
+    assert (stored([TID, "PRMT R2, R0, 0x7707, RZ"]) == LANES << 8).all()
+
+
+@pytest.mark.parametrize("divisor", [1, 3, 7, 32, 1000, 0x7FFFFFFF])
+def test_the_integer_division_idiom_is_exact(divisor):
+    """ptxas's unsigned divide (float reciprocal estimate, then integer corrections)."""
+    body = [TID, "IMAD R8, R0, 0x2717, 0x11", f"MOV R10, {divisor:#x}",
+            "I2F.U32.RP R6, R10", "IMAD.MOV R9, RZ, RZ, -R10", "MUFU.RCP R6, R6",
+            "IADD3 R2, R6, 0xffffffe, RZ", "F2I.FTZ.U32.TRUNC.NTZ R3, R2", "HFMA2.MMA R2, -RZ, RZ, 0, 0",
+            "IMAD R9, R9, R3, RZ", "IMAD.HI.U32 R3, R3, R9, R2", "IMAD.HI.U32 R3, R3, R8, RZ",
+            "IMAD.MOV R4, RZ, RZ, -R3", "IMAD R4, R10, R4, R8", "ISETP.GE.U32.AND P1, PT, R4, R10, PT",
+            "@P1 IADD3 R4, -R10, R4, RZ", "@P1 IADD3 R3, R3, 0x1, RZ", "ISETP.GE.U32.AND P1, PT, R4, R10, PT",
+            "@P1 IADD3 R3, R3, 0x1, RZ", "IMAD.MOV.U32 R2, RZ, RZ, R3"]
+    dividend = LANES * 0x2717 + 0x11
+    assert (stored(body) == dividend // divisor).all()
+
+
+def test_warp_shuffle_vote_and_match():
+    assert (stored([TID, "SHFL.BFLY PT, R2, R0, 0x1, 0x1f"]) == LANES ^ 1).all()
+    assert (stored([TID, "SHFL.DOWN PT, R2, R0, 0x4, 0x1f"]) == np.where(LANES + 4 < 32, LANES + 4, LANES)).all()
+    assert (stored([TID, "ISETP.LT.AND P0, PT, R0, 0x3, PT", "VOTE.ANY R2, PT, P0"]) == 0b111).all()
+    assert (stored([TID, "LOP3.LUT R4, R0, 0x1, RZ, 0xc0, !PT", "MATCH.ANY R2, R4",
+                    "LOP3.LUT R2, R2, 0xf, RZ, 0xc0, !PT"]) == np.where(LANES % 2, 0b1010, 0b0101)).all()
+
+
+def test_constant_bank_launch_dimensions_and_parameters():
+    params = {"param@0x8": 0x30}
+    values = stored(["LDC R4, c[0x0][0x0]", "LDC R5, c[0x0][0xc]", "LDC R6, c[0x0][0x168]",
+                     "IMAD R2, R4, 0x100, R5", "IADD3 R2, R2, R6, RZ"], block=(64, 1, 1), grid=(5, 1, 1),
+                    params=params)
+    assert (values == 64 * 0x100 + 5 + 0x30).all()
+
+
+def test_missing_parameter_is_a_clear_error():
+    with pytest.raises(InputError, match=r"needs parameter param@0x8; pass --param param@0x8=VALUE"):
+        run(["LDC R6, c[0x0][0x168]", "STS [R6], RZ"])
+
+
+def test_sm90_shared_window_and_reserved_kilobyte():
+    values = stored(["S2R R0, SR_TID.X", "S2UR UR4, SR_CgaCtaId", "UMOV UR5, 0x400", "ULEA UR5, UR4, UR5, 0x18",
+                     "LEA R2, R0, UR5, 0x2"], arch="sm_90")
+    assert (values == LANES * 4).all()
+
+
+def test_divergent_branches_reconverge_and_count_each_side():
+    result = run([TID, "ISETP.GE.AND P0, PT, R0, 0x10, PT", "BSSY B0, 0x70", "@P0 BRA 0x60",
+                  "STS [R0.X4], RZ", "BRA 0x70", "STS [R0.X4+0x80], RZ", "BSYNC B0", "STS [R0.X4+0x100], RZ"])
+    acc = result.accesses
+    by_instruction = {int(i): acc.address[acc.instruction == i] for i in np.unique(acc.instruction)}
+    first, second, after = (by_instruction[k] for k in sorted(by_instruction))
+    assert (first[0] == np.where(LANES < 16, LANES * 4, -1)).all()
+    assert (second[0] == np.where(LANES >= 16, LANES * 4 + 0x80, -1)).all()
+    assert len(after) == 1 and (after[0] == LANES * 4 + 0x100).all()     # once, the whole warp
+
+
+def test_loaded_values_make_addresses_unresolved_with_the_reason():
+    result = run([TID, "LDG.E R2, desc[UR4][R4.64]", "STS [R2], RZ"])
+    assert [u["reason"] for u in result.unresolved] == ["address depends on data loaded from memory"]
+
+
+def test_unknown_opcode_is_a_note_and_taints_never_crashes():
+    result = run([TID, "FROBNICATE.X R2, R0, 0x1", "STS [R2], RZ", "STS [R0.X4], RZ"])
+    assert "SASS opcode FROBNICATE.X is not modelled: its results are treated as unknown" in result.notes
+    assert [u["reason"] for u in result.unresolved] == ["address depends on a value the emulator does not model"]
+    assert len(result.accesses) == 1     # the other access is still analysed
+
+
+def test_indirect_branch_stops_with_a_reason_and_ctaid_dependence_runs_every_cta():
+    result = run([TID, "BRX R4 -0x10", "STS [R0.X4], RZ"])
+    assert result.unresolved and "indirect branch" in result.unresolved[0]["reason"]
+    result = run(["S2R R0, SR_TID.X", "S2R R1, SR_CTAID.X", "IMAD R2, R1, 0x80, RZ", "STS [R2], RZ"], grid=(4, 1, 1))
+    assert result.scale == 1 and result.analysed_ctas == [0, 1, 2, 3]
+    assert sorted(set(result.accesses.address[:, 0].tolist())) == [0, 0x80, 0x100, 0x180]
+
+
+def test_calls_return_through_the_register_the_caller_set():
+    result = run([TID, "MOV R4, 0x30", "CALL.REL.NOINC 0x50", "STS [R0.X4+0x200], RZ", "EXIT",
+                  "STS [R0.X4], RZ", "RET.REL.NODEC R4 0x0"])
+    acc = result.accesses
+    assert sorted(int(a) for a in acc.address[:, 0]) == [0, 0x200]
+
+
+def test_barriers_park_until_every_warp_arrives():
+    result = run([TID, "STS [R0.X4], RZ", "BAR.SYNC.DEFER_BLOCKING 0x0", "STS [R0.X4+0x400], RZ"], block=(64, 1, 1))
+    acc = result.accesses
+    # both warps store before either passes the barrier
+    assert acc.instruction.tolist() == [1, 1, 3, 3]
+
+
+@pytest.mark.parametrize("multiplier", [3, 0x1234, 0xFFFF_FFFF, 0x8000_0001, 0x10001])
+def test_the_sm5x_xmad_multiply_sequence_is_a_32_bit_multiply(multiplier):
+    """ptxas for sm_5x/6x multiplies with XMAD / XMAD.MRG / XMAD.PSL.CBCC (no IMAD)."""
+    body = [TID, "IMAD R0, R0, 0x9e3779b1, 0x7f", f"MOV R5, {multiplier:#x}",
+            "XMAD R2, R0, R5, RZ", "XMAD.MRG R3, R0, R5.H1, RZ", "XMAD.PSL.CBCC R2, R0.H1, R3.H1, R2",
+            "LOP3.LUT R2, R2, 0xfffff, RZ, 0xc0, !PT"]
+    tid = (LANES * 0x9E3779B1 + 0x7F) & MASK
+    assert (stored(body, arch="sm_52") == (tid * multiplier) & 0xFFFFF).all()

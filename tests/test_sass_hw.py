@@ -1,0 +1,133 @@
+"""SASS-level prediction vs. the H100 hardware counters: every launch, totals and per SASS instruction.
+
+Each fixture's committed ``.sm_90.ptx`` is assembled with ptxas (``-arch=sm_90
+-lineinfo``, as the measured binaries were), disassembled, emulated at SASS
+level with the measured launch and run through the sm_90 rule set.  The
+totals must equal ``hw_wf_ld``/``hw_wf_st`` of ``tests/data/hw/kernels_sm90.csv``
+for every launch with static addresses, including the kernels ptxas
+rewrote (the PTX-level test has to skip those), and the wavefronts of every
+SASS instruction must equal the "L1 Wavefronts Shared" column of Nsight
+Compute's Source page (``tests/data/hw/source_sm90/ID.csv``, matched by pc),
+whose SASS text must be the text we emulated.  Launches whose addresses
+depend on loaded data must come back unresolved.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import tomllib
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from traceconf.emulate import Launch
+from traceconf.engine import analyze, summarize
+from traceconf.rules import load_rule_set
+from traceconf.sass import toolchain
+
+REPO = Path(__file__).resolve().parents[1]
+CUDA = REPO / "tests" / "fixtures" / "cuda"
+HW = REPO / "tests" / "data" / "hw"
+
+pytestmark = pytest.mark.skipif(
+    toolchain.find_tool("ptxas") is None or toolchain.find_tool("nvdisasm") is None,
+    reason="needs ptxas and nvdisasm (CUDA toolkit, or pip install nvidia-cuda-nvcc nvidia-cuda-nvdisasm)")
+
+#: The launches ptxas rewrote (fused shared accesses): exact at SASS level, skipped at PTX level.
+REWRITTEN_BY_PTXAS = {"two_per_thread_interleaved", "matmul_tiled_16", "matmul_tiled_32"}
+
+
+@lru_cache(maxsize=None)
+def sass_module(stem: str):
+    from traceconf.sass.analyze import assemble_ptx
+    return assemble_ptx(CUDA / f"{stem}.sm_90.ptx", "sm_90")[0]
+
+
+def _cases():
+    from test_hw_validation import _launch_params
+    launches = tomllib.load(open(CUDA / "kernels.toml", "rb"))["launch"]
+    measured = {row["launch"]: row for row in csv.DictReader(open(HW / "kernels_sm90.csv"))}
+    for launch in launches:
+        yield pytest.param(launch, _launch_params(launch["params"]), measured[launch["id"]], id=launch["id"])
+
+
+@lru_cache(maxsize=None)
+def _predict(launch_id: str):
+    from test_hw_validation import _launch_params
+    launch = next(item for item in tomllib.load(open(CUDA / "kernels.toml", "rb"))["launch"]
+                  if item["id"] == launch_id)
+    from traceconf.sass.emulate import emulate_sass
+    module = sass_module(launch["file"].replace(".cu", ""))
+    emulation = emulate_sass(module, launch["kernel"], Launch(
+        block=tuple(launch["block"]), grid=tuple(launch["grid"]), params=_launch_params(launch["params"]),
+        dynamic_smem=launch.get("dynamic_shared_bytes", 0)))
+    results = summarize(analyze(emulation.accesses, load_rule_set("sm_90")), scale=emulation.scale or 1)
+    rows = {row["instruction"]: row for row in module.instructions_of(launch["kernel"])}
+    return launch, emulation, results.to_pylist(), rows
+
+
+@pytest.mark.parametrize("launch, params, measured", list(_cases()))
+def test_sass_level_totals_equal_the_hardware_counters(launch, params, measured):
+    _, emulation, results, _ = _predict(launch["id"])
+    if not launch["static_addresses"]:
+        assert emulation.unresolved, "data-dependent addresses must be reported unresolved, never guessed"
+        return
+    assert not emulation.unresolved, emulation.unresolved
+    totals = Counter()
+    for row in results:
+        totals[{"ldmatrix": "ld", "stmatrix": "st"}.get(row["kind"], row["kind"])] += row["wavefronts"]
+    assert (totals["ld"], totals["st"]) == (int(measured["hw_wf_ld"]), int(measured["hw_wf_st"]))
+
+
+def _source_page(launch_id: str) -> dict[int, tuple[str, int]]:
+    """pc -> (SASS text, L1 Wavefronts Shared) of Nsight Compute's Source page export."""
+    rows = list(csv.reader(open(HW / "source_sm90" / f"{launch_id}.csv")))
+    body = [dict(zip(rows[1], r)) for r in rows[2:]]
+    base = int(body[0]["Address"], 16)
+    return {int(r["Address"], 16) - base: (r["Source"], int(r["L1 Wavefronts Shared"] or 0)) for r in body}
+
+
+def _normalise(text: str, base: int = 0) -> str:
+    """SASS text without .reuse, spacing, and absolute branch targets (the Source page prints addresses)."""
+    text = re.sub(r"\.reuse", "", text)
+    return " ".join(text.replace(",", " ").split())
+
+
+@pytest.mark.parametrize("launch, params, measured", [c for c in _cases() if c.values[0]["static_addresses"]])
+def test_per_sass_instruction_wavefronts_equal_the_source_page(launch, params, measured):
+    _, emulation, results, rows = _predict(launch["id"])
+    page = _source_page(launch["id"])
+    by_pc = {row["pc"]: row for row in rows.values()}
+    assert sorted(page) == sorted(by_pc), "the Source page lists the instructions we emulated"
+    for pc, (text, _) in page.items():
+        assert _normalise(text).split()[:1] == _normalise(by_pc[pc]["text"]).split()[:1] or \
+            _normalise(text).split()[1:2] == _normalise(by_pc[pc]["text"]).split()[:1], (hex(pc), text)
+    predicted = Counter()
+    for row in results:
+        predicted[rows[row["instruction"]]["pc"]] += row["wavefronts"]
+    measured_by_pc = {pc: wavefronts for pc, (_, wavefronts) in page.items() if wavefronts}
+    assert {pc: n for pc, n in predicted.items() if n} == measured_by_pc
+
+
+def test_the_ptxas_rewrites_are_explained_and_exact():
+    """The launches the PTX level must skip: fused accesses, each explained in one line."""
+    from traceconf.pipeline import LaunchRequest
+    from traceconf.sass.analyze import run_ptx_at_level
+    from test_hw_validation import _launch_params
+
+    for launch in tomllib.load(open(CUDA / "kernels.toml", "rb"))["launch"]:
+        if launch["id"] not in REWRITTEN_BY_PTXAS:
+            continue
+        done, failed = run_ptx_at_level(
+            CUDA / launch["file"].replace(".cu", ".sm_90.ptx"), [re.escape(launch["kernel"])],
+            LaunchRequest(block=tuple(launch["block"]), grid=tuple(launch["grid"]),
+                          params=_launch_params(launch["params"])), [load_rule_set("sm_90")], level="sass")
+        assert not failed
+        (analysis,) = done
+        fused = [note for note in analysis.notes if "ptxas fused" in note]
+        assert fused, analysis.notes
+        expected = "into STS.64" if "interleaved" in launch["id"] else "4 ld.shared.f32"
+        assert any(expected in note for note in fused), fused

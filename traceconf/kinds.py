@@ -1,0 +1,21 @@
+"""The shared-memory access kinds every stage names, in the order of their integer codes."""
+
+from __future__ import annotations
+
+#: Access kinds, in the order of their integer codes (see ``KIND_CODES``).
+KINDS = ("ld", "st", "atom", "ldmatrix", "stmatrix", "cp_async")
+KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
+#: Operations of shared atomics as the hardware executes them, in the order of their codes (0: not an atomic,
+#: or not known).  ``popc_inc`` is ptxas's ATOMS.POPC.INC for an ``atom.add`` of 1 whose result is unused.
+OPS = ("", "add", "popc_inc", "inc", "dec", "cas", "exch", "min", "max", "and", "or", "xor")
+OP_CODES = {op: code for code, op in enumerate(OPS)}
+
+#: Shared-memory work that is no per-lane LSU access, so no wavefronts are counted for it: label → why.
+#: (PTX and SASS opcodes map to these labels in traceconf.ptx.opcodes and traceconf.sass.opcodes.)
+UNCOUNTED = {
+    "tma": ("bulk/tensor asynchronous copy (TMA): the copy engine moves whole tiles, not per-lane LSU "
+            "shared-memory accesses; not counted as wavefronts"),
+    # Measured: Triton's wgmma matmul (tests/data/hw, tt_matmul) matches the LSU counters without these reads.
+    "wgmma": ("wgmma reads its A/B operands from shared memory through matrix descriptors, on the tensor cores' "
+              "path: not LSU wavefronts, not counted (not modelled)"),
+}

@@ -1,0 +1,235 @@
+"""Static SIMT emulation of SASS with the PTX emulator's machinery.
+
+The scheduler, thread state, taint tracking, barrier handling, CTA scaling and
+access log are those of :mod:`traceconf.emulate` (``Machine``, ``Findings``,
+``ThreadState``): the only SASS-specific parts are the instruction semantics
+(:mod:`.semantics`) and the wording of messages (SASS pcs instead of PTX
+lines).  Threads run at their own SASS instruction; the lowest pc runs first,
+which reconverges at the immediate post-dominator for the structured code
+ptxas emits (BSSY/BSYNC mark the same points and need no action).  Calls
+(``CALL.REL`` + ``RET.REL Rx``) follow the return address the caller leaves
+in a register, per thread.
+
+Shared addresses: on sm_90 ptxas builds the shared window from ``S2UR
+SR_CgaCtaId`` and ``UMOV 0x400`` (1 KiB reserved at the start of shared
+memory); with one CTA per cluster the CTA id in the cluster is 0, and the
+reserved kilobyte is subtracted so that recorded offsets match the PTX
+layout (bank arithmetic is unchanged: 0x400 is a multiple of every bank
+period).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from traceconf.accesses import WarpAccesses
+from traceconf.emulate import taint
+from traceconf.emulate.alu import SHARED_WINDOW_BASE
+from traceconf.emulate.driver import CHUNK_THREADS, EmulationResult, _assemble, extent_note
+from traceconf.emulate.launch import Launch, resolve_block, resolve_grid, resolve_params
+from traceconf.emulate.program import Program, Slot
+from traceconf.emulate.simt import Findings, Machine
+from traceconf.errors import InputError
+from traceconf.sass.listing import SassModule, arch_number, default_param_base
+from traceconf.sass.opcodes import shared_op
+from traceconf.sass.semantics import SassContext, compile_instruction
+
+#: Reserved shared memory at the start of the shared window (sm_90+: 1 KiB for the system).
+RESERVED_SHARED = ((90, 0x400),)
+
+
+def reserved_shared(arch: str | None) -> int:
+    number = arch_number(arch)
+    return next((size for since, size in RESERVED_SHARED if number >= since), 0)
+
+
+def _where(row: dict) -> str:
+    return f"SASS {row['pc']:#06x} ({row['text']})"
+
+
+class SassMachine(Machine):
+    """The PTX machine with SASS locations in its messages."""
+
+    def _runaway(self, p: int) -> None:
+        row = self.compiled[p].slot.row
+        raise InputError(f"kernel {self.ctx.kernel}: emulation exceeded max_steps={self.max_steps} warp-level "
+                         f"steps; it was looping at {_where(row)} (a loop bound may need --param, or raise "
+                         f"the step limit)", file=self.ctx.path, line=row.get("line"), source_line=row["text"])
+
+    def check_known(self, slot: Slot, bits: int, what: str) -> None:
+        if bits & int(taint.PARAMS):
+            names = taint.missing_params(bits, self.ctx.param_names)
+            row = slot.row
+            raise InputError(f"kernel {self.ctx.kernel}: the {what} at {_where(row)} needs parameter"
+                             f"{'s' if len(names) > 1 else ''} {', '.join(names)}; pass "
+                             + " ".join(f"--param {n}=VALUE" for n in names),
+                             file=self.ctx.path, line=row.get("line"), source_line=row["text"])
+        if bits & int(taint.CTA):
+            self.findings.cta_dependent(slot, what)
+
+    def stop(self, slot: Slot, threads: np.ndarray, bits: int, reason: str | None = None) -> None:
+        if not threads.any():
+            return
+        self.pc[threads] = np.iinfo(np.int64).max
+        why = reason or f"branch condition depends on {taint.describe(bits)}"
+        self.findings.stopped(slot, f"not analysed past {_where(slot.row)}: {why}",
+                              self.findings.reachable_shared(self.program, self.pc_of(slot)))
+
+
+class SassFindings(Findings):
+    """Findings keyed by SASS instruction; reachability follows SASS branches."""
+
+    def unresolved(self, slot: Slot, reason: str, executions: int | None = None) -> None:
+        row = slot.row
+        key = (row["instruction"], reason)
+        entry = self.unresolved_rows.get(key)
+        if entry is None:
+            entry = self.unresolved_rows[key] = {"instruction": int(row["instruction"]), "ptx": row["text"],
+                                                 "ptx_line": row.get("ptx_line"), "pc": int(row["pc"]),
+                                                 "reason": reason, "executions": 0, "uncounted": False}
+        if executions is None:
+            entry["uncounted"] = True
+        else:
+            entry["executions"] += executions
+
+    def region(self, program: Program, branch: int):
+        """SASS branches are not explored (the control-flow facts are PTX's): unknown lanes stop."""
+        return None
+
+    def cta_dependent(self, slot: Slot, what: str) -> None:
+        if len(self.cta_reasons) < 8:
+            reason = f"{what} at {_where(slot.row)} depends on the CTA index"
+            if reason not in self.cta_reasons:
+                self.cta_reasons.append(reason)
+
+    def reachable_shared(self, program: Program, start: int) -> list[Slot]:
+        if start in self._reach_cache:
+            return self._reach_cache[start]
+        slots = program.slots
+        seen, todo = set(), list(_successors(slots, start))
+        while todo:
+            index = todo.pop()
+            if index in seen or index >= len(slots):
+                continue
+            seen.add(index)
+            todo.extend(_successors(slots, index))
+        found = [slots[i] for i in sorted(seen) if is_shared(slots[i].row)]
+        self._reach_cache[start] = found
+        return found
+
+
+def is_shared(row: dict) -> bool:
+    return shared_op(".".join([row["opcode"], *(row["modifiers"] or [])])) is not None
+
+
+def _successors(slots: list[Slot], index: int) -> list[int]:
+    slot = slots[index]
+    family = slot.row["opcode"]
+    guarded = bool(slot.row.get("guard")) and slot.row.get("guard") not in ("PT", "UPT")
+    following = [index + 1] if guarded else []
+    if family in ("BRA", "JMP", "CALL"):
+        return ([slot.target] if slot.target is not None else []) + following
+    if family in ("BRX", "JMX"):
+        return list(range(len(slots)))      # an indirect branch may go anywhere
+    if family in ("EXIT", "KILL"):
+        return following
+    if family == "RET":
+        # returns go back after some call: every instruction after a CALL
+        return [i + 1 for i, s in enumerate(slots) if s.row["opcode"] == "CALL"] + following
+    return [index + 1]
+
+
+def kernel_params(kernel_row: dict) -> list[dict]:
+    return list(kernel_row.get("params") or [])
+
+
+def emulate_sass(module: SassModule, kernel: str, launch: Launch,
+                 progress: Callable[[int, int], None] | None = None) -> EmulationResult:
+    path = module.path
+    kernel_row = module.kernel(kernel)
+    arch = kernel_row.get("arch") or module.arch
+    params = kernel_params(kernel_row)
+    decl = {"kernel": kernel, "reqntid": None, "params": params}
+    block, grid = resolve_block(launch, decl), resolve_grid(launch, decl)
+    if launch.warp_size != 32:
+        raise InputError(f"kernel {kernel}: SASS runs 32-lane warps; warp size {launch.warp_size} does not apply")
+    values = resolve_params(launch, decl)
+    rows = module.instructions_of(kernel)
+    pc_index = {int(row["pc"]): index for index, row in enumerate(rows)}
+    labels = {label: index for index, row in enumerate(rows) for label in row.get("labels") or []}
+    base = reserved_shared(arch)
+    shared_bytes = kernel_row.get("shared_bytes")
+    layout_bytes = max(0, int(shared_bytes) - base) + int(launch.dynamic_smem) if shared_bytes is not None else None
+    ctx = SassContext(kernel, path, arch, kernel_row.get("param_base") or default_param_base(arch), params, values,
+                      base, SHARED_WINDOW_BASE[64] >> 32, pc_index)
+    slots = [Slot(row=row) for row in rows]
+    compiled = [compile_instruction(slot, ctx, labels) for slot in slots]
+    for slot, op in zip(slots, compiled):
+        slot.target = getattr(op, "target", None)
+    _set_targets(slots, ctx, labels)
+    program = Program(kernel=kernel, slots=slots, functions=[kernel])
+    findings = SassFindings(program, layout_bytes if layout_bytes is not None else 1 << 40)
+    total = grid[0] * grid[1] * grid[2]
+    notes = [f"SASS opcode {name} is not modelled: its results are treated as unknown"
+             for name in sorted(ctx.unknown_opcodes)]
+    if not any(is_shared(row) for row in rows):
+        return EmulationResult(accesses=WarpAccesses.empty(kernel, 32), scale=total, analysed_ctas=[],
+                               unresolved=[], shared_layout=[], notes=[f"{kernel} has no shared-memory instruction"])
+
+    def run(ctas: np.ndarray) -> Machine:
+        machine = SassMachine(program, compiled, ctx, ctas, block, grid, 32, (layout_bytes or 0, 0),
+                              launch.max_steps, findings)
+        machine.run()
+        return machine
+
+    first = run(np.array([0]))
+    machines, sampled, scale, analysed = [first], None, total, [0]
+    if findings.cta_reasons and total > 1:
+        if launch.ctas is not None and launch.ctas < total:
+            chosen = np.unique(np.linspace(0, total - 1, max(1, int(launch.ctas))).round().astype(np.int64))
+            sampled, scale = (len(chosen), total), None
+        else:
+            chosen, scale = np.arange(total, dtype=np.int64), 1
+        analysed = chosen.tolist()
+        rest = chosen[chosen != 0]
+        if 0 not in analysed:
+            machines = []
+        per_chunk = max(1, CHUNK_THREADS // first.padded)
+        done = len(machines)
+        for start in range(0, len(rest), per_chunk):
+            machines.append(run(rest[start:start + per_chunk]))
+            done += len(rest[start:start + per_chunk])
+            if progress:
+                progress(done, len(chosen))
+    elif progress:
+        progress(1, 1)
+    accesses = _assemble(kernel, machines, 32)
+    if findings.cta_reasons:
+        notes.append("shared accesses depend on the CTA index (" + "; ".join(findings.cta_reasons[:3]) + ")")
+    if findings.extent:
+        # SASS does not declare extern arrays: accesses past the static shared memory are the dynamic part.
+        places = [f"SASS {row['pc']:#06x}" for _, row in sorted(findings.extent.values(), key=lambda e: e[1]["pc"])]
+        static = max(0, int(shared_bytes or 0) - base)
+        notes += extent_note(max(h for h, _ in findings.extent.values()), places, layout_bytes or 0, static,
+                             int(launch.dynamic_smem))
+    return EmulationResult(accesses=accesses, scale=scale, analysed_ctas=analysed,
+                           unresolved=sorted(findings.unresolved_rows.values(), key=lambda u: (u["pc"], u["reason"])),
+                           shared_layout=[], sampled=sampled, notes=notes,
+                           cta_dependence=list(findings.cta_reasons), steps=sum(m.steps for m in machines))
+
+
+def _set_targets(slots: list[Slot], ctx: SassContext, labels: dict[str, int]) -> None:
+    """Branch / call destinations as slot indices (for reachability of unresolved reports)."""
+    from traceconf.sass.operands import parse_operand
+    for slot in slots:
+        if slot.row["opcode"] in ("BRA", "JMP", "CALL"):
+            for text in reversed(slot.row["operands"] or []):
+                op = parse_operand(text)
+                if op.kind == "label" and op.name in labels:
+                    slot.target = labels[op.name]
+                    break
+                if op.kind == "imm" and op.value in ctx.pc_index:
+                    slot.target = ctx.pc_index[op.value]
+                    break

@@ -1,0 +1,1223 @@
+"""What each SASS instruction does, compiled once per static instruction into a numpy closure.
+
+Integer, logic, predicate, move, conversion and warp instructions are
+evaluated exactly on every thread (32-bit registers, 64-bit pairs, carries
+through predicates).  Floating-point arithmetic is not evaluated: its results
+carry :data:`taint.FLOAT`.  The integer-division idiom ptxas emits
+(``I2F.U32.RP`` → ``MUFU.RCP`` → ``F2I.FTZ.U32.TRUNC``, then integer
+corrections) is evaluated in float32 without that taint, because its integer
+correction steps make the final quotient exact for any reciprocal within the
+hardware's error bound.  Loads give :data:`taint.LOADED` values; an opcode
+the emulator does not know taints its destinations ``UNMODELLED`` and is
+named once in the notes, never guessed.
+
+Shared-memory instructions (``LDS``/``STS``/``ATOMS``/``LDSM``/``STSM``/
+``LDGSTS`` and generic ``LD``/``ST``/``ATOM``/``RED`` whose address lies in
+the shared window) record one warp-level access per warp, like the PTX
+emulator; the width and kind come from :func:`traceconf.sass.opcodes.shared_op`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from traceconf.emulate import taint
+from traceconf.emulate.simt import EXIT, WAIT, Compiled, _condition
+from traceconf.sass.opcodes import ALWAYS, shared_op
+from traceconf.sass.operands import M32, Operand, pair_name, parse_operand, read_register, write_register
+
+U64 = np.uint64
+I64 = np.int64
+GROUP = 32
+_LANE_BITS = U64(1) << np.arange(GROUP, dtype=np.uint64)
+
+#: Instructions with no effect on addresses, masks or control flow.
+NO_OPS = frozenset({"NOP", "BSSY", "BSYNC", "WARPSYNC", "DEPBAR", "LDGDEPBAR", "MEMBAR", "FENCE", "CCTL", "CCTLL",
+                    "ERRBAR", "YIELD", "NANOSLEEP", "BMOV", "PMTRIG", "ARRIVES", "SYNCS", "UCGABAR_ARV",
+                    "UCGABAR_WAIT", "CGAERRBAR", "ACQBULK", "USETMAXREG", "ELECT_NOOP", "BPT", "SETCTAID",
+                    "DMMA", "HMMA", "IMMA", "BMMA", "HGMMA", "IGMMA", "QGMMA", "WARPGROUP", "UBLKCP", "UTMALDG",
+                    "UTMASTG", "UTMAPF", "UTMACCTL", "UTMACMDFLUSH", "UBLKPF", "UBLKRED"})
+#: Floating-point families: results are FLOAT-tainted (not evaluated).
+FLOAT_FAMILIES = frozenset({"FADD", "FMUL", "FFMA", "FMNMX", "FSET", "FCHK", "FRND", "FSWZADD", "MUFU", "DADD",
+                            "DMUL", "DFMA", "DMNMX", "DSET", "HADD2", "HMUL2", "HFMA2", "HMNMX2", "HSET2", "F2F",
+                            "F2FP", "FADD32I", "FMUL32I", "FFMA32I", "I2FP", "F2IP", "HADD2_F32", "FMNMX3",
+                            "FSETP", "DSETP", "HSETP2"})
+#: Memory families that never touch shared memory: destinations get loaded (unknown) values.
+GLOBAL_LOADS = frozenset({"LDG", "LDL", "LDC_LOAD", "TLD", "TEX", "TLD4", "TXQ", "SULD", "LDTRAM", "ATOMG",
+                          "ATOMG_CAS", "SUATOM", "RED_G"})
+GLOBAL_STORES = frozenset({"STG", "STL", "REDG", "SUST", "SURED", "CCTLT", "STAS"})
+
+
+class SassContext:
+    """What compiling needs: launch facts, parameter block, shared window, unknown-opcode notes."""
+
+    def __init__(self, kernel: str, path: str | None, arch: str | None, param_base: int,
+                 params: list[dict], param_values: dict[str, int], shared_base: int,
+                 window_high: int, pc_index: dict[int, int]):
+        self.kernel, self.path, self.arch = kernel, path, arch
+        self.param_base, self.params, self.param_values = param_base, params, param_values
+        self.shared_base = shared_base          # shared-window offset of byte 0 of the kernel's shared memory
+        self.window_high = window_high          # SR_SWINHI: high word of generic shared addresses
+        self.pc_index = pc_index                # SASS pc -> slot index
+        self.unknown_opcodes: dict[str, int] = {}
+        self.param_names = [p["name"] for p in params]
+
+
+# --------------------------------------------------------------------------- reading operands
+
+
+def _signed32(value):
+    value = np.asarray(value, dtype=np.uint64) & M32
+    return value.astype(np.int64) - ((value >> U64(31)) & U64(1)).astype(np.int64) * (1 << 32)
+
+
+def _constant_reader(op: Operand, ctx: SassContext):
+    """c[0x0][offset]: launch dimensions, kernel parameters; anything else is unmodelled."""
+    if op.bank != 0:
+        return lambda m: (U64(0), taint.UNMODELLED)
+    register_readers = [(name, scale) for name, scale, _ in op.registers]
+    size = 8 if op.wide else 4
+
+    def at(m, offset: int):
+        words = []
+        for start in range(offset, offset + size, 4):
+            words.append(_constant_word(m, ctx, start))
+        if len(words) == 1:
+            return words[0]
+        (lo, lo_bits), (hi, hi_bits) = words
+        return (lo & M32) | (hi << U64(32)), lo_bits | hi_bits
+
+    if not register_readers:
+        return lambda m: at(m, op.value)
+
+    def indexed(m):
+        total, bits = U64(op.value), taint.ZERO
+        for name, scale in register_readers:
+            value, b = read_register(m, name)
+            total = total + value * U64(scale)
+            bits = bits | b
+        values = np.broadcast_to(np.asarray(total, dtype=np.uint64), (m.size,))
+        first = int(values[0]) if m.size else 0
+        if np.any(np.asarray(bits) & taint.UNKNOWN) or not np.all(values == first):
+            return U64(0), taint.UNMODELLED | bits
+        value, b = at(m, first & 0xFFFF)
+        return value, b | bits
+    return indexed
+
+
+def _constant_word(m, ctx: SassContext, offset: int):
+    """One 32-bit word of constant bank 0."""
+    if offset < 0x18:
+        index = offset // 4
+        dims = (m.block + m.grid)[index] if index < 6 else 0
+        return U64(dims), taint.ZERO
+    relative = offset - ctx.param_base
+    if 0 <= relative < 0x1000 and ctx.params:
+        for index, param in enumerate(ctx.params):
+            start, size = int(param["offset"]), int(param["bytes"] or 4)
+            if start <= relative < start + size:
+                name = param["name"]
+                if name not in ctx.param_values:
+                    return U64(0), taint.missing_param(index)
+                raw = int(ctx.param_values[name]) % (1 << (8 * max(size, 8)))
+                return U64((raw >> (8 * (relative - start))) & 0xFFFF_FFFF), taint.ZERO
+        return U64(0), taint.UNMODELLED
+    return U64(0), taint.UNMODELLED
+
+
+_SPECIAL = {"SR_TID.X": "%tid.x", "SR_TID.Y": "%tid.y", "SR_TID.Z": "%tid.z", "SR_CTAID.X": "%ctaid.x",
+            "SR_CTAID.Y": "%ctaid.y", "SR_CTAID.Z": "%ctaid.z", "SR_LANEID": "%laneid", "SR_VIRTID": "%warpid",
+            "SR_LTMASK": "%lanemask_lt", "SR_LEMASK": "%lanemask_le", "SR_GTMASK": "%lanemask_gt",
+            "SR_GEMASK": "%lanemask_ge", "SR_EQMASK": "%lanemask_eq"}
+
+
+def _special_reader(op: Operand, ctx: SassContext):
+    name = op.name
+    if name == "SRZ":
+        return lambda m: (U64(0), taint.ZERO)
+    if name in ("SR_CgaCtaId", "SR_CTARANK"):
+        # one CTA per cluster: the CTA's rank in its cluster is 0 (the window's bits 24+ stay 0)
+        return lambda m: (U64(0), taint.ZERO)
+    if name == "SR_SWINHI":
+        high = U64(ctx.window_high)
+        return lambda m: (high, taint.SHARED_WINDOW)
+    if name == "SR_VIRTID":
+        return lambda m: (m.special["%warpid"][0] & U64(0xFF), taint.ZERO)
+    if name in _SPECIAL:
+        key = _SPECIAL[name]
+        return lambda m: m.special[key]
+    return lambda m: (U64(0), taint.UNMODELLED)
+
+
+def reader(op: Operand | str, ctx: SassContext, wide: bool | None = None):
+    """``(value, taint)`` of a source operand; ``wide`` reads a 64-bit pair (default: the operand's .64)."""
+    if isinstance(op, str):
+        op = parse_operand(op)
+    wide = op.wide if wide is None else wide
+    if op.kind == "imm":
+        value = U64(op.value & (0xFFFF_FFFF_FFFF_FFFF if wide else 0xFFFF_FFFF))
+        return lambda m: (value, taint.ZERO)
+    if op.kind == "float":
+        return lambda m: (U64(0), taint.FLOAT)
+    if op.kind == "const":
+        read = _constant_reader(op, ctx)
+        return _modify(read, op, wide)
+    if op.kind == "special":
+        return _special_reader(op, ctx)
+    if op.kind == "pred":
+        name = op.name
+        if op.negate:
+            return lambda m: _not(read_register(m, name))
+        return lambda m: read_register(m, name)
+    if op.kind == "reg":
+        name = op.name
+        if wide:
+            high = pair_name(name)
+
+            def read_pair(m):
+                lo, lo_bits = read_register(m, name)
+                hi, hi_bits = read_register(m, high)
+                return (lo & M32) | (hi << U64(32)), lo_bits | hi_bits
+            return _modify(read_pair, op, True)
+        return _modify(lambda m: read_register(m, name), op, False)
+    return lambda m: (U64(0), taint.UNMODELLED)
+
+
+def _not(pair):
+    value, bits = pair
+    return value ^ U64(1), bits
+
+
+def _modify(read, op: Operand, wide: bool):
+    mask = U64(0xFFFF_FFFF_FFFF_FFFF) if wide else M32
+    if op.negate:
+        return lambda m: _neg(read(m), mask)
+    if op.invert:
+        return lambda m: ((~np.asarray(read(m)[0], dtype=np.uint64)) & mask, read(m)[1])
+    return read
+
+
+def _neg(pair, mask):
+    value, bits = pair
+    return (U64(0) - np.asarray(value, dtype=np.uint64)) & mask, bits
+
+
+def _bits(*pairs):
+    out = taint.ZERO
+    for _, b in pairs:
+        out = out | b
+    return out
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def writer(op: Operand | str, wide: bool = False):
+    """Store a value into a register (``wide``: a 64-bit value into the pair) or predicate."""
+    if isinstance(op, str):
+        op = parse_operand(op)
+    name = op.name
+    if op.kind == "pred":
+        return lambda m, value, bits, mask: write_register(m, name, np.asarray(value, dtype=np.uint64) & U64(1),
+                                                          bits, mask)
+    if op.kind != "reg":
+        return lambda m, value, bits, mask: None
+    if wide or op.wide:
+        high = pair_name(name)
+
+        def write_pair(m, value, bits, mask):
+            value = np.asarray(value, dtype=np.uint64)
+            write_register(m, name, value & M32, bits, mask)
+            write_register(m, high, value >> U64(32), bits, mask)
+        return write_pair
+    return lambda m, value, bits, mask: write_register(m, name, np.asarray(value, dtype=np.uint64) & M32, bits, mask)
+
+
+# --------------------------------------------------------------------------- instruction families
+
+
+def _split(ops: list[Operand]):
+    """(register destinations, predicate destinations, sources, trailing predicate sources) of an ALU op.
+
+    SASS writes ``Rd, [Pout...,] sources..., [Pin...]``: predicate operands right after the register
+    destination are carry/predicate outputs, predicates at the end are carry/predicate inputs.
+    """
+    dest = ops[0]
+    rest = ops[1:]
+    outs = []
+    while rest and rest[0].kind == "pred" and not rest[0].negate:
+        outs.append(rest[0])
+        rest = rest[1:]
+    ins = []
+    while rest and rest[-1].kind == "pred":
+        ins.insert(0, rest[-1])
+        rest = rest[:-1]
+    return dest, outs, rest, ins
+
+
+def _mov(ops, mods, ctx):
+    write, source = writer(ops[0]), reader(ops[1], ctx)
+
+    def run(m, mask):
+        value, bits = source(m)
+        write(m, value, bits, mask)
+    return run
+
+
+def _imad(ops, mods, ctx):
+    dest, outs, sources, ins = _split(ops)
+    wide = "WIDE" in mods
+    unsigned = "U32" in mods
+    high = "HI" in mods
+    a, b = reader(sources[0], ctx, False), reader(sources[1], ctx, False)
+    # IMAD.WIDE adds a 64-bit pair; IMAD.HI adds the pair too and keeps the high word of the 64-bit sum
+    c = reader(sources[2], ctx, wide or high) if len(sources) > 2 else (lambda m: (U64(0), taint.ZERO))
+    carry_in = [reader(p, ctx) for p in ins] if "X" in mods else []
+    write = writer(dest, wide=wide)
+    carry_out = [writer(p) for p in outs]
+
+    def run(m, mask):
+        (av, ab), (bv, bb), (cv, cb) = a(m), b(m), c(m)
+        bits = ab | bb | cb
+        if unsigned:
+            x, y = np.asarray(av, dtype=np.uint64) & M32, np.asarray(bv, dtype=np.uint64) & M32
+            product = x * y                                   # < 2**64: exact in uint64
+        else:
+            product = np.asarray(_signed32(av) * _signed32(bv), dtype=np.int64).view(np.uint64)
+        for read in carry_in:
+            value, b2 = read(m)
+            cv = np.asarray(cv, dtype=np.uint64) + (np.asarray(value, dtype=np.uint64) & U64(1))
+            bits = bits | b2
+        if high:
+            result = ((np.asarray(product, dtype=np.uint64) + np.asarray(cv, dtype=np.uint64)) >> U64(32)) & M32
+        elif wide:
+            result = np.asarray(product, dtype=np.uint64) + np.asarray(cv, dtype=np.uint64)
+        else:
+            total = (np.asarray(product, dtype=np.uint64) & M32) + (np.asarray(cv, dtype=np.uint64) & M32)
+            for out in carry_out:
+                out(m, total >> U64(32), bits, mask)
+            result = total & M32
+        write(m, result, bits, mask)
+    return run
+
+
+def _half_reader(op: Operand, ctx):
+    """(reader of the whole register, whether the operand selects its high half: ``R3.H1``)."""
+    high = op.text.rstrip("|").upper().endswith(".H1")
+    plain = parse_operand(op.text.replace(".H1", "").replace(".H0", ""))
+    return reader(plain, ctx, False), high
+
+
+def _xmad(ops, mods, ctx):
+    """sm_5x/6x XMAD d, a, b, c: a 16x16-bit multiply-add; three of them make a 32-bit multiply.
+
+    product = half(a) * half(b) (low halves unless .H1, unsigned), shifted left 16 with
+    .PSL; the addend is c, its low/high half with .CLO/.CHI, or c + (b << 16) with .CBCC; .MRG keeps the
+    low 16 bits of the sum and puts the low half of b's register above them.
+    """
+    dest, outs, sources, _ = _split(ops)
+    (a, a_high), (b, b_high) = _half_reader(sources[0], ctx), _half_reader(sources[1], ctx)
+    c = reader(sources[2], ctx, False)
+    write = writer(dest)
+    if {"CSFU", "X", "S16"} & set(mods):
+        return None          # signed halves, CSFU and carry forms: reported as not modelled
+
+    def half(value, high):
+        value = np.asarray(value, dtype=np.uint64)
+        return (value >> U64(16)) & U64(0xFFFF) if high else value & U64(0xFFFF)
+
+    def run(m, mask):
+        (av, ab), (bv, bb), (cv, cb) = a(m), b(m), c(m)
+        product = half(av, a_high) * half(bv, b_high)
+        if "PSL" in mods:
+            product = product << U64(16)
+        addend = np.asarray(cv, dtype=np.uint64) & M32
+        if "CLO" in mods:
+            addend = addend & U64(0xFFFF)
+        elif "CHI" in mods:
+            addend = addend >> U64(16)
+        elif "CBCC" in mods:
+            addend = addend + ((np.asarray(bv, dtype=np.uint64) << U64(16)) & M32)
+        total = (product + addend) & M32
+        if "MRG" in mods:
+            total = (total & U64(0xFFFF)) | ((np.asarray(bv, dtype=np.uint64) & U64(0xFFFF)) << U64(16))
+        write(m, total, ab | bb | cb, mask)
+    return run
+
+
+def _iadd3(ops, mods, ctx):
+    dest, outs, sources, ins = _split(ops)
+    readers = [reader(s, ctx, False) for s in sources]
+    if any(s.negate for s in sources):
+        # -x is ~x + 1 as a 33-bit quantity, so that carries come out as the hardware's
+        readers = [_negated_33(s, ctx) if s.negate else r for s, r in zip(sources, readers)]
+    carry_in = [reader(p, ctx) for p in ins] if "X" in mods else []
+    write, carry_out = writer(dest), [writer(p) for p in outs]
+
+    def run(m, mask):
+        total, bits = U64(0), taint.ZERO
+        for read in readers + carry_in:
+            value, b = read(m)
+            total = total + (np.asarray(value, dtype=np.uint64) & U64(0x1_FFFF_FFFF))
+            bits = bits | b
+        write(m, total & M32, bits, mask)
+        carry = np.asarray(total, dtype=np.uint64) >> U64(32)
+        if len(carry_out) == 1:
+            carry_out[0](m, carry & U64(1), bits, mask)
+        elif len(carry_out) == 2:
+            # two carry predicates: together they count the carries (0, 1 or 2) a later .X adds back
+            carry_out[0](m, (carry >= U64(1)).astype(np.uint64), bits, mask)
+            carry_out[1](m, (carry >= U64(2)).astype(np.uint64), bits, mask)
+    return run
+
+
+def _negated_33(op: Operand, ctx):
+    plain = reader(Operand(op.kind, op.text, name=op.name, value=op.value, wide=False, bank=op.bank,
+                           registers=op.registers), ctx, False)
+
+    def read(m):
+        value, bits = plain(m)
+        return ((~np.asarray(value, dtype=np.uint64)) & M32) + U64(1), bits
+    return read
+
+
+def _iadd(ops, mods, ctx):
+    """sm_5x/6x IADD / IADD32I / VIADD / UIADD: two sources."""
+    dest, outs, sources, ins = _split(ops)
+    return _iadd3([dest, *outs, *sources, *ins], mods, ctx)
+
+
+def _lea(ops, mods, ctx):
+    dest, outs, sources, ins = _split(ops)
+    hi = "HI" in mods
+    sx32 = "SX32" in mods
+    shift_op = sources[-1]
+    shift = (shift_op.value & 0x3F) if shift_op.kind == "imm" else None
+    a, b = reader(sources[0], ctx, False), reader(sources[1], ctx, False)
+    high_source = reader(sources[2], ctx, False) if hi and not sx32 and len(sources) > 3 else None
+    carry_in = [reader(p, ctx) for p in ins] if "X" in mods else []
+    write, carry_out = writer(dest), [writer(p) for p in outs]
+    if shift is None:
+        return None
+
+    def run(m, mask):
+        (av, ab), (bv, bb) = a(m), b(m)
+        bits = ab | bb
+        av = np.asarray(av, dtype=np.uint64) & M32
+        if hi:
+            if sx32:
+                upper = np.where(av >> U64(31), M32, U64(0))
+            elif high_source is not None:
+                upper, ub = high_source(m)
+                bits = bits | ub
+                upper = np.asarray(upper, dtype=np.uint64) & M32
+            else:
+                upper = U64(0)
+            wide = (upper << U64(32)) | av
+            addend = (wide >> U64(32 - shift)) & M32 if shift else upper
+        else:
+            addend = (av << U64(shift)) & M32
+        total = addend + (np.asarray(bv, dtype=np.uint64) & M32)
+        for read in carry_in:
+            value, cb = read(m)
+            total = total + (np.asarray(value, dtype=np.uint64) & U64(1))
+            bits = bits | cb
+        write(m, total & M32, bits, mask)
+        for out in carry_out:
+            out(m, total >> U64(32), bits, mask)
+    return run
+
+
+def _iscadd(ops, mods, ctx):
+    """sm_5x ISCADD Rd, a, b, shift = (a << shift) + b."""
+    return _lea(ops, [], ctx)
+
+
+def _shf(ops, mods, ctx):
+    dest, _, sources, _ = _split(ops)
+    left = "L" in mods
+    high_result = "HI" in mods
+    signed = "S32" in mods or "S64" in mods
+    is64 = "U64" in mods or "S64" in mods
+    lo, amount, hi = (reader(s, ctx, False) for s in sources[:3])
+    write = writer(dest)
+
+    def run(m, mask):
+        (lv, lb), (sv, sb), (hv, hb) = lo(m), amount(m), hi(m)
+        bits = lb | sb | hb
+        s = np.asarray(sv, dtype=np.uint64) & (U64(63) if is64 else U64(31) if "W" in mods else U64(0xFFFF_FFFF))
+        s = np.minimum(s, U64(63 if is64 else 32))
+        value = ((np.asarray(hv, dtype=np.uint64) & M32) << U64(32)) | (np.asarray(lv, dtype=np.uint64) & M32)
+        if left:
+            shifted = value << s
+            result = shifted >> U64(32) if high_result else shifted
+        elif signed:
+            shifted = (value.astype(np.int64) if hasattr(value, "astype") else np.int64(value)) >> s.astype(np.int64)
+            shifted = np.asarray(shifted).view(np.uint64)
+            result = shifted >> U64(32) if high_result else shifted
+        else:
+            shifted = value >> s
+            result = shifted >> U64(32) if high_result else shifted
+        write(m, np.asarray(result, dtype=np.uint64) & M32, bits, mask)
+    return run
+
+
+def _shift(ops, mods, ctx):
+    """sm_5x SHL / SHR Rd, a, b."""
+    dest, _, sources, _ = _split(ops)
+    a, b = reader(sources[0], ctx, False), reader(sources[1], ctx, False)
+    right = ops and mods is not None and "SHR" in mods
+    signed = "S32" in mods
+    write = writer(dest)
+
+    def run(m, mask):
+        (av, ab), (bv, bb) = a(m), b(m)
+        s = np.minimum(np.asarray(bv, dtype=np.uint64) & M32, U64(32))
+        if right and signed:
+            result = (_signed32(av) >> np.minimum(s, U64(31)).astype(np.int64)).view(np.uint64)
+        elif right:
+            result = (np.asarray(av, dtype=np.uint64) & M32) >> s
+        else:
+            result = np.asarray(av, dtype=np.uint64) << s
+        write(m, np.asarray(result, dtype=np.uint64) & M32, ab | bb, mask)
+    return run
+
+
+def _lut3(a, b, c, lut: int, mask):
+    result = np.zeros(np.broadcast(a, b, c).shape, dtype=np.uint64) if any(np.ndim(x) for x in (a, b, c)) \
+        else U64(0)
+    for index in range(8):
+        if lut >> index & 1:
+            term = (a if index & 4 else ~a) & (b if index & 2 else ~b) & (c if index & 1 else ~c)
+            result = result | term
+    return result & mask
+
+
+def _lop3(ops, mods, ctx):
+    predicate_dest = ops[0].kind == "pred"
+    pred_out = ops[0] if predicate_dest else None
+    rest = ops[1:] if predicate_dest else ops
+    dest, outs, sources, _ = _split(rest)
+    if pred_out is None and outs:
+        pred_out = outs[0]
+    lut = sources[3].value & 0xFF if len(sources) > 3 and sources[3].kind == "imm" else None
+    if lut is None:
+        return None
+    a, b, c = (reader(s, ctx, False) for s in sources[:3])
+    write = writer(dest)
+    write_pred = writer(pred_out) if pred_out is not None else None
+
+    def run(m, mask):
+        (av, ab), (bv, bb), (cv, cb) = a(m), b(m), c(m)
+        bits = ab | bb | cb
+        result = _lut3(np.asarray(av, dtype=np.uint64), np.asarray(bv, dtype=np.uint64),
+                       np.asarray(cv, dtype=np.uint64), lut, M32)
+        write(m, result, bits, mask)
+        if write_pred:
+            write_pred(m, (result != 0).astype(np.uint64) if np.ndim(result) else U64(result != 0), bits, mask)
+    return run
+
+
+def _lop(ops, mods, ctx):
+    """sm_5x LOP.AND/OR/XOR/PASS_B Rd, a, b (b may be ~b)."""
+    dest, outs, sources, _ = _split(ops)
+    a, b = reader(sources[0], ctx, False), reader(sources[1], ctx, False)
+    operation = next((o for o in mods if o in ("AND", "OR", "XOR", "PASS_B")), "AND")
+    write = writer(dest)
+
+    def run(m, mask):
+        (av, ab), (bv, bb) = a(m), b(m)
+        av, bv = np.asarray(av, dtype=np.uint64), np.asarray(bv, dtype=np.uint64)
+        result = {"AND": av & bv, "OR": av | bv, "XOR": av ^ bv, "PASS_B": bv}[operation]
+        write(m, result & M32, ab | bb, mask)
+    return run
+
+
+_COMPARE = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal, "GT": np.greater,
+            "GE": np.greater_equal}
+_COMBINE = {"AND": np.logical_and, "OR": np.logical_or, "XOR": np.logical_xor}
+
+
+def _isetp(ops, mods, ctx):
+    compare = next((_COMPARE[x] for x in mods if x in _COMPARE), None)
+    combine = next((_COMBINE[x] for x in mods if x in _COMBINE), np.logical_and)
+    if compare is None:
+        return None
+    unsigned = "U32" in mods
+    extended = "EX" in mods
+    outs = [writer(ops[0]), writer(ops[1])]
+    a, b = reader(ops[2], ctx, False), reader(ops[3], ctx, False)
+    c = reader(ops[4], ctx)
+    low = reader(ops[5], ctx) if extended and len(ops) > 5 else None
+
+    def run(m, mask):
+        (av, ab), (bv, bb), (cv, cb) = a(m), b(m), c(m)
+        bits = ab | bb | cb
+        if unsigned:
+            x, y = np.asarray(av, dtype=np.uint64) & M32, np.asarray(bv, dtype=np.uint64) & M32
+        else:
+            x, y = _signed32(av), _signed32(bv)
+        if low is not None:
+            # high words of a 64-bit compare: equal high words defer to the low words' result
+            lv, lb = low(m)
+            bits = bits | lb
+            lower = (np.asarray(lv, dtype=np.uint64) & U64(1)) == 1
+            strict = {np.less_equal: np.less, np.greater_equal: np.greater}.get(compare, compare)
+            if compare in (np.equal,):
+                result = np.equal(x, y) & lower
+            elif compare in (np.not_equal,):
+                result = np.not_equal(x, y) | lower
+            else:
+                result = strict(x, y) | (np.equal(x, y) & lower)
+        else:
+            result = compare(x, y)
+        cond = (np.asarray(cv, dtype=np.uint64) & U64(1)) == 1
+        outs[0](m, combine(result, cond).astype(np.uint64), bits, mask)
+        outs[1](m, combine(~np.asarray(result), cond).astype(np.uint64), bits, mask)
+    return run
+
+
+def _plop3(ops, mods, ctx):
+    luts = [o.value & 0xFF for o in ops if o.kind == "imm"]
+    inputs = [o for o in ops[2:] if o.kind == "pred"][:3]
+    if len(luts) < 1 or len(inputs) < 3:
+        return None
+    outs = [writer(ops[0]), writer(ops[1])]
+    readers = [reader(p, ctx) for p in inputs]
+
+    def run(m, mask):
+        values = [read(m) for read in readers]
+        bits = _bits(*values)
+        a, b, c = ((np.asarray(v, dtype=np.uint64) & U64(1)) * U64(0xFFFF_FFFF) for v, _ in values)
+        outs[0](m, _lut3(a, b, c, luts[0], U64(1)), bits, mask)
+        if len(luts) > 1:
+            outs[1](m, _lut3(a, b, c, luts[1], U64(1)), bits, mask)
+    return run
+
+
+def _psetp(ops, mods, ctx):
+    """sm_5x PSETP.AND.AND Pd, Pq, a, b, c: Pd = (a OP1 b) OP2 c."""
+    combines = [_COMBINE[x] for x in mods if x in _COMBINE]
+    if len(combines) < 2:
+        return None
+    outs = [writer(ops[0]), writer(ops[1])]
+    a, b, c = (reader(o, ctx) for o in ops[2:5])
+
+    def run(m, mask):
+        (av, ab), (bv, bb), (cv, cb) = a(m), b(m), c(m)
+        x, y, z = ((np.asarray(v, dtype=np.uint64) & U64(1)) == 1 for v in (av, bv, cv))
+        first = combines[0](x, y)
+        outs[0](m, combines[1](first, z).astype(np.uint64), ab | bb | cb, mask)
+        outs[1](m, combines[1](~first, z).astype(np.uint64), ab | bb | cb, mask)
+    return run
+
+
+def _sel(ops, mods, ctx):
+    dest, _, sources, ins = _split(ops)
+    a, b = reader(sources[0], ctx, False), reader(sources[1], ctx, False)
+    predicate = reader(ins[0], ctx) if ins else None
+    write = writer(dest)
+    if predicate is None:
+        return None
+
+    def run(m, mask):
+        (av, ab), (bv, bb), (pv, pb) = a(m), b(m), predicate(m)
+        choose = (np.asarray(pv, dtype=np.uint64) & U64(1)) == 1
+        # the result depends on the chosen source only (a pointer to shared stays one)
+        write(m, np.where(choose, av, bv), np.where(choose, ab, bb) | pb, mask)
+    return run
+
+
+def _imnmx(ops, mods, ctx):
+    dest, _, sources, ins = _split(ops)
+    a, b = reader(sources[0], ctx, False), reader(sources[1], ctx, False)
+    predicate = reader(ins[0], ctx) if ins else (lambda m: (U64(1), taint.ZERO))
+    unsigned = "U32" in mods
+    write = writer(dest)
+
+    def run(m, mask):
+        (av, ab), (bv, bb), (pv, pb) = a(m), b(m), predicate(m)
+        if unsigned:
+            x, y = np.asarray(av, dtype=np.uint64) & M32, np.asarray(bv, dtype=np.uint64) & M32
+        else:
+            x, y = _signed32(av), _signed32(bv)
+        take_min = (np.asarray(pv, dtype=np.uint64) & U64(1)) == 1
+        result = np.where(take_min, np.minimum(x, y), np.maximum(x, y))
+        write(m, np.asarray(result).astype(np.int64).view(np.uint64) & M32, ab | bb | pb, mask)
+    return run
+
+
+def _unary(function):
+    def compile_(ops, mods, ctx):
+        dest, outs, sources, _ = _split(ops)
+        source = reader(sources[0], ctx, False)
+        write = writer(dest)
+
+        def run(m, mask):
+            value, bits = source(m)
+            write(m, function(np.asarray(value, dtype=np.uint64) & M32, mods), bits, mask)
+        return run
+    return compile_
+
+
+def _flo(value, mods):
+    value = np.atleast_1d(value)
+    if "SH" in mods:
+        pass
+    signed = "U32" not in mods
+    source = np.where(signed & (value >> U64(31) == 1), ~value & M32, value) if signed else value
+    result = np.full(source.shape, 0xFFFF_FFFF, dtype=np.uint64)
+    nonzero = source != 0
+    result[nonzero] = np.floor(np.log2(source[nonzero].astype(np.float64))).astype(np.uint64)
+    # float log2 can round up just below a power of two: correct by one where needed
+    over = nonzero & ((U64(1) << np.minimum(result, U64(63))) > source)
+    result[over] -= U64(1)
+    if "SH" in mods:
+        result[nonzero] = U64(31) - result[nonzero]
+    return result
+
+
+def _popc(value, mods):
+    value = np.atleast_1d(value).astype(np.uint64)
+    count = np.zeros(value.shape, dtype=np.uint64)
+    for shift in range(32):
+        count += (value >> U64(shift)) & U64(1)
+    return count
+
+
+def _brev(value, mods):
+    value = np.atleast_1d(value).astype(np.uint64)
+    result = np.zeros(value.shape, dtype=np.uint64)
+    for shift in range(32):
+        result |= ((value >> U64(shift)) & U64(1)) << U64(31 - shift)
+    return result
+
+
+def _iabs(value, mods):
+    return np.abs(_signed32(value)).astype(np.uint64) & M32
+
+
+def _prmt(ops, mods, ctx):
+    dest, _, sources, _ = _split(ops)
+    a, selector, b = (reader(s, ctx, False) for s in sources[:3])
+    write = writer(dest)
+    if any(x in mods for x in ("F4E", "B4E", "RC8", "ECL", "ECR", "RC16")):
+        return None
+
+    def run(m, mask):
+        (av, ab), (sv, sb), (bv, bb) = a(m), selector(m), b(m)
+        source = ((np.asarray(bv, dtype=np.uint64) & M32) << U64(32)) | (np.asarray(av, dtype=np.uint64) & M32)
+        sv = np.asarray(sv, dtype=np.uint64)
+        result = U64(0)
+        for byte in range(4):
+            nibble = (sv >> U64(4 * byte)) & U64(0xF)
+            chosen = (source >> ((nibble & U64(7)) * U64(8))) & U64(0xFF)
+            sign = (chosen >> U64(7)) & U64(1)
+            chosen = np.where(nibble & U64(8), sign * U64(0xFF), chosen)
+            result = result | (chosen << U64(8 * byte))
+        write(m, result, ab | sb | bb, mask)
+    return run
+
+
+def _s2r(ops, mods, ctx):
+    write, source = writer(ops[0]), reader(ops[1], ctx)
+    wide = ops[0].kind == "reg" and "64" in mods
+
+    def run(m, mask):
+        value, bits = source(m)
+        if wide:
+            writer(ops[0], wide=True)(m, value, bits, mask)
+        else:
+            write(m, value, bits, mask)
+    return run
+
+
+def _ldc(ops, mods, ctx):
+    wide = "64" in mods
+    source = reader(Operand(**{**ops[1].__dict__, "wide": wide}), ctx)
+    write = writer(ops[0], wide=wide)
+
+    def run(m, mask):
+        value, bits = source(m)
+        write(m, value, bits, mask)
+    return run
+
+
+def _p2r(ops, mods, ctx):
+    """P2R Rd, PR, Rx, mask: Rd = (Rx & ~mask) | (predicates P0..P6 & mask)."""
+    dest = writer(ops[0])
+    base = reader(ops[2], ctx, False)
+    field_mask = ops[3].value if len(ops) > 3 and ops[3].kind == "imm" else 0x7F
+    shift = 8 * (int(mods[0][1]) if mods and mods[0].startswith("B") and mods[0][1:].isdigit() else 0)
+    prefix = "UP" if ops[1].text.startswith("UPR") else "P"
+
+    def run(m, mask):
+        value, bits = base(m)
+        packed = U64(0)
+        for index in range(7):
+            if field_mask >> index & 1:
+                pv, pb = read_register(m, f"{prefix}{index}")
+                packed = packed | ((np.asarray(pv, dtype=np.uint64) & U64(1)) << U64(index))
+                bits = bits | pb
+        packed = packed << U64(shift)
+        keep = U64((~(field_mask << shift)) & 0xFFFF_FFFF)
+        dest(m, (np.asarray(value, dtype=np.uint64) & keep) | packed, bits, mask)
+    return run
+
+
+def _r2p(ops, mods, ctx):
+    source = reader(ops[1], ctx, False)
+    field_mask = ops[2].value if len(ops) > 2 and ops[2].kind == "imm" else 0x7F
+    shift = 8 * (int(mods[0][1]) if mods and mods[0].startswith("B") and mods[0][1:].isdigit() else 0)
+
+    def run(m, mask):
+        value, bits = source(m)
+        value = np.asarray(value, dtype=np.uint64) >> U64(shift)
+        for index in range(7):
+            if field_mask >> index & 1:
+                write_register(m, f"P{index}", (value >> U64(index)) & U64(1), bits, mask)
+    return run
+
+
+def _hfma2_constant(ops, mods, ctx):
+    """ptxas loads constants with ``HFMA2.MMA Rd, -RZ, RZ, hi, lo`` (0 * 0 + c): the result is c's halves."""
+    if len(ops) == 5 and {ops[1].name, ops[2].name} == {"RZ"} and all(o.kind in ("imm", "float") for o in ops[3:]):
+        halves = [np.float16(float(o.text)).view(np.uint16) if o.kind == "float" or o.text.isdigit()
+                  else np.uint16(o.value) for o in ops[3:]]
+        value = U64((int(halves[0]) << 16) | int(halves[1]))
+        write = writer(ops[0])
+        return lambda m, mask: write(m, value, taint.ZERO, mask)
+    return None
+
+
+def _i2f_rp(ops, mods, ctx):
+    """I2F.U32.RP (round toward +inf) of the division idiom, evaluated in float32."""
+    if "U32" not in mods or not any(x in mods for x in ("RP",)) or "F64" in mods:
+        return None
+    dest, _, sources, _ = _split(ops)
+    source, write = reader(sources[0], ctx, False), writer(dest)
+
+    def run(m, mask):
+        value, bits = source(m)
+        exact = np.asarray(value, dtype=np.uint64).astype(np.float64)
+        rounded = exact.astype(np.float32)
+        rounded = np.where(rounded.astype(np.float64) < exact, np.nextafter(rounded, np.float32(np.inf)), rounded)
+        write(m, np.asarray(rounded, dtype=np.float32).view(np.uint32).astype(np.uint64), bits, mask)
+    return run
+
+
+def _mufu_rcp(ops, mods, ctx):
+    if "RCP" not in mods or "64H" in mods:
+        return None
+    dest, _, sources, _ = _split(ops)
+    source, write = reader(sources[0], ctx, False), writer(dest)
+
+    def run(m, mask):
+        value, bits = source(m)
+        x = np.atleast_1d(np.asarray(value, dtype=np.uint64)).astype(np.uint32).view(np.float32)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            r = (np.float32(1.0) / x).astype(np.float32)
+        write(m, r.view(np.uint32).astype(np.uint64), bits, mask)
+    return run
+
+
+def _f2i_trunc(ops, mods, ctx):
+    if "TRUNC" not in mods or "U32" not in mods or "F64" in mods:
+        return None
+    dest, _, sources, _ = _split(ops)
+    source, write = reader(sources[0], ctx, False), writer(dest)
+
+    def run(m, mask):
+        value, bits = source(m)
+        x = np.atleast_1d(np.asarray(value, dtype=np.uint64)).astype(np.uint32).view(np.float32).astype(np.float64)
+        x = np.nan_to_num(np.trunc(x), nan=0.0, posinf=4294967295.0, neginf=0.0)
+        write(m, np.clip(x, 0, 4294967295).astype(np.uint64), bits, mask)
+    return run
+
+
+# --------------------------------------------------------------------------- warp-wide
+
+
+def _participants(m, mask):
+    return m.valid if mask is None else mask
+
+
+def _group_or(bits, participating, size):
+    bits = np.where(participating, np.broadcast_to(bits, (size,)), taint.ZERO).reshape(-1, GROUP)
+    return np.repeat(np.bitwise_or.reduce(bits, axis=1), GROUP)
+
+
+def _shfl(ops, mods, ctx):
+    mode = next((x for x in mods if x in ("UP", "DOWN", "BFLY", "IDX")), "IDX")
+    pred_out = writer(ops[0])
+    dest = writer(ops[1])
+    a, b, c = (reader(o, ctx, False) for o in ops[2:5])
+
+    def run(m, mask):
+        participating = _participants(m, mask)
+        (value, value_bits), (lane_arg, lane_bits), (clamp_arg, clamp_bits) = a(m), b(m), c(m)
+        value = np.broadcast_to(value, (m.size,))
+        value_bits = np.broadcast_to(value_bits, (m.size,))
+        lane = (m.lane % GROUP).astype(np.int64)
+        bval = (np.broadcast_to(lane_arg, (m.size,)) & U64(31)).astype(np.int64)
+        clamp = np.broadcast_to(clamp_arg, (m.size,))
+        cval = (clamp & U64(31)).astype(np.int64)
+        segment = ((clamp >> U64(8)) & U64(31)).astype(np.int64)
+        max_lane = (lane & segment) | (cval & ~segment)
+        min_lane = lane & segment
+        if mode == "UP":
+            source = lane - bval
+            in_range = source >= max_lane
+        else:
+            source = {"DOWN": lane + bval, "BFLY": lane ^ bval, "IDX": min_lane | (bval & ~segment)}[mode]
+            in_range = source <= max_lane
+        source = np.where(in_range, source, lane)
+        thread = np.arange(m.size) - lane + source
+        result_bits = value_bits[thread] | lane_bits | clamp_bits | \
+            np.where(participating[thread], taint.ZERO, taint.UNMODELLED)
+        dest(m, value[thread], result_bits, mask)
+        pred_out(m, in_range.astype(np.uint64), lane_bits | clamp_bits, mask)
+    return run
+
+
+def _vote(ops, mods, ctx):
+    mode = next((x for x in mods if x in ("ALL", "ANY", "EQ", "UNI")), "ANY")
+    dest = writer(ops[0]) if ops[0].kind == "reg" else None
+    pred_index = 1 if ops[0].kind == "reg" else 0
+    pred_out = writer(ops[pred_index])
+    source = reader(ops[pred_index + 1], ctx)
+
+    def run(m, mask):
+        participating = _participants(m, mask)
+        value, bits = source(m)
+        truth = ((np.broadcast_to(value, (m.size,)) & U64(1)) == 1) & participating
+        groups, taking_part = truth.reshape(-1, GROUP), participating.reshape(-1, GROUP)
+        out_bits = _group_or(bits, participating, m.size)
+        if dest is not None:
+            dest(m, np.repeat((groups * _LANE_BITS).sum(axis=1, dtype=np.uint64), GROUP), out_bits, mask)
+        any_true = groups.any(axis=1)
+        all_true = (groups | ~taking_part).all(axis=1)
+        result = {"ANY": any_true, "ALL": all_true, "EQ": all_true | ~any_true, "UNI": all_true | ~any_true}[mode]
+        pred_out(m, np.repeat(result, GROUP).astype(np.uint64), out_bits, mask)
+    return run
+
+
+def _match(ops, mods, ctx):
+    every = "ALL" in mods
+    wide = "U64" in mods
+    dest = writer(ops[0])
+    pred_out = writer(ops[1]) if every and len(ops) > 2 else None
+    source = reader(ops[-1], ctx, wide)
+
+    def run(m, mask):
+        participating = _participants(m, mask)
+        value, value_bits = source(m)
+        values = np.broadcast_to(value, (m.size,)).reshape(-1, GROUP)
+        taking_part = participating.reshape(-1, GROUP)
+        equal = (values[:, :, None] == values[:, None, :]) & taking_part[:, None, :]
+        same = (equal * _LANE_BITS).sum(axis=2, dtype=np.uint64).reshape(-1)
+        group_mask = np.repeat((taking_part * _LANE_BITS).sum(axis=1, dtype=np.uint64), GROUP)
+        bits = _group_or(value_bits, participating, m.size)
+        if every:
+            all_equal = same == group_mask
+            dest(m, np.where(all_equal, group_mask, U64(0)), bits, mask)
+            if pred_out:
+                pred_out(m, all_equal.astype(np.uint64), bits, mask)
+        else:
+            dest(m, same, bits, mask)
+    return run
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def _address_reader(op: Operand, ctx: SassContext, wide_base: bool):
+    """Per-thread address of ``[R2+UR4+0x10]`` (register terms scaled by .X4 etc.)."""
+    terms = [(reader(Operand("reg", name, name=name, wide=wide or wide_base), ctx), scale)
+             for name, scale, wide in op.registers]
+    offset = U64(op.value & 0xFFFF_FFFF_FFFF_FFFF)
+
+    def read(m):
+        total, bits = offset, taint.ZERO
+        for term, scale in terms:
+            value, b = term(m)
+            total = total + np.asarray(value, dtype=np.uint64) * U64(scale)
+            bits = bits | b
+        return total, bits
+    return read
+
+
+def _loaded(destinations: list[Operand], count: int):
+    """Writer giving ``count`` registers from the first destination on an unknown, loaded value."""
+    names = []
+    for op in destinations:
+        if op.kind == "reg" and op.name not in ("RZ", "URZ"):
+            base = op.name
+            names.append(base)
+            for _ in range(count - 1):
+                base = pair_name(base)
+                names.append(base)
+        elif op.kind == "pred":
+            names.append(op.name)
+
+    def write(m, mask):
+        for name in names:
+            write_register(m, name, U64(0), taint.LOADED, mask)
+    return write
+
+
+def _shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassContext, slot):
+    op = shared_op(opcode)
+    address_index = next((i for i, o in enumerate(ops) if o.kind == "address"), None)
+    if op is None or address_index is None:
+        return None
+    address = ops[address_index]
+    generic = op.space != ALWAYS and op.kind != "cp_async"
+    # LDGSTS [shared], [global]: the shared side is the first address operand
+    read = _address_reader(address, ctx, wide_base=generic and any(w for *_, w in address.registers))
+    kind_code = op.kind_code
+    matrices = op.matrices
+    row_lanes = 8 * matrices
+    destinations = ops[:address_index] if op.kind in ("ld", "ldmatrix", "atom") else []
+    registers_written = max(1, op.bytes // 4) if op.kind == "ld" else (matrices if op.kind == "ldmatrix" else
+                                                                       max(1, op.bytes // 4))
+    write_loaded = _loaded(destinations, registers_written) if destinations else None
+    window = U64(ctx.window_high) << U64(32)
+    base = U64(ctx.shared_base)
+
+    def run(m, mask):
+        value, bits = read(m)
+        lanes = m.valid if mask is None else mask
+        if row_lanes:
+            lanes = lanes & (m.lane < row_lanes)
+        bits = m.full(bits)
+        value = m.full(value)
+        if generic:
+            lanes = lanes & ((bits & taint.SHARED_WINDOW) != 0)
+            value = value - window
+        if lanes.any():
+            selected = bits[lanes] if lanes is not m.valid else bits
+            if not m.address_unknown(slot, int(np.bitwise_or.reduce(selected)), "address"):
+                raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
+                # the reserved window start maps to byte 0; an address inside the reserved part stays as is
+                offsets = np.where(raw >= int(base), raw - int(base), raw)
+                m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes)
+        if write_loaded:
+            write_loaded(m, mask)
+    return run
+
+
+def _other_memory(ops, mods, loads: bool):
+    if not loads:
+        return lambda m, mask: None
+    address_index = next((i for i, o in enumerate(ops) if o.kind == "address"), len(ops))
+    widths = [int(x) for x in mods if x in ("64", "128")]
+    count = max(1, (widths[0] // 32) if widths else 1)
+    write = _loaded(ops[:max(1, address_index)] if address_index else ops[:1], count)
+    return write
+
+
+# --------------------------------------------------------------------------- control flow
+
+
+def _guard(row: dict, ctx: SassContext):
+    name = row.get("guard")
+    if not name:
+        return None
+    read = reader(Operand("pred", name, name=name), ctx)
+    want = U64(0 if row.get("guard_negated") else 1)
+
+    def condition(m):
+        value, bits = read(m)
+        return (np.broadcast_to(value, (m.size,)) & U64(1)) == want, np.broadcast_to(bits, (m.size,))
+    return condition
+
+
+def _with_guard(body, guard):
+    if guard is None:
+        return lambda m, active, mask: body(m, mask)
+
+    def run(m, active, mask):
+        holds, bits = guard(m)
+        m.guard_taint = np.where(active, bits, taint.ZERO) if bits.any() else taint.ZERO
+        body(m, active & holds)
+        m.guard_taint = taint.ZERO
+    return run
+
+
+def _target(ops: list[Operand], slot, ctx: SassContext, labels: dict[str, int]) -> int | None:
+    for op in reversed(ops):
+        if op.kind == "label" and op.name in labels:
+            return labels[op.name]
+        if op.kind == "imm" and op.value in ctx.pc_index:
+            return ctx.pc_index[op.value]
+    return None
+
+
+def _jump(slot, guard, destination: int):
+    def run(m, active, mask):
+        taken, stopped = _condition(m, slot, guard, active)
+        stay = active & ~taken if stopped is None else active & ~taken & ~stopped
+        m.pc[taken] = destination
+        m.pc[stay] += 1
+    return run
+
+
+def _return_to_register(slot, guard, ops: list[Operand], ctx: SassContext):
+    """RET.REL Rx offset: jump to the address the caller left in Rx (per thread)."""
+    # cuobjdump prints "RET.REL.NODEC R4 0x0" (register and offset without a comma)
+    ops = [parse_operand(token) for op in ops for token in op.text.split()]
+    register = next((o for o in ops if o.kind == "reg"), None)
+    extra = next((o.value for o in ops if o.kind == "imm"), 0)
+    if register is None:
+        return None
+    read = reader(register, ctx, False)
+    pcs = np.array(sorted(ctx.pc_index), dtype=np.int64)
+
+    def run(m, active, mask):
+        taken, stopped = _condition(m, slot, guard, active)
+        stay = active & ~taken if stopped is None else active & ~taken & ~stopped
+        value, bits = read(m)
+        value = np.broadcast_to(np.asarray(value, dtype=np.uint64).astype(np.int64) + extra, (m.size,))
+        bits = np.broadcast_to(bits, (m.size,))
+        unknown = taken & ((bits & taint.UNKNOWN) != 0)
+        if unknown.any():
+            m.stop(slot, unknown, int(np.bitwise_or.reduce(bits[unknown])), "return address is not known")
+            taken = taken & ~unknown
+        where = np.searchsorted(pcs, value[taken])
+        found = (where < len(pcs)) & (pcs[np.minimum(where, len(pcs) - 1)] == value[taken])
+        target = np.where(found, where, EXIT)
+        m.pc[taken] = target
+        m.pc[stay] += 1
+    return run
+
+
+def _barrier(slot, guard, ops, mods, ctx):
+    result = None
+    if "RED" in mods and ops and ops[0].kind == "reg":
+        write = writer(ops[0])
+        result = lambda m, mask: write(m, U64(0), taint.UNMODELLED, mask)
+
+    def run(m, active, mask):
+        taken, stopped = _condition(m, slot, guard, active)
+        if result is not None:
+            result(m, taken)
+        stay = active & ~taken if stopped is None else active & ~taken & ~stopped
+        m.resume[taken] = m.pc[taken] + 1
+        m.pc[taken] = WAIT
+        m.pc[stay] += 1
+    return run
+
+
+def _bra_div(slot, guard, ops, ctx, destination: int):
+    """BRA.DIV URx, target: taken by warps whose active lanes are not all the lanes of the mask URx."""
+    mask_reader = reader(ops[0], ctx, False) if ops and ops[0].kind == "reg" else None
+
+    def run(m, active, mask):
+        taken, stopped = _condition(m, slot, guard, active)
+        groups = taken.reshape(-1, GROUP)
+        have = (groups * _LANE_BITS).sum(axis=1, dtype=np.uint64)
+        if mask_reader is not None:
+            want, _ = mask_reader(m)
+            want = np.broadcast_to(np.asarray(want, dtype=np.uint64), (m.size,)).reshape(-1, GROUP)[:, 0]
+        else:
+            want = (m.valid.reshape(-1, GROUP) * _LANE_BITS).sum(axis=1, dtype=np.uint64)
+        divergent = np.repeat(have != (want & M32), GROUP) & taken
+        stay = active & ~divergent if stopped is None else active & ~divergent & ~stopped
+        m.pc[divergent] = destination
+        m.pc[stay] += 1
+    return run
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+_ALU = {
+    "MOV": _mov, "UMOV": _mov, "MOV32I": _mov, "IMAD": _imad, "UIMAD": _imad, "IMUL": _imad, "XMAD": _xmad,
+    "IADD3": _iadd3, "UIADD3": _iadd3, "IADD": _iadd, "IADD32I": _iadd, "VIADD": _iadd, "UIADD": _iadd,
+    "LEA": _lea, "ULEA": _lea, "ISCADD": _iscadd, "SHF": _shf, "USHF": _shf, "LOP3": _lop3, "ULOP3": _lop3,
+    "LOP": _lop, "LOP32I": _lop, "ISETP": _isetp, "UISETP": _isetp, "PLOP3": _plop3, "UPLOP3": _plop3,
+    "PSETP": _psetp, "SEL": _sel, "USEL": _sel, "FSEL": _sel, "IMNMX": _imnmx, "VIMNMX": _imnmx,
+    "UIMNMX": _imnmx, "FLO": _unary(_flo), "UFLO": _unary(_flo), "POPC": _unary(_popc),
+    "UPOPC": _unary(_popc), "BREV": _unary(_brev), "UBREV": _unary(_brev), "IABS": _unary(_iabs),
+    "PRMT": _prmt, "UPRMT": _prmt, "S2R": _s2r, "CS2R": _s2r, "S2UR": _s2r, "R2UR": _mov, "LDC": _ldc,
+    "ULDC": _ldc, "P2R": _p2r, "UP2UR": _p2r, "R2P": _r2p, "SHFL": _shfl, "VOTE": _vote, "VOTEU": _vote,
+    "MATCH": _match, "SHL": _shift, "SHR": _shift, "HFMA2": _hfma2_constant, "I2F": _i2f_rp,
+    "MUFU": _mufu_rcp, "F2I": _f2i_trunc,
+}
+
+
+def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compiled:
+    row = slot.row
+    family = row["opcode"]
+    mods = list(row["modifiers"] or [])
+    full = ".".join([family, *mods])
+    ops = [parse_operand(o) for o in row["operands"] or []]
+    guard = _guard(row, ctx)
+
+    if family in ("BRA", "JMP") or family == "BRX" or family == "JMX":
+        destination = _target(ops, slot, ctx, labels)
+        if destination is None:
+            reason = "indirect branch (BRX/JMX) is not followed" if family in ("BRX", "JMX") \
+                else "branch target is not an instruction of the listing"
+            return Compiled(lambda m, active, mask: m.stop(slot, active, 0, reason), True, slot)
+        if "DIV" in mods:
+            return Compiled(_bra_div(slot, guard, ops, ctx, destination), True, slot)
+        return Compiled(_jump(slot, guard, destination), True, slot)
+    if family in ("CALL", "JCAL"):
+        destination = _target(ops, slot, ctx, labels)
+        if destination is None:
+            return Compiled(lambda m, active, mask: m.stop(slot, active, 0, "indirect call is not followed"),
+                            True, slot)
+        return Compiled(_jump(slot, guard, destination), True, slot)
+    if family == "RET":
+        run = _return_to_register(slot, guard, ops, ctx)
+        if run is None:
+            return Compiled(_jump(slot, guard, EXIT), True, slot)
+        return Compiled(run, True, slot)
+    if family in ("EXIT", "KILL", "BPT") and family != "BPT":
+        return Compiled(_jump(slot, guard, EXIT), True, slot)
+    if family == "BAR" and not any(x in mods for x in ("ARV", "ARRIVE")):
+        return Compiled(_barrier(slot, guard, ops, mods, ctx), True, slot)
+    if family in NO_OPS or family == "BAR":
+        return Compiled(lambda m, active, mask: None, False, slot)
+
+    body = None
+    if shared_op(full) is not None:
+        body = _shared_memory(full, ops, mods, ctx, slot)
+    if body is None and family in _ALU and _ALU[family] is not None:
+        try:
+            body = _ALU[family](ops, mods, ctx)
+        except (IndexError, AttributeError, ValueError, TypeError):
+            body = None
+    if body is None:
+        if family in GLOBAL_LOADS or family in ("LD", "ATOM", "ATOMS", "LDS", "LDSM", "LDG", "LDL"):
+            body = _other_memory(ops, mods, True)
+        elif family in GLOBAL_STORES or family in ("ST", "RED", "STS", "STG"):
+            body = _other_memory(ops, mods, False)
+        else:
+            bits = taint.FLOAT if family in FLOAT_FAMILIES else taint.UNMODELLED
+            if bits is taint.UNMODELLED:
+                ctx.unknown_opcodes[full] = ctx.unknown_opcodes.get(full, 0) + 1
+            body = _unknown(ops, bits)
+    return Compiled(_with_guard(body, guard), False, slot)
+
+
+def _unknown(ops: list[Operand], bits):
+    """Destinations (the leading register/predicate operands) get an unknown value carrying ``bits``."""
+    destinations = []
+    for op in ops[:2]:
+        if op.kind in ("reg", "pred") and not op.negate:
+            destinations.append(op)
+            if op.kind == "reg":
+                break
+        else:
+            break
+    writers = [writer(op) for op in destinations]
+    wide = [op for op in destinations if op.kind == "reg"]
+    extra = [writer(Operand("reg", "", name=pair_name(wide[0].name)))] if wide and wide[0].wide else []
+
+    def run(m, mask):
+        for write in writers + extra:
+            write(m, U64(0), bits, mask)
+    return run

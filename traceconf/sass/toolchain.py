@@ -1,0 +1,196 @@
+"""Finding and running NVIDIA's tools: ptxas (PTX → cubin), cuobjdump and nvdisasm (cubin → SASS text).
+
+Search order for each tool: ``PATH``, ``$CUDA_HOME/bin`` (and ``$CUDA_PATH``),
+``/usr/local/cuda/bin``, then the ``bin`` folders of the NVIDIA pip wheels
+(``nvidia-cuda-nvcc``, ``nvidia-cuda-cuobjdump``, ``nvidia-cuda-nvdisasm``;
+``pip install 'traceconf[sass]'`` installs them).  Tools run without a shell,
+with an argument list, a timeout and a private temporary folder.  ptxas
+output is cached per (PTX hash, architecture, options, ptxas version) in the
+user cache folder (``$TRACECONF_CACHE`` or ``$XDG_CACHE_HOME/traceconf`` or
+``~/.cache/traceconf``), and so is the disassembly of a binary (per binary hash and tool versions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from traceconf.errors import InputError
+
+TIMEOUT_S = 120
+HOW_TO_GET = {
+    "ptxas": "install the CUDA toolkit or `pip install nvidia-cuda-nvcc` (or `pip install 'traceconf[sass]'`)",
+    "cuobjdump": "install the CUDA toolkit or `pip install nvidia-cuda-cuobjdump` (or `pip install 'traceconf[sass]'`)",
+    "nvdisasm": "install the CUDA toolkit or `pip install nvidia-cuda-nvdisasm` (or `pip install 'traceconf[sass]'`)",
+}
+
+
+def _wheel_bin_dirs() -> list[Path]:
+    """``site-packages/nvidia/*/bin`` (cu12 wheels: nvidia/cuda_nvcc/bin; cu13: nvidia/cu13/bin)."""
+    found = []
+    for entry in sys.path:
+        base = Path(entry) / "nvidia"
+        if base.is_dir():
+            found += sorted(p for p in base.glob("*/bin") if p.is_dir())
+    return found
+
+
+def search_dirs() -> list[Path]:
+    dirs = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    for variable in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(variable):
+            dirs.append(Path(os.environ[variable]) / "bin")
+    dirs.append(Path("/usr/local/cuda/bin"))
+    return dirs + _wheel_bin_dirs()
+
+
+@lru_cache(maxsize=None)
+def find_tool(name: str) -> str | None:
+    """Absolute path of ``name`` (ptxas, cuobjdump, nvdisasm) or None."""
+    for directory in search_dirs():
+        candidate = directory / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which(name)
+
+
+def require_tool(name: str) -> str:
+    tool = find_tool(name)
+    if tool is None:
+        raise InputError(f"{name} not found (searched PATH, $CUDA_HOME/bin, /usr/local/cuda/bin and the NVIDIA pip "
+                         f"wheels): {HOW_TO_GET[name]}")
+    return tool
+
+
+_PTXAS_LOCATION = re.compile(r", line (\d+); (?:error|fatal)\s*:\s*(.*)")
+
+
+def run_tool(name: str, arguments: list[str], what: str, cwd: str | None = None, file: str | None = None) -> str:
+    """Run a tool, return its stdout; a failure is a one-line InputError with the tool's first error line
+    (located at ``file``:LINE when the tool names an input line, as ptxas does)."""
+    tool = require_tool(name)
+    try:
+        done = subprocess.run([tool, *arguments], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd,
+                              errors="replace")
+    except subprocess.TimeoutExpired:
+        raise InputError(f"{name} did not finish within {TIMEOUT_S} s on {what}") from None
+    except OSError as exc:
+        raise InputError(f"cannot run {tool}: {exc.strerror}") from None
+    if done.returncode != 0:
+        message = next((line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()),
+                       f"exit status {done.returncode}")
+        located = _PTXAS_LOCATION.search(message)
+        if located and file:
+            raise InputError(f"{name}: {located.group(2)}", file=file, line=int(located.group(1)))
+        raise InputError(f"{name} failed on {what}: {message}", file=file)
+    return done.stdout
+
+
+@lru_cache(maxsize=None)
+def tool_version(name: str) -> str:
+    tool = find_tool(name)
+    if tool is None:
+        return ""
+    try:
+        out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    match = re.search(r"V(\d+\.\d+\.\d+)", out)
+    return match.group(1) if match else out.strip().splitlines()[-1] if out.strip() else ""
+
+
+def ptxas_targets() -> set[str]:
+    """Architectures the found ptxas accepts (``--list-gpu-code``, else a wide default)."""
+    try:
+        out = run_tool("ptxas", ["--help"], "--help")
+    except InputError:
+        return set()
+    return set(re.findall(r"sm_\d+[a-z]?", out))
+
+
+def cache_dir() -> Path:
+    if os.environ.get("TRACECONF_CACHE"):
+        return Path(os.environ["TRACECONF_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "traceconf"
+
+
+def assemble(ptx: bytes, arch: str, options: list[str] | tuple[str, ...] = (), what: str = "the PTX") -> bytes:
+    """PTX → cubin with ``ptxas -arch=ARCH -lineinfo OPTIONS``; cached per (PTX hash, arch, options, version)."""
+    options = list(options)
+    key = hashlib.sha256(b"\0".join([ptx, arch.encode(), *(o.encode() for o in options),
+                                     tool_version("ptxas").encode()])).hexdigest()
+    cached = cache_dir() / "ptxas" / f"{key}.cubin"
+    if cached.is_file():
+        return cached.read_bytes()
+    with tempfile.TemporaryDirectory(prefix="traceconf-") as work:
+        source, output = Path(work) / "input.ptx", Path(work) / "output.cubin"
+        source.write_bytes(ptx)
+        run_tool("ptxas", [f"-arch={arch}", "-lineinfo", *options, str(source), "-o", str(output)], what, cwd=work,
+                 file=what)
+        cubin = output.read_bytes()
+    _store(cached, cubin)
+    return cubin
+
+
+def disassemble(binary: bytes, what: str) -> tuple[str, str]:
+    """(SASS listing with line info, ``cuobjdump -elf`` text) of a cubin, fatbin or host binary.
+
+    A cubin goes to ``nvdisasm -g -gp -c`` (CUDA and PTX line info per instruction); anything else to
+    ``cuobjdump -sass``, which finds the cubins embedded in fatbins, executables and shared libraries.
+    Cached per (binary hash, tool versions): the tools take about a second to start.
+    """
+    key = hashlib.sha256(b"\0".join([binary, tool_version("nvdisasm").encode(), tool_version("cuobjdump").encode(),
+                                      b"disassemble-1"])).hexdigest()
+    cached = cache_dir() / "disassembly" / key
+    listing_file, elf_file = cached.with_suffix(".sass"), cached.with_suffix(".elf")
+    if listing_file.is_file() and elf_file.is_file():
+        return listing_file.read_text(), elf_file.read_text()
+    listing, elf = _disassemble(binary, what)
+    _store(listing_file, listing.encode())
+    _store(elf_file, elf.encode())
+    return listing, elf
+
+
+def _store(path: Path, data: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
+        temporary.write_bytes(data)
+        temporary.replace(path)
+    except OSError:
+        pass  # a read-only cache folder only costs speed
+
+
+def _disassemble(binary: bytes, what: str) -> tuple[str, str]:
+    with tempfile.TemporaryDirectory(prefix="traceconf-") as work:
+        path = Path(work) / "input.bin"
+        path.write_bytes(binary)
+        elf = run_tool("cuobjdump", ["-elf", str(path)], what, cwd=work) if find_tool("cuobjdump") else ""
+        if is_cubin(binary) and find_tool("nvdisasm"):
+            listing = run_tool("nvdisasm", ["-g", "-gp", "-c", str(path)], what, cwd=work)
+        else:
+            listing = run_tool("cuobjdump", ["-sass", str(path)], what, cwd=work)
+    return listing, elf
+
+
+ELF_MAGIC = b"\x7fELF"
+FATBIN_MAGIC = (b"\x50\xed\x55\xba", b"\xba\x55\xed\x50")
+EM_CUDA = 190
+
+
+def is_cubin(data: bytes) -> bool:
+    """An ELF whose machine is EM_CUDA (190): a CUDA device binary (cubin)."""
+    return data[:4] == ELF_MAGIC and len(data) > 20 and int.from_bytes(data[18:20], "little") == EM_CUDA
+
+
+def is_cuda_binary(head: bytes) -> bool:
+    """A cubin, a fatbin, or an ELF host binary (executable / shared library) that may embed cubins."""
+    return head[:4] == ELF_MAGIC or head[:4] in FATBIN_MAGIC
