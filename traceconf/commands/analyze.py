@@ -284,7 +284,7 @@ def analyze(
                        f"(limit --fail-on-excess {fail_on_excess})", err=True)
         if over:
             raise typer.Exit(1)
-        summaries = [unresolved_summary(analysis) for analysis in analyses if analysis.unresolved]
+        summaries = [s for s in (unresolved_summary(analysis) for analysis in analyses) if any(s)]
         if summaries and not allow_unresolved:
             counted, uncounted = sum(s[0] for s in summaries), sum(s[1] for s in summaries)
             typer.echo(f"traceconf: --fail-on-excess cannot vouch for unresolved accesses: {counted:,} warp-level "

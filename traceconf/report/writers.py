@@ -55,7 +55,7 @@ def json_document(analyses: list[KernelAnalysis], devices: list[str]) -> dict:
                 "device": device,
                 "launch": analysis.launch,
                 "totals": _kind_totals(table),
-                "partial": bool(analysis.unresolved),
+                "partial": bool(unresolved_executions or uncounted),
                 "unresolved_executions": unresolved_executions,
                 "uncounted_instructions": uncounted,
                 "unresolved": unresolved,
