@@ -94,7 +94,12 @@ def test_fail_on_excess_gates_ci(fake_pipeline):
     assert result.exit_code == 1
     assert result.stderr.strip() == (f"traceconf: kernel transpose_unpadded on sm_90 has {EXCESS:,} excess "
                                      f"wavefronts (limit --fail-on-excess {EXCESS - 1})")
-    assert invoke(fake_pipeline.path, "--format", "json", "--fail-on-excess", EXCESS).exit_code == 0
+    # the fake kernel has an unresolved instruction: the gate does not pass silently
+    unresolved = invoke(fake_pipeline.path, "--format", "json", "--fail-on-excess", EXCESS)
+    assert unresolved.exit_code == 3
+    assert "unresolved" in unresolved.stderr and "--data" in unresolved.stderr and "--param" in unresolved.stderr
+    assert invoke(fake_pipeline.path, "--format", "json", "--fail-on-excess", EXCESS,
+                  "--allow-unresolved").exit_code == 0
 
 
 @pytest.mark.parametrize("args, message", [

@@ -42,3 +42,34 @@ def test_bad_options(args, message):
     from tests.conftest import FIXTURES
     result = _run("analyze", str(FIXTURES / "emulate" / "transpose.ptx"), *args)
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.fixture()
+def data_files(tmp_path):
+    import numpy as np
+    np.save(tmp_path / "short.npy", np.zeros(100, np.uint8))
+    np.save(tmp_path / "floats.npy", np.zeros(8192, np.float32))
+    np.save(tmp_path / "good.npy", np.zeros(8192, np.uint8))
+    (tmp_path / "odd.bin").write_bytes(b"abc")
+    return tmp_path
+
+
+@pytest.mark.parametrize("data, message", [
+    ("0={d}/missing.npy", "missing.npy: kernel _Z7hist256PKhPji: --data 0: no such file"),
+    ("nosuch={d}/good.npy", "--data nosuch: no selected kernel has such a parameter"),
+    ("7={d}/good.npy", "--data 7: no selected kernel has such a parameter"),
+    ("0=random:u7:100", "--data 0: unknown dtype 'u7'"),
+    ("0=random:u8", "--data 0: expected random:DTYPE:COUNT[:LOW:HIGH]"),
+    ("0={d}/odd.bin:uint16", "odd.bin: kernel _Z7hist256PKhPji: --data 0: 3 bytes is not a whole number of uint16 elements"),
+    ("0={d}/short.npy", "reads bytes 100..100 of parameter _Z7hist256PKhPji_param_0, but --data gives it only "
+                        "100 bytes"),
+    ("0={d}/floats.npy", "reads .u8 values from parameter _Z7hist256PKhPji_param_0, but --data gives it float32"),
+    ("0", "--data: expected NAME_OR_INDEX=SOURCE"),
+])
+def test_bad_data(data_files, data, message):
+    from tests.conftest import FIXTURES
+    result = _run("analyze", str(FIXTURES / "cuda" / "datadep.sm_90.ptx"), "-k", "hist256", "--block", "256",
+                  "--grid", "2", "--param", "2=8192", "--data", data.format(d=data_files))
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 3

@@ -193,7 +193,7 @@ def test_warp_size_64_groups_two_nvidia_warps():
 # --------------------------------------------------------------------------- taint
 
 
-def test_data_dependent_branch_stops_the_warp_and_reports_what_it_cannot_reach():
+def test_data_dependent_branch_is_explored_soundly_and_the_rest_counted():
     module = kernel_module("""
         ld.param.u64 %rd1, [k_param_0];
         mov.u32 %r1, %tid.x;
@@ -207,17 +207,42 @@ def test_data_dependent_branch_stops_the_warp_and_reports_what_it_cannot_reach()
         st.shared.u32 [%r2+256], %r1;
         ret;""", params=".param .u64 k_param_0", shared=".shared .align 4 .b8 buf[512];\n")
     result = run(module)
-    assert len(result.accesses) == 1                          # the store before the branch
-    lines = {u["ptx"].split()[-2] for u in result.unresolved}
-    assert lines == {"[%r2+128],", "[%r2+256],"}
-    assert all("loaded from memory" in u["reason"] for u in result.unresolved)
+    # the stores before the branch and after it rejoins are counted exactly (every lane, known addresses)
+    assert len(result.accesses) == 2
+    assert result.accesses.address[1].tolist() == (256 + 4 * np.arange(32)).tolist()
+    # the store under the branch: which lanes run it is unknown
+    (entry,) = result.unresolved
+    assert entry["ptx"].split()[-2] == "[%r2+128]," and entry["uncounted"]
+    assert "branch at PTX line" in entry["reason"] and "loaded from memory" in entry["reason"]
 
 
-def test_float_address_is_unresolved_and_the_rest_analysed():
+def test_registers_written_under_an_unknown_branch_are_unknown_after_it():
+    module = kernel_module("""
+        ld.param.u64 %rd1, [k_param_0];
+        mov.u32 %r1, %tid.x;
+        shl.b32 %r2, %r1, 2;
+        ld.global.u32 %r3, [%rd1];
+        setp.eq.s32 %p1, %r3, 0;
+        @%p1 bra SKIP;
+        add.s32 %r2, %r2, 128;
+    SKIP:
+        st.shared.u32 [%r2], %r1;
+        st.shared.u32 [%r2+256], %r1;
+        shl.b32 %r4, %r1, 3;
+        st.shared.u32 [%r4], %r1;
+        ret;""", params=".param .u64 k_param_0", shared=".shared .align 4 .b8 buf[1024];\n")
+    result = run(module)
+    assert len(result.accesses) == 1 and result.accesses.address[0].tolist() == (8 * np.arange(32)).tolist()
+    assert {u["ptx"].split()[-2] for u in result.unresolved} == {"[%r2],", "[%r2+256],"}
+    assert all(u["executions"] == 1 and "branch whose direction is unknown" in u["reason"]
+               for u in result.unresolved)
+
+
+def test_approximate_float_address_is_unresolved_and_the_rest_analysed():
     got_module = kernel_module("""
         mov.u32 %r1, %tid.x;
         cvt.rn.f32.u32 %f1, %r1;
-        mul.f32 %f2, %f1, 0f40000000;
+        ex2.approx.f32 %f2, %f1;
         cvt.rzi.u32.f32 %r2, %f2;
         st.shared.u32 [%r2], %r1;
         shl.b32 %r3, %r1, 2;
@@ -226,6 +251,25 @@ def test_float_address_is_unresolved_and_the_rest_analysed():
     result = run(got_module)
     assert len(result.accesses) == 1
     assert result.unresolved[0]["reason"] == "address depends on floating-point arithmetic"
+
+
+def test_exact_float_arithmetic_gives_addresses():
+    # (tid + 0.5) * 3.0, fma with 0.25, rounded down: floor(3 tid + 1.75) = 3 tid + 1 words
+    module = kernel_module("""
+        mov.u32 %r1, %tid.x;
+        cvt.rn.f32.u32 %f1, %r1;
+        add.rn.f32 %f2, %f1, 0f3F000000;
+        fma.rn.f32 %f3, %f2, 0f40400000, 0f3E800000;
+        cvt.rmi.s32.f32 %r2, %f3;
+        setp.gtu.f32 %p1, %f3, 0f42C80000;
+        shl.b32 %r3, %r2, 2;
+        @!%p1 st.shared.u32 [%r3], %r1;
+        ret;""", shared=".shared .align 4 .b8 buf[1024];\n")
+    result = run(module)
+    assert not result.unresolved
+    lanes = np.arange(32)
+    active = 3 * (lanes + 0.5) + 0.25 <= 100.0
+    assert result.accesses.address[0].tolist() == np.where(active, 4 * (3 * lanes + 1), -1).tolist()
 
 
 def test_cta_dependent_address_analyses_every_cta_or_a_stated_sample():

@@ -13,7 +13,7 @@ from traceconf.engine import analyze, combine, count_wavefronts, summarize
 from traceconf.errors import InputError
 from traceconf.reference import execution_cost
 from traceconf.rules import builtin_names, load_rule_set
-from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KIND_CODES
+from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KIND_CODES, OP_CODES, OPS
 
 
 def accesses_of(rows: list[tuple], warp_size: int = 32, kernel: str = "k") -> WarpAccesses:
@@ -23,12 +23,12 @@ def accesses_of(rows: list[tuple], warp_size: int = 32, kernel: str = "k") -> Wa
     """
     n = len(rows)
     address = np.full((n, warp_size), -1, dtype=np.int64)
-    for i, (_, _, _, lanes) in enumerate(rows):
-        address[i, :len(lanes)] = lanes
+    for i, row in enumerate(rows):
+        address[i, :len(row[3])] = row[3]
     return WarpAccesses(kernel, np.zeros(n, np.int64), np.arange(n, dtype=np.int32) % 4, np.arange(n) * 7 + 3,
                         np.arange(n, dtype=np.int32), np.array([KIND_CODES[r[0]] for r in rows], np.int8),
                         np.array([r[1] for r in rows], np.int16), np.array([r[2] for r in rows], np.int8),
-                        address)
+                        address, np.array([OP_CODES[r[4] if len(r) > 4 else ""] for r in rows], np.int8))
 
 
 def costs(rules, rows, warp_size=None):
@@ -92,6 +92,26 @@ def test_engine_matches_reference(name):
 
     @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(st.lists(execution(rules), min_size=1, max_size=12))
+    def check(rows):
+        expected = [execution_cost(rules, *row) for row in rows]
+        assert costs(rules, rows) == [(c.wavefronts, c.ideal_wavefronts, c.max_ways) for c in expected]
+
+    check()
+
+
+@st.composite
+def execution_with_op(draw, rules):
+    """An execution as above; atomics carry a random operation (its [atomic_ops] rule may apply)."""
+    kind, nbytes, matrices, address = draw(execution(rules))
+    return kind, nbytes, matrices, address, draw(st.sampled_from(OPS)) if kind == "atom" else ""
+
+
+@pytest.mark.parametrize("name", ["sm_90", "sm_50", "gcn"])
+def test_engine_matches_reference_per_atomic_operation(name):
+    rules = load_rule_set(name)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(execution_with_op(rules), min_size=1, max_size=12))
     def check(rows):
         expected = [execution_cost(rules, *row) for row in rows]
         assert costs(rules, rows) == [(c.wavefronts, c.ideal_wavefronts, c.max_ways) for c in expected]

@@ -175,7 +175,12 @@ def test_predicted_wavefronts_equal_the_hardware_counters(path, kernel, launch, 
         assert analysis.unresolved, "data-dependent addresses must be reported unresolved, never guessed"
         return
     uncounted = {row["instruction"] for row in analysis.instructions.to_pylist() if row["kind"] in ("tma", "wgmma")}
-    assert not [u for u in analysis.unresolved if u["instruction"] not in uncounted], analysis.unresolved
+    left = [u for u in analysis.unresolved if u["instruction"] not in uncounted]
+    if kernel in rewritten_kernels():
+        # 64-bit shared add/min/max/and/or: ptxas's CAS retry loop, whose count contention decides
+        assert all("ATOMS.CAST.SPIN.64" in u["reason"] for u in left), left
+    else:
+        assert not left, left
     if kernel in rewritten_kernels():
         _, ptx, sass = rewrites()[kernel]
         pytest.skip(f"ptxas rewrote the shared accesses of {kernel} (PTX {dict(ptx)} -> SASS {dict(sass)}); "

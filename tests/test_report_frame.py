@@ -55,13 +55,16 @@ def test_json_document_contract():
     assert [(r["kernel"], r["device"]) for r in document["results"]] == [
         ("transpose_unpadded", "sm_90"), ("transpose_unpadded", "sm_1x")]
     result = document["results"][0]
-    assert list(result) == ["kernel", "device", "launch", "totals", "unresolved", "instructions"]
+    assert list(result) == ["kernel", "device", "launch", "totals", "partial", "unresolved_executions",
+                            "uncounted_instructions", "unresolved", "instructions"]
+    assert result["partial"] is True and result["uncounted_instructions"] == 1
     assert list(result["totals"]) == list(KINDS)
     assert result["totals"]["ld"] == {"executions": 4 * 8 * SCALE, "wavefronts": 4 * 8 * 32 * SCALE,
                                       "ideal_wavefronts": 4 * 8 * SCALE, "excess_wavefronts": 4 * EXCESS_PER_LOAD}
     assert result["totals"]["atom"]["wavefronts"] == 0
     assert result["unresolved"] == [{"instruction": UNRESOLVED, "ptx": "st.shared.u32 [%r60], %r61",
-                                     "reason": "address depends on a global load"}]
+                                     "reason": "address depends on a global load", "executions": 0,
+                                     "counted": False}]
     first = result["instructions"][0]
     assert list(first) == ["instruction", "ptx", "kind", "width_bits", "source", "executions", "wavefronts",
                            "ideal_wavefronts", "excess_wavefronts", "max_ways", "resolved"]

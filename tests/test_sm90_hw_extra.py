@@ -18,6 +18,7 @@ import pytest
 from test_engine import accesses_of
 from traceconf.engine import count_wavefronts
 from traceconf.rules import load_rule_set
+from traceconf.schemas import OP_CODES
 
 DATA = Path(__file__).parent / "data" / "hw"
 SM90 = load_rule_set("sm_90")
@@ -156,21 +157,27 @@ def test_histogram_popc_inc_merges_same_word_lanes(tmp_path):
     assert tuple(np.sum(_model(merging, executions), axis=0)) == measured == (402, 274)
 
 
-# Known gaps, pinned to the MEASURED values: these fail until ACCESSES tells the atomic operations apart
-# (then strict xfail turns them into failures, and the markers come off).
+# The operation column of ACCESSES (issue 12): ATOMS.CAS and ATOMS.POPC.INC counted as measured by the sm_90 rules.
 
-@pytest.mark.xfail(strict=True, reason="ACCESSES has one 'atom' kind: ATOMS.CAS (2 wavefronts) counts as ATOMS.ADD (1)")
-def test_known_gap_atom_cas_counts_as_measured():
+def _model_op(rules, executions: list[tuple], op: str) -> list[tuple[int, int]]:
+    accesses = accesses_of(executions)
+    accesses.op[:] = OP_CODES[op]
+    wavefronts, ideal, _ = count_wavefronts(accesses, rules)
+    return list(zip(wavefronts.tolist(), (wavefronts - ideal).tolist()))
+
+
+def test_atom_cas_counts_as_measured():
     row = next(r for r in _patterns() if r["kind"] == ATOM_CAS)
-    assert _model(SM90, [("atom", 4, 0, row["offsets"])]) == [(int(row["hw_wf_atom"]), int(row["hw_bc_atom"]))]
+    assert _model_op(SM90, [("atom", 4, 0, row["offsets"])], "cas") == [(int(row["hw_wf_atom"]),
+                                                                        int(row["hw_bc_atom"]))]
+    assert _model(SM90, [("atom", 4, 0, row["offsets"])]) == [(1, 0)]      # an add on the same lanes
 
 
-@pytest.mark.xfail(strict=True, reason="ACCESSES has one 'atom' kind: ATOMS.POPC.INC merges same-word lanes, "
-                                       "ATOMS.ADD does not; the sm_90 rule set gives 451 where the GPU did 402")
-def test_known_gap_histogram_popc_inc_counts_as_measured():
+def test_histogram_popc_inc_counts_as_measured():
     launch = _launch("histogram_shared")
     data = np.random.default_rng(5).integers(0, 256, 4096)      # scripts/validate_hw.py, kernels.toml seed 5
     executions = [("atom", 4, 0, (4 * data[block * 256 + warp * 32 + np.arange(32) + 512 * step]).tolist())
                   for block in range(2) for warp in range(8) for step in range(8)]
     measured = (int(launch["hw_wf_atom"]), int(launch["hw_bc_atom"]))
-    assert tuple(np.sum(_model(SM90, executions), axis=0)) == measured
+    assert tuple(np.sum(_model_op(SM90, executions, "popc_inc"), axis=0)) == measured
+    assert tuple(np.sum(_model(SM90, executions), axis=0)) != measured      # as ATOMS.ADD: 451

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from traceconf.schemas import ACCESSES, KINDS
+from traceconf.schemas import ACCESSES, KINDS, OPS, OPTIONAL_ACCESS_COLUMNS
 
 INACTIVE = -1
 
@@ -38,6 +38,11 @@ class WarpAccesses:
     bytes: np.ndarray        # (n,) int16
     matrices: np.ndarray     # (n,) int8
     address: np.ndarray      # (n, warp_size) int64
+    op: np.ndarray | None = None  # (n,) int8 codes of OPS (atomics); None: unknown for every execution
+
+    def __post_init__(self) -> None:
+        if self.op is None:
+            self.op = np.zeros(len(self.kind), dtype=np.int8)
 
     @property
     def warp_size(self) -> int:
@@ -55,7 +60,7 @@ class WarpAccesses:
     def take(self, rows: np.ndarray) -> "WarpAccesses":
         return WarpAccesses(self.kernel, self.cta[rows], self.warp[rows], self.execution[rows],
                             self.instruction[rows], self.kind[rows], self.bytes[rows],
-                            self.matrices[rows], self.address[rows])
+                            self.matrices[rows], self.address[rows], self.op[rows])
 
     @classmethod
     def concat(cls, parts: list["WarpAccesses"]) -> "WarpAccesses":
@@ -64,7 +69,8 @@ class WarpAccesses:
         first = parts[0]
         return cls(first.kernel,
                    *(np.concatenate([getattr(p, name) for p in parts])
-                     for name in ("cta", "warp", "execution", "instruction", "kind", "bytes", "matrices", "address")))
+                     for name in ("cta", "warp", "execution", "instruction", "kind", "bytes", "matrices", "address",
+                                  "op")))
 
     def to_table(self) -> pa.Table:
         """Long ACCESSES table: one row per active lane."""
@@ -82,6 +88,7 @@ class WarpAccesses:
                 "bytes": self.bytes[rows].astype(np.int16),
                 "kind": pa.array(kinds, pa.string()),
                 "matrices": self.matrices[rows].astype(np.int8),
+                "op": pa.array(np.asarray(OPS, dtype=object)[self.op[rows]], pa.string()),
             },
             schema=ACCESSES,
         )
@@ -94,7 +101,8 @@ def from_table(table: pa.Table, warp_size: int | None = None) -> list[WarpAccess
     matrices; a lane may appear once per execution.  Raises ``ValueError``
     naming the first offending execution otherwise.
     """
-    missing = [name for name in ACCESSES.names if name not in table.column_names]
+    missing = [name for name in ACCESSES.names if name not in table.column_names
+               and name not in OPTIONAL_ACCESS_COLUMNS]
     if missing:
         raise ValueError(f"access table lacks column(s) {', '.join(missing)}")
     result = []
@@ -182,6 +190,16 @@ def _pivot(kernel: str, table: pa.Table, warp_size: int | None) -> WarpAccesses:
         raise ValueError(f"kernel {kernel!r}: a lane appears twice in one execution")
     address = np.full((n, width), INACTIVE, dtype=np.int64)
     address.reshape(-1)[flat] = _column(table, "address", np.int64)
+    op = None
+    if "op" in table.column_names:
+        names = pc.fill_null(table.column("op"), "")
+        codes = pc.index_in(names, value_set=pa.array(OPS))
+        if codes.null_count:
+            unknown = names.filter(pc.is_null(codes))[0].as_py()
+            raise ValueError(f"unknown atomic operation {unknown!r} (expected one of {', '.join(OPS[1:])})")
+        all_ops = codes.to_numpy(zero_copy_only=False).astype(np.int8)
+        check("op", all_ops)
+        op = all_ops[first]
     return WarpAccesses(kernel, per_execution("cta", np.int64), per_execution("warp", np.int32), ids,
                         per_execution("instruction", np.int32), kind,
-                        per_execution("bytes", np.int16), per_execution("matrices", np.int8), address)
+                        per_execution("bytes", np.int16), per_execution("matrices", np.int8), address, op)

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from traceconf.accesses import INACTIVE, WarpAccesses, from_table
 from traceconf.errors import InputError
 from traceconf.rules import RuleSet
-from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KINDS
+from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KINDS, OPS
 
 __all__ = ["analyze", "summarize", "combine", "count_wavefronts", "lane_wavefronts", "LaneWavefronts"]
 
@@ -220,15 +220,17 @@ class _Plan:
     requests: int                 # separate requests per lane access (split_bytes)
     extra_wavefronts: int
     distinct: bool                # same bank row counts once (multicast/merge) or every access counts
+    repeat: int = 1               # the whole access is served this many times (an atomic op's passes)
 
 
-def _plan(rules: RuleSet, kind: str, nbytes: int, matrices: int) -> _Plan:
+def _plan(rules: RuleSet, kind: str, nbytes: int, matrices: int, op: str = "") -> _Plan:
     if nbytes not in (1, 2, 4, 8, 16):
         raise InputError(f"{nbytes}-byte {kind} accesses are not supported (widths are 1, 2, 4, 8 or 16 bytes)")
     if not rules.supports(kind):
         raise InputError(f"rule set {rules.name!r} has no rule for {kind} (the instruction does not exist on "
                          f"{rules.title})")
-    distinct = rules.merges(kind)
+    distinct = rules.merges(kind, op)
+    repeat = rules.passes(kind, op)
     width = min(nbytes, rules.split_bytes)     # wider accesses are separate requests of split_bytes each
     requests = nbytes // width
     if rules.matrix is not None and kind in rules.matrix.kinds:
@@ -237,7 +239,8 @@ def _plan(rules: RuleSet, kind: str, nbytes: int, matrices: int) -> _Plan:
             raise InputError(f"{kind} with {matrices} matrices of {nbytes}-byte rows does not fit rule set "
                              f"{rules.name!r} ({rules.matrix.row_bytes}-byte rows, at most "
                              f"{rules.warp_size // lanes} matrices)")
-        return _Plan(np.arange(matrices * lanes).reshape(matrices, lanes), None, (), width, requests, 0, distinct)
+        return _Plan(np.arange(matrices * lanes).reshape(matrices, lanes), None, (), width, requests, 0, distinct,
+                     repeat)
     rule = rules.lane_group_rule(kind, width)  # lane groups are chosen by the request width
     groups = np.array(rule.groups)
     paired, partners = None, ()
@@ -245,7 +248,7 @@ def _plan(rules: RuleSet, kind: str, nbytes: int, matrices: int) -> _Plan:
         factor = rules.pairing.factor
         paired = groups.reshape(len(groups) // factor, factor * groups.shape[1])
         partners = rules.pairing.partners
-    return _Plan(groups, paired, partners, width, requests, rule.extra_wavefronts, distinct)
+    return _Plan(groups, paired, partners, width, requests, rule.extra_wavefronts, distinct, repeat)
 
 
 def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
@@ -297,8 +300,8 @@ def _representatives(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
         rows = slice(start, start + MEMO_CHUNK_ROWS)
         base[rows], normal = _normalised(acc.address[rows], row_mask)
         np.matmul(normal.view(np.uint64), multipliers, out=key[rows])      # wraps modulo 2**64
-    class_code = ((acc.kind.astype(np.uint64) << np.uint64(16)) | (acc.bytes.astype(np.uint64) << np.uint64(8))
-                  | acc.matrices.astype(np.uint64))
+    class_code = ((acc.op.astype(np.uint64) << np.uint64(24)) | (acc.kind.astype(np.uint64) << np.uint64(16))
+                  | (acc.bytes.astype(np.uint64) << np.uint64(8)) | acc.matrices.astype(np.uint64))
     key ^= class_code * _CLASS_MULTIPLIER
     codes, uniques = pd.factorize(key)                             # O(n) hash table
     if len(uniques) > n * MEMO_MAX_UNIQUE:                         # few repeats: the check would cost more
@@ -344,15 +347,16 @@ def _parts(acc: WarpAccesses, rules: RuleSet):
     into chunks, and by load pairing: each part is one lane-group layout."""
     if len(acc) == 0:
         return
-    class_code = (acc.kind.astype(np.int64) << 16) | (acc.bytes.astype(np.int64) << 8) | acc.matrices.astype(np.int64)
+    class_code = ((acc.op.astype(np.int64) << 24) | (acc.kind.astype(np.int64) << 16)
+                  | (acc.bytes.astype(np.int64) << 8) | acc.matrices.astype(np.int64))
     codes, inverse = np.unique(class_code, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(len(codes) + 1))
     for c, code in enumerate(codes):
         rows = order[bounds[c]:bounds[c + 1]]
-        kind, nbytes, matrices = KINDS[int(code >> 16)], int((code >> 8) & 0xFF), int(code & 0xFF)
+        kind, nbytes, matrices = KINDS[int((code >> 16) & 0xFF)], int((code >> 8) & 0xFF), int(code & 0xFF)
         try:
-            plan = _plan(rules, kind, nbytes, matrices)
+            plan = _plan(rules, kind, nbytes, matrices, OPS[int(code >> 24)])
         except InputError as error:
             first = int(acc.execution[rows[0]])
             raise InputError(f"kernel {acc.kernel!r}, execution {first} (instruction "
@@ -430,7 +434,7 @@ def _count(address: np.ndarray, groups: np.ndarray, plan: _Plan, rules: RuleSet,
         wavefronts = wavefronts + passes.sum(axis=1)
         ideal = ideal + group_active.sum(axis=1)
         max_ways = np.maximum(max_ways, passes.max(axis=1))
-    return wavefronts, ideal, max_ways
+    return wavefronts * plan.repeat, ideal * plan.repeat, max_ways
 
 
 def _assignment(rows: np.ndarray, address: np.ndarray, groups: np.ndarray, plan: _Plan, rules: RuleSet,

@@ -5,6 +5,10 @@ from __future__ import annotations
 #: Access kinds, in the order of their integer codes (see ``KIND_CODES``).
 KINDS = ("ld", "st", "atom", "ldmatrix", "stmatrix", "cp_async")
 KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
+#: Operations of shared atomics as the hardware executes them, in the order of their codes (0: not an atomic,
+#: or not known).  ``popc_inc`` is ptxas's ATOMS.POPC.INC for an ``atom.add`` of 1 whose result is unused.
+OPS = ("", "add", "popc_inc", "inc", "dec", "cas", "exch", "min", "max", "and", "or", "xor")
+OP_CODES = {op: code for code, op in enumerate(OPS)}
 
 #: Shared-memory work that is no per-lane LSU access, so no wavefronts are counted for it: label → why.
 #: (PTX and SASS opcodes map to these labels in traceconf.ptx.opcodes and traceconf.sass.opcodes.)

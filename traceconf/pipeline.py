@@ -81,12 +81,27 @@ class LaunchRequest:
     dynamic_smem: int = 0
     ctas: int | None = None
     max_steps: int = 10_000_000
+    data: dict[str, str] = field(default_factory=dict)   # NAME_OR_INDEX -> SOURCE (see traceconf.emulate.data)
+    seed: int = 0
     entries: tuple = ()                     # LaunchEntry per kernel from a launch file (traceconf.launches)
     given: frozenset[str] = frozenset()     # fields set on the command line: they win over the file
 
+    def data_for(self, kernel_row: dict) -> dict:
+        """--data buffers keyed by PTX parameter name, for the keys this kernel has (files are read here;
+        bad ones are InputErrors; :meth:`check_params` reports keys no selected kernel has)."""
+        from traceconf.emulate.data import load_source
+        from traceconf.emulate.launch import parameter_name
+        names = [p["name"] for p in kernel_row.get("params") or []]
+        found = {}
+        for key, source in self.data.items():
+            name = parameter_name(key, names, kernel_row["kernel"])
+            if name is not None:
+                found[name] = load_source(source, self.seed, f"--data {key}")
+        return found
+
     @classmethod
     def given_as(cls, block=None, grid=None, params=None, dynamic_smem=None, ctas=None, max_steps=10_000_000,
-                 launches=None) -> "LaunchRequest":
+                 launches=None, data=None, seed=0) -> "LaunchRequest":
         """A launch from options where None means "not given" (a launch file or the kernel may fill it in)."""
         from traceconf.launches import read_launch_file
 
@@ -94,7 +109,7 @@ class LaunchRequest:
                                           ("ctas", ctas)) if value is not None}
         return cls(block=block, grid=grid or (1, 1, 1), params=dict(params or {}), dynamic_smem=dynamic_smem or 0,
                    ctas=ctas, max_steps=max_steps, entries=read_launch_file(launches) if launches else (),
-                   given=frozenset(given))
+                   given=frozenset(given), data=dict(data or {}), seed=seed)
 
     def for_kernel(self, kernel_row: dict, path: str) -> "LaunchRequest":
         """This launch with the first launch-file entry that selects the kernel filled in."""
@@ -134,7 +149,7 @@ class LaunchRequest:
         from traceconf.emulate import Launch
         return Launch(block=self.block_for(kernel_row, path), grid=self.grid, params=self.params_for(kernel_row, path),
                       dynamic_smem=self.dynamic_smem, warp_size=warp_size, ctas=self.ctas,
-                      max_steps=self.max_steps)
+                      max_steps=self.max_steps, data=self.data_for(kernel_row))
 
     def describe(self, kernel_row: dict, path: str) -> dict:
         from traceconf.emulate.launch import block_and_origin
@@ -143,18 +158,25 @@ class LaunchRequest:
                  "dynamic_smem": self.dynamic_smem}
         if origin != "--block":
             facts["block_from"] = origin
+        if self.data:
+            facts["data"] = {name: buffer.description for name, buffer in self.data_for(kernel_row).items()}
         return facts
 
     def check_params(self, kernel_rows: list[dict], path: str) -> None:
         """Every --param key names a parameter of at least one selected kernel (one list serves them all)."""
+        for option, keys in (("--data", self.data), ("--param", self.params)):
+            self._check_keys(option, keys, kernel_rows, path)
+
+    @staticmethod
+    def _check_keys(option: str, keys, kernel_rows: list[dict], path: str) -> None:
         from traceconf.emulate.launch import parameter_name
-        unused = [str(key) for key in self.params
+        unused = [str(key) for key in keys
                   if not any(parameter_name(key, [p["name"] for p in row.get("params") or []], row["kernel"])
                              for row in kernel_rows)]
         if unused:
             listing = "; ".join(f"{row['kernel']}: {', '.join(p['name'] for p in row.get('params') or []) or 'none'}"
                                 for row in kernel_rows[:5])
-            raise InputError(f"--param {', '.join(unused)}: no selected kernel has such a parameter ({listing})",
+            raise InputError(f"{option} {', '.join(unused)}: no selected kernel has such a parameter ({listing})",
                              file=path)
 
 
@@ -350,6 +372,14 @@ def run_file(path: str | Path, kernels: list[str] | None, launch: LaunchRequest,
     SASS when a suitable ptxas exists (see :mod:`traceconf.sass.analyze`).
     """
     fmt = input_format(path)
+    if launch.data and (fmt in ("sass", "cuda_binary") or (fmt == "ptx" and level == "sass")):
+        raise InputError("--data (buffer contents) is modelled by the PTX emulator only: analyse the PTX with "
+                         "--level ptx (or auto)", file=str(path))
+    if fmt == "ptx" and level == "auto" and launch.data:
+        done, failed = run_ptx(path, kernels, launch, rule_sets, progress)
+        for analysis in done:
+            analysis.notes.append("analysed at PTX level: buffer contents (--data) are modelled by the PTX emulator")
+        return done, failed
     if fmt == "ptx":
         if level != "ptx":
             from traceconf.sass.analyze import run_ptx_at_level

@@ -20,8 +20,10 @@ class ExecutionCost:
     max_ways: int
 
 
-def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addresses: list[int]) -> ExecutionCost:
-    """Cost of one warp-level execution; ``addresses[lane]`` is a byte address or -1 (inactive)."""
+def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addresses: list[int],
+                   op: str = "") -> ExecutionCost:
+    """Cost of one warp-level execution; ``addresses[lane]`` is a byte address or -1 (inactive); ``op``
+    the atomic operation of an ``atom`` (its merging and passes may differ: ``[atomic_ops]``)."""
     lane_address = {lane: a for lane, a in enumerate(addresses) if a != -1}
 
     # Accesses wider than split_bytes are separate requests of split_bytes each (CC 1.x: 32-bit requests).
@@ -52,12 +54,13 @@ def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addres
             if rules.broadcast == "single_word":
                 passes = _single_word_steps(rules, accesses)
             else:
-                passes = _multicast_passes(rules, accesses, width, merge=rules.merges(kind))
+                passes = _multicast_passes(rules, accesses, width, merge=rules.merges(kind, op))
             passes += extra
             wavefronts += passes
             ideal += 1
             max_ways = max(max_ways, passes)
-    return ExecutionCost(wavefronts, ideal, max_ways)
+    repeat = rules.passes(kind, op)
+    return ExecutionCost(wavefronts * repeat, ideal * repeat, max_ways)
 
 
 def _paired(lane_address: dict[int, int], partners) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from traceconf.kinds import KIND_CODES, KINDS  # noqa: F401  (re-exported: the tables name them)
+from traceconf.kinds import KIND_CODES, KINDS, OP_CODES, OPS  # noqa: F401  (re-exported: the tables name them)
 
 
 def documented_field(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> pa.Field:
@@ -134,8 +134,12 @@ ACCESSES = pa.schema(
         _f("bytes", pa.int16(), "bytes accessed by the lane: 1, 2, 4, 8 or 16 (ldmatrix/stmatrix: 16, one row)", False),
         _f("kind", pa.string(), "ld | st | atom | ldmatrix | stmatrix | cp_async", False),
         _f("matrices", pa.int8(), "ldmatrix/stmatrix matrix count (1, 2, 4); 0 otherwise", False),
+        _f("op", pa.string(), "atomics: the operation as executed (add, popc_inc, inc, dec, cas, exch, min, max, "
+           "and, or, xor); null or empty otherwise or when unknown (optional column)"),
     ]
 )
+#: ACCESSES columns a reader may leave out.
+OPTIONAL_ACCESS_COLUMNS = ("op",)
 
 # --------------------------------------------------------------------------
 # Engine output

@@ -101,3 +101,26 @@ def excess_by_kernel(table: pa.Table) -> list[tuple[str, str, int]]:
 
 
 __all__ = ["RESULT_ROWS", "COUNTS", "kernel_table", "results_table", "excess_by_kernel"]
+
+
+def unresolved_summary(analysis: KernelAnalysis) -> tuple[int, int]:
+    """(warp-level executions left out as unresolved, scaled to the launch like the counts; number of
+    unresolved instructions whose executions could not be counted, e.g. under an unknown branch).
+    Work that is never counted by design (TMA copies, wgmma operands: ``kinds.UNCOUNTED``) is not unresolved."""
+    from traceconf.kinds import UNCOUNTED
+    entries = [e for e in analysis.unresolved if e.get("reason") not in UNCOUNTED.values()]
+    scale = int(analysis.launch.get("scale") or 1)
+    counted = sum(int(entry.get("executions") or 0) for entry in entries) * scale
+    uncounted = len({int(e["instruction"]) for e in entries if e.get("uncounted", True)})
+    return counted, uncounted
+
+
+def partial_note(analysis: KernelAnalysis) -> str | None:
+    """One line saying the totals are partial (None when nothing is unresolved)."""
+    counted, uncounted = unresolved_summary(analysis)
+    if not counted and not uncounted:
+        return None
+    parts = [f"{counted:,} warp-level execution(s) unresolved"] if counted else []
+    if uncounted:
+        parts.append(f"{uncounted} instruction(s) with an unknown number of executions")
+    return "partial: " + " and ".join(parts or ["unresolved instructions"]) + " (not in the totals)"

@@ -41,6 +41,12 @@ Launches = Annotated[Optional[Path], typer.Option(
 Params = Annotated[Optional[list[str]], typer.Option(
     "--param", "-p", help="Kernel parameter NAME_OR_INDEX=VALUE (decimal or 0x hex); repeat.",
     rich_help_panel=LAUNCH)]
+Data = Annotated[Optional[list[str]], typer.Option(
+    "--data", help="Contents of the buffer a pointer parameter points to: NAME_OR_INDEX=SOURCE with SOURCE "
+    "FILE.npy, FILE:DTYPE (raw, e.g. keys.bin:uint16) or random:DTYPE:COUNT[:LOW:HIGH]; repeat. Loads from it "
+    "then have values, so data-dependent addresses and branches resolve.", rich_help_panel=LAUNCH)]
+Seed = Annotated[int, typer.Option("--seed", help="Seed of random: --data sample inputs (stated in the output).",
+                                   rich_help_panel=LAUNCH)]
 DynamicSmem = Annotated[Optional[str], typer.Option(
     "--dynamic-smem", help="Dynamic shared memory bytes (decimal or 0x hex; default: what the accesses reach).",
     rich_help_panel=LAUNCH)]
@@ -95,8 +101,19 @@ def parse_params(items: list[str] | None) -> dict[str, int]:
     return params
 
 
+def parse_data(items: list[str] | None) -> dict[str, str]:
+    data = {}
+    for item in items or []:
+        name, sep, source = item.partition("=")
+        if not sep or not name.strip() or not source.strip():
+            raise InputError(f"--data: expected NAME_OR_INDEX=SOURCE, got {item!r}")
+        data[name.strip()] = source.strip()
+    return data
+
+
 def launch_request(block: str | None, grid: str | None, params: list[str] | None, dynamic_smem: str | None,
-                   ctas: int | None, max_steps: int, launches: Path | None = None) -> LaunchRequest:
+                   ctas: int | None, max_steps: int, launches: Path | None = None, data: list[str] | None = None,
+                   seed: int = 0) -> LaunchRequest:
     from traceconf.pipeline import LaunchRequest
 
     smem = parse_int(dynamic_smem, "--dynamic-smem") if dynamic_smem is not None else None
@@ -104,7 +121,8 @@ def launch_request(block: str | None, grid: str | None, params: list[str] | None
         raise InputError("--dynamic-smem: must not be negative")
     return LaunchRequest.given_as(block=parse_dims(block, "--block") if block else None,
                                   grid=parse_dims(grid, "--grid") if grid else None, params=parse_params(params),
-                                  dynamic_smem=smem, ctas=ctas, max_steps=max_steps, launches=launches)
+                                  dynamic_smem=smem, ctas=ctas, max_steps=max_steps, launches=launches,
+                                  data=parse_data(data), seed=seed)
 
 
 def check_input(path: Path, folder: bool = False) -> None:
@@ -183,6 +201,8 @@ def analyze(
     block: Block = None,
     grid: Grid = None,
     param: Params = None,
+    data: Data = None,
+    seed: Seed = 0,
     dynamic_smem: DynamicSmem = None,
     launches: Launches = None,
     device: Devices = None,
@@ -196,7 +216,10 @@ def analyze(
     suggest: Annotated[bool, typer.Option(
         "--suggest", help="Try row padding and XOR swizzles on the top hotspots (table output).")] = False,
     fail_on_excess: Annotated[Optional[int], typer.Option(
-        "--fail-on-excess", min=0, help="Exit 1 when any kernel's excess wavefronts (any device) exceed N.")] = None,
+        "--fail-on-excess", min=0, help="Exit 1 when any kernel's excess wavefronts (any device) exceed N; "
+        "exit 3 when some accesses are unresolved (unless --allow-unresolved).")] = None,
+    allow_unresolved: Annotated[bool, typer.Option(
+        "--allow-unresolved", help="With --fail-on-excess: gate on the resolved accesses only.")] = False,
     skip_bad: SkipBad = False,
     level: Level = "auto",
     ptxas_option: PtxasOptions = None,
@@ -212,7 +235,7 @@ def analyze(
         help="With -o FOLDER: skip the kernels whose results the folder already holds.")] = False,
 ) -> None:
     """Count shared-memory wavefronts per instruction and rank the bank-conflict hotspots."""
-    from traceconf.analyses.results import excess_by_kernel, results_table
+    from traceconf.analyses.results import excess_by_kernel, results_table, unresolved_summary
     from traceconf.report.writers import check_output, csv_text, json_text, write_results
 
     dataset = output is not None and is_dataset_folder(output)
@@ -224,7 +247,7 @@ def analyze(
             check_input(files[0], folder=True)
         if output is not None and not dataset:
             check_output(output)
-        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches)
+        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed)
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
         if many:
             analyses, failures = _run_many(files, kernel, launch, rule_sets, skip_bad, workers, scheduler,
@@ -261,6 +284,15 @@ def analyze(
                        f"(limit --fail-on-excess {fail_on_excess})", err=True)
         if over:
             raise typer.Exit(1)
+        summaries = [s for s in (unresolved_summary(analysis) for analysis in analyses) if any(s)]
+        if summaries and not allow_unresolved:
+            counted, uncounted = sum(s[0] for s in summaries), sum(s[1] for s in summaries)
+            typer.echo(f"traceconf: --fail-on-excess cannot vouch for unresolved accesses: {counted:,} warp-level "
+                       f"execution(s) unresolved" + (f", plus {uncounted} instruction(s) whose executions could not "
+                                                     f"be counted" if uncounted else "")
+                       + "; resolve them with --data (buffer contents) or --param, or pass --allow-unresolved",
+                       err=True)
+            raise typer.Exit(3)
 
 
 def is_dataset_folder(output: Path) -> bool:

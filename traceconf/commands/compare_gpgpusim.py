@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from traceconf.commands.analyze import (Block, Launches, Ctas, Devices, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params,
+from traceconf.commands.analyze import (Block, Launches, Ctas, Data, Seed, Devices, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params,
                                         check_input, fail, launch_request, report_failures,
                                         stdout_console)
 from traceconf.errors import InputError
@@ -26,6 +26,8 @@ def compare_gpgpusim(
     param: Params = None,
     dynamic_smem: DynamicSmem = None,
     launches: Launches = None,
+    data: Data = None,
+    seed: Seed = 0,
     device: Devices = None,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout.")] = Format.table,
     ptx_name: Annotated[Optional[str], typer.Option(
@@ -61,7 +63,7 @@ def compare_gpgpusim(
                              file=str(file))
         name = ptx_name or file.name
         rows = rows_for_ptx(read_gpgpusim_stats(stats), name, str(stats))
-        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches)
+        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed)
         rule_sets = load_rule_sets(device)
         analyses, failures = run_ptx(file, kernel, launch, rule_sets)
     except InputError as error:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Format, Grid, Kernels, Launches, Level, MaxSteps,
+from traceconf.commands.analyze import (Block, Ctas, Data, Seed, DynamicSmem, Format, Grid, Kernels, Launches, Level, MaxSteps,
                                         Params, PtxasOptions, check_input, fail, launch_request, report_failures,
                                         run_file, stdout_console)
 from traceconf.errors import InputError
@@ -23,6 +23,8 @@ def compare_ncu(
     param: Params = None,
     dynamic_smem: DynamicSmem = None,
     launches: Launches = None,
+    data: Data = None,
+    seed: Seed = 0,
     device: Annotated[str, typer.Option("--device", "-d", help="Rule set of the profiled GPU.")] = "sm_90",
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
@@ -39,7 +41,7 @@ def compare_ncu(
         check_input(report)
         check_input(file, folder=True)
         measured = read_source_csv(report)
-        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches)
+        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed)
         (rules,) = load_rule_sets([device])
         analyses, failures = run_file(file, kernel, launch, [rules], level=level, ptxas_options=ptxas_option)
         by_name = {a.kernel: a for a in analyses}

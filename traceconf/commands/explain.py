@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, DynamicSmem, Grid, Launches, Level, MaxSteps, Params,
+from traceconf.commands.analyze import (Block, Ctas, Data, Seed, DynamicSmem, Grid, Launches, Level, MaxSteps, Params,
                                         PtxasOptions, check_input, fail, launch_request, report_failures, run_file,
                                         stdout_console)
 from traceconf.errors import InputError
@@ -110,6 +110,8 @@ def explain(
     param: Params = None,
     dynamic_smem: DynamicSmem = None,
     launches: Launches = None,
+    data: Data = None,
+    seed: Seed = 0,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
     level: Level = "auto",
@@ -127,7 +129,7 @@ def explain(
         check_input(file, folder=True)
         (rules,) = load_rule_sets([device])
         if input_format(file) in ("ptx", "sass", "cuda_binary"):
-            launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches)
+            launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed)
             info, accesses, unresolved = _ptx_executions(file, kernel, launch, rules, level, ptxas_option)
             ident, others = resolve_instruction(info, instruction, str(file))
             reason = {int(u["instruction"]): u.get("reason") for u in unresolved}.get(ident)

@@ -4,14 +4,16 @@ Each compiler returns ``run(state, mask)``, which computes the result for
 every thread and stores it where ``mask`` is set (None: all threads).  The
 result's taint is the OR of the sources' taints, so dependence on loaded data,
 floating point, missing parameters or the CTA index follows the value.
-Floating-point arithmetic is not evaluated: its results carry ``FLOAT``.
+Floating-point arithmetic is evaluated where IEEE and the PTX ISA fix the
+result bit for bit (:mod:`.floatops`); approximations (``.approx``, ``sin``,
+``ex2`` ...) and the few cases numpy cannot reproduce exactly carry ``FLOAT``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from traceconf.emulate import intops, taint
+from traceconf.emulate import floatops, intops, taint
 from traceconf.emulate.intops import FLOAT_TYPES, SIGNED_TYPES, TYPE_BITS
 from traceconf.emulate.operands import Context, reader, register_key, split_destinations
 from traceconf.emulate.program import Slot
@@ -85,11 +87,74 @@ def compile_alu(slot: Slot, ctx: Context):
     modifiers = row["modifiers"] or []
     bits, is_signed, is_float = _type_facts(row)
     if opcode in FLOAT_ONLY_OPCODES or (is_float and opcode in _ARITHMETIC):
-        return unknown_result(row, slot, ctx, taint.FLOAT)
+        exact = _float(row, slot, ctx, modifiers, bits) if bits in floatops.FLOATS and \
+            row["type"] in floatops.EXACT_TYPES else None
+        return exact or unknown_result(row, slot, ctx, taint.FLOAT)
     handler = _HANDLERS.get(opcode)
     if handler is None:
         return None
     return handler(row, slot, ctx, modifiers, bits, is_signed)
+
+
+# --------------------------------------------------------------------------- floating point
+
+
+def _float_result(row, slot, ctx, compute):
+    """One destination from all sources: ``compute(values) -> (bits, exact)``; inexact lanes carry FLOAT."""
+    key = _writer(row, slot)[0]
+    sources = _sources(row, slot, ctx)
+
+    def run(m, mask):
+        pairs = [s(m) for s in sources]
+        value, exact = compute([p[0] for p in pairs])
+        m.write(key, value, _or_bits(pairs) | np.where(exact, taint.ZERO, taint.FLOAT), mask)
+    return run
+
+
+def _irrelevant(row, slot, ctx) -> bool:
+    """No destination can reach an address, a condition or modelled memory (then computing it is wasted)."""
+    relevant = ctx.relevant_registers
+    return relevant is not None and not any(key in relevant for key in _writer(row, slot))
+
+
+def _float(row, slot, ctx, modifiers, width):
+    """Exact float arithmetic (see floatops), or None where the operation is an approximation."""
+    opcode = row["opcode"]
+    if _irrelevant(row, slot, ctx):
+        return None
+    rounding = next((m for m in modifiers if m in floatops.ROUNDINGS), None)
+    ftz, sat = "ftz" in modifiers, "sat" in modifiers
+    approximate = "approx" in modifiers or "full" in modifiers
+    if opcode in ("add", "sub", "mul") or (opcode == "div" and not approximate):
+        return _float_result(row, slot, ctx, lambda v: floatops.arithmetic(opcode, v[0], v[1], width, rounding,
+                                                                            ftz, sat))
+    if opcode == "rcp" and not approximate:
+        one = floatops.from_float(np.ones(1), width)[0]
+        return _float_result(row, slot, ctx, lambda v: floatops.arithmetic("div", one, v[0], width, rounding,
+                                                                            ftz, sat))
+    if opcode in ("fma", "mad") and not approximate:
+        return _float_result(row, slot, ctx, lambda v: floatops.fma(v[0], v[1], v[2], width, rounding, ftz, sat))
+    if opcode == "sqrt" and not approximate:
+        return _float_result(row, slot, ctx, lambda v: floatops.square_root(v[0], width, rounding, ftz))
+    if opcode in ("min", "max") and not any(m in modifiers for m in ("xorsign", "abs")):
+        return _float_result(row, slot, ctx, lambda v: floatops.minimum_maximum(opcode, v[0], v[1], width, ftz,
+                                                                                 "NaN" in modifiers))
+    if opcode in ("abs", "neg"):
+        sign = U64(1 << (width - 1))
+
+        def sign_bit(v):
+            value = intops.truncate(v[0], width)
+            if ftz and width == 32:
+                value = floatops.from_float(floatops.flush_subnormal(floatops.to_float(value, 32)), 32)
+            result = value & ~sign if opcode == "abs" else value ^ sign
+            return result, np.ones(np.shape(result), dtype=bool)
+        return _float_result(row, slot, ctx, sign_bit)
+    if opcode == "copysign":
+        sign = U64(1 << (width - 1))
+        return _float_result(row, slot, ctx, lambda v: ((intops.truncate(v[1], width) & ~sign)
+                                                        | (intops.truncate(v[0], width) & sign),
+                                                        np.ones(np.shape(v[1]), dtype=bool)))
+    return None
 
 
 # --------------------------------------------------------------------------- arithmetic
@@ -297,6 +362,7 @@ def _count(row, slot, ctx, modifiers, bits, is_signed):
 # --------------------------------------------------------------------------- comparisons and selects
 
 _BOOL_OPS = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+_FLOAT_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan")
 _COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs")
 
 
@@ -304,8 +370,20 @@ def _setp(row, slot, ctx, modifiers, bits, is_signed):
     types = types_of(row)
     source_type = types[-1] if types else "b32"
     comparison = next((m for m in modifiers if m in _COMPARISONS), None)
-    if source_type in FLOAT_TYPES or comparison is None:
+    float_comparison = next((m for m in modifiers if m in _FLOAT_COMPARISONS), None)
+    if source_type in FLOAT_TYPES:
+        if source_type not in floatops.EXACT_TYPES or float_comparison is None or _irrelevant(row, slot, ctx):
+            return unknown_result(row, slot, ctx, taint.FLOAT)
+        width, ftz = TYPE_BITS[source_type], "ftz" in modifiers
+
+        def compare(a, b, bits_unused, signed_unused):
+            return floatops.compare(float_comparison, a, b, width, ftz)
+        comparison_function = compare
+    elif comparison is None:
         return unknown_result(row, slot, ctx, taint.FLOAT)
+    else:
+        def comparison_function(a, b, width, signed):
+            return intops.compare(comparison, a, b, width, signed)
     bits, is_signed = TYPE_BITS[source_type], source_type in SIGNED_TYPES
     combine = next((_BOOL_OPS[m] for m in modifiers if m in _BOOL_OPS), None)
     keys = _writer(row, slot)
@@ -315,7 +393,7 @@ def _setp(row, slot, ctx, modifiers, bits, is_signed):
 
     def run(m, mask):
         pairs = [s(m) for s in sources]
-        outcome = intops.compare(comparison, pairs[0][0], pairs[1][0], bits, is_signed).astype(np.uint64)
+        outcome = np.asarray(comparison_function(pairs[0][0], pairs[1][0], bits, is_signed)).astype(np.uint64)
         bits_out = _or_bits(pairs)
         complement = outcome ^ U64(1)
         if combine is not None:
@@ -386,12 +464,44 @@ def _mov(row, slot, ctx, modifiers, bits, is_signed):
 
 def _cvt(row, slot, ctx, modifiers, bits, is_signed):
     types = types_of(row)
-    if len(types) < 2 or types[0] in FLOAT_TYPES or types[1] in FLOAT_TYPES:
+    if len(types) >= 2 and (types[0] in FLOAT_TYPES or types[1] in FLOAT_TYPES):
+        return _cvt_float(row, slot, ctx, modifiers, types[0], types[1]) or \
+            unknown_result(row, slot, ctx, taint.FLOAT)
+    if len(types) < 2:
         return unknown_result(row, slot, ctx, taint.FLOAT)
     dest, source = types[0], types[1]
     saturate = "sat" in modifiers
     return _simple(row, slot, ctx, lambda v: intops.convert(
         v[0], TYPE_BITS[source], source in SIGNED_TYPES, TYPE_BITS[dest], dest in SIGNED_TYPES, saturate))
+
+
+def _cvt_float(row, slot, ctx, modifiers, dest: str, source: str):
+    """cvt with a float side, exact where the ISA fixes the result (see floatops), else None."""
+    if _irrelevant(row, slot, ctx):
+        return None
+    exact_types = floatops.EXACT_TYPES
+    if (dest in FLOAT_TYPES and dest not in exact_types) or (source in FLOAT_TYPES and source not in exact_types):
+        return None
+    ftz, sat = "ftz" in modifiers, "sat" in modifiers
+    integral = next((m for m in modifiers if m in ("rni", "rzi", "rmi", "rpi")), None)
+    rounding = next((m for m in modifiers if m in floatops.ROUNDINGS), None)
+    if dest not in FLOAT_TYPES:                                   # float -> integer
+        if integral is None:
+            return None
+        return _float_result(row, slot, ctx, lambda v: (
+            floatops.float_to_int(v[0], TYPE_BITS[source], TYPE_BITS[dest], dest in SIGNED_TYPES, integral, ftz),
+            np.ones(np.shape(v[0]), dtype=bool)))
+    if source not in FLOAT_TYPES:                                 # integer -> float
+        def convert(v):
+            value, exact = floatops.int_to_float(v[0], TYPE_BITS[source], source in SIGNED_TYPES,
+                                                 TYPE_BITS[dest], rounding or "rn")
+            if sat:
+                value = floatops.from_float(floatops.saturate(floatops.to_float(value, TYPE_BITS[dest])),
+                                            TYPE_BITS[dest])
+            return value, exact
+        return _float_result(row, slot, ctx, convert)
+    return _float_result(row, slot, ctx, lambda v: floatops.float_to_float(
+        v[0], TYPE_BITS[source], TYPE_BITS[dest], rounding, ftz, sat, integral))
 
 
 def _cvta(row, slot, ctx, modifiers, bits, is_signed):

@@ -8,6 +8,10 @@ one of those), so the counts of CTA 0 times the number of CTAs are exact:
 ``scale`` = number of CTAs.  Otherwise every CTA is emulated (``scale`` = 1),
 or, when ``Launch.ctas`` asks for fewer, that many CTAs spread evenly over
 the grid, and ``sampled`` = (analysed, total) replaces ``scale``.
+
+With ``--data`` buffers and a kernel that writes global memory, a CTA may
+load what an earlier one stored: loaded values then count as CTA-dependent
+and the CTAs run one at a time in launch order (one possible schedule).
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ from typing import Callable
 import numpy as np
 
 from traceconf.accesses import WarpAccesses
-from traceconf.emulate.launch import Launch, resolve_block, resolve_grid, resolve_params
+from traceconf.emulate.contents import BUFFER_SPACING, GLOBAL_BASE, Buffer, GlobalContents, compress
+from traceconf.emulate import taint
+from traceconf.emulate.launch import Launch, resolve_block, resolve_data, resolve_grid, resolve_params
 from traceconf.emulate.layout import lay_out
 from traceconf.emulate.memory import space_of
 from traceconf.emulate.operands import Context
 from traceconf.emulate.program import link
+from traceconf.emulate.regions import read_registers, value_facts
 from traceconf.emulate.simt import Findings, Machine, compile_slot
 from traceconf.errors import InputError
 from traceconf.ptx.opcodes import may_access_shared, shared_access_kind
@@ -56,18 +63,22 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
     block, grid = resolve_block(launch, kernel_row), resolve_grid(launch, kernel_row)
     params = resolve_params(launch, kernel_row)
     program = link(module, kernel, path)
+    module_rows = [slot.row for slot in program.slots]
+    memory = _global_contents(resolve_data(launch, kernel_row), params, kernel_row, module_rows)
     declarations = [variable for name in program.functions for variable in module.kernel(name).get("shared") or []]
     layout = lay_out(declarations, int(launch.dynamic_smem))
     param_rows = kernel_row.get("params") or []
     ctx = Context(kernel=kernel, path=path, layout=layout, param_names=[p["name"] for p in param_rows],
                   param_values=params, param_bytes={p["name"]: p.get("bytes") for p in param_rows},
-                  address_bits=int(kernel_row.get("address_size") or 64))
+                  address_bits=int(kernel_row.get("address_size") or 64), memory=memory)
     total = grid[0] * grid[1] * grid[2]
     if not _touches_shared(program):
         # nothing can touch shared memory: no launch fact is needed and nothing needs to run
         return EmulationResult(accesses=WarpAccesses.empty(kernel, launch.warp_size), scale=total,
                                analysed_ctas=[], unresolved=[], shared_layout=layout.variables,
                                notes=[f"{kernel} has no shared-memory instruction"])
+    ctx.read_registers = read_registers(program)
+    ctx.relevant_registers, ctx.shared_values = value_facts(program, global_values=memory is not None)
     compiled = [compile_slot(slot, ctx) for slot in program.slots]
     findings = Findings(program, layout.total_bytes)
 
@@ -91,6 +102,10 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
         if 0 not in analysed:
             machines = []
         per_chunk = max(1, CHUNK_THREADS // first.padded)
+        if memory is not None and memory.written:
+            # CTAs that communicate through global memory (counters, spin locks) run one after the
+            # other, in launch order: one schedule of the hardware's, and a lock taken is released
+            per_chunk = 1
         done = len(machines)
         for start in range(0, len(rest), per_chunk):
             machines.append(run(rest[start:start + per_chunk]))
@@ -102,6 +117,9 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
     accesses = _assemble(kernel, machines, launch.warp_size)
     notes = list(findings.cta_reasons and ["shared accesses depend on the CTA index ("
                                            + "; ".join(findings.cta_reasons[:3]) + ")"])
+    if memory is not None:
+        notes += [f"data: {buffer.name} = {buffer.description}" for buffer in memory.buffers]
+        notes += [f"{why}: its values stay unknown (pass --data for it)" for why in memory.unserved.values()]
     notes += _extent_note(findings.extent, layout, launch.dynamic_smem)
     variables = _assumed_extern_size(layout, findings.extent, launch.dynamic_smem)
     return EmulationResult(accesses=accesses, scale=scale, analysed_ctas=analysed,
@@ -110,6 +128,28 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
                            shared_layout=variables, sampled=sampled, notes=notes,
                            cta_dependence=list(findings.cta_reasons),
                            steps=sum(m.steps for m in machines))
+
+
+def _writes_global(rows: list[dict]) -> bool:
+    """Whether some instruction may store to global memory (st/red/atom outside the shared space)."""
+    return any(row["opcode"] in ("st", "red", "atom") and space_of(row) in ("global", "generic") for row in rows)
+
+
+def _global_contents(data: dict, params: dict[str, int], kernel_row: dict,
+                     module_rows: list[dict]) -> GlobalContents | None:
+    """The --data buffers; a pointer without a --param value gets an address of its own (params is updated)."""
+    if not data:
+        return None
+    names = [p["name"] for p in kernel_row.get("params") or []]
+    buffers = []
+    for name, given in data.items():
+        if name not in params:
+            params[name] = GLOBAL_BASE + names.index(name) * BUFFER_SPACING
+        raw = np.ascontiguousarray(given.array).view(np.uint8).reshape(-1).copy()
+        buffers.append(Buffer(name=name, base=params[name], data=raw,
+                              taint=np.full(len(raw), compress(np.array([taint.ZERO]))[0], dtype=np.uint8),
+                              dtype=given.array.dtype, description=given.description))
+    return GlobalContents(buffers, written=_writes_global(module_rows))
 
 
 def extent_note(highest: int, places: list[str], shared_bytes: int, extern_offset: int | None,
@@ -167,4 +207,5 @@ def _assemble(kernel: str, machines: list[Machine], warp_size: int) -> WarpAcces
 
     address = np.concatenate([entry[5] for _, entry in parts]).astype(np.int64, copy=False)
     return WarpAccesses(kernel, cta, warp, np.arange(len(cta), dtype=np.int64), per_execution(1, np.int32),
-                        per_execution(2, np.int8), per_execution(3, np.int16), per_execution(4, np.int8), address)
+                        per_execution(2, np.int8), per_execution(3, np.int16), per_execution(4, np.int8), address,
+                        per_execution(6, np.int8))

@@ -16,7 +16,8 @@ class Launch:
     take the little-endian bytes of the integer.  ``ctas`` limits a launch whose
     shared accesses depend on the CTA index to that many CTAs, spread evenly
     over the grid (a stated sample).  ``block`` may be None when the kernel
-    declares ``.reqntid``.
+    declares ``.reqntid``.  ``data`` maps a pointer parameter (name or index)
+    to the :class:`~traceconf.emulate.data.DataBuffer` it points to.
     """
 
     block: tuple[int, ...] | None = None
@@ -26,6 +27,7 @@ class Launch:
     warp_size: int = 32
     ctas: int | None = None
     max_steps: int = 10_000_000
+    data: dict = field(default_factory=dict)
 
 
 def _dims(values, what: str, kernel: str) -> tuple[int, int, int]:
@@ -63,6 +65,32 @@ def resolve_block(launch: Launch, kernel_row: dict) -> tuple[int, int, int]:
 
 def resolve_grid(launch: Launch, kernel_row: dict) -> tuple[int, int, int]:
     return _dims(launch.grid, "the grid", kernel_row["kernel"])
+
+
+def data_parameter(key, kernel_row: dict) -> str:
+    """The PTX name of the pointer parameter a ``--data`` key names; unknown keys are errors."""
+    names = [p["name"] for p in kernel_row.get("params") or []]
+    name = parameter_name(key, names, kernel_row["kernel"])
+    if name is None:
+        if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+            raise InputError(f"kernel {kernel_row['kernel']} has {len(names)} parameter(s); "
+                             f"--data index {key} does not exist")
+        raise InputError(f"kernel {kernel_row['kernel']} has no parameter {key!r} (parameters: "
+                         f"{', '.join(names) or 'none'}; an index 0..{len(names) - 1} also works)")
+    return name
+
+
+def resolve_data(launch: Launch, kernel_row: dict) -> dict:
+    """Parameter name -> DataBuffer of ``--data``; the parameter must be a pointer-sized one."""
+    found = {}
+    for key, buffer in launch.data.items():
+        name = data_parameter(key, kernel_row)
+        row = next(p for p in kernel_row.get("params") or [] if p["name"] == name)
+        if (row.get("bytes") or 8) not in (4, 8):
+            raise InputError(f"--data {key}: parameter {name} of kernel {kernel_row['kernel']} is "
+                             f"{row.get('bytes')} bytes, not a pointer")
+        found[name] = buffer
+    return found
 
 
 def parameter_name(key: str | int, names: list[str], kernel: str) -> str | None:

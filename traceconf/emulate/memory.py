@@ -20,12 +20,14 @@ import numpy as np
 
 from traceconf.emulate import intops, taint
 from traceconf.emulate.alu import SHARED_WINDOW_BASE, unknown_result
-from traceconf.emulate.intops import TYPE_BITS
+from traceconf.emulate.contents import ATOMIC_OPS, atomic
+from traceconf.emulate.intops import FLOAT_TYPES, SIGNED_TYPES, TYPE_BITS
 from traceconf.emulate.operands import Context, address_reader, param_symbol, reader, register_key, \
     split_destinations
 from traceconf.emulate.program import Slot
 from traceconf.ptx.opcodes import SHARED_ACCESS_KINDS, uncounted_shared_op
-from traceconf.schemas import KIND_CODES
+from traceconf.errors import InputError
+from traceconf.schemas import KIND_CODES, OP_CODES
 
 U64 = np.uint64
 SPACES = ("shared", "global", "local", "param", "const", "tex", "surf")
@@ -67,30 +69,58 @@ def _loaded_destinations(row: dict, slot: Slot):
     return write
 
 
-def _shared_access(slot: Slot, ctx: Context, address_index: int, kind: str, size: int, generic: bool,
-                   matrices: int = 0):
-    """``record(m, mask)``: log one warp-level shared access per warp with an active lane."""
-    address = address_reader(slot.row["operands"][address_index], slot, ctx)
-    kind_code = KIND_CODES[kind]
-    base = U64(SHARED_WINDOW_BASE[ctx.address_bits])
-    row_lanes = 8 * matrices              # ldmatrix/stmatrix: lanes 0..8m-1 give the row addresses
+def _locate(slot: Slot, ctx: Context, address_index: int, space: str):
+    """``locate(m, mask)`` -> (shared lanes, shared offsets, global lanes, addresses, address taints).
 
-    def record(m, mask):
+    A generic address is shared in the lanes whose value came from the shared window, global elsewhere."""
+    address = address_reader(slot.row["operands"][address_index], slot, ctx)
+    base = U64(SHARED_WINDOW_BASE[ctx.address_bits])
+    generic = space == "generic"
+    shared = space == "shared"
+
+    def locate(m, mask):
         value, bits = address(m)
         lanes = m.valid if mask is None else mask
+        value, bits = m.full(value), m.full(bits)
+        if generic:
+            window = (bits & taint.SHARED_WINDOW) != 0
+            offsets = ((value - base) & SHARED_OFFSET_MASK).view(np.int64)
+            return lanes & window, offsets, lanes & ~window, value, bits
+        if shared:
+            return lanes, (value & SHARED_OFFSET_MASK).view(np.int64), None, value, bits
+        return None, None, lanes, value, bits
+    return locate
+
+
+def _shared_access(slot: Slot, ctx: Context, address_index: int, kind: str, size: int, generic: bool,
+                   matrices: int = 0, op: str | None = None):
+    """``record(m, mask)``: log one warp-level shared access per warp with an active lane."""
+    locate = _locate(slot, ctx, address_index, "generic" if generic else "shared")
+    recorder = _recorder(slot, kind, size, matrices, op)
+
+    def record(m, mask):
+        lanes, offsets, _, _, bits = locate(m, mask)
+        recorder(m, lanes, offsets, bits)
+    return record
+
+
+def _recorder(slot: Slot, kind: str, size: int, matrices: int = 0, op: str | None = None):
+    """``record(m, lanes, offsets, bits)`` of located shared lanes: warps with an unknown lane are unresolved."""
+    kind_code = KIND_CODES[kind]
+    op_code = OP_CODES[op] if op else 0
+    row_lanes = 8 * matrices              # ldmatrix/stmatrix: lanes 0..8m-1 give the row addresses
+
+    def record(m, lanes, offsets, bits):
+        if lanes is None:
+            return
         if row_lanes:
             lanes = lanes & (m.lane < row_lanes)
-        bits = m.full(bits)
-        if generic:
-            lanes = lanes & ((bits & taint.SHARED_WINDOW) != 0)
-            value = m.full(value) - base
-            if not lanes.any():
-                return
-        if m.address_unknown(slot, int(np.bitwise_or.reduce(bits[lanes] if lanes is not m.valid else bits)),
-                             "address"):
+        if lanes is not m.valid and not lanes.any():
             return
-        offsets = (m.full(value) & SHARED_OFFSET_MASK).view(np.int64)
-        m.record_access(slot, kind_code, size, matrices, offsets, lanes)
+        lanes = m.known_lanes(slot, lanes, bits, "address")
+        if lanes is None:
+            return
+        m.record_access(slot, kind_code, size, matrices, offsets, lanes, op_code)
     return record
 
 
@@ -105,21 +135,165 @@ def compile_memory(slot: Slot, ctx: Context):
     return handler(slot, ctx, row, modifiers)
 
 
+def _element(row: dict) -> tuple[int, bool, bool]:
+    """(bytes, signed, float) of one element of a load/store/atomic."""
+    kind = row.get("type") or "b32"
+    return max(1, TYPE_BITS.get(kind, 32) // 8), kind in SIGNED_TYPES, kind in FLOAT_TYPES
+
+
+def _sign_extend(values: np.ndarray, size: int) -> np.ndarray:
+    return intops.bits_of(intops.signed(values, 8 * size)) if size < 8 else values
+
+
+class _Reads:
+    """Values of ``count`` consecutive elements read by the located lanes (unknown where nothing is known)."""
+
+    def __init__(self, m, count: int):
+        self.values = [m.full(U64(0))] * count          # never modified in place: shared is fine
+        self.bits = [m.full(taint.LOADED)] * count
+
+    def put(self, index: int, lanes: np.ndarray, values: np.ndarray, bits: np.ndarray) -> None:
+        self.values[index] = np.where(lanes, values, self.values[index])
+        self.bits[index] = np.where(lanes, bits, self.bits[index])
+
+
+def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is_signed: bool) -> _Reads:
+    shared_lanes, offsets, global_lanes, address, bits = located
+    reads = _Reads(m, count)
+    known = (bits & taint.UNKNOWN) == 0
+    carried = bits & taint.CTA
+    if shared_lanes is not None:
+        lanes = shared_lanes & known
+        if global_lanes is None and count == 1 and (lanes is m.valid or lanes.all()):
+            # every thread reads shared memory at a known address: no per-lane selection needed
+            every = m.shared_contents().load_every(m.shared_base(), offsets, size)
+            if every is not None:
+                values, content_bits = every
+                reads.values[0] = _sign_extend(values, size) if is_signed else values
+                reads.bits[0] = content_bits | carried | taint.THREAD
+                return reads
+        if lanes.any():
+            contents = m.shared_contents()
+            for index in range(count):
+                values, content_bits = contents.load(m.cta_index, offsets + index * size, size, lanes)
+                reads.put(index, lanes, _sign_extend(values, size) if is_signed else values,
+                          content_bits | carried | taint.THREAD)
+    if global_lanes is not None and ctx.memory is not None:
+        lanes = global_lanes & known
+        if lanes.any():
+            wrong = ctx.memory.mismatch(address, lanes, slot.row.get("type") or "b32")
+            if wrong is not None:
+                row = slot.row
+                raise InputError(
+                    f"kernel {ctx.kernel}: PTX line {row['ptx_line']} reads .{row.get('type')} values from parameter "
+                    f"{wrong.name}, but --data gives it {wrong.dtype.name} elements ({wrong.description})",
+                    file=ctx.path, line=row["ptx_line"], source_line=row["text"])
+            for index in range(count):
+                values, content_bits, served, past = ctx.memory.load(address + U64(index * size), size, lanes)
+                if past is not None:
+                    buffer, offset = past
+                    row = slot.row
+                    raise InputError(
+                        f"kernel {ctx.kernel}: PTX line {row['ptx_line']} reads bytes {offset}..{offset + size - 1} of "
+                        f"parameter {buffer.name}, but --data gives it only {len(buffer.data)} bytes "
+                        f"({buffer.description})", file=ctx.path, line=row["ptx_line"], source_line=row["text"])
+                reads.put(index, served, _sign_extend(values, size) if is_signed else values,
+                          content_bits | carried | taint.THREAD | (taint.CTA if ctx.memory.written else taint.ZERO))
+                _note_unserved(m, ctx, slot, lanes & ~served, bits)
+    if global_lanes is not None and (ctx.memory is None or not (global_lanes & known).all()):
+        _note_unserved(m, ctx, slot, global_lanes & ~known if ctx.memory is not None else global_lanes, bits)
+    return reads
+
+
+def _global_without_data(slot: Slot, ctx: Context, address_index: int, write):
+    """A global load with no --data at all: unknown values; the first execution notes which pointer
+    parameters the kernel reads through (named in the reasons of what the values make unresolved)."""
+    address = address_reader(slot.row["operands"][address_index], slot, ctx)
+    noted = []
+
+    def run(m, mask):
+        if not noted:
+            noted.append(True)
+            bits = int(np.bitwise_or.reduce(np.atleast_1d(address(m)[1])))
+            m.findings.loads_through(taint.missing_params(bits, ctx.param_names))
+        write(m, mask)
+    return run
+
+
+def _note_unserved(m, ctx: Context, slot: Slot, lanes: np.ndarray, bits: np.ndarray) -> None:
+    if ctx.memory is None or not lanes.any():
+        return
+    m.findings.loads_through(taint.missing_params(int(np.bitwise_or.reduce(bits[lanes])), ctx.param_names))
+    row = slot.row
+    if row["instruction"] in ctx.memory.unserved:
+        return
+    missing = taint.missing_params(int(np.bitwise_or.reduce(bits[lanes])), ctx.param_names)
+    through = f"through parameter{'s' if len(missing) > 1 else ''} {', '.join(missing)}, which ha" \
+        f"{'ve' if len(missing) > 1 else 's'} no --data" if missing else "outside every --data buffer"
+    ctx.memory.unserved[row["instruction"]] = f"PTX line {row['ptx_line']} reads global memory {through}"
+
+
+def _write_memory(m, ctx: Context, located, values: list, value_bits: list, size: int) -> None:
+    shared_lanes, offsets, global_lanes, address, bits = located
+    unknown = (bits & taint.UNKNOWN) != 0
+    if shared_lanes is not None and ctx.shared_values and shared_lanes.any():
+        contents = m.shared_contents()
+        lanes = shared_lanes & ~unknown
+        for index, (value, vbits) in enumerate(zip(values, value_bits)):
+            contents.store(m.cta_index, offsets + index * size, size, value, vbits | (bits & taint.CTA), lanes)
+        if (shared_lanes & unknown).any():          # could have written any byte of its CTA
+            contents.forget(m.cta_index[shared_lanes & unknown])
+    if global_lanes is not None and ctx.memory is not None and global_lanes.any():
+        lanes = global_lanes & ~unknown
+        for index, (value, vbits) in enumerate(zip(values, value_bits)):
+            ctx.memory.store(address + U64(index * size), size, value, vbits | (bits & taint.CTA), lanes)
+        # a pointer without a value is a buffer without --data: distinct from every given buffer
+        wild = global_lanes & ((bits & (taint.UNKNOWN & ~taint.PARAMS)) != 0)
+        if wild.any():
+            ctx.memory.forget()
+
+
 def _load(slot, ctx, row, modifiers):
     space = space_of(row)
     address_index = _address_operand(row)
     if space == "param":
         return _load_param(slot, ctx, row)
     write = _loaded_destinations(row, slot)
-    if space not in ("shared", "generic") or address_index is None or row["opcode"] not in SHARED_ACCESS_KINDS:
-        return lambda m, mask: write(m, mask)        # ldu reads global memory only
-    record = _shared_access(slot, ctx, address_index, SHARED_ACCESS_KINDS[row["opcode"]], access_bytes(row),
-                            generic=space == "generic")
+    if space == "global" and ctx.memory is None and address_index is not None:
+        return _global_without_data(slot, ctx, address_index, write)
+    if space not in ("shared", "generic", "global") or address_index is None:
+        return lambda m, mask: write(m, mask)        # local, const, texture: contents not modelled
+    keys = [register_key(n, slot) if n and n != "_" else None for n in split_destinations(row["operands"][0])]
+    size, is_signed, _ = _element(row)
+    locate = _locate(slot, ctx, address_index, space)
+    shared_kind = SHARED_ACCESS_KINDS.get(row["opcode"]) if space != "global" else None
+    recorder = _recorder(slot, shared_kind, access_bytes(row)) if shared_kind else None
+    if ctx.relevant_registers is not None and not any(key in ctx.relevant_registers for key in keys if key):
+        # nothing this load reads can reach an address, a condition or modelled memory: skip the read
+        if recorder is None:
+            return lambda m, mask: write(m, mask)
+
+        def record_only(m, mask):
+            located = locate(m, mask)
+            recorder(m, located[0], located[1], located[4])
+            write(m, mask)
+        return record_only
 
     def run(m, mask):
-        record(m, mask)
-        write(m, mask)
+        located = locate(m, mask)
+        if recorder is not None:
+            recorder(m, located[0], located[1], located[4])
+        reads = _read_memory(m, ctx, slot, located, len(keys), size, is_signed)
+        for key, value, bits in zip(keys, reads.values, reads.bits):
+            if key is not None:
+                m.write(key, value, bits, mask)
     return run
+
+
+def _sources_of(operand: dict, slot: Slot, ctx: Context) -> list:
+    if operand["kind"] == "vector":
+        return [reader({"kind": "reg", "name": n}, slot, ctx) for n in operand["elements"] or []]
+    return [reader(operand, slot, ctx)]
 
 
 def _store(slot, ctx, row, modifiers):
@@ -127,26 +301,127 @@ def _store(slot, ctx, row, modifiers):
     address_index = _address_operand(row)
     if space == "param":
         return _store_param(slot, ctx, row)
-    if space not in ("shared", "generic") or address_index is None:
+    if space not in ("shared", "generic", "global") or address_index is None or \
+            (space == "global" and ctx.memory is None):
         return lambda m, mask: None
-    return _shared_access(slot, ctx, address_index, SHARED_ACCESS_KINDS[row["opcode"]], access_bytes(row),
-                          generic=space == "generic")
+    size, _, _ = _element(row)
+    sources = _sources_of(row["operands"][address_index + 1], slot, ctx) if len(row["operands"]) > address_index + 1 \
+        else []
+    locate = _locate(slot, ctx, address_index, space)
+    recorder = _recorder(slot, SHARED_ACCESS_KINDS[row["opcode"]], access_bytes(row)) if space != "global" else None
+
+    def run(m, mask):
+        located = locate(m, mask)
+        if recorder is not None:
+            recorder(m, located[0], located[1], located[4])
+        if located[0] is None and ctx.memory is None:
+            return
+        pairs = [source(m) for source in sources]
+        _write_memory(m, ctx, located, [intops.truncate(m.full(v), 8 * size) for v, _ in pairs],
+                      [m.full(b) for _, b in pairs], size)
+    return run
+
+
+#: Address taints that make ptxas treat an address as possibly different between lanes.
+VARYING = taint.THREAD | taint.LOADED | taint.UNMODELLED | taint.BRANCH
+SPIN_REASON = ("ptxas implements a 64-bit shared atom.{op} as an LDS.64 + ATOMS.CAST.SPIN.64 retry loop: its "
+               "wavefronts depend on how often lanes collide at run time")
+
+
+def hardware_atomic(row: dict, ctx: Context, keys: list[str], address_index: int) -> tuple[str, bool, bool]:
+    """(operation as executed, warp-aggregated when the address is uniform, compiled to a CAS spin loop).
+
+    What ptxas makes of a shared atomic on sm_90 (atomics2.cu, docs/hardware.md): ``atom.add`` of the
+    constant 1 whose result nobody reads is ATOMS.POPC.INC; an add (any value) and an unused
+    min/max/and/or at an address that is the same in every lane by construction is one ATOMS by one
+    lane after a warp reduction (only when the whole warp is active); 64-bit add/min/max/and/or/xor/inc/dec
+    have no ATOMS form."""
+    op = atomic_op(row)
+    size, _, is_float = _element(row)
+    operands = row["operands"] or []
+    value = operands[address_index + 1] if len(operands) > address_index + 1 else None
+    read = getattr(ctx, "read_registers", None)
+    unused = not keys or (read is not None and not any(key in read for key in keys))
+    if op == "add" and not is_float and size == 4 and value is not None and value["kind"] == "imm" \
+            and int(value["value"]) == 1 and unused:
+        return "popc_inc", False, False
+    spin = size == 8 and not is_float and op in ("add", "min", "max", "and", "or", "xor", "inc", "dec")
+    aggregated = not is_float and (op == "add" or (op in ("min", "max", "and", "or") and unused))
+    return op, aggregated and not spin, spin
+
+
+def _leaders(m, lanes: np.ndarray, offsets: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """``lanes`` with each full warp whose address is uniform (by construction and in value) cut to its last
+    lane: ptxas's warp-aggregated atomic (VOTE.ANY == all lanes, a reduction, one ATOMS by lane 31)."""
+    width = m.warp_size
+    warps = lanes.reshape(-1, width)
+    same = (offsets.reshape(-1, width) == offsets.reshape(-1, width)[:, :1]).all(axis=1)
+    uniform = warps.all(axis=1) & same & ((bits & VARYING) == 0).reshape(-1, width).all(axis=1)
+    if not uniform.any():
+        return lanes
+    return lanes & ~(np.repeat(uniform, width) & (m.lane % 32 != 31))
+
+
+def atomic_op(row: dict) -> str:
+    """The operation of an atom/red (add, inc, cas, ...)."""
+    return next((m for m in row["modifiers"] or [] if m in ATOMIC_OPS), "add")
 
 
 def _atomic(slot, ctx, row, modifiers):
     space = space_of(row)
     address_index = _address_operand(row)
     has_result = row["opcode"] == "atom"
-    write = _loaded_destinations(row, slot) if has_result else None
-    if space not in ("shared", "generic") or address_index is None:
+    keys = [register_key(n, slot) for n in split_destinations(row["operands"][0]) if n and n != "_"] \
+        if has_result else []
+    if space not in ("shared", "generic", "global") or address_index is None or \
+            (space == "global" and ctx.memory is None):
+        write = _loaded_destinations(row, slot) if has_result else None
         return (lambda m, mask: write(m, mask)) if write else (lambda m, mask: None)
-    record = _shared_access(slot, ctx, address_index, SHARED_ACCESS_KINDS[row["opcode"]], access_bytes(row),
-                            generic=space == "generic")
+    op = atomic_op(row)
+    size, is_signed, is_float = _element(row)
+    operands = [reader(o, slot, ctx) for o in row["operands"][address_index + 1:]]
+    locate = _locate(slot, ctx, address_index, space)
+    hardware_op, aggregated, spin = hardware_atomic(row, ctx, keys, address_index)
+    recorder = _recorder(slot, "atom", access_bytes(row), op=hardware_op) if space != "global" else None
 
     def run(m, mask):
-        record(m, mask)
-        if write:
-            write(m, mask)
+        located = locate(m, mask)
+        shared_lanes, offsets, global_lanes, address, bits = located
+        if spin and shared_lanes is not None and shared_lanes.any():
+            warps = int(shared_lanes.reshape(-1, m.warp_size).any(axis=1).sum())
+            m.report_unresolved(slot, SPIN_REASON.format(op=op), warps)
+        elif recorder is not None and shared_lanes is not None:
+            recorder(m, _leaders(m, shared_lanes, offsets, bits) if aggregated else shared_lanes, offsets, bits)
+        (b, b_bits), (c, c_bits) = (operands + [lambda m: (U64(0), taint.ZERO)] * 2)[0](m), \
+            (operands[1:] + [lambda m: (U64(0), taint.ZERO)])[0](m)
+        b, b_bits, c, c_bits = m.full(b), m.full(b_bits), m.full(c), m.full(c_bits)
+        old = np.zeros(m.size, dtype=np.uint64)
+        old_bits = np.full(m.size, taint.LOADED, dtype=np.uint64)
+        known = (bits & taint.UNKNOWN) == 0
+        if shared_lanes is not None and ctx.shared_values and shared_lanes.any():
+            contents = m.shared_contents()
+            inside = (offsets >= 0) & (offsets + size <= contents.bytes_per_cta)
+            chosen = np.flatnonzero(shared_lanes & known & inside)
+            start = m.cta_index[chosen] * contents.bytes_per_cta + offsets[chosen]
+            values, value_bits = atomic(contents.data, contents.taint, start, op, 8 * size, is_signed, is_float,
+                                        b[chosen], b_bits[chosen], c[chosen], c_bits[chosen])
+            old[chosen], old_bits[chosen] = values, value_bits | (bits[chosen] & taint.CTA) | taint.THREAD
+            if (shared_lanes & ~known).any():
+                contents.forget(m.cta_index[shared_lanes & ~known])
+        if global_lanes is not None and ctx.memory is not None and global_lanes.any():
+            which, offset = ctx.memory.owner(address)
+            for index, buffer in enumerate(ctx.memory.buffers):
+                chosen = np.flatnonzero(global_lanes & known & (which == index) & (offset >= 0)
+                                        & (offset + size <= len(buffer.data)))
+                values, value_bits = atomic(buffer.data, buffer.taint, offset[chosen], op, 8 * size, is_signed,
+                                            is_float, b[chosen], b_bits[chosen], c[chosen], c_bits[chosen])
+                old[chosen], old_bits[chosen] = values, value_bits | taint.CTA | taint.THREAD
+            if (global_lanes & ((bits & (taint.UNKNOWN & ~taint.PARAMS)) != 0)).any():
+                ctx.memory.forget()
+        if is_signed:
+            old = _sign_extend(old, size)
+        for key in keys:
+            m.write(key, old, old_bits, mask)
     return run
 
 

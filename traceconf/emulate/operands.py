@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -34,6 +35,10 @@ class Context:
     param_values: dict[str, int]         # those with a value
     param_bytes: dict[str, int]
     address_bits: int
+    memory: object = None                # GlobalContents: the --data buffers (None: no global memory modelled)
+    read_registers: frozenset | None = None  # register keys some instruction reads (None: not known)
+    relevant_registers: frozenset | None = None  # registers whose values can matter (None: all of them)
+    shared_values: bool = True           # some relevant register is loaded from shared memory
 
 
 _SPECIAL_ROOTS = {"%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%warpsize",
@@ -42,6 +47,7 @@ _SPECIAL_ROOTS = {"%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%
                   "%lanemask_ge", "%lanemask_gt", "%dynamic_smem_size", "%total_smem_size", "%aggr_smem_size"}
 
 
+@lru_cache(maxsize=65536)
 def is_special(name: str) -> bool:
     return name == "WARP_SZ" or name.split(".")[0] in _SPECIAL_ROOTS or bool(UNKNOWN_SPECIAL.match(name))
 

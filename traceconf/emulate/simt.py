@@ -40,7 +40,9 @@ import numpy as np
 
 from traceconf.emulate import taint
 from traceconf.emulate.alu import compile_alu, unknown_result
+from traceconf.emulate.contents import SharedContents
 from traceconf.emulate.memory import compile_memory
+from traceconf.emulate.regions import branch_region, immediate_post_dominators, successors
 from traceconf.emulate.operands import Context, reader
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.state import ThreadState
@@ -104,9 +106,30 @@ def compile_slot(slot: Slot, ctx: Context) -> Compiled:
     if opcode in NO_OP_OPCODES or opcode in ("bar", "barrier"):
         body = lambda m, mask: None
     else:
-        body = (compile_alu(slot, ctx) or compile_memory(slot, ctx) or compile_warp(slot, ctx)
-                or unknown_result(row, slot, ctx, taint.UNMODELLED))
+        body = compile_alu(slot, ctx) or compile_memory(slot, ctx)
+        if body is None:
+            body = compile_warp(slot, ctx)
+            if body is not None:
+                body = _collective(body, slot)
+        body = body or unknown_result(row, slot, ctx, taint.UNMODELLED)
     return Compiled(_with_guard(body, guard), False, slot)
+
+
+def _collective(body, slot: Slot):
+    """A warp-collective result is unknown in warps with lanes on an unknown side of a branch (they may take part)."""
+    operands = slot.row["operands"] or []
+    from traceconf.emulate.operands import register_key, split_destinations
+    keys = [register_key(n, slot) for n in split_destinations(operands[0])] if operands and \
+        operands[0]["kind"] in ("reg", "vector") else []
+
+    def run(m, mask):
+        body(m, mask)
+        if m.any_doubt:
+            lanes = m.doubtful_warps() & (m.valid if mask is None else mask)
+            for key in keys:
+                value, bits = m.read(key)
+                m.taints[key] = np.where(lanes, bits | taint.BRANCH, bits)
+    return run
 
 
 def _barrier_is_noop(row: dict) -> bool:
@@ -129,6 +152,8 @@ def _condition(m, slot: Slot, guard, active: np.ndarray):
     unknown = active & ((bits & taint.UNKNOWN) != 0)
     if not unknown.any():
         return active & holds, None
+    if m.explore(slot, unknown, bits):
+        return active & holds & ~unknown, unknown
     warps_hit = np.repeat(unknown.reshape(-1, m.warp_size).any(axis=1), m.warp_size)
     stopped = active & warps_hit
     m.stop(slot, stopped, int(np.bitwise_or.reduce(bits[unknown])))
@@ -211,6 +236,26 @@ class Machine(ThreadState):
         self.all_warps = np.arange(self.size // warp_size)
         self.cta_of_warp = self.cta_of_thread[::warp_size]
         self.warp_of_warp = self.warp_in_cta[::warp_size]
+        self.cta_index = np.repeat(np.arange(len(self.ctas), dtype=np.int64), self.padded)
+        self._shared: SharedContents | None = None
+        self._shared_base: np.ndarray | None = None
+        self.doubt = np.full(self.size, -1, dtype=np.int64)   # rejoin pc of lanes whose path is unknown
+        self.any_doubt = False
+
+    def shared_contents(self) -> SharedContents:
+        if self._shared is None:
+            self._shared = SharedContents(len(self.ctas), self.ctx.layout.total_bytes)
+        return self._shared
+
+    def shared_base(self) -> np.ndarray:
+        """Per thread: the index of its CTA's first shared byte in :meth:`shared_contents`."""
+        if self._shared_base is None:
+            self._shared_base = self.cta_index * self.shared_contents().bytes_per_cta
+        return self._shared_base
+
+    def doubtful_warps(self) -> np.ndarray:
+        """Per thread: whether its warp has lanes waiting past an unknown branch (their mask is unknown)."""
+        return np.repeat((self.doubt >= 0).reshape(-1, self.warp_size).any(axis=1), self.warp_size)
 
     # -- scheduler -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -232,6 +277,11 @@ class Machine(ThreadState):
             self.steps += 1
             if self.steps > self.max_steps:
                 self._runaway(p)
+            if self.any_doubt:
+                back = active & (self.doubt == p)
+                if back.any():
+                    self.doubt[back] = -1
+                    self.any_doubt = bool((self.doubt >= 0).any())
             op = compiled[p]
             mask = None if np.count_nonzero(active) == size else active
             if op.control:
@@ -268,8 +318,54 @@ class Machine(ThreadState):
             return True
         return False
 
-    def report_unresolved(self, slot: Slot, reason: str) -> None:
-        self.findings.unresolved(slot, reason)
+    def report_unresolved(self, slot: Slot, reason: str, executions: int | None = None) -> None:
+        self.findings.unresolved(slot, reason, executions)
+
+    def known_lanes(self, slot: Slot, lanes: np.ndarray, bits: np.ndarray, what: str) -> np.ndarray | None:
+        """``lanes`` without the warps where some lane's ``bits`` are unknown (those executions are reported
+        unresolved, counted); None when no lane is left."""
+        selected = bits if lanes is self.valid and self.all_valid else bits[lanes]
+        active_bits = int(np.bitwise_or.reduce(selected)) if len(selected) else 0
+        self.check_known(slot, active_bits, f"shared-memory {what}")
+        if not active_bits & int(taint.UNKNOWN):
+            return lanes
+        unknown = lanes & ((bits & taint.UNKNOWN) != 0)
+        warps = unknown.reshape(-1, self.warp_size).any(axis=1)
+        why = int(np.bitwise_or.reduce(bits[unknown]))
+        self.report_unresolved(slot, f"{what} depends on {self.findings.why(why)}", int(warps.sum()))
+        lanes = lanes & ~np.repeat(warps, self.warp_size)
+        return lanes if lanes.any() else None
+
+    def explore(self, slot: Slot, lanes: np.ndarray, bits: np.ndarray) -> bool:
+        """Send ``lanes`` (direction unknown at ``slot``) to the branch's rejoin point with everything the
+        region between could change made unknown; False when the region does not allow it (see regions)."""
+        region = self.findings.region(self.program, self.pc_of(slot))
+        if region is None:
+            return False
+        why = int(np.bitwise_or.reduce(bits[lanes]))
+        if why & int(taint.UNKNOWN & ~taint.BRANCH):
+            why &= ~int(taint.BRANCH)        # name the data, not the earlier branches it went through
+        line = slot.row["ptx_line"]
+        reason = (f"executed under the branch at PTX line {line}, whose direction depends on "
+                  f"{self.findings.why(why)}: which lanes take part is unknown")
+        for target in region.shared_slots:
+            self.report_unresolved(target, reason)
+        extra = taint.BRANCH | (bits & taint.UNKNOWN & ~taint.PARAMS)
+        for key in region.registers:
+            value, old = self.read(key)
+            self.regs[key] = value
+            self.taints[key] = np.where(lanes, old | extra, old)
+        if region.writes_carry:
+            self.carry_taint = np.where(lanes, self.carry_taint | extra, self.carry_taint)
+        if region.writes_memory:
+            if self._shared is not None:
+                self._shared.forget(self.cta_index[lanes])
+            if self.ctx.memory is not None:
+                self.ctx.memory.forget()
+        self.pc[lanes] = region.rejoin
+        self.doubt[lanes] = region.rejoin
+        self.any_doubt = True
+        return True
 
     def stop(self, slot: Slot, threads: np.ndarray, bits: int, reason: str | None = None) -> None:
         """Stop ``threads`` at an instruction whose outcome is unknown; report what they can no longer reach."""
@@ -284,13 +380,22 @@ class Machine(ThreadState):
         return self.findings.pc_index[id(slot)]
 
     def record_access(self, slot: Slot, kind: int, size: int, matrices: int, offsets: np.ndarray,
-                      lanes: np.ndarray) -> None:
+                      lanes: np.ndarray, op: int = 0) -> None:
         """Log one execution per warp with an active lane (``lanes``); inactive lanes become -1."""
         guard_bits = self.guard_taint
         if isinstance(guard_bits, np.ndarray):
-            bits = int(np.bitwise_or.reduce(guard_bits[lanes]))
-            if bits and self.address_unknown(slot, bits, "predicate (active mask)"):
+            lanes = self.known_lanes(slot, lanes, guard_bits, "predicate (active mask)")
+            if lanes is None:
                 return
+        if self.any_doubt:
+            doubtful = self.doubtful_warps() & lanes
+            if doubtful.any():
+                self.report_unresolved(slot, "its warp has lanes on an unknown side of a data-dependent branch: "
+                                       "the active mask is unknown",
+                                       int(doubtful.reshape(-1, self.warp_size).any(axis=1).sum()))
+                lanes = lanes & ~doubtful
+                if not lanes.any():
+                    return
         if lanes is self.valid and self.all_valid:
             rows = self.all_warps
             addresses = offsets.reshape(-1, self.warp_size)
@@ -302,7 +407,7 @@ class Machine(ThreadState):
             addresses = np.where(lanes, offsets, -1).reshape(-1, self.warp_size)[rows]
             highest = int(addresses.max())
         self.findings.note_extent(slot, highest + size)
-        self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, addresses))
+        self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, addresses, op))
 
 
 class Findings:
@@ -315,13 +420,43 @@ class Findings:
         self.cta_reasons: list[str] = []
         self.extent: dict[int, tuple[int, dict]] = {}
         self._reach_cache: dict[int, list[Slot]] = {}
+        self._ipdom: list | None = None
+        self._regions: dict[int, object] = {}
+        self.without_data: list[str] = []       # pointer parameters global loads read through, with no --data
 
-    def unresolved(self, slot: Slot, reason: str) -> None:
+    def loads_through(self, names: list[str]) -> None:
+        self.without_data.extend(n for n in names if n not in self.without_data)
+
+    def why(self, bits: int) -> str:
+        """Why a value is unknown, in words, naming the parameters whose buffers have no --data."""
+        text = taint.describe(bits)
+        if bits & int(taint.LOADED) and self.without_data:
+            names = ", ".join(self.without_data)
+            text += (f" (the kernel reads global memory through {names}, which ha"
+                     f"{'ve' if len(self.without_data) > 1 else 's'} no --data)")
+        return text
+
+    def unresolved(self, slot: Slot, reason: str, executions: int | None = None) -> None:
+        """Note an unresolved instruction; ``executions`` counts its warp-level executions left out
+        (None: how many is unknown, e.g. under a branch whose direction is unknown)."""
         row = slot.row
         key = (row["instruction"], reason)
-        if key not in self.unresolved_rows:
-            self.unresolved_rows[key] = {"instruction": int(row["instruction"]), "ptx": row["text"],
-                                         "ptx_line": int(row["ptx_line"]), "reason": reason}
+        entry = self.unresolved_rows.get(key)
+        if entry is None:
+            entry = self.unresolved_rows[key] = {"instruction": int(row["instruction"]), "ptx": row["text"],
+                                                 "ptx_line": int(row["ptx_line"]), "reason": reason,
+                                                 "executions": 0, "uncounted": False}
+        if executions is None:
+            entry["uncounted"] = True
+        else:
+            entry["executions"] += executions
+
+    def region(self, program: Program, branch: int):
+        if branch not in self._regions:
+            if self._ipdom is None:
+                self._ipdom = immediate_post_dominators(program.slots)
+            self._regions[branch] = branch_region(program, self._ipdom, branch)
+        return self._regions[branch]
 
     def stopped(self, slot: Slot, reason: str, reachable: list[Slot]) -> None:
         for target in reachable:
@@ -344,29 +479,13 @@ class Findings:
         if start in self._reach_cache:
             return self._reach_cache[start]
         slots = program.slots
-        seen, todo = set(), list(_successors(slots, start))
+        seen, todo = set(), list(successors(slots, start))
         while todo:
             index = todo.pop()
             if index in seen or index >= len(slots):
                 continue
             seen.add(index)
-            todo.extend(_successors(slots, index))
+            todo.extend(successors(slots, index))
         found = [slots[i] for i in sorted(seen) if may_access_shared(slots[i].row["opcode"], slots[i].row["state_space"])]
         self._reach_cache[start] = found
         return found
-
-
-def _successors(slots: list[Slot], index: int) -> list[int]:
-    slot = slots[index]
-    opcode = slot.row["opcode"]
-    guarded = bool(slot.row.get("guard"))
-    following = [index + 1] if guarded else []
-    if opcode in ("bra", "brx"):
-        return ([slot.target] if slot.target is not None else []) + following
-    if opcode == "ret":
-        return ([slot.target] if slot.target is not None else []) + following
-    if opcode in ("exit", "trap"):
-        return following
-    if opcode == "call" and slot.target is not None:
-        return [index + 1, slot.target]
-    return [index + 1]

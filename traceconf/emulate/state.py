@@ -54,7 +54,7 @@ class ThreadState:
         def const(value):
             return np.full(self.size, value, dtype=np.uint64), zero
 
-        def per_thread(values, bits=zero):
+        def per_thread(values, bits=taint.THREAD):
             return np.asarray(values, dtype=np.int64).view(np.uint64), bits
 
         ctaid = {"x": cta % gx, "y": (cta // gx) % gy, "z": cta // (gx * gy)}
@@ -74,7 +74,7 @@ class ThreadState:
         for axis in "xyz":
             # a CTA coordinate only distinguishes CTAs along an axis the grid really extends
             bits = taint.CTA if grid[axis] > 1 else zero
-            special[f"%ctaid.{axis}"] = per_thread(ctaid[axis], bits)
+            special[f"%ctaid.{axis}"] = per_thread(ctaid[axis], bits)     # uniform in a warp: no THREAD bit
             # one CTA per cluster: the cluster grid is the CTA grid
             special[f"%clusterid.{axis}"] = per_thread(ctaid[axis], bits)
             special[f"%nclusterid.{axis}"] = const(grid[axis])
@@ -84,11 +84,12 @@ class ThreadState:
         one = U64(1)
         below = (one << lane) - one
         width_mask = U64((1 << self.warp_size) - 1) if self.warp_size < 64 else U64(0xFFFF_FFFF_FFFF_FFFF)
-        special["%lanemask_eq"] = (one << lane, zero)
-        special["%lanemask_lt"] = (below, zero)
-        special["%lanemask_le"] = (below | (one << lane), zero)
-        special["%lanemask_ge"] = (~below & width_mask, zero)
-        special["%lanemask_gt"] = (~(below | (one << lane)) & width_mask, zero)
+        varying = taint.THREAD
+        special["%lanemask_eq"] = (one << lane, varying)
+        special["%lanemask_lt"] = (below, varying)
+        special["%lanemask_le"] = (below | (one << lane), varying)
+        special["%lanemask_ge"] = (~below & width_mask, varying)
+        special["%lanemask_gt"] = (~(below | (one << lane)) & width_mask, varying)
         return special
 
     # -- registers -------------------------------------------------------------------------------

@@ -17,12 +17,14 @@ FLOAT = np.uint64(1 << 1)         # result of floating-point arithmetic
 UNMODELLED = np.uint64(1 << 2)    # uninitialised register, undefined result, instruction not modelled
 CTA = np.uint64(1 << 3)           # depends on %ctaid / %clusterid: differs between CTAs
 SHARED_WINDOW = np.uint64(1 << 4)  # generic address derived from the shared window (cvta.shared)
-PARAM_FIRST_BIT = 5               # bit 5 + k: kernel parameter k has no value
+BRANCH = np.uint64(1 << 5)        # written on one side of a branch whose direction is unknown for the lane
+THREAD = np.uint64(1 << 6)        # may differ between the lanes of a warp (thread index, memory contents)
+PARAM_FIRST_BIT = 7               # bit 7 + k: kernel parameter k has no value
 MAX_TRACKED_PARAMS = 64 - PARAM_FIRST_BIT
 
 PARAMS = np.uint64(((1 << 64) - 1) ^ ((1 << PARAM_FIRST_BIT) - 1))
 #: Bits that make a value unknown (an address or branch condition with them cannot be evaluated).
-UNKNOWN = LOADED | FLOAT | UNMODELLED | PARAMS
+UNKNOWN = LOADED | FLOAT | UNMODELLED | BRANCH | PARAMS
 ZERO = np.uint64(0)
 
 
@@ -48,4 +50,6 @@ def describe(bits: int) -> str:
         reasons.append("floating-point arithmetic")
     if bits & int(UNMODELLED):
         reasons.append("a value the emulator does not model")
+    if bits & int(BRANCH):
+        reasons.append("a register written under a branch whose direction is unknown")
     return " and ".join(reasons) or "nothing"

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from traceconf.names import short_name
 from traceconf.pipeline import KernelAnalysis
-from traceconf.analyses.results import COUNTS, kernel_table
+from traceconf.analyses.results import COUNTS, kernel_table, partial_note
 from traceconf.report.source import source_text
 from traceconf.schemas import KINDS
 
@@ -172,6 +172,9 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
     if len(shown) < len(order):
         parts.append(Text(f"… {len(order) - len(shown)} more instruction(s); use --top to see more", style="dim"))
     parts.append(_totals_table(tables, devices, analysis.device_gaps))
+    note = partial_note(analysis)
+    if note:
+        parts.append(Text(note, style="bold yellow"))
     if analysis.unresolved:
         text = {int(r["instruction"]): r["text"] for r in analysis.instructions.to_pylist()}
         lines = Text("not counted (addresses unknown, or no LSU access):", style="bold yellow")

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from traceconf.errors import InputError
 from traceconf.pipeline import KernelAnalysis
-from traceconf.analyses.results import COUNTS, RESULT_ROWS, kernel_table
+from traceconf.analyses.results import COUNTS, RESULT_ROWS, kernel_table, unresolved_summary
 from traceconf.schemas import KINDS
 
 #: Per-instruction keys of the JSON document, in order (RESULT_ROWS column → JSON key).
@@ -44,7 +44,10 @@ def json_document(analyses: list[KernelAnalysis], devices: list[str]) -> dict:
     for analysis in analyses:
         text = {int(r["instruction"]): r["text"] for r in analysis.instructions.to_pylist()}
         unresolved = [{"instruction": int(u["instruction"]), "ptx": text.get(int(u["instruction"]), ""),
-                       "reason": str(u.get("reason") or "addresses unknown")} for u in analysis.unresolved]
+                       "reason": str(u.get("reason") or "addresses unknown"),
+                       "executions": int(u.get("executions") or 0) * int(analysis.launch.get("scale") or 1),
+                       "counted": not u.get("uncounted", True)} for u in analysis.unresolved]
+        unresolved_executions, uncounted = unresolved_summary(analysis)
         for device in devices:
             table = kernel_table(analysis, device)
             results.append({
@@ -52,6 +55,9 @@ def json_document(analyses: list[KernelAnalysis], devices: list[str]) -> dict:
                 "device": device,
                 "launch": analysis.launch,
                 "totals": _kind_totals(table),
+                "partial": bool(unresolved_executions or uncounted),
+                "unresolved_executions": unresolved_executions,
+                "uncounted_instructions": uncounted,
                 "unresolved": unresolved,
                 "instructions": [_json_instruction(row) for row in table.to_pylist()],
             })

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -41,7 +41,7 @@ WIDTHS = (1, 2, 4, 8, 16)
 _MISSING = object()
 _TOP_KEYS = {"name", "title", "products", "vendor", "evidence", "notes", "alias_of", "warp_size", "banks", "bank_bytes",
              "row_bytes", "broadcast", "split_bytes", "merge_stores", "merge_same_word", "lane_groups", "pairing",
-             "matrix"}
+             "matrix", "atomic_ops"}
 _DESCRIPTIVE_KEYS = {"name", "title", "products", "vendor", "evidence", "notes", "alias_of"}
 _REQUIRED = ("name", "title", "vendor", "evidence", "warp_size", "banks", "bank_bytes", "row_bytes",
              "lane_groups")
@@ -62,6 +62,14 @@ class LaneGroupRule:
 
     def matches(self, kind: str, nbytes: int) -> bool:
         return nbytes in self.bytes and (self.kinds is None or kind in self.kinds)
+
+
+@dataclass(frozen=True)
+class AtomicOpRule:
+    """``[atomic_ops.OP]``: an atomic operation served unlike the kind ``atom`` as a whole."""
+
+    merge_same_word: bool | None = None    # None: as [merge_same_word] says for atom
+    passes: int = 1                        # the access is served this many times (wavefronts and ideal)
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,7 @@ class RuleSet:
     matrix: MatrixRule | None
     source: str = "builtin"
     same_rules_as: str | None = None       # the rule set whose rules this alias repeats unchanged
+    atomic_ops: dict = field(default_factory=dict)  # op -> AtomicOpRule: how one atomic operation is served
     products: tuple[str, ...] = ()         # product names that --device accepts for this rule set
 
 
@@ -119,9 +128,17 @@ class RuleSet:
                 return rule
         raise InputError(f"rule set {self.name!r} has no lane-group rule for {nbytes}-byte {kind} accesses")
 
-    def merges(self, kind: str) -> bool:
-        """Do lanes of one ``kind`` access that touch the same bank word share a pass (multicast / merge)?"""
+    def merges(self, kind: str, op: str = "") -> bool:
+        """Do lanes of one ``kind`` access (atomic ``op``) that touch the same bank word share a pass?"""
+        rule = self.atomic_ops.get(op) if kind == "atom" and op else None
+        if rule is not None and rule.merge_same_word is not None:
+            return rule.merge_same_word
         return kind not in self.unmerged_kinds
+
+    def passes(self, kind: str, op: str = "") -> int:
+        """How many times an access of this kind / atomic op is served (ATOMS.CAS: 2 on sm_90)."""
+        rule = self.atomic_ops.get(op) if kind == "atom" and op else None
+        return rule.passes if rule is not None else 1
 
     def supports(self, kind: str) -> bool:
         if kind in MATRIX_KINDS:
@@ -319,7 +336,7 @@ def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
         warp_size=warp_size, banks=banks, bank_bytes=bank_bytes, row_bytes=row_bytes, broadcast=broadcast,
         split_bytes=split_bytes, merge_stores=merge_stores, unmerged_kinds=unmerged_kinds,
         lane_groups=lane_groups, pairing=v.pairing(warp_size, lane_groups), matrix=v.matrix(warp_size),
-        source=source, same_rules_as=same_rules_as, products=v.products())
+        source=source, same_rules_as=same_rules_as, atomic_ops=v.atomic_ops(), products=v.products())
 
 
 class _Validator:
@@ -395,6 +412,23 @@ class _Validator:
                 raise self.doc.error("merge_same_word", f"{kind}: expected true or false, got {merge!r}")
             (unmerged.discard if merge else unmerged.add)(kind)
         return frozenset(unmerged)
+
+    def atomic_ops(self) -> dict:
+        from traceconf.kinds import OPS
+        table = self.data.get("atomic_ops", {})
+        if not isinstance(table, dict):
+            raise self.doc.error("atomic_ops", f"expected tables [atomic_ops.OP], got {table!r}")
+        rules = {}
+        for op, entry in table.items():
+            if op not in OPS[1:]:
+                raise self.doc.error("atomic_ops", f"unknown atomic operation {op!r} (operations: {', '.join(OPS[1:])})")
+            if not isinstance(entry, dict) or set(entry) - {"merge_same_word", "passes"}:
+                raise self.doc.error("atomic_ops", f"atomic_ops.{op}: allowed keys are merge_same_word and passes")
+            merge = entry.get("merge_same_word")
+            if merge is not None and not isinstance(merge, bool):
+                raise self.doc.error("atomic_ops", f"atomic_ops.{op}.merge_same_word: expected true or false")
+            rules[op] = AtomicOpRule(merge, self.integer(f"atomic_ops.{op}.passes", 1, 8, entry.get("passes", 1)))
+        return rules
 
     def lane_groups(self, warp_size: int) -> tuple[LaneGroupRule, ...]:
         entries = self.data["lane_groups"]

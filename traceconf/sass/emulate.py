@@ -86,12 +86,22 @@ class SassMachine(Machine):
 class SassFindings(Findings):
     """Findings keyed by SASS instruction; reachability follows SASS branches."""
 
-    def unresolved(self, slot: Slot, reason: str) -> None:
+    def unresolved(self, slot: Slot, reason: str, executions: int | None = None) -> None:
         row = slot.row
         key = (row["instruction"], reason)
-        if key not in self.unresolved_rows:
-            self.unresolved_rows[key] = {"instruction": int(row["instruction"]), "ptx": row["text"],
-                                         "ptx_line": row.get("ptx_line"), "pc": int(row["pc"]), "reason": reason}
+        entry = self.unresolved_rows.get(key)
+        if entry is None:
+            entry = self.unresolved_rows[key] = {"instruction": int(row["instruction"]), "ptx": row["text"],
+                                                 "ptx_line": row.get("ptx_line"), "pc": int(row["pc"]),
+                                                 "reason": reason, "executions": 0, "uncounted": False}
+        if executions is None:
+            entry["uncounted"] = True
+        else:
+            entry["executions"] += executions
+
+    def region(self, program: Program, branch: int):
+        """SASS branches are not explored (the control-flow facts are PTX's): unknown lanes stop."""
+        return None
 
     def cta_dependent(self, slot: Slot, what: str) -> None:
         if len(self.cta_reasons) < 8:

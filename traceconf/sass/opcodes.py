@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from traceconf.kinds import KIND_CODES, UNCOUNTED
+from traceconf.kinds import KIND_CODES, OP_CODES, UNCOUNTED
 
 #: Where the address of an access must lie to count as shared.
 ALWAYS = "always"        # the opcode addresses shared memory
@@ -52,10 +52,21 @@ class SharedOp:
     bytes: int
     matrices: int
     space: str  # ALWAYS or IN_WINDOW
+    op: str = ""  # atomics: the operation (schemas.OPS), "" otherwise
 
     @property
     def kind_code(self) -> int:
         return KIND_CODES[self.kind]
+
+    @property
+    def op_code(self) -> int:
+        return OP_CODES[self.op]
+
+
+#: Atomic modifiers -> operation; ATOMS.POPC.INC (atomicAdd of 1, result unused) and the CAS spin of
+#: 64-bit emulated atomics (ATOMS.CAST.SPIN) are named by their first modifier.
+_ATOMIC_MODIFIERS = {"POPC": "popc_inc", "CAS": "cas", "CAST": "cas", "ADD": "add", "INC": "inc", "DEC": "dec",
+                     "EXCH": "exch", "MIN": "min", "MAX": "max", "AND": "and", "OR": "or", "XOR": "xor"}
 
 
 @lru_cache(maxsize=4096)
@@ -76,7 +87,10 @@ def shared_op(opcode: str) -> SharedOp | None:
             match = _WIDTH.fullmatch(modifier)
             if match:
                 width = int(match.group(1)) // 8
-    return SharedOp(opcode, kind, width, matrices, space)
+    op = ""
+    if kind == "atom":
+        op = next((_ATOMIC_MODIFIERS[m] for m in modifiers if m in _ATOMIC_MODIFIERS), "add")
+    return SharedOp(opcode, kind, width, matrices, space, op)
 
 
 #: SASS opcodes (before the first dot) of shared-memory work that is no per-lane LSU access:

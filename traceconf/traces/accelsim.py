@@ -625,8 +625,9 @@ class TracegParser:
             cta, warp = d["cta"][text], d["warp"][text]
         else:
             cta, warp = cta[picked], warp[picked]
+        op = np.array([op.op_code for op in ops], dtype=np.int8)[which]
         accesses = WarpAccesses("", cta.astype(np.int64), warp.astype(np.int32), execution, pc.astype(np.int32),
-                                kind, size, matrices, d["address"][text])
+                                kind, size, matrices, d["address"][text], op)
         yield from chunked(accesses, self.options.chunk_executions)
 
     def _new_instructions(self, t: Tokens, d: dict, picked: np.ndarray, pc: np.ndarray) -> list[dict]:

@@ -22,15 +22,16 @@ import pyarrow.parquet as pq
 
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.errors import InputError
-from traceconf.schemas import ACCESSES, KINDS
+from traceconf.schemas import ACCESSES, KINDS, OPS
 from traceconf.traces.kernel import BadLines, InstructionsSeen, KernelStart, chunked
 from traceconf.traces.options import ReadOptions
 
-OPTIONAL = {"kernel", "matrices"}
+OPTIONAL = {"kernel", "matrices", "op"}
 _INTEGER_COLUMNS = ("cta", "warp", "execution", "instruction", "lane", "address", "bytes", "matrices")
 _KIND_SET = pa.array(KINDS)
+_OP_SET = pa.array(OPS)
 # rows that carry one execution's per-execution values; all its rows must agree on them
-_PER_EXECUTION = ("cta", "warp", "instruction", "kind", "bytes", "matrices")
+_PER_EXECUTION = ("cta", "warp", "instruction", "kind", "bytes", "matrices", "op")
 
 
 def default_kernel(path: Path) -> str:
@@ -166,6 +167,8 @@ def _normalize(table: pa.Table, path: Path) -> pa.Table:
         table = table.append_column("kernel", pa.array([default_kernel(path)] * table.num_rows, pa.string()))
     if "matrices" not in table.column_names:
         table = table.append_column("matrices", pa.array(np.zeros(table.num_rows, dtype=np.int8)))
+    if "op" not in table.column_names:
+        table = table.append_column("op", pa.nulls(table.num_rows, pa.string()))
     schema = pa.schema([table.schema.field(f.name) if pa.types.is_dictionary(table.schema.field(f.name).type) else f
                         for f in ACCESSES])
     try:
@@ -308,12 +311,21 @@ class _Pivot:
             address = dense
         return WarpAccesses("", values["cta"].astype(np.int64), values["warp"].astype(np.int32), execution[starts],
                             values["instruction"].astype(np.int32), values["kind"].astype(np.int8),
-                            values["bytes"].astype(np.int16), values["matrices"].astype(np.int8), address)
+                            values["bytes"].astype(np.int16), values["matrices"].astype(np.int8), address,
+                            values["op"].astype(np.int8))
 
     def _per_row(self, table: pa.Table, name: str, row0: int) -> tuple[np.ndarray, np.ndarray | None]:
         """A per-execution column, row by row, as (values, None) or, for dictionary-coded kinds, as
         (dictionary indices, kind code of each dictionary entry)."""
         column = table.column(name)
+        if name == "op":
+            names = pc.fill_null(column.cast(pa.string()), "")
+            codes = pc.index_in(names, value_set=_OP_SET)
+            if codes.null_count:
+                bad = int(np.flatnonzero(codes.is_null().to_numpy(zero_copy_only=False))[0])
+                raise InputError(f"unknown atomic operation {names[bad].as_py()!r} (expected one of "
+                                 f"{', '.join(OPS[1:])} or empty)", **self._where(row0 + bad))
+            return codes.to_numpy(zero_copy_only=False).astype(np.int8), None
         if name != "kind":
             return column.to_numpy(), None
         column = column.combine_chunks()

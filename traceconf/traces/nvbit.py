@@ -172,5 +172,5 @@ class _Reader:
             "", coords[:, 0] + coords[:, 1] * gx + coords[:, 2] * gx * gy, coords[:, 3].astype(np.int32),
             execution, np.array(ids, dtype=np.int32), np.array([op.kind_code for op in ops], dtype=np.int8),
             np.array([op.bytes for op in ops], dtype=np.int16), np.array([op.matrices for op in ops], dtype=np.int8),
-            address)
+            address, np.array([op.op_code for op in ops], dtype=np.int8))
         yield from chunked(accesses, self.options.chunk_executions)

@@ -1,0 +1,124 @@
+"""Speed of value tracking (issue 12): the data-free path, and a 1M-element histogram with --data.
+
+1. Data-free path: every launch of tests/fixtures/cuda/kernels.toml, emulated without buffer contents
+   (what `analyze` does without --data), timed with this tree and with the baseline tree BASE (default:
+   the main branch before issue 12, exported with `git archive` into a temporary directory and run in a
+   subprocess), in the same run.  Target: at most 20% slower in total.
+2. With data: hist256 of tests/fixtures/cuda/datadep.cu on 1,048,576 random bytes (uniform and skewed),
+   grid 64 x block 256; every CTA is emulated (the bins depend on the data).  Target: under 10 s each.
+
+Usage: python scripts/bench_data.py [--baseline REV]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+CUDA = REPO / "tests" / "fixtures" / "cuda"
+DEFAULT_BASELINE = "4a91e10"      # main before issue 12 (data tracking, branch exploration, atomic ops)
+
+TIMER = r'''
+import json, re, sys, time, tomllib
+from pathlib import Path
+import traceconf
+assert Path(traceconf.__file__).parent.parent == Path(sys.argv[3]).resolve(), traceconf.__file__
+from traceconf.emulate import Launch, emulate
+from traceconf.ptx import parse_file
+cuda = Path(sys.argv[1])
+launches = tomllib.load(open(cuda / "kernels.toml", "rb"))["launch"]
+modules, times = {}, {}
+for launch in launches:
+    params = {i: (int(p["value"]) if "value" in p else 0x7F0000000000 + i * 2**32) for i, p in
+              enumerate(launch["params"])}
+    module = modules.setdefault(launch["file"], parse_file(str(cuda / launch["file"].replace(".cu", ".sm_90.ptx"))))
+    spec = Launch(block=tuple(launch["block"]), grid=tuple(launch["grid"]), params=params,
+                  dynamic_smem=launch.get("dynamic_shared_bytes", 0))
+    emulate(module, launch["kernel"], spec)          # warm-up: first-call costs are not the path's speed
+    best = None
+    for _ in range(int(sys.argv[2])):
+        start = time.perf_counter()
+        emulate(module, launch["kernel"], spec)
+        elapsed = time.perf_counter() - start
+        best = elapsed if best is None else min(best, elapsed)
+    times[launch["id"]] = best
+print(json.dumps(times))
+'''
+
+
+def time_tree(source: Path, repeats: int) -> dict[str, float]:
+    """Best-of-``repeats`` emulation time per launch with the traceconf package under ``source``; run from
+    ``source`` (``python -c`` puts the working directory first on sys.path, before any installed copy)."""
+    out = subprocess.run([sys.executable, "-c", TIMER, str(CUDA), str(repeats), str(source)], capture_output=True,
+                         text=True, cwd=source, env={"PATH": "/usr/bin:/bin"}, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def data_free(baseline: str, repeats: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", baseline, "traceconf", "grammars"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        # alternate the trees, one run each per round, so that machine noise hits both alike
+        base, mine = {}, {}
+        for _ in range(repeats):
+            for times, tree in ((base, Path(tmp)), (mine, REPO)):
+                for key, value in time_tree(tree, 1).items():
+                    times[key] = min(value, times.get(key, value))
+    common = sorted(set(base) & set(mine))
+    total_base, total_mine = sum(base[k] for k in common), sum(mine[k] for k in common)
+    worst = max(common, key=lambda k: mine[k] / base[k])
+    print(f"data-free emulation of {len(common)} fixture launches (best of {repeats} alternating rounds):")
+    print(f"  this tree {total_mine:.3f} s   baseline {baseline} {total_base:.3f} s   "
+          f"ratio {total_mine / total_base:.2f} (target <= 1.20)")
+    print(f"  slowest relative: {worst} {mine[worst] * 1e3:.1f} ms vs {base[worst] * 1e3:.1f} ms")
+
+
+def with_data() -> None:
+    from traceconf.pipeline import LaunchRequest, run_ptx
+    from traceconf.rules import load_rule_set
+
+    rng = np.random.default_rng(12)
+    inputs = {"uniform": rng.integers(0, 256, 1 << 20).astype(np.uint8),
+              "skewed": np.minimum(rng.geometric(0.3, 1 << 20), 255).astype(np.uint8)}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, data in inputs.items():
+            path = Path(tmp) / f"{name}.npy"
+            np.save(path, data)
+            request = LaunchRequest(block=(256, 1, 1), grid=(64, 1, 1), params={"2": 1 << 20}, data={"0": str(path)})
+            start = time.perf_counter()
+            done, failed = run_ptx(CUDA / "datadep.sm_90.ptx", [re.escape("_Z7hist256PKhPji")], request,
+                                   [load_rule_set("sm_90")])
+            elapsed = time.perf_counter() - start
+            assert not failed and not done[0].unresolved
+            rows = done[0].results.to_pylist()
+            atom = sum(r["wavefronts"] for r in rows if r["kind"] == "atom")
+            executions = sum(r["executions"] for r in rows if r["kind"] == "atom")
+            # baseline in the same run: numpy's own histogram of the same bytes
+            start = time.perf_counter()
+            np.bincount(data, minlength=256)
+            numpy_time = time.perf_counter() - start
+            print(f"hist256 1M {name:<8} {elapsed:6.2f} s (target < 10 s)  {executions:,} ATOMS executions, "
+                  f"{atom:,} wavefronts   numpy bincount {numpy_time * 1e3:.1f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="git revision of the baseline tree")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    data_free(args.baseline, args.repeats)
+    with_data()
+
+
+if __name__ == "__main__":
+    main()

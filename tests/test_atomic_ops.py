@@ -1,0 +1,108 @@
+"""The atomic operation travels from every producer to the rules: PTX emulator, SASS opcode table, traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from test_emulate_support import kernel_module, run
+from traceconf.accesses import from_table
+from traceconf.engine import count_wavefronts
+from traceconf.errors import InputError
+from traceconf.rules import load_rule_set
+from traceconf.sass.opcodes import shared_op
+from traceconf.schemas import OPS
+
+
+@pytest.mark.parametrize("opcode, op", [
+    ("ATOMS.POPC.INC.32", "popc_inc"), ("ATOMS.ADD", "add"), ("ATOMS.CAS", "cas"), ("ATOMS.CAS.64", "cas"),
+    ("ATOMS.CAST.SPIN.64", "cas"), ("ATOMS.EXCH.64", "exch"), ("ATOMS.MIN.S32", "min"), ("ATOMS.INC", "inc"),
+    ("RED.E.ADD.STRONG.GPU", "add"), ("ATOM.E.OR", "or"), ("LDS.U.128", ""), ("STS", ""),
+])
+def test_sass_opcodes_name_their_atomic_operation(opcode, op):
+    assert shared_op(opcode).op == op
+
+
+def _atomic(line: str, extra: str = "") -> str:
+    return f"""
+        mov.u32 %r1, %tid.x;
+        shl.b32 %r2, %r1, 2;
+        {line}
+        {extra}
+        ret;"""
+
+
+@pytest.mark.parametrize("line, extra, op", [
+    ("atom.shared.add.u32 %r3, [%r2], 1;", "", "popc_inc"),          # result never read: ATOMS.POPC.INC
+    ("red.shared.add.u32 [%r2], 1;", "", "popc_inc"),
+    ("atom.shared.add.u32 %r3, [%r2], 1;", "st.shared.u32 [%r2+512], %r3;", "add"),   # result read
+    ("atom.shared.add.u32 %r3, [%r2], %r1;", "", "add"),
+    ("atom.shared.cas.b32 %r3, [%r2], %r1, 7;", "", "cas"),
+    ("atom.shared.exch.b32 %r3, [%r2], %r1;", "", "exch"),
+    ("atom.shared.inc.u32 %r3, [%r2], 100;", "", "inc"),
+    ("atom.shared.min.s32 %r3, [%r2], %r1;", "", "min"),
+])
+def test_the_emulator_records_the_operation_ptxas_emits(line, extra, op):
+    result = run(kernel_module(_atomic(line, extra), shared=".shared .align 4 .b8 buf[1024];\n"))
+    atomics = result.accesses.kind == 2
+    assert [OPS[code] for code in result.accesses.op[atomics]] == [op]
+
+
+def test_a_uniform_add_is_one_leader_atomic_a_per_lane_one_is_not():
+    module = kernel_module("""
+        mov.u32 %r1, %tid.x;
+        mov.u32 %r2, buf;
+        atom.shared.add.u32 %r3, [%r2], %r1;
+        shl.b32 %r4, %r1, 2;
+        atom.shared.add.u32 %r5, [%r4], %r1;
+        st.shared.u32 [%r4+512], %r3;
+        st.shared.u32 [%r4+640], %r5;
+        ret;""", shared=".shared .align 4 .b8 buf[1024];\n")
+    acc = run(module).accesses
+    atomics = np.flatnonzero(acc.kind == 2)
+    assert [int((acc.address[i] >= 0).sum()) for i in atomics] == [1, 32]
+    assert acc.address[atomics[0], 31] == 0                      # lane 31 carries the warp's sum
+
+
+def test_atomics_return_the_old_value_in_lane_order_and_update_shared_memory():
+    module = kernel_module("""
+        mov.u32 %r1, %tid.x;
+        shl.b32 %r2, %r1, 2;
+        st.shared.u32 [%r2], 0;
+        bar.sync 0;
+        and.b32 %r3, %r1, 3;
+        shl.b32 %r4, %r3, 2;
+        atom.shared.add.u32 %r5, [%r4], 1;
+        shl.b32 %r6, %r5, 2;
+        st.shared.u32 [%r6+256], %r1;
+        ret;""", shared=".shared .align 4 .b8 buf[1024];\n")
+    acc = run(module).accesses
+    # lane t is the (t // 4)-th lane on word t % 4: the old value it gets is t // 4
+    last = acc.address[-1]
+    assert last.tolist() == (256 + 4 * (np.arange(32) // 4)).tolist()
+
+
+def test_canonical_tables_carry_the_operation():
+    rows = {"kernel": ["k"] * 2, "cta": [0, 0], "warp": [0, 0], "execution": [0, 1], "instruction": [1, 2],
+            "lane": [0, 0], "address": [0, 0], "bytes": [4, 4], "kind": ["atom", "atom"], "matrices": [0, 0],
+            "op": ["cas", None]}
+    (acc,) = from_table(pa.table(rows))
+    assert [OPS[c] for c in acc.op] == ["cas", ""]
+    wavefronts, ideal, _ = count_wavefronts(acc, load_rule_set("sm_90"))
+    assert wavefronts.tolist() == [2, 1] and ideal.tolist() == [2, 1]
+    assert acc.to_table().column("op").to_pylist() == ["cas", ""]
+    with pytest.raises(ValueError, match="unknown atomic operation 'fetch'"):
+        from_table(pa.table({**rows, "op": ["fetch", None]}))
+
+
+@pytest.mark.parametrize("body, message", [
+    ("[atomic_ops.swap]\npasses = 2\n", "unknown atomic operation 'swap'"),
+    ("[atomic_ops.cas]\npasses = 0\n", "expected an integer from 1 to 8"),
+    ("[atomic_ops.cas]\nmerge = true\n", "allowed keys are merge_same_word and passes"),
+])
+def test_bad_atomic_op_rules_are_one_clear_error(tmp_path, body, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(f'alias_of = "sm_90"\nname = "bad"\ntitle = "t"\nevidence = "unverified"\n{body}')
+    with pytest.raises(InputError, match=message):
+        load_rule_set(str(path))

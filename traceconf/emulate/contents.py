@@ -1,0 +1,316 @@
+"""What memory holds: shared memory per CTA, and the global buffers the user gave with ``--data``.
+
+Both keep bytes together with a per-byte taint, so a value read back is
+exactly as known as the value that was stored (a shared word written from
+``%ctaid`` still says it depends on the CTA; a never-written word is
+unknown).  Byte taints are the low eight taint bits; a missing-parameter
+bit is kept as "not modelled" (the value is still unknown, the parameter's
+name is lost).
+
+Several lanes of one instruction storing different values to the same bytes
+leave them unknown: the hardware keeps one of them, and which is not
+specified.  Across warps and CTAs the emulator's schedule decides (warps in
+order, CTAs in launch order); kernels that race across warps without a
+barrier, or across CTAs (spin locks), get that one schedule's values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from traceconf.emulate import taint
+
+U64 = np.uint64
+BYTE_TAINT = np.uint64(0xFF)
+#: Bits kept per byte: everything below the missing-parameter bits.
+_KEPT = int(taint.LOADED | taint.FLOAT | taint.UNMODELLED | taint.CTA | taint.SHARED_WINDOW | taint.BRANCH)
+_UNSET = np.uint8(int(taint.UNMODELLED))
+
+
+def compress(bits: np.ndarray) -> np.ndarray:
+    """Per-byte form of value taints (missing parameters become 'not modelled')."""
+    bits = np.asarray(bits, dtype=np.uint64)
+    lost = (bits & taint.PARAMS) != 0
+    return ((bits & U64(_KEPT)) | np.where(lost, taint.UNMODELLED, taint.ZERO)).astype(np.uint8)
+
+
+_WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_SPREAD = {1: 0x1, 2: 0x0101, 4: 0x0101_0101, 8: 0x0101_0101_0101_0101}
+
+
+def _aligned(data: np.ndarray, start: np.ndarray, size: int) -> bool:
+    """Whether the accesses can go through a word view (the common case: naturally aligned elements)."""
+    return size in _WORD and len(data) % 8 == 0 and not (start & (size - 1)).any()
+
+
+def _fold(bits: np.ndarray, size: int) -> np.ndarray:
+    """OR of the ``size`` byte taints packed in each word."""
+    bits = bits.astype(np.uint64)
+    for shift in (32, 16, 8)[3 - (size.bit_length() - 1):] if size > 1 else ():
+        bits = bits | (bits >> U64(shift))
+    return bits & BYTE_TAINT
+
+
+def gather(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Little-endian values of ``size`` bytes at ``start`` (int64 byte indices) and the OR of their taints."""
+    if _aligned(data, start, size):
+        word = start // size
+        return (data.view(_WORD[size])[word].astype(np.uint64),
+                _fold(byte_taint.view(_WORD[size])[word], size))
+    index = start[:, None] + np.arange(size, dtype=np.int64)
+    raw = np.zeros((len(start), 8), dtype=np.uint8)
+    raw[:, :size] = data[index]
+    bits = np.bitwise_or.reduce(byte_taint[index], axis=1).astype(np.uint64)
+    return raw.view("<u8").reshape(-1), bits
+
+
+def scatter(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: int, values: np.ndarray,
+            bits: np.ndarray) -> None:
+    """Store ``values`` (uint64, little-endian ``size`` bytes) at ``start``, thread order; collisions between
+    different values leave the bytes unknown."""
+    if not len(start):
+        return
+    if _aligned(data, start, size):
+        kind = _WORD[size]
+        word = start // size
+        words = data.view(kind)
+        stored = np.asarray(values, dtype=np.uint64).astype(kind)
+        words[word] = stored
+        taints = byte_taint.view(kind)
+        taints[word] = compress(bits).astype(kind) * kind(_SPREAD[size])
+        lost = words[word] != stored
+        if lost.any():
+            taints[word[lost]] |= kind(_SPREAD[size] * int(_UNSET))
+        return
+    index = start[:, None] + np.arange(size, dtype=np.int64)
+    raw = np.ascontiguousarray(values, dtype=np.uint64).view(np.uint8).reshape(-1, 8)[:, :size]
+    data[index] = raw
+    byte_taint[index] = np.broadcast_to(compress(bits)[:, None], index.shape)
+    lost = (data[index] != raw).any(axis=1)
+    if lost.any():
+        byte_taint[index[lost]] |= _UNSET
+
+
+class SharedContents:
+    """Shared memory of the CTAs of one chunk: ``bytes_per_cta`` bytes each, flat."""
+
+    def __init__(self, ctas: int, bytes_per_cta: int):
+        self.bytes_per_cta = bytes_per_cta
+        total = -(-ctas * bytes_per_cta // 8) * 8          # whole 64-bit words: word views always fit
+        self.data = np.zeros(total, dtype=np.uint8)
+        self.taint = np.full(total, _UNSET, dtype=np.uint8)
+
+    def _place(self, cta_index: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
+        """(threads, byte index) of the lanes whose access lies inside their CTA's shared memory."""
+        chosen = np.flatnonzero(lanes)
+        offset = offsets[chosen]
+        inside = (offset >= 0) & (offset + size <= self.bytes_per_cta)
+        if not inside.all():
+            chosen, offset = chosen[inside], offset[inside]
+        return chosen, cta_index[chosen] * self.bytes_per_cta + offset
+
+    def load_every(self, cta_base: np.ndarray, offsets: np.ndarray, size: int):
+        """Values and taints for every thread when each one's aligned access lies inside its CTA's shared
+        memory (the common case, with no per-lane selection), else None."""
+        if int(offsets.min()) < 0 or int(offsets.max()) + size > self.bytes_per_cta:
+            return None
+        start = cta_base + offsets
+        if not _aligned(self.data, start, size):
+            return None
+        return gather(self.data, self.taint, start, size)
+
+    def load(self, cta_index, offsets, size, lanes) -> tuple[np.ndarray, np.ndarray]:
+        """Values and taints per thread (unknown where outside the CTA's shared memory or not a lane)."""
+        values = np.zeros(len(offsets), dtype=np.uint64)
+        bits = np.full(len(offsets), taint.UNMODELLED, dtype=np.uint64)
+        chosen, start = self._place(cta_index, offsets, size, lanes)
+        if len(chosen):
+            values[chosen], bits[chosen] = gather(self.data, self.taint, start, size)
+        return values, bits
+
+    def store(self, cta_index, offsets, size, values, bits, lanes) -> None:
+        chosen, start = self._place(cta_index, offsets, size, lanes)
+        scatter(self.data, self.taint, start, size, np.broadcast_to(values, (len(offsets),))[chosen],
+                np.broadcast_to(bits, (len(offsets),))[chosen])
+
+    def forget(self, ctas: np.ndarray) -> None:
+        """Every byte of these CTAs (indices in the chunk) becomes unknown."""
+        for cta in np.unique(ctas).tolist():
+            self.taint[cta * self.bytes_per_cta:(cta + 1) * self.bytes_per_cta] |= np.uint8(int(taint.BRANCH))
+
+
+@dataclass
+class Buffer:
+    """One ``--data`` buffer: the parameter pointing to it, its base address and its bytes."""
+
+    name: str
+    base: int
+    data: np.ndarray           # uint8, modified by stores
+    taint: np.ndarray          # uint8 per byte
+    dtype: np.dtype
+    description: str
+
+
+#: Pointer parameters with data are given addresses this far apart, from GLOBAL_BASE, unless --param sets them.
+BUFFER_SPACING = 1 << 36
+GLOBAL_BASE = 1 << 48
+
+
+class GlobalContents:
+    """The global buffers of one launch, shared by every chunk (CTAs run in launch order)."""
+
+    def __init__(self, buffers: list[Buffer], written: bool = True):
+        self.buffers = buffers
+        self.unserved: dict[int, str] = {}       # instruction -> why a load through it stayed unknown
+        # a kernel that writes global memory lets one CTA see what an earlier one stored: what it
+        # loads may then differ between CTAs even at the same address (one CTA cannot stand for all)
+        self.written = written
+
+    def owner(self, address: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(buffer index or -1, offset in it) per address; a buffer owns BUFFER_SPACING bytes from its base."""
+        which = np.full(len(address), -1, dtype=np.int64)
+        offset = np.zeros(len(address), dtype=np.int64)
+        for index, buffer in enumerate(self.buffers):
+            delta = address - U64(buffer.base)          # wraps below the base: huge, outside
+            mine = delta < U64(BUFFER_SPACING)
+            which[mine] = index
+            offset[mine] = delta[mine].astype(np.int64)
+        return which, offset
+
+    def mismatch(self, address: np.ndarray, lanes: np.ndarray, type_name: str) -> Buffer | None:
+        """A buffer the lanes read whose dtype cannot be what a ``type_name`` load reads (None: all can).
+
+        ``b`` types read raw bits from anything; otherwise floats must be read as floats and integers as
+        integers, and a load may read several whole elements (packed) but not part of one."""
+        if type_name.startswith("b"):
+            return None
+        from traceconf.emulate.intops import TYPE_BITS
+        size = TYPE_BITS.get(type_name, 32) // 8
+        is_float = type_name.startswith(("f", "bf", "tf", "e4", "e5"))
+        which, _ = self.owner(address)
+        for index in np.unique(which[lanes & (which >= 0)]).tolist():
+            buffer = self.buffers[index]
+            if (buffer.dtype.kind == "f") != is_float or size < buffer.dtype.itemsize or \
+                    (is_float and size != buffer.dtype.itemsize):
+                return buffer
+        return None
+
+    def load(self, address: np.ndarray, size: int, lanes: np.ndarray):
+        """(values, byte taints, served lanes, (buffer, offset) of the first lane past its buffer's end)."""
+        values = np.zeros(len(address), dtype=np.uint64)
+        bits = np.zeros(len(address), dtype=np.uint64)
+        served = np.zeros(len(address), dtype=bool)
+        which, offset = self.owner(address)
+        past = None
+        for index, buffer in enumerate(self.buffers):
+            mine = lanes & (which == index)
+            if not mine.any():
+                continue
+            fits = mine & (offset + size <= len(buffer.data)) & (offset >= 0)
+            if (mine & ~fits).any() and past is None:
+                lane = int(np.flatnonzero(mine & ~fits)[0])
+                past = (buffer, int(offset[lane]))
+            chosen = np.flatnonzero(fits)
+            values[chosen], bits[chosen] = gather(buffer.data, buffer.taint, offset[chosen], size)
+            served |= fits
+        return values, bits, served, past
+
+    def store(self, address: np.ndarray, size: int, values, bits, lanes: np.ndarray) -> None:
+        which, offset = self.owner(address)
+        values = np.broadcast_to(values, (len(address),))
+        bits = np.broadcast_to(bits, (len(address),))
+        for index, buffer in enumerate(self.buffers):
+            chosen = np.flatnonzero(lanes & (which == index) & (offset >= 0) & (offset + size <= len(buffer.data)))
+            scatter(buffer.data, buffer.taint, offset[chosen], size, values[chosen], bits[chosen])
+
+    def forget(self) -> None:
+        for buffer in self.buffers:
+            buffer.taint |= np.uint8(int(taint.BRANCH))
+
+
+# --------------------------------------------------------------------------- atomics
+
+ATOMIC_OPS = ("add", "inc", "dec", "cas", "exch", "min", "max", "and", "or", "xor")
+_FLOATS = {16: np.float16, 32: np.float32, 64: np.float64}
+
+
+def _combine(op: str, old: np.ndarray, b: np.ndarray, c: np.ndarray, width: int, is_signed: bool,
+             is_float: bool) -> np.ndarray:
+    """New memory value of one atomic lane, PTX semantics, as uint64 bit patterns of ``width`` bits."""
+    from traceconf.emulate import intops
+    if is_float and op in ("add", "min", "max"):
+        kind = _FLOATS[width]
+        unsigned = {16: np.uint16, 32: np.uint32, 64: np.uint64}[width]
+        x = intops.truncate(old, width).astype(unsigned).view(kind)
+        y = intops.truncate(b, width).astype(unsigned).view(kind)
+        with np.errstate(all="ignore"):
+            result = x + y if op == "add" else np.fmin(x, y) if op == "min" else np.fmax(x, y)
+        return result.astype(kind).view(unsigned).astype(np.uint64)
+    if op == "add":
+        return intops.truncate(old + b, width)
+    if op == "inc":       # ((old >= b) ? 0 : old + 1), unsigned
+        return np.where(intops.unsigned(old, width) >= intops.unsigned(b, width), U64(0),
+                        intops.truncate(old + U64(1), width))
+    if op == "dec":       # (((old == 0) | (old > b)) ? b : old - 1)
+        o, limit = intops.unsigned(old, width), intops.unsigned(b, width)
+        return np.where((o == 0) | (o > limit), limit, intops.truncate(old - U64(1), width))
+    if op == "cas":
+        return np.where(intops.unsigned(old, width) == intops.unsigned(b, width), intops.truncate(c, width),
+                        intops.truncate(old, width))
+    if op == "exch":
+        return intops.truncate(b, width)
+    if op == "min":
+        return intops.minimum(old, b, width, is_signed)
+    if op == "max":
+        return intops.maximum(old, b, width, is_signed)
+    return intops.truncate({"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op](old, b), width)
+
+
+def atomic(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, op: str, width: int, is_signed: bool,
+           is_float: bool, b, b_bits, c, c_bits) -> tuple[np.ndarray, np.ndarray]:
+    """Apply one atomic per element of ``start`` (byte indices, in thread order) and return the old values
+    and their taints.  Lanes on the same location take turns in thread order; integer adds are done at
+    once with prefix sums, every other operation in rounds (the k-th lane of every location in round k)."""
+    size = width // 8
+    n = len(start)
+    old = np.zeros(n, dtype=np.uint64)
+    old_bits = np.zeros(n, dtype=np.uint64)
+    if not n:
+        return old, old_bits
+    b, b_bits = np.broadcast_to(b, (n,)), np.broadcast_to(b_bits, (n,))
+    c, c_bits = np.broadcast_to(c, (n,)), np.broadcast_to(c_bits, (n,))
+    order = np.argsort(start, kind="stable")
+    sorted_start = start[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = sorted_start[1:] != sorted_start[:-1]
+    group_start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - group_start
+    if op == "add" and not is_float:
+        heads = order[first]
+        memory, memory_bits = gather(data, byte_taint, start[heads], size)
+        values = b[order]
+        running = np.cumsum(values, dtype=np.uint64)                 # wraps modulo 2**64, like the hardware
+        before = running - values
+        base = before[first][np.cumsum(first) - 1]                   # prefix at the group's first lane
+        group = np.cumsum(first) - 1
+        bits_sorted = b_bits[order]
+        group_bits = np.zeros(int(group[-1]) + 1, dtype=np.uint64)
+        np.bitwise_or.at(group_bits, group, bits_sorted)
+        from traceconf.emulate import intops
+        old[order] = intops.truncate(memory[group] + (before - base), width)
+        old_bits[order] = memory_bits[group] | np.where(rank[order] > 0, group_bits[group], taint.ZERO)
+        last = np.append(first[1:], True)
+        total = running[last] - base[last]
+        scatter(data, byte_taint, start[heads], size, intops.truncate(memory + total, width),
+                memory_bits | group_bits)
+        return old, old_bits
+    for round_ in range(int(rank.max()) + 1):
+        lanes = np.flatnonzero(rank == round_)
+        current, current_bits = gather(data, byte_taint, start[lanes], size)
+        old[lanes], old_bits[lanes] = current, current_bits
+        new = _combine(op, current, b[lanes], c[lanes], width, is_signed, is_float)
+        scatter(data, byte_taint, start[lanes], size, new, current_bits | b_bits[lanes] | c_bits[lanes])
+    return old, old_bits

@@ -1,0 +1,250 @@
+"""Control-flow facts of the flat program: successors, post-dominators, branch regions.
+
+A branch whose condition is unknown for some lanes (it depends on data the
+emulator does not have) is explored soundly instead of guessed: those lanes
+skip straight to the branch's *reconvergence point* (its immediate
+post-dominator, where both sides meet again), and everything the region in
+between could have done to them is made unknown — every register any
+instruction of the region writes, the carry flag, and shared (or global)
+memory contents when the region stores to it.  The region's shared accesses
+are reported as unresolved for those lanes' warps.  What the unknown cannot
+touch keeps being counted exactly after the reconvergence point.
+
+The lowest-PC scheduler of :mod:`.simt` makes this sound only when the whole
+region lies below its reconvergence point (then every lane of a warp that
+follows a real path through the region gets there before the skipping lanes
+go on); :func:`branch_region` returns None otherwise, and the lanes stop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from traceconf.emulate.operands import register_key, split_destinations
+from traceconf.emulate.program import Program, Slot
+from traceconf.ptx.opcodes import may_access_shared
+
+#: Opcodes whose first operand is a source (or that write no register at all).
+NO_DESTINATION = frozenset({"st", "red", "bar", "barrier", "bra", "brx", "call", "ret", "exit", "trap", "stmatrix",
+                            "cp", "membar", "fence", "prefetch", "prefetchu", "sured", "sust", "pmevent",
+                            "nanosleep", "griddepcontrol", "discard", "applypriority", "brkpt", "setmaxnreg",
+                            "cp.async", "tensormap", "multimem", "st.async", "red.async"})
+MEMORY_WRITES = frozenset({"st", "red", "atom", "stmatrix", "cp", "sured", "sust", "st.async", "red.async",
+                           "multimem"})
+
+
+def successors(slots: list[Slot], index: int) -> list[int]:
+    """Flat pcs that may follow ``index`` (``len(slots)`` or more: the thread leaves the kernel)."""
+    slot = slots[index]
+    opcode = slot.row["opcode"]
+    guarded = bool(slot.row.get("guard"))
+    following = [index + 1] if guarded else []
+    end = len(slots)
+    if opcode in ("bra", "brx"):
+        return ([slot.target] if slot.target is not None else [end]) + following
+    if opcode == "ret":
+        return ([slot.target] if slot.target is not None else [end]) + following
+    if opcode in ("exit", "trap"):
+        return [end] + following
+    if opcode == "call" and slot.target is not None:
+        return [index + 1, slot.target]
+    return [index + 1]
+
+
+def immediate_post_dominators(slots: list[Slot]) -> list[int | None]:
+    """ipdom[pc] (``len(slots)`` = the kernel's exit; None where no path leads out: an endless loop).
+
+    Cooper, Harvey & Kennedy's iterative dominator algorithm on the reversed control-flow graph.
+    """
+    end = len(slots)
+    preds_rev: list[list[int]] = [[] for _ in range(end + 1)]   # successors in the CFG = predecessors reversed
+    succ = []
+    for index in range(end):
+        targets = sorted({min(t, end) for t in successors(slots, index)})
+        succ.append(targets)
+    for index, targets in enumerate(succ):
+        for target in targets:
+            preds_rev[target].append(index)
+    # reverse post-order of the reversed graph, from the exit
+    order, seen, stack = [], {end}, [(end, iter(preds_rev[end]))]
+    while stack:
+        node, children = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            order.append(node)
+        elif child not in seen:
+            seen.add(child)
+            stack.append((child, iter(preds_rev[child])))
+    order.reverse()
+    rank = {node: position for position, node in enumerate(order)}
+    idom: dict[int, int] = {end: end}
+
+    def intersect(a: int, b: int) -> int:
+        while a != b:
+            while rank[a] > rank[b]:
+                a = idom[a]
+            while rank[b] > rank[a]:
+                b = idom[b]
+        return a
+
+    changed = True
+    while changed:
+        changed = False
+        for node in order[1:]:
+            done = [s for s in succ[node] if s in idom]
+            if not done:
+                continue
+            new = done[0]
+            for other in done[1:]:
+                new = intersect(other, new)
+            if idom.get(node) != new:
+                idom[node] = new
+                changed = True
+    return [idom.get(index) for index in range(end)]
+
+
+@dataclass
+class Region:
+    """What the lanes with an unknown direction at ``branch`` may have done before ``rejoin``."""
+
+    branch: int
+    rejoin: int                     # flat pc where both sides meet again (< len(slots))
+    pcs: list[int]                  # the instructions in between, sorted
+    registers: list[str]            # register keys any of them writes
+    shared_slots: list[Slot]        # shared-capable instructions among them
+    writes_memory: bool             # a store or atomic among them (memory contents become unknown)
+    writes_carry: bool
+
+
+def branch_region(program: Program, ipdom: list[int | None], branch: int) -> Region | None:
+    slots = program.slots
+    end = len(slots)
+    rejoin = ipdom[branch]
+    if rejoin is None or rejoin >= end:
+        return None
+    seen, todo = set(), [t for t in successors(slots, branch)]
+    while todo:
+        index = todo.pop()
+        if index in seen or index == rejoin:
+            continue
+        if index >= end or index > rejoin:
+            return None            # leaves the kernel or lies above the rejoin point: not sound to skip
+        seen.add(index)
+        todo.extend(successors(slots, index))
+    pcs = sorted(seen)
+    registers: list[str] = []
+    for index in pcs:
+        row = slots[index].row
+        operands = row["operands"] or []
+        if row["opcode"] in NO_DESTINATION or not operands or operands[0]["kind"] not in ("reg", "vector"):
+            continue
+        for name in split_destinations(operands[0]):
+            if name and name != "_":
+                key = register_key(name.lstrip("!"), slots[index])
+                if key not in registers:
+                    registers.append(key)
+    return Region(
+        branch=branch, rejoin=rejoin, pcs=pcs, registers=registers,
+        shared_slots=[slots[i] for i in pcs if may_access_shared(slots[i].row["opcode"], slots[i].row["state_space"])],
+        writes_memory=any(slots[i].row["opcode"] in MEMORY_WRITES for i in pcs),
+        writes_carry=any("cc" in (slots[i].row["modifiers"] or []) for i in pcs))
+
+
+def read_registers(program: Program) -> frozenset[str]:
+    """Register keys some instruction reads (a result nobody reads is dead: ptxas drops or rewrites it)."""
+    found = set()
+    for slot in program.slots:
+        row = slot.row
+        operands = row["operands"] or []
+        first = 0 if row["opcode"] in NO_DESTINATION or not operands or operands[0]["kind"] not in ("reg", "vector") \
+            else 1
+        if row.get("guard"):
+            found.add(register_key(row["guard"].lstrip("!"), slot))
+        for operand in operands[first:]:
+            names = list(operand.get("elements") or []) if operand["kind"] == "vector" else [operand.get("name")]
+            for name in names:
+                if name and name.startswith(("%", "!")):
+                    found.add(register_key(name.lstrip("!"), slot))
+    return frozenset(found)
+
+
+def _sources(row: dict, slot: Slot) -> tuple[list[str], list[str]]:
+    """(register keys read as values, register keys read as addresses or guards) of one instruction."""
+    operands = row["operands"] or []
+    first = 0 if row["opcode"] in NO_DESTINATION or not operands or operands[0]["kind"] not in ("reg", "vector") \
+        else 1
+    values, control = [], []
+    if row.get("guard"):
+        control.append(register_key(row["guard"].lstrip("!"), slot))
+    for operand in operands[first:]:
+        names = list(operand.get("elements") or []) if operand["kind"] == "vector" else [operand.get("name")]
+        keys = [register_key(n.lstrip("!"), slot) for n in names if n and n.startswith(("%", "!"))]
+        (control if operand["kind"] == "address" else values).extend(keys)
+    return values, control
+
+
+def relevant_registers(program: Program, global_values: bool, shared_values: bool = True) -> frozenset[str]:
+    """Registers whose values can matter to a shared access: they reach (through any chain of
+    instructions, flow-insensitively) an address, a guard or branch condition, or a value stored to
+    memory whose contents matter (shared memory with ``shared_values``, global memory with
+    ``global_values``).  A load into registers outside this set need not read memory: nothing it loads
+    can change a count.  (``shared_values=False`` is right when, under it, no load from shared memory
+    writes a relevant register: see :func:`value_facts`.)"""
+    from traceconf.emulate.memory import space_of       # memory compiles with this module's facts
+    relevant: set[str] = set()
+    writers: dict[str, list[list[str]]] = {}
+    for slot in program.slots:
+        row = slot.row
+        values, control = _sources(row, slot)
+        relevant.update(control)
+        opcode = row["opcode"]
+        if opcode in NO_DESTINATION:
+            space = space_of(row)
+            stores_values = opcode not in ("st", "red") or (global_values and space in ("global", "generic")) \
+                or (shared_values and space in ("shared", "generic")) or space not in ("global", "shared", "generic")
+            if stores_values:
+                relevant.update(values)
+            continue
+        operands = row["operands"] or []
+        if operands and operands[0]["kind"] in ("reg", "vector"):
+            for name in split_destinations(operands[0]):
+                if name and name != "_":
+                    writers.setdefault(register_key(name.lstrip("!"), slot), []).append(values)
+        else:
+            relevant.update(values)
+    todo = list(relevant)
+    while todo:
+        key = todo.pop()
+        for values in writers.get(key, ()):
+            for source in values:
+                if source not in relevant:
+                    relevant.add(source)
+                    todo.append(source)
+    return frozenset(relevant)
+
+
+def reads_shared_values(program: Program, relevant: frozenset[str]) -> bool:
+    """Whether some load or atomic that can read shared memory writes a relevant register (else nobody
+    ever needs shared memory's contents, and stores need not keep them)."""
+    from traceconf.emulate.memory import space_of
+    for slot in program.slots:
+        row = slot.row
+        if row["opcode"] not in ("ld", "ldu", "atom", "ldmatrix") or space_of(row) not in ("shared", "generic"):
+            continue
+        operands = row["operands"] or []
+        if operands and any(register_key(n, slot) in relevant for n in split_destinations(operands[0])
+                            if n and n != "_"):
+            return True
+    return False
+
+
+def value_facts(program: Program, global_values: bool) -> tuple[frozenset[str], bool]:
+    """(relevant registers, whether shared memory's contents can matter).  Shared contents matter only
+    if a load from shared memory writes a register that is relevant without them; then stored values
+    are relevant too."""
+    relevant = relevant_registers(program, global_values, shared_values=False)
+    if not reads_shared_values(program, relevant):
+        return relevant, False
+    relevant = relevant_registers(program, global_values, shared_values=True)
+    return relevant, True
