@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "traceconf"
 #: Layer of each module prefix (the longest matching prefix wins); a module may import its own layer or lower.
 LAYERS = {
     "traceconf.errors": 0, "traceconf.kinds": 0, "traceconf.schemas": 0, "traceconf.names": 0,
+    "traceconf.outputs": 0, "traceconf.tools": 0,
     "traceconf.rules": 1, "traceconf.accesses": 1, "traceconf.ptx": 1, "traceconf.traces": 1,
     "traceconf.sass.opcodes": 1,
     "traceconf.emulate": 2, "traceconf.sass": 2,

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from traceconf.accesses import WarpAccesses
-from traceconf.errors import InputError
+from traceconf.errors import DATA_ERRORS, InputError, as_input_error, internal_message
 from traceconf.names import matches, select_kernels
 from traceconf.ptx.opcodes import shared_access_kind
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS
@@ -56,6 +56,7 @@ class KernelFailure:
 
     kernel: str
     error: InputError
+    internal: bool = False      # a bug of ours, not bad input (exit status 70)
 
     def line(self) -> str:
         """``FILE:LINE:COL: kernel K: message`` (the kernel is named once, even if the message already does)."""
@@ -141,10 +142,21 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
     """Emulate one kernel once per distinct warp size and run every rule set on it."""
     from traceconf.emulate import emulate
 
+    from traceconf.emulate.launch import launch_problem, static_shared_bytes
+
     kernel_row = module.kernel(kernel)
     by_warp_size = {}
     summaries, gaps = [], {}
+    block = launch.block_for(kernel_row, str(module.path))
+    shared_bytes = static_shared_bytes(kernel_row) + launch.dynamic_smem
+    for rules in rule_sets:   # a launch the device would refuse is not counted for it (checked before emulating)
+        problem = launch_problem(rules, block, launch.grid, shared_bytes)
+        if problem:
+            gaps[rules.name] = f"the launch cannot run: {problem}"
+    check_some_device(gaps, rule_sets)
     for rules in rule_sets:
+        if rules.name in gaps:
+            continue
         if rules.warp_size not in by_warp_size:
             by_warp_size[rules.warp_size] = emulate(
                 module, kernel, launch.emulator_launch(kernel_row, str(module.path), rules.warp_size),
@@ -227,9 +239,18 @@ def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, 
     for name in names:
         try:
             done.append(analyze_ptx_kernel(module, name, launch, rule_sets, progress))
-        except InputError as error:
-            failed.append(KernelFailure(name, error))
+        except Exception as error:   # one kernel's failure, whatever it is, never hides the others
+            failed.append(kernel_failure(name, error, str(path)))
     return done, failed
+
+
+def kernel_failure(kernel: str, error: Exception, path: str) -> KernelFailure:
+    """The failure of one kernel: bad input (InputError, or a data error a library raised on it) or a bug."""
+    if isinstance(error, (InputError, *DATA_ERRORS)):
+        return KernelFailure(kernel, as_input_error(error, path))
+    failure = KernelFailure(kernel, InputError(internal_message(error), file=path), internal=True)
+    failure.error.__cause__ = error      # for --debug and the fuzz harness
+    return failure
 
 
 # ---------------------------------------------------------------------------
@@ -244,14 +265,15 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
 
     fmt = detect_format(str(path))
     done, failed = [], []
-    traces = iter(open_trace(str(path), skip_bad=skip_bad, progress=progress))
+    traces = iter(open_trace(str(path), skip_bad=skip_bad, progress=progress,
+                             on_error=lambda error: failed.append(KernelFailure("", error))))
     while True:
         try:
             trace = next(traces)
         except StopIteration:
             break
-        except InputError as error:  # e.g. a launch whose trace file is missing: keep what came before
-            failed.append(KernelFailure("", error))
+        except Exception as error:  # the reader itself failed: keep what came before
+            failed.append(kernel_failure("", error, str(path)))
             break
         if not matches(trace.kernel, kernels):
             continue
@@ -260,8 +282,10 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
             for chunk in trace.chunks():
                 partial += count_devices(chunk, rule_sets, gaps)
             check_some_device(gaps, rule_sets)
-        except InputError as error:
-            failed.append(KernelFailure(trace.kernel, error))
+        except Exception as error:   # bad data in this launch, or a bug: the launches after it are still read
+            failure = kernel_failure(trace.kernel, error, str(path))
+            failed.append(failure)
+            error = failure.error
             if not partial:
                 continue
             notes.append(f"incomplete: the trace could not be read past {error.location() or 'an error'}; "

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from traceconf.errors import InputError
 from traceconf.names import short_name
 
 if TYPE_CHECKING:
@@ -97,14 +96,14 @@ def _table(module: PtxModule) -> None:
             out.write(f"{short_name(name)} shared: {described}\n")
 
 
-def _write(module: PtxModule, output: Path) -> None:
+def _write(module: PtxModule, output: Path, suffix: str) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as pa_csv
     import pyarrow.parquet as pq
 
     table = module.instructions
-    if output.suffix.lower() == ".csv":
+    if suffix == ".csv":
         # CSV has no nested types: lists and operands become their text.
         flat = {}
         for name in table.column_names:
@@ -133,12 +132,15 @@ def parse(ptx: Annotated[Path, typer.Argument(help="PTX file (nvcc/Triton output
     """
     from traceconf.ptx import parse_file
 
+    from traceconf.outputs import atomic_output, check_not_input, check_writable
+
+    if output is not None:
+        check_not_input(output, [ptx])
+        check_writable(output)
     module = parse_file(ptx)
     if output is not None:
-        try:
-            _write(module, output)
-        except OSError as error:
-            raise InputError(f"cannot write: {error.strerror or error}", str(output)) from None
+        with atomic_output(output, inputs=[ptx]) as temporary:
+            _write(module, temporary, output.suffix.lower())
     if format is Format.json:
         typer.echo(_json(module))
     else:

@@ -103,6 +103,7 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
     notes = list(findings.cta_reasons and ["shared accesses depend on the CTA index ("
                                            + "; ".join(findings.cta_reasons[:3]) + ")"])
     notes += _extent_note(findings.extent, layout, launch.dynamic_smem)
+    notes += findings.stop_notes
     variables = _assumed_extern_size(layout, findings.extent, launch.dynamic_smem)
     return EmulationResult(accesses=accesses, scale=scale, analysed_ctas=analysed,
                            unresolved=sorted(findings.unresolved_rows.values(),

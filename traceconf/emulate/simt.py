@@ -315,6 +315,7 @@ class Findings:
         self.cta_reasons: list[str] = []
         self.extent: dict[int, tuple[int, dict]] = {}
         self._reach_cache: dict[int, list[Slot]] = {}
+        self.stop_notes: list[str] = []      # calls not followed: the counts miss what they would have done
 
     def unresolved(self, slot: Slot, reason: str) -> None:
         row = slot.row
@@ -324,6 +325,11 @@ class Findings:
                                          "ptx_line": int(row["ptx_line"]), "reason": reason}
 
     def stopped(self, slot: Slot, reason: str, reachable: list[Slot]) -> None:
+        if slot.stop_reason:      # a call not followed: its shared accesses are missing from every count
+            note = (f"{reason}: the shared accesses of that call (and of anything after it) are not counted, "
+                    "so the counts are a lower bound")
+            if note not in self.stop_notes and len(self.stop_notes) < 8:
+                self.stop_notes.append(note)
         for target in reachable:
             self.unresolved(target, reason)
 

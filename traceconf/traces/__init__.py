@@ -18,7 +18,7 @@ GPGPU-Sim's ``gpgpu_inst_stats.txt`` is a per-PTX-line summary, not a trace:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from traceconf.errors import InputError
 from traceconf.traces import accelsim, canonical, nvbit
@@ -33,13 +33,15 @@ __all__ = ["FORMATS", "GPGPUSIM_STATS", "TRACE_INSTRUCTIONS", "KernelTrace", "de
 
 
 def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | None = None,
-               chunk_executions: int = 65536) -> Iterator[KernelTrace]:
+               chunk_executions: int = 65536,
+               on_error: Callable[[InputError], None] | None = None) -> Iterator[KernelTrace]:
     """Kernel launches of a trace, in file order, read lazily.
 
     ``skip_bad`` counts malformed lines in ``KernelTrace.bad_lines`` instead of
     raising :class:`InputError`; ``progress(bytes_done, bytes_total)`` is
     called as the file is read; each chunk holds at most ``chunk_executions``
-    warp-level executions.
+    warp-level executions.  A failure between launches (a kernelslist naming a
+    missing file) is raised, or handed to ``on_error`` and the reading goes on.
     """
     path = Path(path)
     fmt = detect_format(path)
@@ -56,4 +58,4 @@ def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | No
                          str(path))
     else:
         raise InputError("this is PTX, not a recorded trace: analyze it as PTX", str(path))
-    return kernel_traces(events, str(path))
+    return kernel_traces(events, str(path), on_error)

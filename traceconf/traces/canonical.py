@@ -43,12 +43,31 @@ def events(path: Path, options: ReadOptions, fmt: str) -> Iterator:
     yield from reader.finish()
 
 
+#: The largest row group read: rows and decoded bytes a row group's metadata may claim.  One row group is
+#: decoded at a time, so this bounds memory; ``traceconf convert`` writes far smaller ones.
+MAX_ROW_GROUP_ROWS = 1 << 27
+MAX_ROW_GROUP_BYTES = 4 << 30
+
+
+def _check_row_groups(metadata, path: Path) -> None:
+    """Refuse, before anything is decoded, a Parquet file whose metadata claims row groups too large to read."""
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        if group.num_rows > MAX_ROW_GROUP_ROWS or group.total_byte_size > MAX_ROW_GROUP_BYTES or \
+                group.num_rows < 0 or group.total_byte_size < 0:
+            raise InputError(f"row group {index} claims {group.num_rows:,} rows and {group.total_byte_size:,} "
+                             f"bytes; a row group may hold at most {MAX_ROW_GROUP_ROWS:,} rows and "
+                             f"{MAX_ROW_GROUP_BYTES >> 30} GiB here (rewrite the file with smaller row groups)",
+                             str(path))
+
+
 def _parquet_batches(path: Path, options: ReadOptions):
     try:
         # dictionary-decoded strings: millions of repeated kernel/kind names stay integer codes
         file = pq.ParquetFile(path, read_dictionary=["kernel", "kind"])
     except (pa.ArrowInvalid, OSError) as error:
         raise InputError(f"unreadable Parquet file: {error}", str(path)) from None
+    _check_row_groups(file.metadata, path)
     names = file.schema_arrow.names
     missing = [name for name in ACCESSES.names if name not in names and name not in OPTIONAL]
     if missing:
