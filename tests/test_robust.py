@@ -418,3 +418,11 @@ def test_parquet_claiming_huge_row_groups_is_refused_before_reading(tmp_path, mo
     _, failures = run_trace(TRACES / "canonical.parquet", None, load_rule_sets(["sm_90"]))
     assert failures and "row group 0 claims" in failures[0].error.message
     assert isinstance(failures[0].error, InputError)
+
+
+def test_wrong_operand_count_is_a_located_error(tmp_path):
+    """Found by scripts/fuzz_ptx.py: the parser takes any operand list; the emulator reports the line."""
+    path = _edited(tmp_path, "add.s32 \t%r6, %r4, %r5;", "add.s32 %r6, %r4, %r, 5;")
+    result = _run("analyze", path, "--block", "32,8")
+    _clean_error(result, ": kernel transpose_unpadded: cannot emulate add with these 4 operand(s)")
+    assert "k.ptx:40" in result.stderr and "transpose_padded" in result.stdout

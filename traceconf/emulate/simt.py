@@ -94,6 +94,19 @@ def _with_guard(body, guard):
 
 
 def compile_slot(slot: Slot, ctx: Context) -> Compiled:
+    """The compiled instruction; an instruction whose operands the handler cannot take (the parser accepts
+    any operand list, e.g. ``add.s32 %r4, %r3, %r, 2``) is an InputError at its line, not a crash."""
+    try:
+        return _compile_slot(slot, ctx)
+    except (ValueError, IndexError, KeyError, TypeError) as error:
+        row = slot.row
+        count = len(row["operands"] or [])
+        raise InputError(f"cannot emulate {row['opcode']} with these {count} operand(s) "
+                         f"({type(error).__name__}: {str(error)[:120]})", file=ctx.path, line=row["ptx_line"],
+                         source_line=row["text"]) from None
+
+
+def _compile_slot(slot: Slot, ctx: Context) -> Compiled:
     row = slot.row
     opcode = row["opcode"]
     guard = _guard_reader(slot, ctx)
