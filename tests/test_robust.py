@@ -426,3 +426,9 @@ def test_wrong_operand_count_is_a_located_error(tmp_path):
     result = _run("analyze", path, "--block", "32,8")
     _clean_error(result, ": kernel transpose_unpadded: cannot emulate add with these 4 operand(s)")
     assert "k.ptx:40" in result.stderr and "transpose_padded" in result.stdout
+
+
+def test_too_few_source_operands_is_a_located_error(tmp_path):
+    """Found by scripts/fuzz_ptx.py (shl/shr with one source): reported at compile time, at its line."""
+    path = _edited(tmp_path, "shl.b32 \t%r4, %r3, 5;", "shl.b32 %r4, %r3;")
+    _clean_error(_run("analyze", path, "--block", "32,8"), "cannot emulate shl with these 2 operand(s)")
