@@ -432,3 +432,33 @@ def test_too_few_source_operands_is_a_located_error(tmp_path):
     """Found by scripts/fuzz_ptx.py (shl/shr with one source): reported at compile time, at its line."""
     path = _edited(tmp_path, "shl.b32 \t%r4, %r3, 5;", "shl.b32 %r4, %r3;")
     _clean_error(_run("analyze", path, "--block", "32,8"), "cannot emulate shl with these 2 operand(s)")
+
+
+@pytest.mark.parametrize("name, message", [
+    ("parquet_int_bits.parquet", "unreadable Parquet file: Integers with less than 8 bits not implemented"),
+    ("parquet_dictionary_index.parquet", "unreadable Parquet data after row 0: Dictionary indices invalid"),
+    ("parquet_schema_without_kind.parquet", "unreadable Parquet file:"),
+])
+def test_fuzzed_parquet_files(name, message):
+    """Found by scripts/fuzz_traces.py (bit flips of traces/canonical.parquet, kept in tests/data/fuzz)."""
+    from traceconf.pipeline import run_trace
+    from traceconf.rules import load_rule_sets
+    path = Path(__file__).resolve().parent / "data" / "fuzz" / name
+    _, failures = run_trace(path, None, load_rule_sets(["sm_90"]))
+    assert len(failures) == 1 and not failures[0].internal
+    assert message in failures[0].line()
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("thread block = 0,0,0", "thread block = 99999999999999999999999,0,0", ":19:1: kernel _Z13bank_patternsPf: thread block index x"),
+    ("thread block = 0,0,0", "thread block = 5,0,0", "thread block index x 6 is out of range 1..2"),
+    ("warp = 1\n", "warp = 99999999999999999999999\n", ":41:1: kernel _Z13bank_patternsPf: warp 99999999999999999999999 is out of range"),
+])
+def test_accelsim_structure_numbers(tmp_path, old, new, message):
+    """Found by scripts/fuzz_traces.py: CTA and warp numbers of the trace body are range-checked too."""
+    from traceconf.pipeline import run_trace
+    from traceconf.rules import load_rule_sets
+    path = _replaced(TRACES / "accelsim-v4-mode0.traceg", tmp_path / "k.traceg", old, new)
+    _, failures = run_trace(path, None, load_rule_sets(["sm_90"]))
+    assert failures and not failures[0].internal
+    assert message in failures[0].line(), failures[0].line()

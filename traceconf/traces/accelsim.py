@@ -303,13 +303,25 @@ class TracegParser:
                 self.warp = None
                 if kind == "tb":
                     x, y, z = (int(v) for v in match["tb"].split(b","))
+                    problem = dims_problem("thread block index", (x + 1, y + 1, z + 1), self.grid)
+                    if problem:   # the CTA index must lie inside the header's grid (and fit 64 bits)
+                        problems.append(Problem(number, problem.replace("(CUDA's", "(the header's"), 1))
+                        x = y = z = 0
                     gx, gy, _ = self.grid
                     self.cta = x + y * gx + z * gx * gy
             elif kind == "warp":
                 self._close_warp(number, problems)
                 self.warp = int(match["warp"])
+                problem = launch_number_problem("warp", self.warp, 0, (1 << 31) - 1)
+                if problem:
+                    problems.append(Problem(number, problem, 1))
+                    self.warp = 0
             elif kind == "insts":
                 self.expected = (int(match["insts"]), number)
+                problem = launch_number_problem("insts", self.expected[0])
+                if problem:
+                    problems.append(Problem(number, problem, 1))
+                    self.expected = (0, number)
                 self.seen = 0
             cta.append(-1 if self.cta is None else self.cta)
             warp.append(-1 if self.warp is None else self.warp)

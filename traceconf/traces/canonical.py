@@ -61,12 +61,18 @@ def _check_row_groups(metadata, path: Path) -> None:
                              str(path))
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__)[:200]
+
+
 def _parquet_batches(path: Path, options: ReadOptions):
     try:
         # dictionary-decoded strings: millions of repeated kernel/kind names stay integer codes
         file = pq.ParquetFile(path, read_dictionary=["kernel", "kind"])
-    except (pa.ArrowInvalid, OSError) as error:
-        raise InputError(f"unreadable Parquet file: {error}", str(path)) from None
+    except (pa.ArrowException, OSError, ValueError, KeyError, IndexError) as error:
+        # a corrupt footer can fail in many ways inside pyarrow (a schema without the columns it names ...)
+        raise InputError(f"unreadable Parquet file: {_first_line(error)}", str(path)) from None
     _check_row_groups(file.metadata, path)
     names = file.schema_arrow.names
     missing = [name for name in ACCESSES.names if name not in names and name not in OPTIONAL]
@@ -74,7 +80,19 @@ def _parquet_batches(path: Path, options: ReadOptions):
         raise InputError(f"access table lacks column(s) {', '.join(missing)}", str(path))
     size = file.metadata.num_rows or 1
     done = 0
-    for batch in file.iter_batches(batch_size=options.chunk_executions * 32):
+    batches = file.iter_batches(batch_size=options.chunk_executions * 32)
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is not None:
+                for name in ("kernel", "kind"):   # dictionary indices are not checked by the reader
+                    if name in batch.schema.names:
+                        batch.column(name).validate(full=True)
+        except (pa.ArrowException, OSError, ValueError) as error:
+            raise InputError(f"unreadable Parquet data after row {done:,}: {_first_line(error)}", str(path)) \
+                from None
+        if batch is None:
+            return
         table = pa.Table.from_batches([batch])
         yield _normalize(table, path), done, 0
         done += table.num_rows
@@ -88,8 +106,8 @@ def _csv_batches(path: Path, options: ReadOptions):
     try:
         with pacsv.open_csv(path, read_options=read_options) as probe:
             raw_names = probe.schema.names
-    except pa.ArrowInvalid as error:
-        raise InputError(f"unreadable CSV: {error}", str(path)) from None
+    except (pa.ArrowException, OSError, ValueError) as error:
+        raise InputError(f"unreadable CSV: {_first_line(error)}", str(path)) from None
     names = [name.strip() for name in raw_names]
     missing = [name for name in ACCESSES.names if name not in names and name not in OPTIONAL]
     if missing:
@@ -107,7 +125,7 @@ def _csv_batches(path: Path, options: ReadOptions):
                 batch = reader.read_next_batch()
             except StopIteration:
                 return
-            except pa.ArrowInvalid as error:
+            except (pa.ArrowException, OSError, ValueError) as error:
                 raise InputError(f"unreadable CSV after line {done + 1}: {error}", str(path), done + 2) from None
             table = pa.Table.from_batches([batch]).rename_columns(names)
             converted, bad = _convert_csv(table, path, done, options.skip_bad)
