@@ -438,6 +438,7 @@ def test_too_few_source_operands_is_a_located_error(tmp_path):
     ("parquet_int_bits.parquet", "unreadable Parquet file: Integers with less than 8 bits not implemented"),
     ("parquet_dictionary_index.parquet", "unreadable Parquet data after row 0: Dictionary indices invalid"),
     ("parquet_schema_without_kind.parquet", "unreadable Parquet file:"),
+    ("parquet_bytes_out_of_range.parquet", "row 241: kernel _Z13bank_patternsPf: bytes 8200 is out of range 1..255"),
 ])
 def test_fuzzed_parquet_files(name, message):
     """Found by scripts/fuzz_traces.py (bit flips of traces/canonical.parquet, kept in tests/data/fuzz)."""

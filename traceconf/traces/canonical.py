@@ -298,6 +298,13 @@ class _Pivot:
                 raise InputError(f"execution {execution[bad]} mixes different {name} values",
                                  **self._where(row0 + bad))
             values[name] = array[starts] if lookup is None else lookup[array[starts]]
+        for name, low, high in (("bytes", 1, 255), ("matrices", 0, 127)):   # the engine packs them in 8 bits
+            per_execution = values[name].astype(np.int64)
+            outside = np.flatnonzero((per_execution < low) | (per_execution > high))
+            if len(outside):
+                bad = int(starts[outside[0]])
+                raise InputError(f"{name} {per_execution[outside[0]]} is out of range {low}..{high}",
+                                 **self._where(row0 + bad))
         lane = table.column("lane").to_numpy().astype(np.int64)
         if len(lane) and (lane.min() < 0 or lane.max() >= 32):
             bad = int(np.flatnonzero((lane < 0) | (lane >= 32))[0])
