@@ -20,6 +20,7 @@ LAYERS = {
     "traceconf.rules": 1, "traceconf.launches": 1, "traceconf.accesses": 1, "traceconf.ptx": 1, "traceconf.traces": 1,
     "traceconf.sass.opcodes": 1, "traceconf.sass.listing": 1, "traceconf.sass.binary": 1,
     "traceconf.sass.toolchain": 1,
+    "traceconf.outputs": 0, "traceconf.tools": 0,
     "traceconf.emulate": 2, "traceconf.sass": 2,
     "traceconf.engine": 3, "traceconf.reference": 3,
     "traceconf.pipeline": 4, "traceconf.sass.analyze": 4, "traceconf.sass.rewrites": 2,

@@ -121,11 +121,11 @@ def test_missing_file(tmp_path):
     assert result.stderr.strip() == f"{tmp_path / 'nope.ptx'}: no such file"
 
 
-def test_unwritable_output_keeps_stdout(fake_pipeline, tmp_path):
+def test_unwritable_output_is_refused_before_work(fake_pipeline, tmp_path):
     result = invoke(fake_pipeline.path, "--format", "json", "-o", tmp_path / "missing" / "r.parquet")
     assert result.exit_code == 2
-    assert json.loads(result.stdout)["results"]
-    assert "cannot write results" in result.stderr
+    assert result.stdout == ""
+    assert "cannot write: no such folder" in result.stderr
 
 
 # ---------------------------------------------------------------------------

@@ -132,7 +132,7 @@ def test_missing_key_unknown_alias_and_unknown_device(tmp_path):
         load_rule_set(str(path))
     with pytest.raises(RuleFileError, match="unknown device 'sm_91'.*sm_90"):
         load_rule_set("sm_91")
-    with pytest.raises(RuleFileError, match="cannot read: No such file"):
+    with pytest.raises(RuleFileError, match="cannot read rule file: No such file"):
         load_rule_set(str(tmp_path / "absent.toml"))
 
 

@@ -27,3 +27,51 @@ class InputError(Exception):
     def __str__(self) -> str:
         where = self.location()
         return f"{where}: {self.message}" if where else self.message
+
+
+#: Exit statuses of every command (``docs/reports.md`` lists them): bad input is the user's to fix,
+#: an internal error is ours (a bug: the message asks for a report).
+EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_UNVERIFIABLE, EXIT_INTERNAL = 0, 1, 2, 3, 70
+
+#: What libraries raise on malformed or hostile *data*: undecodable text, corrupt or truncated compressed or
+#: Parquet files (OSError, EOFError, ArrowInvalid is a ValueError), numbers too large for their field,
+#: nesting too deep to follow, an input that asks for more memory than there is.  Raised while one input is
+#: read, these are that input's fault; anything else (KeyError, TypeError ...) is a bug of ours.
+DATA_ERRORS: tuple[type[BaseException], ...] = (UnicodeError, OSError, EOFError, ValueError, OverflowError,
+                                                 RecursionError, MemoryError)
+
+
+def data_error_message(error: BaseException) -> str:
+    """One readable line for a library's data error (never a repr of the data it was reading)."""
+    if isinstance(error, UnicodeDecodeError):
+        return f"not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset {error.start})"
+    if isinstance(error, RecursionError):
+        return "nested too deeply to read"
+    if isinstance(error, MemoryError):
+        return "needs more memory than this machine has"
+    if isinstance(error, OSError) and error.strerror:
+        return f"cannot read: {error.strerror}"
+    text = " ".join(str(error).split())
+    if len(text) > 200:
+        text = text[:200] + "…"
+    return f"cannot read: {text or type(error).__name__}"
+
+
+def as_input_error(error: BaseException, file: str | None = None) -> InputError:
+    """``error`` as an InputError located at ``file`` (an InputError is kept as it is: its own location is
+    more precise, and one without a file is about an option, not the input)."""
+    if isinstance(error, InputError):
+        return error
+    converted = InputError(data_error_message(error), file=file)
+    converted.__cause__ = error          # kept for --debug and the fuzz harness, never printed
+    return converted
+
+
+class InternalError(Exception):
+    """A bug of ours met while handling one input (kept per kernel, reported as such, exit status 70)."""
+
+
+def internal_message(error: BaseException) -> str:
+    text = " ".join(str(error).split())[:200]
+    return (f"internal error ({type(error).__name__}{': ' + text if text else ''}); this is a bug in traceconf, "
+            "please report it with the input (run with --debug for the traceback)")

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from traceconf.accesses import WarpAccesses
-from traceconf.errors import InputError
+from traceconf.errors import DATA_ERRORS, InputError, as_input_error, internal_message
 from traceconf.names import matches, select_kernels
 from traceconf.ptx.opcodes import shared_access_kind, uncounted_shared_op
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS
@@ -56,6 +56,7 @@ class KernelFailure:
 
     kernel: str
     error: InputError
+    internal: bool = False      # a bug of ours, not bad input (exit status 70)
 
     def line(self) -> str:
         """``FILE:LINE:COL: kernel K: message`` (the kernel is named once, even if the message already does)."""
@@ -214,10 +215,17 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
     """Emulate one kernel once per distinct warp size and run every rule set on it."""
     from traceconf.emulate import emulate
 
+    from traceconf.emulate.launch import static_shared_bytes
+
     kernel_row = module.kernel(kernel)
     by_warp_size = {}
     summaries, gaps = [], {}
+    block = launch.block_for(kernel_row, str(module.path))
+    gaps.update(launch_gaps(rule_sets, block, launch.grid, static_shared_bytes(kernel_row) + launch.dynamic_smem))
+    check_some_device(gaps, rule_sets)
     for rules in rule_sets:
+        if rules.name in gaps:
+            continue
         if rules.warp_size not in by_warp_size:
             by_warp_size[rules.warp_size] = emulate(
                 module, kernel, launch.emulator_launch(kernel_row, str(module.path), rules.warp_size),
@@ -265,6 +273,13 @@ def launch_notes(facts: dict) -> list[str]:
             + (" (the largest block it allows): pass --block for the launch you run" if origin == ".maxntid" else "")]
 
 
+def launch_gaps(rule_sets: list, block, grid, shared_bytes: int) -> dict[str, str]:
+    """Device → why it cannot run this launch (its [limits]): such a launch is not counted for it."""
+    from traceconf.emulate.launch import launch_problem
+    return {rules.name: f"the launch cannot run: {problem}" for rules in rule_sets
+            if (problem := launch_problem(rules, block, grid, shared_bytes))}
+
+
 def count_devices(accesses, rule_sets: list, gaps: dict[str, str], scale: int = 1) -> list[pa.Table]:
     """INSTRUCTION_RESULTS of ``accesses`` under every rule set not yet in ``gaps``.
 
@@ -303,9 +318,18 @@ def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, 
         try:
             done.append(analyze_ptx_kernel(module, name, launch.for_kernel(module.kernel(name), str(path)), rule_sets,
                                            progress))
-        except InputError as error:
-            failed.append(KernelFailure(name, error))
+        except Exception as error:   # one kernel's failure, whatever it is, never hides the others
+            failed.append(kernel_failure(name, error, str(path)))
     return done, failed
+
+
+def kernel_failure(kernel: str, error: Exception, path: str) -> KernelFailure:
+    """The failure of one kernel: bad input (InputError, or a data error a library raised on it) or a bug."""
+    if isinstance(error, (InputError, *DATA_ERRORS)):
+        return KernelFailure(kernel, as_input_error(error, path))
+    failure = KernelFailure(kernel, InputError(internal_message(error), file=path), internal=True)
+    failure.error.__cause__ = error      # for --debug and the fuzz harness
+    return failure
 
 
 # ---------------------------------------------------------------------------
@@ -325,14 +349,15 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
 
     fmt = detect_format(str(path))
     done, failed = [], []
-    traces = iter(open_trace(str(path), skip_bad=skip_bad, progress=progress, part=part))
+    traces = iter(open_trace(str(path), skip_bad=skip_bad, progress=progress, part=part,
+                             on_error=lambda error: failed.append(KernelFailure("", error))))
     while True:
         try:
             trace = next(traces)
         except StopIteration:
             break
-        except InputError as error:  # e.g. a launch whose trace file is missing: keep what came before
-            failed.append(KernelFailure("", error))
+        except Exception as error:  # the reader itself failed: keep what came before
+            failed.append(kernel_failure("", error, str(path)))
             break
         if not matches(trace.kernel, kernels):
             continue
@@ -341,8 +366,10 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
             for chunk in trace.chunks():
                 partial += count_devices(chunk, rule_sets, gaps)
             check_some_device(gaps, rule_sets)
-        except InputError as error:
-            failed.append(KernelFailure(trace.kernel, error))
+        except Exception as error:   # bad data in this launch, or a bug: the launches after it are still read
+            failure = kernel_failure(trace.kernel, error, str(path))
+            failed.append(failure)
+            error = failure.error
             if not partial:
                 continue
             notes.append(f"incomplete: the trace could not be read past {error.location() or 'an error'}; "

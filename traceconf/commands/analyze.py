@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from traceconf.errors import InputError
+from traceconf.errors import DATA_ERRORS, EXIT_INPUT, EXIT_INTERNAL, InputError, as_input_error
 from traceconf.rules import load_rule_sets
 
 if TYPE_CHECKING:
@@ -169,6 +169,14 @@ def report_input_error(error: InputError) -> None:
             typer.echo("    " + " " * (error.column - 1) + "^", err=True)
 
 
+def exit_for_failures(failures: list[KernelFailure]) -> None:
+    """Exit 70 when some kernel failed on a bug of ours, 2 when some failed on bad input; else return."""
+    if any(failure.internal for failure in failures):
+        raise typer.Exit(EXIT_INTERNAL)
+    if failures:
+        raise typer.Exit(EXIT_INPUT)
+
+
 def fail(error: InputError) -> typer.Exit:
     report_input_error(error)
     return typer.Exit(2)
@@ -246,7 +254,7 @@ def analyze(
         if not many:
             check_input(files[0], folder=True)
         if output is not None and not dataset:
-            check_output(output)
+            check_output(output, inputs=files)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed)
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
         if many:
@@ -257,8 +265,8 @@ def analyze(
             with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
                 analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress, level=level,
                                               ptxas_options=ptxas_option)
-    except InputError as error:
-        raise fail(error) from None
+    except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error
+        raise fail(as_input_error(error, str(files[0]))) from None
     devices = [rules.name for rules in rule_sets]
     table = results_table(analyses, devices)
 
@@ -271,12 +279,11 @@ def analyze(
     report_failures(failures)
     if output is not None and not dataset:
         try:
-            write_results(table, output)
+            write_results(table, output, inputs=[file])
         except InputError as error:
             raise fail(error) from None
 
-    if failures:
-        raise typer.Exit(2)
+    exit_for_failures(failures)
     if fail_on_excess is not None:
         over = [(k, d, e) for k, d, e in excess_by_kernel(table) if e > fail_on_excess]
         for kernel_name, device_name, excess in over:

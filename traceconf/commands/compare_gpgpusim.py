@@ -8,10 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from traceconf.commands.analyze import (Block, Launches, Ctas, Data, Seed, Devices, DynamicSmem, Format, Grid, Kernels, MaxSteps, Params,
-                                        check_input, fail, launch_request, report_failures,
+from traceconf.commands.analyze import (Block, Ctas, Data, Devices, DynamicSmem, Format, Grid, Kernels, Launches,
+                                        MaxSteps, Params, Seed, check_input, exit_for_failures, fail, launch_request,
+                                        report_failures,
                                         stdout_console)
-from traceconf.errors import InputError
+from traceconf.errors import DATA_ERRORS, InputError, as_input_error
 from traceconf.rules import load_rule_sets
 
 GPGPUSIM = "GPGPU-Sim model (replayed on the emulation)"
@@ -66,8 +67,8 @@ def compare_gpgpusim(
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed)
         rule_sets = load_rule_sets(device)
         analyses, failures = run_ptx(file, kernel, launch, rule_sets)
-    except InputError as error:
-        raise fail(error) from None
+    except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error
+        raise fail(as_input_error(error, str(file))) from None
     comparison = compare(rows, analyses, [rules.name for rules in rule_sets], model, str(stats), str(file), name)
     if format is Format.json:
         typer.echo(json.dumps(json_document(comparison), indent=2))
@@ -76,8 +77,7 @@ def compare_gpgpusim(
     else:
         render(comparison, stdout_console())
     report_failures(failures)
-    if failures:
-        raise typer.Exit(2)
+    exit_for_failures(failures)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, Data, Seed, DynamicSmem, Format, Grid, Kernels, Launches, Level, MaxSteps,
-                                        Params, PtxasOptions, check_input, fail, launch_request, report_failures,
-                                        run_file, stdout_console)
-from traceconf.errors import InputError
+from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Format, Grid, Kernels, Launches, Level,
+                                        MaxSteps, Params, PtxasOptions, Seed, check_input, exit_for_failures, fail,
+                                        launch_request, report_failures, run_file, stdout_console)
+from traceconf.errors import DATA_ERRORS, InputError, as_input_error
 from traceconf.rules import load_rule_sets
 
 def compare_ncu(
@@ -46,8 +46,8 @@ def compare_ncu(
         analyses, failures = run_file(file, kernel, launch, [rules], level=level, ptxas_options=ptxas_option)
         by_name = {a.kernel: a for a in analyses}
         pairs = pair_kernels(measured, list(by_name), str(report)) if analyses else []
-    except InputError as error:
-        raise fail(error) from None
+    except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error
+        raise fail(as_input_error(error, str(file))) from None
     comparisons = [compare(m, name, kernel_table(by_name[name], rules.name)) for m, name in pairs]
     if format is Format.json:
         typer.echo(json.dumps({"device": rules.name, "comparisons": [c.__dict__ for c in comparisons]}, indent=2))
@@ -56,8 +56,7 @@ def compare_ncu(
     else:
         render(comparisons, rules.name, stdout_console())
     report_failures(failures)
-    if failures:
-        raise typer.Exit(2)
+    exit_for_failures(failures)
 
 
 def register(app: typer.Typer) -> None:

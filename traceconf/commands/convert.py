@@ -13,26 +13,27 @@ from pathlib import Path
 
 import typer
 
-from traceconf.errors import InputError
+from traceconf.errors import DATA_ERRORS, InputError, as_input_error
 
 OUTPUT_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 
 
-def _writer(path: Path):
-    kind = OUTPUT_FORMATS.get(path.suffix.lower())
-    if kind is None:
-        raise InputError(f"output must end in {', '.join(OUTPUT_FORMATS)}", str(path))
+def _writer(path: Path, kind: str):
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
     from traceconf.schemas import ACCESSES
 
-    try:
-        if kind == "parquet":
-            return pq.ParquetWriter(path, ACCESSES)
-        return pacsv.CSVWriter(path, ACCESSES)
-    except OSError as error:
-        raise InputError(f"cannot write: {error}", str(path)) from None
+    if kind == "parquet":
+        return pq.ParquetWriter(path, ACCESSES)
+    return pacsv.CSVWriter(path, ACCESSES)
+
+
+def _output_kind(path: Path) -> str:
+    kind = OUTPUT_FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise InputError(f"output must end in {', '.join(OUTPUT_FORMATS)}", str(path))
+    return kind
 
 
 def _byte_progress(stack: ExitStack, name: str):
@@ -53,26 +54,40 @@ def convert(
                                                             "of stopping at the first."),
 ) -> None:
     """Convert a recorded trace to the canonical access table (one row per lane access)."""
+    from traceconf.outputs import atomic_output, check_not_input, check_writable
     from traceconf.traces import open_trace
 
+    kind = _output_kind(output)
+    check_not_input(output, [trace])
+    check_writable(output)
+    stopped = None
+    # Written to a temporary file renamed over the output only when done: a run killed mid-way leaves the
+    # previous output as it was.  A bad line ends the run with the rows before it written (a valid file).
     with ExitStack() as stack:
         progress = _byte_progress(stack, trace.name) if sys.stdout.isatty() else None
+        temporary = stack.enter_context(atomic_output(output, inputs=[trace]))
         traces = open_trace(trace, skip_bad=skip_bad, progress=progress)
-        writer = _writer(output)
-        stack.callback(writer.close)  # closes the file with what was written, even on an InputError
+        writer = _writer(temporary, kind)
         summary = []
-        for kt in traces:
-            executions = accesses = 0
-            for chunk in kt.chunks():
-                table = chunk.to_table()
-                writer.write_table(table)
-                executions += len(chunk)
-                accesses += table.num_rows
-            summary.append((kt.kernel, executions, accesses, kt.bad_lines))
+        try:
+            for kt in traces:
+                executions = accesses = 0
+                for chunk in kt.chunks():
+                    table = chunk.to_table()
+                    writer.write_table(table)
+                    executions += len(chunk)
+                    accesses += table.num_rows
+                summary.append((kt.kernel, executions, accesses, kt.bad_lines))
+        except (InputError, *DATA_ERRORS) as error:
+            stopped = as_input_error(error, str(trace))
+        finally:
+            writer.close()
     for kernel, executions, accesses, bad in summary:
         skipped = f", {bad} bad line(s) skipped" if bad else ""
         typer.echo(f"{kernel}: {executions} shared warp accesses, {accesses} lane accesses{skipped}")
     typer.echo(f"wrote {output}")
+    if stopped is not None:
+        raise stopped
 
 
 def register(app: typer.Typer) -> None:

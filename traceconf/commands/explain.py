@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, Data, Seed, DynamicSmem, Grid, Launches, Level, MaxSteps, Params,
-                                        PtxasOptions, check_input, fail, launch_request, report_failures, run_file,
-                                        stdout_console)
-from traceconf.errors import InputError
+from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Grid, Launches, Level, MaxSteps, Params,
+                                        PtxasOptions, Seed, check_input, fail, launch_request, report_failures,
+                                        run_file, stdout_console)
+from traceconf.errors import DATA_ERRORS, InputError, as_input_error
 from traceconf.rules import load_rule_sets
 from traceconf.names import matches
 
@@ -146,8 +146,8 @@ def explain(
             row, ordinal = choose_row(accesses, rows, counts.column("wavefronts").to_numpy(), warp, execution)
         except LookupError as error:
             raise InputError(str(error), file=str(file)) from None
-    except InputError as error:
-        raise fail(error) from None
+    except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error
+        raise fail(as_input_error(error, str(file))) from None
     text = {int(r["instruction"]): r["text"] for r in info.to_pylist()}[ident]
     # The picture is the engine's own lane assignment for that execution, not a redrawing of the rules.
     served = lane_wavefronts(accesses.take(np.array([row])), rules)
@@ -158,10 +158,11 @@ def explain(
         console.print(f"also on that line: instruction(s) {', '.join(map(str, others))} (pass the id to see them)",
                       style="dim")
     if svg is not None:
+        from traceconf.outputs import write_text
         try:
-            svg.write_text(render_svg(pic))
-        except OSError as exc:
-            raise fail(InputError(f"cannot write SVG: {exc.strerror or exc}", file=str(svg))) from None
+            write_text(svg, render_svg(pic), inputs=[file])
+        except InputError as error:
+            raise fail(error) from None
 
 
 def register(app: typer.Typer) -> None:

@@ -92,14 +92,14 @@ def _table(module: PtxModule) -> None:
             out.write(f"{short_name(name)} shared: {described}\n")
 
 
-def _write(module: PtxModule, output: Path) -> None:
+def _write(module: PtxModule, output: Path, suffix: str) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as pa_csv
     import pyarrow.parquet as pq
 
     table = module.instructions
-    if output.suffix.lower() == ".csv":
+    if suffix == ".csv":
         # CSV has no nested types: lists and operands become their text.
         flat = {}
         for name in table.column_names:
@@ -130,6 +130,11 @@ def parse(ptx: Annotated[Path, typer.Argument(
     from traceconf.pipeline import input_format
     from traceconf.ptx import parse_file
 
+    from traceconf.outputs import atomic_output, check_not_input, check_writable
+
+    if output is not None:
+        check_not_input(output, [ptx])
+        check_writable(output)
     try:
         sass = input_format(ptx) in ("sass", "cuda_binary")
     except InputError:
@@ -139,10 +144,8 @@ def parse(ptx: Annotated[Path, typer.Argument(
         return
     module = parse_file(ptx)
     if output is not None:
-        try:
-            _write(module, output)
-        except OSError as error:
-            raise InputError(f"cannot write: {error.strerror or error}", str(output)) from None
+        with atomic_output(output, inputs=[ptx]) as temporary:
+            _write(module, temporary, output.suffix.lower())
     if format is Format.json:
         typer.echo(_json(module))
     else:

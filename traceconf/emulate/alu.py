@@ -72,6 +72,9 @@ def _simple(row, slot, ctx, compute, result_bits=None):
     keys = _writer(row, slot)
     sources = _sources(row, slot, ctx)
     key = keys[0]
+    # once on zeros, now: too few source operands (the parser takes any list) fail here, at compile time,
+    # where compile_slot reports the instruction's line, not in the middle of a run
+    compute([np.zeros(1, np.uint64) for _ in sources])
 
     def run(m, mask):
         pairs = [s(m) for s in sources]

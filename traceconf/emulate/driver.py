@@ -121,6 +121,7 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
         notes += [f"data: {buffer.name} = {buffer.description}" for buffer in memory.buffers]
         notes += [f"{why}: its values stay unknown (pass --data for it)" for why in memory.unserved.values()]
     notes += _extent_note(findings.extent, layout, launch.dynamic_smem)
+    notes += findings.stop_notes
     variables = _assumed_extern_size(layout, findings.extent, launch.dynamic_smem)
     return EmulationResult(accesses=accesses, scale=scale, analysed_ctas=analysed,
                            unresolved=sorted(findings.unresolved_rows.values(),

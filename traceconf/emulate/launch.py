@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from traceconf.errors import InputError
+from traceconf.rules import LaunchLimits, RuleSet
 
 
 @dataclass
@@ -128,3 +129,22 @@ def resolve_params(launch: Launch, kernel_row: dict, strict: bool = True) -> dic
         except ValueError:
             raise InputError(f"--param {key}={value!r}: the value must be an integer") from None
     return values
+
+
+#: For a rule set that states no ``[limits]`` (a user file): the largest launch any supported GPU accepts.
+UNSTATED_LIMITS = LaunchLimits(
+    threads_per_block=1024, block=(1024, 1024, 1024), grid=((1 << 31) - 1, 65535, 65535),
+    shared_bytes_per_block=1 << 20,
+    source="no [limits] in the rule file: the largest launch any supported GPU accepts")
+
+
+def static_shared_bytes(kernel_row: dict) -> int:
+    """Bytes of the kernel's static shared variables, laid out as the emulator places them."""
+    from traceconf.emulate.layout import lay_out
+    return lay_out(list(kernel_row.get("shared") or []), 0).static_bytes
+
+
+def launch_problem(rules: RuleSet, block: tuple[int, int, int], grid: tuple[int, int, int],
+                   shared_bytes: int) -> str | None:
+    """None, or why the device of ``rules`` cannot run this launch (its ``[limits]``; docs/rules.md)."""
+    return (rules.limits or UNSTATED_LIMITS).problem(rules.name, block, grid, shared_bytes)

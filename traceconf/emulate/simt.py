@@ -96,6 +96,19 @@ def _with_guard(body, guard):
 
 
 def compile_slot(slot: Slot, ctx: Context) -> Compiled:
+    """The compiled instruction; an instruction whose operands the handler cannot take (the parser accepts
+    any operand list, e.g. ``add.s32 %r4, %r3, %r, 2``) is an InputError at its line, not a crash."""
+    try:
+        return _compile_slot(slot, ctx)
+    except (ValueError, IndexError, KeyError, TypeError) as error:
+        row = slot.row
+        count = len(row["operands"] or [])
+        raise InputError(f"cannot emulate {row['opcode']} with these {count} operand(s) "
+                         f"({type(error).__name__}: {str(error)[:120]})", file=ctx.path, line=row["ptx_line"],
+                         source_line=row["text"]) from None
+
+
+def _compile_slot(slot: Slot, ctx: Context) -> Compiled:
     row = slot.row
     opcode = row["opcode"]
     guard = _guard_reader(slot, ctx)
@@ -423,6 +436,7 @@ class Findings:
         self._ipdom: list | None = None
         self._regions: dict[int, object] = {}
         self.without_data: list[str] = []       # pointer parameters global loads read through, with no --data
+        self.stop_notes: list[str] = []      # calls not followed: the counts miss what they would have done
 
     def loads_through(self, names: list[str]) -> None:
         self.without_data.extend(n for n in names if n not in self.without_data)
@@ -459,6 +473,11 @@ class Findings:
         return self._regions[branch]
 
     def stopped(self, slot: Slot, reason: str, reachable: list[Slot]) -> None:
+        if slot.stop_reason:      # a call not followed: its shared accesses are missing from every count
+            note = (f"{reason}: the shared accesses of that call (and of anything after it) are not counted, "
+                    "so the counts are a lower bound")
+            if note not in self.stop_notes and len(self.stop_notes) < 8:
+                self.stop_notes.append(note)
         for target in reachable:
             self.unresolved(target, reason)
 

@@ -25,7 +25,7 @@ from lark.exceptions import LarkError
 from traceconf.ptx.grammar import GRAMMAR_BLANKS, PtxParser
 from traceconf.ptx.records import Operand
 from traceconf.ptx.transform import (PtxTransformer, StatementError, address_operand, float_operand,
-                                     immediate_operand, loc_record, name_operand, parse_int, register_operand,
+                                     immediate_operand, loc_record, name_operand, negate, parse_int, register_operand,
                                      vector_operand)
 
 #: One blank as the grammar's ``%ignore`` has it.
@@ -205,14 +205,14 @@ class ShapeReader:
         if digits is not None:
             offset = parse_int(digits)
             if (sign == "-") != (minus is not None):
-                offset = -offset
+                offset = negate(offset)
         return address_operand(base, offset, match.group())
 
     @staticmethod
     def _absolute(match):
         index = match.re.groupindex["absolute"]
         value = parse_int(match.group(index + 2))
-        return address_operand(None, -value if match.group(index + 1) else value, match.group())
+        return address_operand(None, negate(value) if match.group(index + 1) else value, match.group())
 
     @staticmethod
     def _vector(match):

@@ -42,7 +42,7 @@ from traceconf.ptx.opcodes import UnknownOpcode, opcode_info
 from traceconf.ptx.records import LINED, Function, Label, Parameter
 from traceconf.ptx.scan import NextOf
 from traceconf.ptx.shapes import NotParsed, ShapeReader
-from traceconf.ptx.transform import StatementError
+from traceconf.ptx.transform import StatementError, check_copy_size
 
 _BODY_OPEN = re.compile(r"\.(?:entry|func)(?![\w$])[^{;=]*\{")
 _FUNCTION_KINDS = (".entry", ".func")
@@ -280,6 +280,10 @@ class StatementCache:
                 except NotParsed:
                     raise Fallback(operand_text) from None
                 self.operand_lists[operand_text] = operands
+        try:
+            check_copy_size(info, operands)
+        except ValueError:
+            raise Fallback(statement) from None   # the grammar path reports it, located
         text = statement[:-1].rstrip()
         if guard is None:
             return None, False, info, operands, text

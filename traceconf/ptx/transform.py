@@ -19,6 +19,12 @@ from traceconf.ptx.records import (AddressSize, DumpLine, FileDecl, Function, In
 PREDEFINED_CONSTANTS = {"WARP_SZ": 32}
 LOC_ATTRIBUTES = ("function_name", "inlined_at")
 VECTOR_WIDTHS = {".v2": 2, ".v4": 4, ".v8": 8}
+#: Bounds of declared sizes: beyond them no device has the memory, and products could overflow 64 bits.
+MAX_REGISTER_RANGE = (1 << 24) - 1
+MAX_ARRAY_LENGTH = (1 << 40) - 1
+MAX_ALIGN = 1 << 16
+#: The largest declared variable in bytes (an int64 column; far beyond any device memory).
+MAX_VARIABLE_BYTES = (1 << 48) - 1
 
 
 class StatementError(Exception):
@@ -49,6 +55,37 @@ def parse_int(text: str) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
+def negate(value: int) -> int:
+    """``-value`` in 64-bit two's complement (``-0x8000000000000000`` is itself, as the hardware computes it)."""
+    return -value if value != INT64_MIN else value
+
+
+#: The range of every integer the tables store in 64 bits, and of the 32-bit line/column/count fields.
+INT64_MIN = -(1 << 63)
+INT32_MAX = (1 << 31) - 1
+#: The only address sizes PTX defines.
+ADDRESS_SIZES = (32, 64)
+
+
+def check_range(value: int, low: int, high: int, what: str, text: str) -> int:
+    """``value`` if ``low <= value <= high``, else ValueError naming the field and its range."""
+    if not low <= value <= high:
+        raise ValueError(f"{what} {text} is out of range: it must be {low}..{high:,}")
+    return value
+
+
+#: The byte counts a copy-size operand may name (cp.async: 4, 8 or 16; bulk copies: multiples of 16).
+MAX_COPY_BYTES = (1 << 15) - 1
+
+
+def check_copy_size(info, operands: tuple) -> None:
+    """ValueError if the instruction's copy-size operand (cp.async ``cp-size``) is an immediate outside
+    1..MAX_COPY_BYTES: the access width is stored in 16 bits and no copy is wider."""
+    index = info.size_operand
+    if index >= 0 and len(operands) > index and operands[index].kind == "imm":
+        check_range(operands[index].value, 1, MAX_COPY_BYTES, "copy size operand", operands[index].text)
+
+
 def parse_float(text: str, negative: bool) -> tuple[int | None, float]:
     """``0f3F800000`` / ``0d3FF0000000000000`` / ``1.5e3`` → (bit pattern or None, value)."""
     if text[:2] in ("0f", "0F"):
@@ -63,7 +100,10 @@ def parse_float(text: str, negative: bool) -> tuple[int | None, float]:
 
 
 def loc_record(file: str, line: str, column: str) -> Loc:
-    return Loc(parse_int(file), parse_int(line), parse_int(column))
+    """A ``.loc``: file index, line and column are stored as 32-bit values (``.file`` indices likewise)."""
+    return Loc(check_range(parse_int(file), 0, INT32_MAX, ".loc file index", file),
+               check_range(parse_int(line), 0, INT32_MAX, ".loc line", line),
+               check_range(parse_int(column), 0, INT32_MAX, ".loc column", column))
 
 
 def register_operand(text: str) -> Operand:
@@ -81,7 +121,7 @@ def name_operand(text: str) -> Operand:
 
 def immediate_operand(literal: str, negative: bool, text: str) -> Operand:
     value = parse_int(literal)
-    return Operand("imm", None, -value if negative else value, None, None, text)
+    return Operand("imm", None, negate(value) if negative else value, None, None, text)
 
 
 def float_operand(literal: str, negative: bool, text: str) -> Operand:
@@ -142,10 +182,13 @@ class PtxTransformer(Transformer):
         return Target(tuple(str(n) for n in names))
 
     def address_size(self, bits):
-        return AddressSize(self._int(bits))
+        value = self._int(bits)
+        if value not in ADDRESS_SIZES:
+            raise StatementError(f".address_size {bits} is not valid: PTX defines 32 and 64", bits)
+        return AddressSize(value)
 
     def file_directive(self, index, path, *_stamp):
-        return FileDecl(self._int(index), path[1:-1])
+        return FileDecl(self._bounded(index, 0, INT32_MAX, ".file index"), path[1:-1])
 
     def pragma(self, *_strings):
         return None
@@ -194,6 +237,9 @@ class PtxTransformer(Transformer):
                 else:
                     array = math.prod(dims)
             size = element_bytes * (array if array is not None else 1)
+            if size > MAX_VARIABLE_BYTES or (array or 0) > MAX_VARIABLE_BYTES:
+                raise StatementError(f"{name}: {size:,} bytes is out of range: a variable may hold at most "
+                                     f"{MAX_VARIABLE_BYTES:,} bytes", space_token)
             out.append(Variable(line, space, name, type_name, size,
                                 align if align is not None else element_bytes, count, array, linkage))
         return tuple(out)
@@ -205,13 +251,16 @@ class PtxTransformer(Transformer):
         return (str(name), count, dims, len(initial) if initial is not None else 0, name.line)
 
     def register_range(self, count):
-        return _RegisterRange(self._int(count))
+        return _RegisterRange(self._bounded(count, 0, MAX_REGISTER_RANGE, "register count %r<N>"))
 
     def array_dimension(self, length=None):
-        return _Dimension(self._int(length) if length is not None else 0)
+        return _Dimension(self._bounded(length, 0, MAX_ARRAY_LENGTH, "array length") if length is not None else 0)
 
     def align(self, value):
-        return _Align(self._int(value))
+        align = self._bounded(value, 1, MAX_ALIGN, ".align")
+        if align & (align - 1):
+            raise StatementError(f".align {value} is not a power of two", value)
+        return _Align(align)
 
     def attribute(self, *_values):
         return None
@@ -274,7 +323,8 @@ class PtxTransformer(Transformer):
         return _Pointer((space, align))
 
     def performance_directive(self, directive, *values):
-        return _Performance((str(directive)[1:], tuple(self._int(v) for v in values)))
+        return _Performance((str(directive)[1:], tuple(self._bounded(v, 0, INT32_MAX, str(directive))
+                                                       for v in values)))
 
     def body(self, *items):
         return _flatten(items)
@@ -310,6 +360,10 @@ class PtxTransformer(Transformer):
         try:
             info = opcode_info(str(opcode))
         except UnknownOpcode as error:
+            raise StatementError(str(error), opcode) from None
+        try:
+            check_copy_size(info, operands)
+        except ValueError as error:
             raise StatementError(str(error), opcode) from None
         first = guard if guard is not None else opcode
         text = self.source[first.start_pos:semicolon.start_pos].rstrip()
@@ -363,7 +417,7 @@ class PtxTransformer(Transformer):
         if tokens:
             offset = self._int(tokens[-1])
             if sum(t.type == "MINUS" for t in tokens) % 2:
-                offset = -offset
+                offset = negate(offset)
         return address_operand(base.name, offset, text)
 
     def address_base(self, token):
@@ -371,7 +425,7 @@ class PtxTransformer(Transformer):
 
     def address_absolute(self, *tokens):
         value = self._int(tokens[-1])
-        return _Absolute(-value if len(tokens) == 2 else value)
+        return _Absolute(negate(value) if len(tokens) == 2 else value)
 
     def vector(self, open_brace, *children):
         close = children[-1]
@@ -388,6 +442,13 @@ class PtxTransformer(Transformer):
     def _int(token: Token) -> int:
         try:
             return parse_int(str(token))
+        except ValueError as error:
+            raise StatementError(str(error), token) from None
+
+    @classmethod
+    def _bounded(cls, token: Token, low: int, high: int, what: str) -> int:
+        try:
+            return check_range(cls._int(token), low, high, what, str(token))
         except ValueError as error:
             raise StatementError(str(error), token) from None
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from traceconf.errors import InputError
+from traceconf.outputs import atomic_output, check_not_input, check_writable
 from traceconf.pipeline import KernelAnalysis
 from traceconf.analyses.results import COUNTS, RESULT_ROWS, kernel_table, unresolved_summary
 from traceconf.schemas import KINDS
@@ -79,27 +81,28 @@ def _json_rows(table: pa.Table) -> str:
     return json.dumps(table.to_pylist(), indent=2)
 
 
-#: File writers by extension for ``-o``.
+#: File writers by extension for ``-o`` (each writes one path: :func:`write_results` makes it atomic).
 WRITERS = {
     ".parquet": lambda table, path: pq.write_table(table, path),
-    ".csv": lambda table, path: Path(path).write_text(csv_text(table)),
-    ".json": lambda table, path: Path(path).write_text(_json_rows(table)),
+    ".csv": lambda table, path: Path(path).write_text(csv_text(table), encoding="utf-8"),
+    ".json": lambda table, path: Path(path).write_text(_json_rows(table), encoding="utf-8"),
 }
 
 
-def check_output(path: str | Path) -> None:
-    """Refuse an output path whose format we cannot write, before any work is done."""
+def check_output(path: str | Path, inputs: Iterable[str | Path] = ()) -> None:
+    """Refuse, before any work is done, an output path whose format we cannot write, that is one of the
+    inputs, or whose folder cannot be written."""
     suffix = Path(path).suffix.lower()
     if suffix not in WRITERS:
         raise InputError(f"cannot write {suffix or 'files without an extension'}: "
                          f"use one of {', '.join(WRITERS)}", file=str(path))
+    check_not_input(path, inputs)
+    check_writable(path)
 
 
-def write_results(table: pa.Table, path: str | Path) -> None:
-    """Write the results table; the format follows the extension (.parquet, .csv, .json)."""
-    check_output(path)
+def write_results(table: pa.Table, path: str | Path, inputs: Iterable[str | Path] = ()) -> None:
+    """Write the results table; the format follows the extension (.parquet, .csv, .json); atomic."""
+    check_output(path, inputs)
     writer = WRITERS[Path(path).suffix.lower()]
-    try:
-        writer(table.cast(RESULT_ROWS), str(path))
-    except OSError as exc:
-        raise InputError(f"cannot write results: {exc.strerror or exc}", file=str(path)) from None
+    with atomic_output(path, inputs) as temporary:
+        writer(table.cast(RESULT_ROWS), str(temporary))

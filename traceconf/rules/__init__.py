@@ -22,9 +22,9 @@ from pathlib import Path
 
 from traceconf.errors import InputError
 from traceconf.kinds import KINDS
-from traceconf.tomlfile import key_line, parse_toml, read_toml
+from traceconf.tomlfile import key_line, parse_toml
 
-__all__ = ["RuleSet", "RuleFileError", "LaneGroupRule", "PairingRule", "MatrixRule",
+__all__ = ["RuleSet", "LaunchLimits", "RuleFileError", "LaneGroupRule", "PairingRule", "MatrixRule",
            "load_rule_set", "list_rule_sets", "builtin_names", "EVIDENCE", "BROADCAST", "WRITE_KINDS"]
 
 #: How a rule set's claims are backed, strongest first.
@@ -41,8 +41,10 @@ WIDTHS = (1, 2, 4, 8, 16)
 _MISSING = object()
 _TOP_KEYS = {"name", "title", "products", "vendor", "evidence", "notes", "alias_of", "warp_size", "banks", "bank_bytes",
              "row_bytes", "broadcast", "split_bytes", "merge_stores", "merge_same_word", "lane_groups", "pairing",
-             "matrix", "atomic_ops"}
-_DESCRIPTIVE_KEYS = {"name", "title", "products", "vendor", "evidence", "notes", "alias_of"}
+             "matrix", "atomic_ops", "limits"}
+#: Keys that do not change the bank rules (an alias setting only these repeats its base's rules).
+_DESCRIPTIVE_KEYS = {"name", "title", "products", "vendor", "evidence", "notes", "alias_of", "limits"}
+_LIMIT_KEYS = {"threads_per_block", "block", "grid", "shared_bytes_per_block", "source"}
 _REQUIRED = ("name", "title", "vendor", "evidence", "warp_size", "banks", "bank_bytes", "row_bytes",
              "lane_groups")
 
@@ -95,6 +97,40 @@ class MatrixRule:
 
 
 @dataclass(frozen=True)
+class LaunchLimits:
+    """What one launch may ask of the device (``[limits]``): a larger launch fails on the hardware."""
+
+    threads_per_block: int
+    block: tuple[int, int, int]            # largest block size per dimension
+    grid: tuple[int, int, int] | None      # largest grid size per dimension; None where not stated
+    shared_bytes_per_block: int            # static + dynamic shared memory one block may use (opt-in maximum)
+    source: str                            # where the numbers come from
+
+    def problem(self, device: str, block: tuple[int, int, int], grid: tuple[int, int, int],
+                shared_bytes: int) -> str | None:
+        """None, or why ``device`` cannot run this launch (the limit and where it comes from)."""
+        where = f"{device} limit ({self.source})"
+        threads = block[0] * block[1] * block[2]
+        if threads > self.threads_per_block:
+            return f"block {_dims_text(block)} is {threads:,} threads: more than {self.threads_per_block:,} per " \
+                   f"block, the {where}"
+        for axis, size, limit in zip("xyz", block, self.block):
+            if size > limit:
+                return f"block {axis} = {size:,} exceeds {limit:,}, the {where} of {_dims_text(self.block)}"
+        for axis, size, limit in zip("xyz", grid, self.grid or ()):
+            if size > limit:
+                return f"grid {axis} = {size:,} exceeds {limit:,}, the {where} of {_dims_text(self.grid)}"
+        if shared_bytes > self.shared_bytes_per_block:
+            return f"the block needs {shared_bytes:,} bytes of shared memory (static + --dynamic-smem): more " \
+                   f"than {self.shared_bytes_per_block:,}, the {where}"
+        return None
+
+
+def _dims_text(dims) -> str:
+    return " x ".join(f"{d:,}" for d in dims)
+
+
+@dataclass(frozen=True)
 class RuleSet:
     """One device's shared-memory bank rules (see ``docs/rules.md`` for every field)."""
 
@@ -119,6 +155,7 @@ class RuleSet:
     same_rules_as: str | None = None       # the rule set whose rules this alias repeats unchanged
     atomic_ops: dict = field(default_factory=dict)  # op -> AtomicOpRule: how one atomic operation is served
     products: tuple[str, ...] = ()         # product names that --device accepts for this rule set
+    limits: LaunchLimits | None = None     # the launch limits of the device; None: not stated (unchecked)
 
 
     def lane_group_rule(self, kind: str, nbytes: int) -> LaneGroupRule:
@@ -234,8 +271,26 @@ def _load_builtin(name: str) -> RuleSet:
 
 @lru_cache(maxsize=64)
 def _load_file(path: str) -> RuleSet:
-    text, _ = read_toml(path, RuleFileError)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise RuleFileError(f"cannot read rule file: {error.strerror}", path) from None
+    if len(data) > MAX_RULE_FILE_BYTES:
+        raise RuleFileError(f"{len(data):,} bytes: a rule file is at most {MAX_RULE_FILE_BYTES:,} bytes of TOML", path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        raise RuleFileError(f"not a TOML rule file: byte 0x{data[error.start]:02x} is not UTF-8 text", path,
+                            line, column) from None
+    if "\x00" in text:
+        raise RuleFileError("not a TOML rule file: binary data (NUL byte)", path, text.count("\n", 0, text.index("\x00")) + 1)
     return _build(_read(path, text), path)
+
+
+#: A rule file is a page of TOML; anything far larger is not one (and is not read into memory whole).
+MAX_RULE_FILE_BYTES = 1 << 20
 
 
 @dataclass
@@ -336,7 +391,8 @@ def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
         warp_size=warp_size, banks=banks, bank_bytes=bank_bytes, row_bytes=row_bytes, broadcast=broadcast,
         split_bytes=split_bytes, merge_stores=merge_stores, unmerged_kinds=unmerged_kinds,
         lane_groups=lane_groups, pairing=v.pairing(warp_size, lane_groups), matrix=v.matrix(warp_size),
-        source=source, same_rules_as=same_rules_as, atomic_ops=v.atomic_ops(), products=v.products())
+        source=source, same_rules_as=same_rules_as, atomic_ops=v.atomic_ops(), products=v.products(),
+        limits=v.limits())
 
 
 class _Validator:
@@ -379,6 +435,37 @@ class _Validator:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise self.doc.error(key, f"expected an integer from {low} to {high}, got {value!r}")
         return value
+
+    def limits(self) -> LaunchLimits | None:
+        table = self._get("limits", None)
+        if table is None:
+            return None
+        if not isinstance(table, dict):
+            raise self.doc.error("limits", f"expected a table, got {table!r}")
+        unknown = sorted(set(table) - _LIMIT_KEYS)
+        if unknown:
+            raise self.doc.error(f"limits.{unknown[0]}", f"unknown key (allowed: {', '.join(sorted(_LIMIT_KEYS))})")
+        for key in ("threads_per_block", "block", "shared_bytes_per_block", "source"):
+            if key not in table:
+                raise self.doc.error("limits", f"missing key {key!r}")
+
+        def dims(key: str) -> tuple[int, int, int] | None:
+            value = table.get(key)
+            if value is None:
+                return None
+            if not isinstance(value, list) or len(value) != 3:
+                raise self.doc.error(f"limits.{key}", f"expected [X, Y, Z], got {value!r}")
+            return tuple(self.integer(f"limits.{key}", 1, (1 << 31) - 1, v) for v in value)
+
+        source = table["source"]
+        if not isinstance(source, str) or not source.strip():
+            raise self.doc.error("limits.source", "expected where the limits come from (a document and table)")
+        return LaunchLimits(
+            threads_per_block=self.integer("limits.threads_per_block", 1, 1 << 20, table["threads_per_block"]),
+            block=dims("block"), grid=dims("grid"),
+            shared_bytes_per_block=self.integer("limits.shared_bytes_per_block", 0, 1 << 40,
+                                                table["shared_bytes_per_block"]),
+            source=" ".join(source.split()))
 
     def power_of_two(self, key: str, low: int, high: int) -> int:
         value = self.integer(key, low, high)

@@ -19,7 +19,7 @@ import pyarrow as pa
 from traceconf.errors import InputError
 from traceconf.names import select_kernels
 from traceconf.pipeline import (KernelAnalysis, KernelFailure, LaunchRequest, Progress, check_some_device,
-                                count_devices, launch_notes)
+                                count_devices, kernel_failure, launch_gaps, launch_notes)
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS, KINDS
 
 if TYPE_CHECKING:
@@ -153,8 +153,12 @@ def analyze_sass_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: l
             "maxntid": declared.get("maxntid")}
     launch = launch.for_kernel(decl, path)
     emulation = emulate_sass(module, kernel, launch.emulator_launch(decl, path, 32), progress=progress)
-    gaps = {rules.name: f"rule set {rules.name} has {rules.warp_size}-lane wavefronts; SASS runs 32-lane warps "
-                        "(analyse the PTX for AMD devices)" for rules in rule_sets if rules.warp_size != 32}
+    gaps = launch_gaps(rule_sets, launch.block_for(decl, path), launch.grid,
+                       int(kernel_row.get("shared_bytes") or 0) + launch.dynamic_smem)
+    gaps.update({rules.name: f"rule set {rules.name} has {rules.warp_size}-lane wavefronts; SASS runs 32-lane "
+                             "warps (analyse the PTX for AMD devices)" for rules in rule_sets if rules.warp_size != 32
+                 and rules.name not in gaps})
+    check_some_device(gaps, rule_sets)
     summaries = count_devices(emulation.accesses, [r for r in rule_sets if r.warp_size == 32], gaps,
                               scale=emulation.scale or 1)
     check_some_device(gaps, rule_sets)
@@ -213,8 +217,8 @@ def run_sass_module(module, kernels: list[str] | None, launch: LaunchRequest, ru
         try:
             done.append(analyze_sass_kernel(module, name, launch, rule_sets, progress, ptx_module, input_format,
                                             extra_notes))
-        except InputError as error:
-            failed.append(KernelFailure(name, error))
+        except Exception as error:   # one kernel's failure, whatever it is, never hides the others
+            failed.append(kernel_failure(name, error, str(module.path)))
     return done, failed
 
 
@@ -254,6 +258,8 @@ def run_ptx_at_level(path: str | Path, kernels: list[str] | None, launch: Launch
         return done, failed
     if newest and arch_number(newest) == arch_number(arch) and newest != arch:
         arch = newest        # sm_90a PTX (Triton, wgmma) assembles only for the arch-specific target
+    if _refused_launch(ptx_module, kernels, launch, rule_sets, str(path)):
+        return run_ptx(path, kernels, launch, rule_sets, progress)    # says why, before ptxas/nvdisasm try it
     module, ptx_module = assemble_ptx(path, arch, ptxas_options, ptx_module)
     options = "".join(" " + option for option in ptxas_options or [])
     entries = [name for name in ptx_module.kernel_names() if ptx_module.kernel(name).get("entry", True)]
@@ -262,3 +268,20 @@ def run_ptx_at_level(path: str | Path, kernels: list[str] | None, launch: Launch
     return run_sass_module(module, names, launch, rule_sets, progress, ptx_module=ptx_module,
                            input_format="ptx", extra_notes=[f"SASS level: ptxas -arch={arch}{options}; counts "
                                                             "are for the code the GPU runs"])
+
+
+def _refused_launch(ptx_module, kernels, launch: LaunchRequest, rule_sets: list, path: str) -> bool:
+    """Whether some selected kernel's launch no device can run (its [limits]): the PTX path reports that."""
+    from traceconf.emulate.launch import static_shared_bytes
+
+    names = select_kernels(ptx_module.kernel_names(), kernels or launch.kernel_patterns(), path)
+    for name in names:
+        row = ptx_module.kernel(name)
+        try:
+            block = launch.for_kernel(row, path).block_for(row, path)
+        except InputError:
+            return True
+        shared = static_shared_bytes(row) + launch.dynamic_smem
+        if len(launch_gaps(rule_sets, block, launch.grid, shared)) == len(rule_sets):
+            return True
+    return False

@@ -18,7 +18,7 @@ GPGPU-Sim's ``gpgpu_inst_stats.txt`` is a per-PTX-line summary, not a trace:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from traceconf.errors import InputError
 from traceconf.traces import accelsim, canonical, nvbit, tracez
@@ -33,7 +33,8 @@ __all__ = ["FORMATS", "GPGPUSIM_STATS", "TRACE_INSTRUCTIONS", "KernelTrace", "de
 
 
 def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | None = None,
-               chunk_executions: int = 65536, part: tuple[int, int] | None = None) -> Iterator[KernelTrace]:
+               chunk_executions: int = 65536, part: tuple[int, int] | None = None,
+               on_error: Callable[[InputError], None] | None = None) -> Iterator[KernelTrace]:
     """Kernel launches of a trace, in file order, read lazily.
 
     ``skip_bad`` counts malformed lines in ``KernelTrace.bad_lines`` instead of
@@ -42,6 +43,8 @@ def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | No
     warp-level executions.  ``part=(first, end)`` reads one share of a large
     input (one task of a distributed run): those row groups of a canonical
     Parquet table, or those CTAs (index records) of an Accel-Sim 2.0 ``.tracez``.
+    warp-level executions.  A failure between launches (a kernelslist naming a
+    missing file) is raised, or handed to ``on_error`` and the reading goes on.
     """
     path = Path(path)
     fmt = detect_format(path)
@@ -65,4 +68,4 @@ def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | No
                          str(path))
     else:
         raise InputError("this is PTX, not a recorded trace: analyze it as PTX", str(path))
-    return kernel_traces(events, str(path))
+    return kernel_traces(events, str(path), on_error)

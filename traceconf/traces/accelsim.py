@@ -40,7 +40,8 @@ import pandas as pd
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.errors import InputError
 from traceconf.traces import tracez
-from traceconf.traces.kernel import BadLines, InstructionsSeen, KernelStart, chunked
+from traceconf.traces.kernel import (BLOCK_LIMITS, GRID_LIMITS, BadLines, InstructionsSeen, KernelStart, chunked,
+                                     dims_problem, launch_number_problem)
 from traceconf.traces.options import Problem, ReadOptions
 from traceconf.sass.opcodes import ALWAYS, FAMILIES, shared_op
 from traceconf.traces.source import LineBlocks
@@ -88,6 +89,7 @@ _REASONS = (
     "shared-memory address outside the shared window",
     "bad thread-block/warp prefix",
     "instruction line outside a 'warp = N' block",
+    "bad source line number (expected 0..2,147,483,647)",
 )
 
 
@@ -151,11 +153,28 @@ def events(path: Path, options: ReadOptions) -> Iterator:
     sizes = [f.stat().st_size if f.exists() else 0 for _, _, f in kernels]
     done = 0
     for (number, line, file), size in zip(kernels, sizes):
-        if not file.exists():  # yielded, not raised: the launches before it are complete
+        if not file.exists():  # yielded, not raised: the launches before and after it are complete
             yield InputError(f"kernel trace {file.name} not found", str(path), number, 1, line)
-            return
+            continue
+        if not _inside(file, path.parent) and not _is_traceg(file):
+            # a listing may point anywhere: outside its folder only trace files are read, and nothing of
+            # another file is ever shown
+            yield InputError(f"{file.name} is outside the kernelslist's folder and not an Accel-Sim trace: "
+                             "not read", str(path), number, 1, line)
+            continue
         yield from kernel_file_events(file, options, done, sum(sizes))
         done += size
+
+
+def _inside(file: Path, folder: Path) -> bool:
+    return file.resolve().is_relative_to(folder.resolve())
+
+
+def _is_traceg(file: Path) -> bool:
+    try:
+        return head(file, 4096).lstrip().startswith(b"-kernel name")
+    except InputError:
+        return False
 
 
 def read_header(blocks: LineBlocks) -> dict:
@@ -180,22 +199,30 @@ def read_header(blocks: LineBlocks) -> dict:
 
 
 def launch_info(header: dict, path: str) -> dict:
-    def dim(key: str) -> tuple[int, int, int]:
+    def dim(key: str, limits: tuple[int, int, int]) -> tuple[int, int, int]:
         match = _DIM.fullmatch(header.get(key, "(1,1,1)"))
         if match is None:
-            raise InputError(f"bad -{key} header: {header[key]!r}", path)
-        return tuple(int(v) for v in match.groups())
+            raise InputError(f"bad -{key} header: {header[key][:80]!r}", path)
+        dims = tuple(int(v) for v in match.groups())
+        problem = dims_problem(f"-{key}", dims, limits)
+        if problem:
+            raise InputError(problem, path)
+        return dims
 
     def number(key: str, default=None):
         value = header.get(key)
         if value is None:
             return default
         try:
-            return int(value, 0)
+            number = int(value, 0)
         except ValueError:
-            raise InputError(f"bad -{key} header: {value!r}", path) from None
+            raise InputError(f"bad -{key} header: {value[:80]!r}", path) from None
+        problem = launch_number_problem(f"-{key}", number)
+        if problem:
+            raise InputError(problem, path)
+        return number
 
-    grid, block = dim("grid dim"), dim("block dim")
+    grid, block = dim("grid dim", GRID_LIMITS), dim("block dim", BLOCK_LIMITS)
     return {
         "format": "accelsim",
         "file": path,
@@ -317,13 +344,25 @@ class TracegParser:
                 self.warp = None
                 if kind == "tb":
                     x, y, z = (int(v) for v in match["tb"].split(b","))
+                    problem = dims_problem("thread block index", (x + 1, y + 1, z + 1), self.grid)
+                    if problem:   # the CTA index must lie inside the header's grid (and fit 64 bits)
+                        problems.append(Problem(number, problem.replace("(CUDA's", "(the header's"), 1))
+                        x = y = z = 0
                     gx, gy, _ = self.grid
                     self.cta = x + y * gx + z * gx * gy
             elif kind == "warp":
                 self._close_warp(number, problems)
                 self.warp = int(match["warp"])
+                problem = launch_number_problem("warp", self.warp, 0, (1 << 31) - 1)
+                if problem:
+                    problems.append(Problem(number, problem, 1))
+                    self.warp = 0
             elif kind == "insts":
                 self.expected = (int(match["insts"]), number)
+                problem = launch_number_problem("insts", self.expected[0])
+                if problem:
+                    problems.append(Problem(number, problem, 1))
+                    self.expected = (0, number)
                 self.seen = 0
             cta.append(-1 if self.cta is None else self.cta)
             warp.append(-1 if self.warp is None else self.warp)
@@ -582,7 +621,8 @@ class TracegParser:
         else:
             cta = warp = None  # from the structure lines above each line
         if self.lineinfo:
-            source_line, _ = parse_int(t, at(first + P - 1))
+            source_line, bad = parse_int(t, at(first + P - 1))
+            _mark(local, bad | (source_line < 0) | (source_line > (1 << 31) - 1), 15)
         else:
             source_line = None
 

@@ -60,13 +60,38 @@ def events(path: Path, options: ReadOptions, fmt: str, row_groups: tuple[int, in
     yield from reader.finish()
 
 
+#: The largest row group read: rows and decoded bytes a row group's metadata may claim.  One row group is
+#: decoded at a time, so this bounds memory; ``traceconf convert`` writes far smaller ones.
+MAX_ROW_GROUP_ROWS = 1 << 27
+MAX_ROW_GROUP_BYTES = 4 << 30
+
+
+def _check_row_groups(metadata, path: Path) -> None:
+    """Refuse, before anything is decoded, a Parquet file whose metadata claims row groups too large to read."""
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        if group.num_rows > MAX_ROW_GROUP_ROWS or group.total_byte_size > MAX_ROW_GROUP_BYTES or \
+                group.num_rows < 0 or group.total_byte_size < 0:
+            raise InputError(f"row group {index} claims {group.num_rows:,} rows and {group.total_byte_size:,} "
+                             f"bytes; a row group may hold at most {MAX_ROW_GROUP_ROWS:,} rows and "
+                             f"{MAX_ROW_GROUP_BYTES >> 30} GiB here (rewrite the file with smaller row groups)",
+                             str(path))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__)[:200]
+
+
 def _parquet_batches(path: Path, options: ReadOptions, row_groups: tuple[int, int] | None = None):
     try:
         present = pq.read_schema(path).names
         # dictionary-decoded strings: millions of repeated kernel/kind names stay integer codes
         file = pq.ParquetFile(path, read_dictionary=[n for n in ("kernel", "kind") if n in present])
-    except (pa.ArrowInvalid, OSError) as error:
-        raise InputError(f"unreadable Parquet file: {error}", str(path)) from None
+    except (pa.ArrowException, OSError, ValueError, KeyError, IndexError) as error:
+        # a corrupt footer can fail in many ways inside pyarrow (a schema without the columns it names ...)
+        raise InputError(f"unreadable Parquet file: {_first_line(error)}", str(path)) from None
+    _check_row_groups(file.metadata, path)
     names = file.schema_arrow.names
     missing = [name for name in ACCESSES.names if name not in names and name not in OPTIONAL]
     if missing:
@@ -80,7 +105,19 @@ def _parquet_batches(path: Path, options: ReadOptions, row_groups: tuple[int, in
             raise InputError(f"row groups {first}..{end - 1} requested, the file has {file.num_row_groups}", str(path))
         groups = range(first, end)
         done = sum(file.metadata.row_group(i).num_rows for i in range(first))
-    for batch in file.iter_batches(batch_size=options.chunk_executions * 32, row_groups=groups):
+    batches = file.iter_batches(batch_size=options.chunk_executions * 32, row_groups=groups)
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is not None:
+                for name in ("kernel", "kind"):   # dictionary indices are not checked by the reader
+                    if name in batch.schema.names:
+                        batch.column(name).validate(full=True)
+        except (pa.ArrowException, OSError, ValueError) as error:
+            raise InputError(f"unreadable Parquet data after row {done:,}: {_first_line(error)}", str(path)) \
+                from None
+        if batch is None:
+            return
         table = pa.Table.from_batches([batch])
         yield _normalize(table, path), done, 0
         done += table.num_rows
@@ -94,8 +131,8 @@ def _csv_batches(path: Path, options: ReadOptions):
     try:
         with pacsv.open_csv(path, read_options=read_options) as probe:
             raw_names = probe.schema.names
-    except pa.ArrowInvalid as error:
-        raise InputError(f"unreadable CSV: {error}", str(path)) from None
+    except (pa.ArrowException, OSError, ValueError) as error:
+        raise InputError(f"unreadable CSV: {_first_line(error)}", str(path)) from None
     names = [name.strip() for name in raw_names]
     missing = [name for name in ACCESSES.names if name not in names and name not in OPTIONAL]
     if missing:
@@ -113,7 +150,7 @@ def _csv_batches(path: Path, options: ReadOptions):
                 batch = reader.read_next_batch()
             except StopIteration:
                 return
-            except pa.ArrowInvalid as error:
+            except (pa.ArrowException, OSError, ValueError) as error:
                 raise InputError(f"unreadable CSV after line {done + 1}: {error}", str(path), done + 2) from None
             table = pa.Table.from_batches([batch]).rename_columns(names)
             converted, bad = _convert_csv(table, path, done, options.skip_bad)
@@ -288,6 +325,13 @@ class _Pivot:
                 raise InputError(f"execution {execution[bad]} mixes different {name} values",
                                  **self._where(row0 + bad))
             values[name] = array[starts] if lookup is None else lookup[array[starts]]
+        for name, low, high in (("bytes", 1, 255), ("matrices", 0, 127)):   # the engine packs them in 8 bits
+            per_execution = values[name].astype(np.int64)
+            outside = np.flatnonzero((per_execution < low) | (per_execution > high))
+            if len(outside):
+                bad = int(starts[outside[0]])
+                raise InputError(f"{name} {per_execution[outside[0]]} is out of range {low}..{high}",
+                                 **self._where(row0 + bad))
         lane = table.column("lane").to_numpy().astype(np.int64)
         if len(lane) and (lane.min() < 0 or lane.max() >= 32):
             bad = int(np.flatnonzero((lane < 0) | (lane >= 32))[0])

@@ -7,7 +7,8 @@ A format reader is a generator of *events* in file order::
     WarpAccesses                     a chunk of shared accesses (bounded size)
     BadLines(count)                  malformed lines skipped (only with skip_bad)
     InputError                       a failure between launches (e.g. a kernelslist naming a missing
-                                     file): ends the current launch cleanly, raised by the next launch
+                                     file): ends the current launch cleanly; raised where the next launch
+                                     would start, or handed to ``on_error`` and the launches after it read
 
 :func:`kernel_traces` turns that single pass into :class:`KernelTrace` objects
 whose ``chunks()`` read lazily from the shared stream, so a multi-kernel file is
@@ -17,7 +18,7 @@ read once, block by block, whatever the consumer does.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +28,30 @@ from traceconf.errors import InputError
 from traceconf.schemas import TRACE_INSTRUCTIONS
 
 
+
+
+#: Ranges of the launch numbers a trace header or launch line states.  Grid and block dimensions are CUDA's
+#: (a grid is at most 2^31-1 x 65535 x 65535 CTAs, a block 1024 x 1024 x 64 threads); counts, sizes, ids and
+#: addresses are only bounded by their 64-bit columns.  A value outside is a corrupt trace, not a launch.
+INT64_MAX = (1 << 63) - 1
+GRID_LIMITS = ((1 << 31) - 1, 65535, 65535)
+BLOCK_LIMITS = (1024, 1024, 64)
+
+
+def launch_number_problem(field_name: str, value: int, low: int = 0, high: int = INT64_MAX) -> str | None:
+    """None, or the message for a launch number outside ``low..high`` (names the field and the range)."""
+    if low <= value <= high:
+        return None
+    return f"{field_name} {value} is out of range {low}..{high:,}"
+
+
+def dims_problem(field_name: str, dims: tuple[int, ...], limits: tuple[int, int, int]) -> str | None:
+    """None, or the message for grid/block dimensions outside 1..limit per axis."""
+    for axis, value, limit in zip("xyz", dims, limits):
+        problem = launch_number_problem(f"{field_name} {axis}", value, 1, limit)
+        if problem:
+            return problem + f" (CUDA's {field_name} limit {' x '.join(f'{v:,}' for v in limits)})"
+    return None
 
 
 @dataclass
@@ -122,8 +147,12 @@ class KernelTrace:
         return pa.Table.from_pylist(rows, schema=TRACE_INSTRUCTIONS)
 
 
-def kernel_traces(events: Iterator, source: str) -> Iterator[KernelTrace]:
-    """KernelTrace objects over a reader's event stream; repeated names get ``#2``, ``#3``..."""
+def kernel_traces(events: Iterator, source: str,
+                  on_error: Callable[[InputError], None] | None = None) -> Iterator[KernelTrace]:
+    """KernelTrace objects over a reader's event stream; repeated names get ``#2``, ``#3``...
+
+    A failure between launches is raised, or with ``on_error`` handed to it and the stream read on (the
+    valid launches after a missing kernel file are still analysed)."""
     stream = _Events(events)
     seen: dict[str, int] = {}
     while True:
@@ -131,7 +160,10 @@ def kernel_traces(events: Iterator, source: str) -> Iterator[KernelTrace]:
         if event is None:
             return
         if isinstance(event, InputError):
-            raise event
+            if on_error is None:
+                raise event
+            on_error(event)
+            continue
         if not isinstance(event, KernelStart):  # readers always announce a launch first
             raise AssertionError(f"{source}: trace reader emitted {type(event).__name__} before a kernel")
         seen[event.kernel] = seen.get(event.kernel, 0) + 1

@@ -35,11 +35,16 @@ import numpy as np
 
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.traces.accelsim import SHARED_WINDOW, WARP_SIZE
-from traceconf.traces.kernel import BadLines, InstructionsSeen, KernelStart, chunked
+from traceconf.errors import InputError
+from traceconf.traces.kernel import (GRID_LIMITS, BLOCK_LIMITS, BadLines, InstructionsSeen, KernelStart, chunked,
+                                     dims_problem, launch_number_problem)
 from traceconf.traces.options import Problem, ReadOptions
 from traceconf.sass.opcodes import ALWAYS, shared_op
 from traceconf.traces.source import LineBlocks
 from traceconf.traces.tokens import parse_hex, tokenize
+
+#: The warp field is the hardware warp slot (%warpid), stored in 32 bits.
+MAX_WARP_SLOT = (1 << 31) - 1
 
 _DIMS = rb"(\d+),(\d+),(\d+)"
 _LAUNCH_TAIL = (rb" - grid size " + _DIMS + rb" - block size " + _DIMS +
@@ -79,7 +84,7 @@ class _Reader:
                     continue  # an application line that merely starts with "Kernel "
                 yield from self.flush(problems)
                 problems = []
-                yield from self._start(match)
+                yield from self._start(match, number)
             elif line.startswith(b"MEMTRACE:") or line.startswith(b"CTA "):
                 match = _ACCESS.fullmatch(line)
                 if match is None or self.launch is None:
@@ -90,12 +95,26 @@ class _Reader:
                 x, y, z, warp, opcode, addresses = match.groups()
                 op = shared_op(opcode.decode("ascii", "replace"))
                 if op is not None and op.space == ALWAYS:
-                    self._pending.append((number, (int(x), int(y), int(z), int(warp)), opcode, addresses))
+                    place = (int(x), int(y), int(z), int(warp))
+                    problem = dims_problem("CTA index", tuple(v + 1 for v in place[:3]), GRID_LIMITS) or \
+                        launch_number_problem("warp", place[3], 0, MAX_WARP_SLOT)
+                    if problem:
+                        problems.append(Problem(number, problem, 1))
+                        continue
+                    self._pending.append((number, place, opcode, addresses))
         yield from self.flush(problems)
 
-    def _start(self, match: re.Match) -> Iterator:
+    def _start(self, match: re.Match, number: int) -> Iterator:
         groups = [int(v) for v in match.groups()[-9:]]
         fields = match.groupdict()
+        problem = dims_problem("grid", tuple(groups[0:3]), GRID_LIMITS) or \
+            dims_problem("block", tuple(groups[3:6]), BLOCK_LIMITS) or \
+            next(filter(None, (launch_number_problem(name, value) for name, value in
+                               zip(("nregs", "shmem", "cuda stream id"), groups[6:9]))), None)
+        if fields.get("launch") and not problem:
+            problem = launch_number_problem("grid launch id", int(fields["launch"]))
+        if problem:
+            raise InputError(f"LAUNCH line: {problem}", self.path, number, 1)
         self.launch = {
             "format": "nvbit",
             "file": self.path,

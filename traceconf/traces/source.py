@@ -24,6 +24,9 @@ GZIP_MAGIC = b"\x1f\x8b"
 Progress = Callable[[int, int], None]
 
 BLOCK_BYTES = 4 << 20
+#: No trace line is anywhere near this long (a 32-lane Accel-Sim line is under 1 KiB): a file that goes on this
+#: long without a newline (a decompression bomb of one byte, a binary file) is refused, not held in memory.
+MAX_LINE_BYTES = 64 << 20
 
 
 def open_bytes(path: str | Path):
@@ -86,7 +89,8 @@ class LineBlocks:
         try:
             data = self._stream.read(size)
         except (lzma.LZMAError, EOFError, OSError) as error:
-            raise InputError(f"cannot decompress after line {self.line}: {error}", self.path, self.line) from None
+            where = f" after line {self.line:,}" if self.line else ""
+            raise InputError(f"cannot decompress{where}: {error}", self.path, self.line or None) from None
         if self._progress is not None:
             self._progress(self._base + self._raw.tell(), self._total)
         return data
@@ -101,9 +105,15 @@ class LineBlocks:
                 self._pending += b"\n"
                 break
             self._pending += data
+            self._check_line(self._pending)
         line, self._pending = self._pending.split(b"\n", 1)
         self.line += 1
         return line
+
+    def _check_line(self, pending: bytes) -> None:
+        if len(pending) > MAX_LINE_BYTES:
+            raise InputError(f"line {self.line + 1:,} runs past {MAX_LINE_BYTES >> 20} MiB without a newline: "
+                             "not a trace (binary data, or a decompression bomb)", self.path, self.line + 1)
 
     def unread(self, line: bytes) -> None:
         """Push a line obtained from ``readline`` back in front of the stream."""
@@ -126,6 +136,7 @@ class LineBlocks:
                 if cut >= 0:
                     data, self._pending = data[:cut + 1], data[cut + 1:]
                     break
+                self._check_line(data)
             if not data:
                 return
             first = self.line + 1

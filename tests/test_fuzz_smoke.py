@@ -1,0 +1,68 @@
+"""The fuzz harnesses (scripts/fuzz_ptx.py, scripts/fuzz_traces.py) run briefly in CI: no input may end in
+anything but a result or an InputError.  Long runs are on demand (``--count 1000000``); a failure they find
+becomes a case in tests/test_robust.py."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+#: Seconds per harness: the two together stay well under a minute on a 2-core machine.
+SECONDS = 12
+
+
+@pytest.fixture(scope="module")
+def harness():
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import fuzz_common
+        import fuzz_ptx
+        import fuzz_traces
+        yield fuzz_common, fuzz_ptx, fuzz_traces
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+
+def _run(common, one, seed: int, tmp_path) -> dict:
+    args = argparse.Namespace(seconds=SECONDS, count=None, report=tmp_path / "report.json", progress=0)
+    return common.run_loop(one, args, common.Findings(), random.Random(seed))
+
+
+def test_fuzz_ptx_smoke(harness, tmp_path):
+    common, fuzz_ptx, _ = harness
+    summary = _run(common, fuzz_ptx.make_one(emulate_every=10, crashes=tmp_path), 14, tmp_path)
+    assert summary["inputs"] > 50
+    assert summary["accepted"] and summary["input_errors"]     # the mutations reach both outcomes
+    assert summary["distinct_failures"] == 0, summary["by_signature"]
+
+
+def test_fuzz_traces_and_rules_smoke(harness, tmp_path):
+    common, _, fuzz_traces = harness
+    summary = _run(common, fuzz_traces.make_one(crashes=tmp_path), 14, tmp_path)
+    assert summary["inputs"] > 20 and summary["stages"].get("rule files") and summary["stages"].get("traces")
+    assert summary["distinct_failures"] == 0, summary["by_signature"]
+
+
+def test_a_failure_is_recorded_with_its_input(harness, tmp_path):
+    """The harness itself can fail: an exception other than InputError is a finding, saved with its input."""
+    common, _, _ = harness
+    findings = common.Findings()
+
+    def broken(rng, findings):
+        findings.inputs += 1
+        try:
+            {}["missing"]
+        except KeyError as error:
+            findings.record(error, b"input bytes", tmp_path, ".ptx")
+
+    args = argparse.Namespace(seconds=None, count=3, report=None, progress=0)
+    summary = common.run_loop(broken, args, findings, random.Random(1))
+    assert summary["failures"] == 3 and summary["distinct_failures"] == 1
+    saved = Path(next(iter(summary["by_signature"].values()))["saved"])
+    assert saved.read_bytes() == b"input bytes"
