@@ -36,6 +36,8 @@ class KernelAnalysis:
     unresolved: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     accesses: dict[int, WarpAccesses] = field(default_factory=dict)  # by warp size; empty for streamed traces
+    # per execution of ``accesses``: how many CTAs it stands for (absent: launch["scale"] for all)
+    weights: dict[int, np.ndarray] = field(default_factory=dict)
     shared_layout: list[dict] = field(default_factory=list)  # PTX: {"name", "offset", "bytes", ...} per variable
 
 
@@ -72,6 +74,9 @@ class LaunchRequest:
     dynamic_smem: int = 0
     ctas: int | None = None
     max_steps: int = 10_000_000
+    time_limit: float | None = None          # None: the emulator's default (launch.DEFAULT_TIME_LIMIT)
+    memory_limit: int | None = None          # None: the emulator's default share of the machine
+    classes: bool = True
 
     def block_for(self, kernel_row: dict, path: str) -> tuple[int, int, int]:
         if self.block is not None:
@@ -100,11 +105,14 @@ class LaunchRequest:
             named[key] = value
         return named
 
-    def emulator_launch(self, kernel_row: dict, path: str, warp_size: int):
+    def emulator_launch(self, kernel_row: dict, path: str, warp_size: int, row_bytes: int = 128):
         from traceconf.emulate import Launch
+        from traceconf.emulate.launch import DEFAULT_TIME_LIMIT
         return Launch(block=self.block_for(kernel_row, path), grid=self.grid, params=self.params_for(kernel_row, path),
                       dynamic_smem=self.dynamic_smem, warp_size=warp_size, ctas=self.ctas,
-                      max_steps=self.max_steps)
+                      max_steps=self.max_steps,
+                      time_limit=DEFAULT_TIME_LIMIT if self.time_limit is None else self.time_limit,
+                      memory_limit=self.memory_limit, classes=self.classes, row_bytes=row_bytes)
 
     def describe(self, kernel_row: dict, path: str) -> dict:
         return {"block": list(self.block_for(kernel_row, path)), "grid": list(self.grid),
@@ -129,25 +137,76 @@ def _kernel_shared_instructions(module, kernel: str) -> list[int]:
     return [r["instruction"] for r in module.instructions_of(kernel) if shared_access_kind(r["opcode"], r["state_space"])]
 
 
+#: Executions kept per warp size for the reports that look at single executions (explain, --suggest);
+#: counting never needs them (each batch is counted and dropped).  32 lanes × 8 B each: ~64 MiB.
+RETAINED_EXECUTIONS = 250_000
+#: Partial summaries merged once this many have piled up (keeps a long stream's memory flat).
+COMBINE_EVERY = 64
+
+
+class _Counter:
+    """Consumes the emulator's batches: counts each under every rule set of one warp size, keeps the sums
+    and a bounded sample of the executions (the first batches, whole) for the reports."""
+
+    def __init__(self, rule_sets: list, retain: int):
+        self.rule_sets, self.retain = rule_sets, retain
+        self.summaries: list = []
+        self.kept: list[tuple[WarpAccesses, int]] = []
+        self.kept_rows = 0
+        self.complete = True           # False once a batch was not kept
+
+    def __call__(self, accesses: WarpAccesses, weight: int) -> None:
+        from traceconf.engine import analyze, combine, summarize
+        for rules in self.rule_sets:
+            self.summaries.append(summarize(analyze(accesses, rules), scale=int(weight)))
+        if len(self.summaries) >= COMBINE_EVERY:
+            self.summaries = [combine(self.summaries)]
+        room = self.retain - self.kept_rows
+        if room > 0:
+            part = accesses if len(accesses) <= room else accesses.take(np.arange(room))
+            self.kept.append((part, int(weight)))
+            self.kept_rows += len(part)
+        if room < len(accesses):
+            self.complete = False
+
+    def retained(self, kernel: str, warp_size: int) -> tuple[WarpAccesses, np.ndarray]:
+        if not self.kept:
+            return WarpAccesses.empty(kernel, warp_size), np.zeros(0, dtype=np.int64)
+        accesses = WarpAccesses.concat([a for a, _ in self.kept])
+        accesses.execution = np.arange(len(accesses), dtype=np.int64)
+        return accesses, np.concatenate([np.full(len(a), w, dtype=np.int64) for a, w in self.kept])
+
+
 def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: list,
-                       progress: Progress | None = None) -> KernelAnalysis:
-    """Emulate one kernel once per distinct warp size and run every rule set on it."""
+                       progress: Progress | None = None, retain: int = RETAINED_EXECUTIONS) -> KernelAnalysis:
+    """Emulate one kernel once per distinct warp size, counting every batch under every rule set as it
+    comes (memory does not grow with the grid)."""
+    from math import lcm
+
     from traceconf.emulate import emulate
-    from traceconf.engine import analyze, summarize
+    from traceconf.engine import combine
 
     kernel_row = module.kernel(kernel)
-    by_warp_size = {}
-    summaries = []
+    by_warp_size: dict[int, list] = {}
     for rules in rule_sets:
-        if rules.warp_size not in by_warp_size:
-            by_warp_size[rules.warp_size] = emulate(
-                module, kernel, launch.emulator_launch(kernel_row, str(module.path), rules.warp_size),
-                progress=progress)
-        emulation = by_warp_size[rules.warp_size]
-        executions = analyze(emulation.accesses, rules)
-        summaries.append(summarize(executions, scale=emulation.scale or 1))
-    first = next(iter(by_warp_size.values()))
-    acc = first.accesses
+        by_warp_size.setdefault(rules.warp_size, []).append(rules)
+    emulations, counters = {}, {}
+    for warp_size, sets in by_warp_size.items():
+        row_bytes = lcm(*[int(r.row_bytes) for r in sets])
+        counters[warp_size] = _Counter(sets, retain)
+        emulations[warp_size] = emulate(
+            module, kernel, launch.emulator_launch(kernel_row, str(module.path), warp_size, row_bytes),
+            progress=progress, consume=counters[warp_size])
+    order = {rules.name: index for index, rules in enumerate(rule_sets)}
+    results = combine([table for counter in counters.values() for table in counter.summaries])
+    if results.num_rows:
+        ranks = pa.array([order.get(name, len(order)) for name in results.column("device").to_pylist()])
+        results = results.append_column("_rank", ranks).sort_by([("_rank", "ascending"),
+                                                                 ("instruction", "ascending")]).drop(["_rank"])
+    first_size = next(iter(emulations))
+    first = emulations[first_size]
+    retained = {w: c.retained(kernel, w) for w, c in counters.items()}
+    acc = retained[first_size][0]
     kinds, widths = {}, {}
     if len(acc):
         from traceconf.schemas import KINDS
@@ -155,22 +214,35 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
         for ident, at in zip(ids.tolist(), where.tolist()):
             kinds[ident] = KINDS[int(acc.kind[at])]
             widths[ident] = int(acc.bytes[at])
+    if results.num_rows:
+        for row in results.select(["instruction", "kind", "bytes"]).to_pylist():
+            kinds.setdefault(row["instruction"], row["kind"])
+            widths.setdefault(row["instruction"], row["bytes"])
     static = _kernel_shared_instructions(module, kernel)
     unresolved_ids = [u["instruction"] for u in first.unresolved]
     info = _instruction_info(module, kernel, list(kinds) + static + unresolved_ids, kinds, widths)
     launch_facts = launch.describe(kernel_row, str(module.path))
     notes = list(first.notes)
-    if first.scale is not None:
-        launch_facts["analysed_ctas"] = len(first.analysed_ctas)
-        launch_facts["scale"] = first.scale
-    else:
+    launch_facts["analysed_ctas"] = first.emulated_ctas
+    launch_facts["total_ctas"] = first.total_ctas
+    if first.sampled is not None:
         analysed, total = first.sampled
         launch_facts["sampled_ctas"] = [analysed, total]
         notes.append(f"sampled {analysed} of {total} CTAs: counts cover the sampled CTAs only")
+    elif first.scale is not None and not first.partial:
+        launch_facts["scale"] = first.scale
+    if first.classes:
+        launch_facts["classes"] = first.classes
+    if first.partial:
+        launch_facts["partial"] = first.partial
+        launch_facts["covered_ctas"] = first.covered_ctas
+    if not all(c.complete for c in counters.values()):
+        kept = len(acc)
+        notes.append(f"reports that show single executions (explain, --suggest) see the first {kept:,} executions")
     return KernelAnalysis(kernel=kernel, input_path=str(module.path), input_format="ptx", launch=launch_facts,
-                          results=pa.concat_tables(summaries) if summaries else INSTRUCTION_RESULTS.empty_table(),
-                          instructions=info, unresolved=first.unresolved, notes=notes,
-                          accesses={w: e.accesses for w, e in by_warp_size.items()},
+                          results=results, instructions=info, unresolved=first.unresolved, notes=notes,
+                          accesses={w: r[0] for w, r in retained.items()},
+                          weights={w: r[1] for w, r in retained.items()},
                           shared_layout=[dict(v) for v in first.shared_layout])
 
 

@@ -124,15 +124,18 @@ def swizzle(address: np.ndarray, mask: np.ndarray, variable: Variable, row: int,
     return out
 
 
-def _count(accesses: WarpAccesses, address: np.ndarray, rules, scale: int) -> dict[int, tuple[int, int]]:
-    from traceconf.engine import analyze, summarize
+def _count(accesses: WarpAccesses, address: np.ndarray, rules, weights: np.ndarray) -> dict[int, tuple[int, int]]:
+    """instruction → (wavefronts, max ways), each execution counted ``weights`` times (the CTAs it stands for)."""
+    from traceconf.engine import count_wavefronts
 
     changed = WarpAccesses(accesses.kernel, accesses.cta, accesses.warp, accesses.execution, accesses.instruction,
                            accesses.kind, accesses.bytes, accesses.matrices, address)
-    table = summarize(analyze(changed, rules), scale=scale)
-    return {int(i): (int(w), int(m)) for i, w, m in zip(table.column("instruction").to_pylist(),
-                                                       table.column("wavefronts").to_pylist(),
-                                                       table.column("max_ways").to_pylist())}
+    wavefronts, _, max_ways = count_wavefronts(changed, rules)
+    ids, slot = np.unique(changed.instruction, return_inverse=True)
+    totals = np.bincount(slot, weights=wavefronts.astype(np.float64) * weights, minlength=len(ids))
+    worst = np.zeros(len(ids), dtype=np.int64)
+    np.maximum.at(worst, slot, max_ways)
+    return {int(i): (int(round(t)), int(m)) for i, t, m in zip(ids.tolist(), totals.tolist(), worst.tolist())}
 
 
 def suggest_for(analysis: KernelAnalysis, instruction: int, rules) -> Suggestion | None:
@@ -146,15 +149,18 @@ def suggest_for(analysis: KernelAnalysis, instruction: int, rules) -> Suggestion
     variable = variable_of(analysis, accesses.address[own])
     touches = np.any(_inside(accesses.address, variable), axis=1)
     ids = np.unique(accesses.instruction[touches])
-    scope = accesses.take(np.nonzero(np.isin(accesses.instruction, ids))[0])
+    in_scope = np.nonzero(np.isin(accesses.instruction, ids))[0]
+    scope = accesses.take(in_scope)
+    kept = analysis.weights.get(rules.warp_size)
+    weights = kept[in_scope] if kept is not None and len(kept) == len(accesses) else \
+        np.full(len(scope), int(analysis.launch.get("scale", 1)), dtype=np.int64)
     mask = _inside(scope.address, variable)
     widest = int(scope.bytes.max())
     rows = row_candidates(accesses.address[own], int(accesses.bytes[own][0]), rules.bank_bytes)
     if not rows:
         return None
-    scale = int(analysis.launch.get("scale", 1))
     words = rules.bank_bytes
-    baseline = Outcome("current layout", _count(scope, scope.address, rules, scale))
+    baseline = Outcome("current layout", _count(scope, scope.address, rules, weights))
     outcomes = []
     for row in rows:
         for multiple in PAD_MULTIPLES:
@@ -162,7 +168,7 @@ def suggest_for(analysis: KernelAnalysis, instruction: int, rules) -> Suggestion
             label = (f"pad {variable.name} row {row // words}→{(row + extra) // words} words"
                      if row % words == 0 else f"pad {variable.name} row {row}→{row + extra} B")
             outcomes.append(Outcome(label, _count(scope, pad(scope.address, mask, variable, row, extra), rules,
-                                                  scale)))
+                                                  weights)))
         for chunk in SWIZZLE_CHUNKS:
             chunks = row // chunk
             if row % chunk or chunks < 2 or chunks & (chunks - 1) or chunk < widest:
@@ -170,7 +176,7 @@ def suggest_for(analysis: KernelAnalysis, instruction: int, rules) -> Suggestion
             unit = "word" if chunk == words else f"{chunk}-B chunk"
             label = f"swizzle {variable.name}: {unit} index ^= row % {chunks} (rows of {row} B)"
             outcomes.append(Outcome(label, _count(scope, swizzle(scope.address, mask, variable, row, chunk), rules,
-                                                  scale)))
+                                                  weights)))
     best = min(outcomes, key=lambda o: o.wavefronts)
     return Suggestion(instruction, variable, rows[0], baseline,
                       best if best.wavefronts < baseline.wavefronts else None)

@@ -15,7 +15,8 @@ from typing import Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+    TimeRemainingColumn
 
 from traceconf.errors import InputError
 from traceconf.pipeline import KernelFailure, LaunchRequest, run_file
@@ -42,6 +43,12 @@ Ctas = Annotated[Optional[int], typer.Option(
     "--ctas", min=1, help="Emulate at most N CTAs (counts then cover the sampled CTAs).", rich_help_panel=LAUNCH)]
 MaxSteps = Annotated[int, typer.Option(
     "--max-steps", min=1, help="Stop a runaway emulation after N warp steps.", rich_help_panel=LAUNCH)]
+TimeLimit = Annotated[float, typer.Option(
+    "--time-limit", min=0.1, help="Stop a kernel's emulation after SECONDS; what was counted is kept, labelled "
+    "partial.", rich_help_panel=LAUNCH)]
+MemoryLimit = Annotated[Optional[str], typer.Option(
+    "--memory-limit", help="Stop cleanly before the process holds more than this much memory, e.g. 4G or 512M "
+    "(default: half the machine's memory).", rich_help_panel=LAUNCH)]
 Devices = Annotated[Optional[list[str]], typer.Option(
     "--device", "-d", help="Rule set (device) to analyse for; repeat for side-by-side columns (default: sm_90).")]
 SkipBad = Annotated[bool, typer.Option("--skip-bad", help="Traces: skip malformed lines instead of stopping.")]
@@ -81,13 +88,31 @@ def parse_params(items: list[str] | None) -> dict[str, int]:
     return params
 
 
+def parse_bytes(text: str, option: str) -> int:
+    """``4G``, ``512M``, ``100000K`` or plain bytes (binary units)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    cleaned = text.strip().upper().removesuffix("IB").removesuffix("B")
+    factor = units.get(cleaned[-1:], 1)
+    number = cleaned[:-1] if cleaned[-1:] in units else cleaned
+    try:
+        value = int(float(number) * factor)
+    except ValueError:
+        raise InputError(f"{option}: {text!r} is not a size (e.g. 4G, 512M, bytes)") from None
+    if value <= 0:
+        raise InputError(f"{option}: must be positive, got {text!r}")
+    return value
+
+
 def launch_request(block: str | None, grid: str, params: list[str] | None, dynamic_smem: str,
-                   ctas: int | None, max_steps: int) -> LaunchRequest:
+                   ctas: int | None, max_steps: int, time_limit: float | None = None,
+                   memory_limit: str | None = None) -> LaunchRequest:
     smem = parse_int(dynamic_smem, "--dynamic-smem")
     if smem < 0:
         raise InputError("--dynamic-smem: must not be negative")
     return LaunchRequest(block=parse_dims(block, "--block") if block else None, grid=parse_dims(grid, "--grid"),
-                         params=parse_params(params), dynamic_smem=smem, ctas=ctas, max_steps=max_steps)
+                         params=parse_params(params), dynamic_smem=smem, ctas=ctas, max_steps=max_steps,
+                         time_limit=time_limit,
+                         memory_limit=parse_bytes(memory_limit, "--memory-limit") if memory_limit else None)
 
 
 def check_input(path: Path) -> None:
@@ -102,7 +127,7 @@ def progress_bar(enabled: bool, label: str) -> Iterator:
         yield None
         return
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+                  TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=None)
 
         def update(done: int, total: int) -> None:
@@ -159,6 +184,8 @@ def analyze(
         "--output", "-o", help="Write the per-instruction results to .parquet, .csv or .json.")] = None,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
+    time_limit: TimeLimit = 30.0,
+    memory_limit: MemoryLimit = None,
     top: Annotated[int, typer.Option("--top", "-n", min=1, help="Hotspot rows per kernel.")] = 20,
     suggest: Annotated[bool, typer.Option(
         "--suggest", help="Try row padding and XOR swizzles on the top hotspots (table output).")] = False,
@@ -172,7 +199,7 @@ def analyze(
 
     try:
         check_input(file)
-        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps)
+        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, time_limit, memory_limit)
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
         with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
             analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress)
@@ -188,6 +215,11 @@ def analyze(
     else:
         _print_tables(analyses, devices, top, suggest, rule_sets)
     report_failures(failures)
+    for analysis in analyses:
+        if "partial" in analysis.launch:
+            typer.echo(f"traceconf: kernel {analysis.kernel}: partial: {analysis.launch['partial']}; counts cover "
+                       f"{analysis.launch['covered_ctas']:,} of {analysis.launch['total_ctas']:,} CTAs "
+                       f"(--ctas N samples N CTAs instead)", err=True)
     if output is not None:
         try:
             write_results(table, output)
@@ -213,8 +245,12 @@ def _print_tables(analyses, devices: list[str], top: int, suggest: bool, rule_se
     if suggest:
         from traceconf.analyses.suggest import suggestions
         from traceconf.report.suggest import render_suggestions
-        for analysis in analyses:
-            render_suggestions(analysis, rule_sets[0].name, suggestions(analysis, rule_sets[0], top), console)
+        with progress_bar(True, "suggesting") as progress:
+            for done, analysis in enumerate(analyses):
+                found = suggestions(analysis, rule_sets[0], top)
+                if progress:
+                    progress(done + 1, len(analyses))
+                render_suggestions(analysis, rule_sets[0].name, found, console)
 
 
 def register(app: typer.Typer) -> None:

@@ -48,6 +48,8 @@ from traceconf.emulate.warp import compile_warp
 from traceconf.errors import InputError
 from traceconf.ptx.opcodes import may_access_shared
 
+#: Steps between two looks at the clock and the memory in use (a step costs microseconds).
+LIMIT_POLL_STEPS = 512
 EXIT = np.iinfo(np.int64).max
 WAIT = EXIT - 1
 NO_OP_OPCODES = frozenset({"membar", "fence", "nanosleep", "pmevent", "prefetch", "prefetchu", "brkpt",
@@ -198,10 +200,12 @@ class Machine(ThreadState):
     """Thread state plus the scheduler and the logs of one chunk."""
 
     def __init__(self, program: Program, compiled: list[Compiled], ctx: Context, ctas, block, grid,
-                 warp_size: int, layout_sizes, max_steps: int, findings: "Findings"):
+                 warp_size: int, layout_sizes, max_steps: int, findings: "Findings", watch=None, limits=None):
         super().__init__(ctas, block, grid, warp_size, layout_sizes)
         self.program, self.compiled, self.ctx = program, compiled, ctx
         self.max_steps = max_steps
+        self.watch = watch              # classes.Watch: CTA-class bookkeeping around each step (or None)
+        self.limits = limits            # launch.Limits: time and memory, polled every LIMIT_POLL_STEPS
         self.findings = findings
         self.pc = np.where(self.valid, 0, EXIT).astype(np.int64)
         self.resume = np.zeros(self.size, dtype=np.int64)
@@ -232,13 +236,22 @@ class Machine(ThreadState):
             self.steps += 1
             if self.steps > self.max_steps:
                 self._runaway(p)
+            if self.limits is not None and not self.steps % LIMIT_POLL_STEPS:
+                self.limits.check(self._where(p))
             op = compiled[p]
             mask = None if np.count_nonzero(active) == size else active
+            check = self.watch.checks[p] if self.watch is not None else None
+            token = check.before(self, active) if check is not None else None
             if op.control:
                 op.run(self, active, mask)
             else:
                 op.run(self, active, mask)
                 pc[active] = p + 1
+            if token is not None and check.after is not None:
+                check.after(self, active, token)
+
+    def _where(self, p: int) -> str:
+        return f"PTX line {self.compiled[p].slot.row['ptx_line']}"
 
     def _runaway(self, p: int) -> None:
         row = self.compiled[p].slot.row
@@ -257,7 +270,7 @@ class Machine(ThreadState):
                              f"{'s' if len(names) > 1 else ''} {', '.join(names)}; pass "
                              + " ".join(f"--param {n}=VALUE" for n in names),
                              file=self.ctx.path, line=row["ptx_line"], source_line=row["text"])
-        if bits & int(taint.CTA):
+        if bits & int(taint.CTA_ANY):
             self.findings.cta_dependent(slot, what)
 
     def address_unknown(self, slot: Slot, bits: int, what: str) -> bool:

@@ -17,12 +17,18 @@ FLOAT = np.uint64(1 << 1)         # result of floating-point arithmetic
 UNMODELLED = np.uint64(1 << 2)    # uninitialised register, undefined result, instruction not modelled
 CTA = np.uint64(1 << 3)           # depends on %ctaid / %clusterid: differs between CTAs
 SHARED_WINDOW = np.uint64(1 << 4)  # generic address derived from the shared window (cvta.shared)
-PARAM_FIRST_BIT = 5               # bit 5 + k: kernel parameter k has no value
+# While CTA classes are sought (emulate/classes.py), CTA means "affine in the CTA index so far"; these two
+# refine it: a comparison of affine values is DECIDED (one value per CTA class), anything else OPAQUE.
+CTA_DECIDED = np.uint64(1 << 5)   # depends on the CTA index only through recorded comparisons
+CTA_OPAQUE = np.uint64(1 << 6)    # depends on the CTA index in a way no class argument covers
+PARAM_FIRST_BIT = 7               # bit 7 + k: kernel parameter k has no value
 MAX_TRACKED_PARAMS = 64 - PARAM_FIRST_BIT
 
 PARAMS = np.uint64(((1 << 64) - 1) ^ ((1 << PARAM_FIRST_BIT) - 1))
 #: Bits that make a value unknown (an address or branch condition with them cannot be evaluated).
 UNKNOWN = LOADED | FLOAT | UNMODELLED | PARAMS
+#: Any dependence on the CTA index.
+CTA_ANY = CTA | CTA_DECIDED | CTA_OPAQUE
 ZERO = np.uint64(0)
 
 

@@ -1,0 +1,183 @@
+"""Launches of any size: CTA classes give the exhaustive counts, memory and time stay bounded.
+
+Every speed-up is checked against the exhaustive result (``classes=False`` runs
+every CTA): the per-instruction results must be identical, not close.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pytest
+
+from conftest import FIXTURES
+from test_emulate_support import kernel_module, parse_path, run
+from traceconf.emulate import driver
+from traceconf.emulate.classes import Box
+from traceconf.emulate.launch import LimitReached, Limits
+from traceconf.pipeline import LaunchRequest, analyze_ptx_kernel
+from traceconf.rules import load_rule_sets
+
+SCALE = FIXTURES / "scale"
+
+
+def _results(module, kernel, request: LaunchRequest, devices=("sm_90",)):
+    analysis = analyze_ptx_kernel(module, kernel, request, load_rule_sets(list(devices), "sm_90"))
+    return analysis, analysis.results
+
+
+def _exhaustive_and_classes(module, kernel, devices=("sm_90",), **launch):
+    classes, fast = _results(module, kernel, LaunchRequest(**launch), devices)
+    exhaustive, slow = _results(module, kernel, LaunchRequest(classes=False, **launch), devices)
+    assert "partial" not in classes.launch and "partial" not in exhaustive.launch
+    return classes, fast, slow
+
+
+LAUNCHES = [
+    # the bounds check cuts the last CTA short: "all in bounds" and "partly past n"
+    ("reduce0", "reduce0", dict(block=(256, 1, 1), grid=(40, 1, 1), params={"2": 9_000}, dynamic_smem=1024)),
+    ("reduce0", "reduce0", dict(block=(256, 1, 1), grid=(37, 1, 1), params={"2": 256 * 37}, dynamic_smem=1024)),
+    # blockIdx.z moves the tile by whole bank rows; blockIdx.x reaches a bounds check
+    ("ctaid", "ctaid_row", dict(block=(256, 1, 1), grid=(11, 2, 3), params={"2": 2_000})),
+    # blockIdx.x moves the tile by one word per CTA: no class can cover two CTAs that access shared memory
+    ("ctaid", "ctaid_skew", dict(block=(256, 1, 1), grid=(12, 1, 1), params={"2": 2_500})),
+    ("matmul_async", "stages<16>", dict(block=(16, 16, 1), grid=(4, 5, 1), params={"3": 64, "4": 64})),
+    ("matmul_async", "stages<32>", dict(block=(32, 32, 1), grid=(3, 2, 1), params={"3": 64, "4": 96})),
+    # the grid is folded into blockIdx.z; CTAs past N return at once
+    ("hgemm_stages", "<2, 0>", dict(block=(256, 1, 1), grid=(3, 2, 2), params={"3": 256, "4": 384, "5": 64})),
+    ("hgemm_stages", "<3, 8>", dict(block=(256, 1, 1), grid=(2, 3, 1), params={"3": 384, "4": 256, "5": 96})),
+]
+
+
+@pytest.mark.parametrize("fixture, kernel, launch", LAUNCHES, ids=[f"{k}-{i}" for i, (_, k, _) in enumerate(LAUNCHES)])
+def test_classes_count_exactly_what_every_cta_counts(monkeypatch, fixture, kernel, launch):
+    # small batches, so that these small grids take the class search rather than one exhaustive batch
+    monkeypatch.setattr(driver, "CHUNK_THREADS", 512)
+    module = parse_path(SCALE / f"{fixture}.sm_90.ptx")
+    name = next(n for n in module.kernel_names() if kernel in n or kernel in _demangled(n))
+    devices = ("sm_90", "sm_75") if fixture == "hgemm_stages" else ("sm_90", "sm_3x_8byte", "sm_1x", "cdna3")
+    analysis, fast, slow = _exhaustive_and_classes(module, name, devices=devices, **launch)
+    assert fast.num_rows and fast.equals(slow), (fast.to_pandas(), slow.to_pandas())
+    if kernel != "ctaid_skew":
+        assert analysis.launch.get("classes"), analysis.notes
+        total = launch["grid"][0] * launch["grid"][1] * launch["grid"][2]
+        assert sum(c["count"] for c in analysis.launch["classes"]) <= total
+
+
+def _demangled(name: str) -> str:
+    from traceconf.names import demangle
+    return demangle(name)
+
+
+def test_classes_are_few_and_cover_the_grid_for_a_bounds_check():
+    module = parse_path(SCALE / "reduce0.sm_90.ptx")
+    analysis, _ = _results(module, "_Z7reduce0PKfPfj", LaunchRequest(block=(256, 1, 1), grid=(4096, 1, 1),
+                                                                     params={"2": 1_000_000}, dynamic_smem=1024))
+    classes = analysis.launch["classes"]
+    assert sum(c["count"] for c in classes) == 4096
+    assert analysis.launch["analysed_ctas"] < 100            # log-many boxes around CTA 3906, not 4096 CTAs
+    assert any("exact:" in note for note in analysis.notes)
+
+
+def test_a_grid_of_2_to_the_38_ctas_is_exact_through_classes_in_seconds():
+    module = parse_path(SCALE / "ctaid.sm_90.ptx")
+    started = time.monotonic()
+    analysis, results = _results(module, "_Z9ctaid_rowPKfPfi", LaunchRequest(
+        block=(1024, 1, 1), grid=(65535, 65535, 64), params={"2": 16_000_000}))
+    assert time.monotonic() - started < 30
+    total = 65535 * 65535 * 64
+    rows = {r["kind"]: r for r in results.to_pylist()}
+    assert rows["st"]["executions"] == total * 32                       # every warp stores once
+    # i = x * 1024 + t < n: CTAs with x < 15,625 load, in every (y, z)
+    assert rows["ld"]["executions"] == 15_625 * 65535 * 64 * 32
+    assert rows["ld"]["wavefronts"] == 2 * rows["ld"]["executions"]     # (t*2) % 1024: 2-way
+
+
+def test_opaque_use_of_the_cta_index_runs_every_cta():
+    module = kernel_module("""
+        mov.u32 %r1, %tid.x;
+        mov.u32 %r2, %ctaid.x;
+        and.b32 %r3, %r2, 3;
+        shl.b32 %r4, %r3, 2;
+        mad.lo.s32 %r5, %r1, 4, %r4;
+        st.shared.u32 [%r5], %r1;
+        ret;""", shared=".shared .align 4 .b8 buf[512];\n")
+    result = run(module, grid=(300, 1, 1))
+    assert not result.classes and result.scale == 1 and result.emulated_ctas >= 300
+
+
+def test_row_multiples_of_the_cta_index_form_one_class_other_strides_do_not():
+    def kernel(stride: int):
+        return kernel_module(f"""
+            mov.u32 %r1, %tid.x;
+            mov.u32 %r2, %ctaid.x;
+            mul.lo.s32 %r3, %r2, {stride};
+            mad.lo.s32 %r5, %r1, 4, %r3;
+            st.shared.u32 [%r5], %r1;
+            ret;""", shared=".shared .align 4 .b8 buf[512];\n")
+    whole_rows = run(kernel(256), grid=(2000, 1, 1))
+    assert [c["count"] for c in whole_rows.classes] == [2000] and whole_rows.emulated_ctas < 10
+    words = run(kernel(4), grid=(2000, 1, 1), time_limit=60)
+    assert words.scale == 1 and len(words.accesses) == 2000      # every CTA: its lanes move by one bank each
+
+
+def test_comparison_with_a_value_that_wraps_is_not_trusted():
+    # (ctaid.x * 2**31) wraps in 32 bits: the comparison is not monotone in the CTA index
+    module = kernel_module("""
+        mov.u32 %r1, %tid.x;
+        mov.u32 %r2, %ctaid.x;
+        shl.b32 %r3, %r2, 31;
+        setp.eq.u32 %p1, %r3, 0;
+        @%p1 bra SKIP;
+        shl.b32 %r5, %r1, 2;
+        st.shared.u32 [%r5], %r1;
+        SKIP:
+        ret;""", shared=".shared .align 4 .b8 buf[512];\n")
+    fast = run(module, grid=(3000, 1, 1))
+    assert len(fast.accesses) == 1500 or sum(fast.weights) == 1500
+
+
+def test_runaway_loop_stops_at_the_time_limit_with_what_was_counted():
+    module = kernel_module("""
+        mov.u32 %r1, %tid.x;
+        shl.b32 %r5, %r1, 2;
+        st.shared.u32 [%r5], %r1;
+        LOOP:
+        bra LOOP;""", shared=".shared .align 4 .b8 buf[512];\n")
+    started = time.monotonic()
+    result = run(module, grid=(1, 1, 1), time_limit=1.0, max_steps=10**12)
+    assert time.monotonic() - started < 10
+    assert result.partial and "time limit of 1 s" in result.partial
+    assert len(result.accesses) == 1                       # the store before the loop is kept
+
+
+def test_memory_limit_stops_cleanly():
+    module = parse_path(SCALE / "ctaid.sm_90.ptx")
+    analysis, _ = _results(module, "_Z10ctaid_skewPKfPfi", LaunchRequest(
+        block=(256, 1, 1), grid=(64, 1, 1), params={"2": 10_000}, memory_limit=1 << 20))
+    assert "memory limit" in analysis.launch["partial"]
+    assert any(note.startswith("partial:") and "--ctas" in note for note in analysis.notes)
+
+
+def test_limits_raise_limit_reached():
+    with pytest.raises(LimitReached, match="time limit"):
+        Limits(0.0, 1 << 40).check()
+
+
+def test_box_chunks_walk_a_box_without_building_it():
+    box = Box((2, 1, 0), (4, 2, 1))
+    grid = (10, 5, 3)
+    ids = [i for chunk in driver.box_chunks(box, grid, 4) for i in chunk.tolist()]
+    expected = [x + 10 * (y + 5 * z) for z in (0, 1) for y in (1, 2) for x in (2, 3, 4)]
+    assert ids == expected and box.size == 12
+    huge = driver.box_chunks(Box((0, 0, 0), (65534, 65534, 63)), (65535, 65535, 64), 32)
+    assert len(next(huge)) == 32
+
+
+def test_sample_of_a_huge_grid_does_not_list_every_cta():
+    module = parse_path(SCALE / "ctaid.sm_90.ptx")
+    analysis, results = _results(module, "_Z10ctaid_skewPKfPfi", LaunchRequest(
+        block=(1024, 1, 1), grid=(65535, 65535, 64), params={"2": 16_000_000}, ctas=4))
+    assert analysis.launch["sampled_ctas"] == [4, 65535 * 65535 * 64]
+    assert isinstance(results, pa.Table) and results.num_rows
