@@ -43,10 +43,10 @@ LAUNCHES = [
     # blockIdx.x moves the tile by one word per CTA: no class can cover two CTAs that access shared memory
     ("ctaid", "ctaid_skew", dict(block=(256, 1, 1), grid=(12, 1, 1), params={"2": 2_500})),
     ("matmul_async", "stages<16>", dict(block=(16, 16, 1), grid=(4, 5, 1), params={"3": 64, "4": 64})),
-    ("matmul_async", "stages<32>", dict(block=(32, 32, 1), grid=(3, 2, 1), params={"3": 64, "4": 96})),
+    ("matmul_async", "stages<32>", dict(block=(32, 32, 1), grid=(3, 3, 1), params={"3": 96, "4": 96})),
     # the grid is folded into blockIdx.z; CTAs past N return at once
     ("hgemm_stages", "<2, 0>", dict(block=(256, 1, 1), grid=(3, 2, 2), params={"3": 256, "4": 384, "5": 64})),
-    ("hgemm_stages", "<3, 8>", dict(block=(256, 1, 1), grid=(2, 3, 1), params={"3": 384, "4": 256, "5": 96})),
+    ("hgemm_stages", "<3, 8>", dict(block=(256, 1, 1), grid=(2, 5, 1), params={"3": 512, "4": 256, "5": 96})),
 ]
 
 
@@ -122,20 +122,64 @@ def test_row_multiples_of_the_cta_index_form_one_class_other_strides_do_not():
     assert words.scale == 1 and len(words.accesses) == 2000      # every CTA: its lanes move by one bank each
 
 
-def test_comparison_with_a_value_that_wraps_is_not_trusted():
-    # (ctaid.x * 2**31) wraps in 32 bits: the comparison is not monotone in the CTA index
-    module = kernel_module("""
-        mov.u32 %r1, %tid.x;
+TRICKY = {
+    # (ctaid.x << 31) wraps in 32 bits: not affine over the exact integers, must not be trusted
+    "wrap": """
         mov.u32 %r2, %ctaid.x;
         shl.b32 %r3, %r2, 31;
         setp.eq.u32 %p1, %r3, 0;
         @%p1 bra SKIP;
-        shl.b32 %r5, %r1, 2;
         st.shared.u32 [%r5], %r1;
-        SKIP:
-        ret;""", shared=".shared .align 4 .b8 buf[512];\n")
-    fast = run(module, grid=(3000, 1, 1))
-    assert len(fast.accesses) == 1500 or sum(fast.weights) == 1500
+        SKIP:""",
+    # only CTA 37 differs: an equality inside every box that holds it
+    "equality": """
+        mov.u32 %r2, %ctaid.x;
+        setp.ne.u32 %p1, %r2, 37;
+        @%p1 bra SKIP;
+        st.shared.u32 [%r5+4], %r1;
+        SKIP:""",
+    # a diagonal in two dimensions: neither axis alone decides
+    "diagonal": """
+        mov.u32 %r2, %ctaid.x;
+        mov.u32 %r3, %ctaid.y;
+        setp.lt.u32 %p1, %r2, %r3;
+        @%p1 st.shared.u32 [%r5+8], %r1;""",
+    # a negative intermediate (n - i) is outside the checked range: those CTAs are not classed
+    "negative": """
+        mov.u32 %r2, %ctaid.x;
+        mov.u32 %r3, 50;
+        sub.s32 %r4, %r3, %r2;
+        setp.gt.s32 %p1, %r4, 3;
+        @%p1 st.shared.u32 [%r5+12], %r1;""",
+    # the address moves by one bank per CTA: never the same wavefronts up to a row shift
+    "skew": """
+        mov.u32 %r2, %ctaid.x;
+        shl.b32 %r6, %r2, 2;
+        add.s32 %r7, %r5, %r6;
+        st.shared.u32 [%r7], %r1;""",
+    # selp between two affine values by a decided predicate, then an address with whole-row steps
+    "select": """
+        mov.u32 %r2, %ctaid.x;
+        setp.lt.u32 %p1, %r2, 40;
+        mul.lo.s32 %r3, %r2, 128;
+        mul.lo.s32 %r4, %r2, 256;
+        selp.b32 %r6, %r3, %r4, %p1;
+        add.s32 %r7, %r5, %r6;
+        st.shared.u32 [%r7], %r1;""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY))
+def test_tricky_uses_of_the_cta_index_still_count_exactly(monkeypatch, name):
+    monkeypatch.setattr(driver, "CHUNK_THREADS", 128)
+    module = kernel_module("""
+        mov.u32 %r1, %tid.x;
+        mul.lo.s32 %r5, %r1, 8;
+        """ + TRICKY[name] + "\n        ret;", shared=".shared .align 4 .b8 buf[65536];\n")
+    grid = (70, 9, 1) if name == "diagonal" else (90, 1, 1)
+    request = dict(block=(32, 1, 1), grid=grid)
+    analysis, fast, slow = _exhaustive_and_classes(module, "k", devices=("sm_90", "sm_1x"), **request)
+    assert fast.equals(slow), (fast.to_pandas(), slow.to_pandas())
 
 
 def test_runaway_loop_stops_at_the_time_limit_with_what_was_counted():
@@ -181,3 +225,13 @@ def test_sample_of_a_huge_grid_does_not_list_every_cta():
         block=(1024, 1, 1), grid=(65535, 65535, 64), params={"2": 16_000_000}, ctas=4))
     assert analysis.launch["sampled_ctas"] == [4, 65535 * 65535 * 64]
     assert isinstance(results, pa.Table) and results.num_rows
+
+
+def test_guard_false_everywhere_in_cta_0_still_ties_the_kernel_to_the_cta_index():
+    # x < y never holds in CTA (0, 0): scaling CTA 0 would count no store at all
+    module = kernel_module("""
+        mov.u32 %r1, %tid.x;
+        mul.lo.s32 %r5, %r1, 8;
+        """ + TRICKY["diagonal"] + "\n        ret;", shared=".shared .align 4 .b8 buf[65536];\n")
+    analysis, results = _results(module, "k", LaunchRequest(block=(32, 1, 1), grid=(70, 9, 1)))
+    assert results.column("executions").to_pylist() == [sum(min(y, 70) for y in range(9))]

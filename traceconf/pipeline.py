@@ -77,6 +77,7 @@ class LaunchRequest:
     time_limit: float | None = None          # None: the emulator's default (launch.DEFAULT_TIME_LIMIT)
     memory_limit: int | None = None          # None: the emulator's default share of the machine
     classes: bool = True
+    retain: int | None = None                # executions kept for explain/--suggest (None: RETAINED_EXECUTIONS)
 
     def block_for(self, kernel_row: dict, path: str) -> tuple[int, int, int]:
         if self.block is not None:
@@ -191,6 +192,7 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
     for rules in rule_sets:
         by_warp_size.setdefault(rules.warp_size, []).append(rules)
     emulations, counters = {}, {}
+    retain = retain if launch.retain is None else launch.retain
     for warp_size, sets in by_warp_size.items():
         row_bytes = lcm(*[int(r.row_bytes) for r in sets])
         counters[warp_size] = _Counter(sets, retain)
@@ -236,7 +238,7 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
     if first.partial:
         launch_facts["partial"] = first.partial
         launch_facts["covered_ctas"] = first.covered_ctas
-    if not all(c.complete for c in counters.values()):
+    if retain and not all(c.complete for c in counters.values()):
         kept = len(acc)
         notes.append(f"reports that show single executions (explain, --suggest) see the first {kept:,} executions")
     return KernelAnalysis(kernel=kernel, input_path=str(module.path), input_format="ptx", launch=launch_facts,

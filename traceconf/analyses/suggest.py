@@ -138,8 +138,10 @@ def _count(accesses: WarpAccesses, address: np.ndarray, rules, weights: np.ndarr
     return {int(i): (int(round(t)), int(m)) for i, t, m in zip(ids.tolist(), totals.tolist(), worst.tolist())}
 
 
-def suggest_for(analysis: KernelAnalysis, instruction: int, rules) -> Suggestion | None:
-    """Best pad/swizzle for the variable ``instruction`` accesses, or None without addresses or a row pattern."""
+def suggest_for(analysis: KernelAnalysis, instruction: int, rules, tried: dict | None = None) -> Suggestion | None:
+    """Best pad/swizzle for the variable ``instruction`` accesses, or None without addresses or a row pattern.
+
+    ``tried`` caches the outcomes per (variable, row candidates): hotspots on the same tile share them."""
     accesses = analysis.accesses.get(rules.warp_size)
     if accesses is None or not len(accesses):
         return None
@@ -159,6 +161,10 @@ def suggest_for(analysis: KernelAnalysis, instruction: int, rules) -> Suggestion
     rows = row_candidates(accesses.address[own], int(accesses.bytes[own][0]), rules.bank_bytes)
     if not rows:
         return None
+    key = (variable.name, variable.base, tuple(rows))
+    if tried is not None and key in tried:
+        baseline, best = tried[key]
+        return Suggestion(instruction, variable, rows[0], baseline, best)
     words = rules.bank_bytes
     baseline = Outcome("current layout", _count(scope, scope.address, rules, weights))
     outcomes = []
@@ -178,8 +184,10 @@ def suggest_for(analysis: KernelAnalysis, instruction: int, rules) -> Suggestion
             outcomes.append(Outcome(label, _count(scope, swizzle(scope.address, mask, variable, row, chunk), rules,
                                                   weights)))
     best = min(outcomes, key=lambda o: o.wavefronts)
-    return Suggestion(instruction, variable, rows[0], baseline,
-                      best if best.wavefronts < baseline.wavefronts else None)
+    best = best if best.wavefronts < baseline.wavefronts else None
+    if tried is not None:
+        tried[key] = (baseline, best)
+    return Suggestion(instruction, variable, rows[0], baseline, best)
 
 
 def hotspots(analysis: KernelAnalysis, device: str, top: int) -> list[int]:
@@ -192,5 +200,6 @@ def hotspots(analysis: KernelAnalysis, device: str, top: int) -> list[int]:
 
 def suggestions(analysis: KernelAnalysis, rules, top: int) -> list[tuple[int, Suggestion | None]]:
     """(instruction, suggestion or None when nothing can be tried) for the ``top`` hotspots on ``rules``."""
-    return [(instruction, suggest_for(analysis, instruction, rules))
+    tried: dict = {}
+    return [(instruction, suggest_for(analysis, instruction, rules, tried))
             for instruction in hotspots(analysis, rules.name, top)]

@@ -186,6 +186,9 @@ def analyze(
     max_steps: MaxSteps = 10_000_000,
     time_limit: TimeLimit = 30.0,
     memory_limit: MemoryLimit = None,
+    exhaustive: Annotated[bool, typer.Option(
+        "--exhaustive", help="Emulate every CTA even where CTA classes would prove the counts (to check them).",
+        rich_help_panel=LAUNCH)] = False,
     top: Annotated[int, typer.Option("--top", "-n", min=1, help="Hotspot rows per kernel.")] = 20,
     suggest: Annotated[bool, typer.Option(
         "--suggest", help="Try row padding and XOR swizzles on the top hotspots (table output).")] = False,
@@ -200,6 +203,8 @@ def analyze(
     try:
         check_input(file)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, time_limit, memory_limit)
+        launch.classes = not exhaustive
+        launch.retain = None if suggest else 0      # only --suggest looks at single executions
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
         with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
             analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress)

@@ -157,7 +157,10 @@ def compile_check(slot: Slot, ctx: Context) -> Check | None:
     if opcode in ("setp", "set"):
         return _comparison(slot, ctx, guard)
     if opcode in CONTROL_OPCODES:
-        return _decision_inputs(guard, []) if guard is not None else None
+        # an indexed branch (brx.idx) chooses its target by a register: that register must not depend on the
+        # CTA index at all (no comparison records where it leads); indirect calls are not followed anyway
+        chosen_by = [reader(op, slot, ctx) for op in operands if op["kind"] == "reg"] if opcode == "brx" else []
+        return _decision_inputs(guard, [], chosen_by) if guard is not None or chosen_by else None
     address = _address_operand(row)
     if address is not None and may_access_shared(opcode, row["state_space"]):
         check = _decision_inputs(guard, [address_reader(operands[address], slot, ctx)])
@@ -247,13 +250,16 @@ def _comparison(slot: Slot, ctx: Context, guard) -> Check | None:
     return Check(before, after)
 
 
-def _decision_inputs(guard, addresses) -> Check:
-    """A branch or shared access: its guard must be class-constant, its address affine at worst."""
+def _decision_inputs(guard, addresses, constant=()) -> Check:
+    """A branch or shared access: its guard (and ``constant`` operands) must be class-constant, its address
+    affine at worst."""
     def before(m, active):
         size = m.size
         bad = np.zeros(size, dtype=bool)
         if guard is not None:
             bad |= active & ((_full(guard(m)[1], size) & (CTA | OPAQUE)) != 0)
+        for operand in constant:
+            bad |= active & ((_full(operand(m)[1], size) & (CTA | OPAQUE)) != 0)
         for address in addresses:
             bad |= active & ((_full(address(m)[1], size) & OPAQUE) != 0)
         if bad.any():

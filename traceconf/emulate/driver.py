@@ -46,9 +46,13 @@ from traceconf.ptx.opcodes import may_access_shared, shared_access_kind
 
 #: Threads emulated together when several CTAs must run (bounds memory, keeps numpy arrays large).
 CHUNK_THREADS = 1 << 15
+#: Warp executions one batch may log (the probe CTA's count sets the CTAs per batch): 64 MiB of addresses.
+BATCH_EXECUTIONS = 1 << 18
 #: CTAs the class search may emulate before the rest of the grid runs CTA by CTA: a quarter of the grid,
 #: at least this many.
 CLASS_BUDGET_MIN = 64
+#: Grids up to this many CTAs run CTA by CTA (the class search would not save anything).
+CLASS_MIN_CTAS = 8
 #: Emulated CTA ids listed in the result (the count is always exact).
 LISTED_CTAS = 100_000
 
@@ -163,6 +167,8 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
     scale, sampled, classes, partial = None, None, [], None
     try:
         probe = run(np.array([0]), watched=True)
+        logged = sum(len(entry[0]) for entry in probe.log)
+        per_chunk = max(1, min(per_chunk, BATCH_EXECUTIONS // max(1, logged)))
         if not findings.cta_reasons or total == 1:
             scale = total
             sink.emit(_assemble(kernel, [probe], launch.warp_size), total, total)
@@ -172,7 +178,7 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
             sampled = (len(chosen), total)
             state["emulated"] -= 1
             _stream(chunks_of(chosen, per_chunk), run, sink, kernel, launch.warp_size, report, len(chosen))
-        elif checks is not None and total > per_chunk:
+        elif checks is not None and total > CLASS_MIN_CTAS:
             del probe
             classes = _classes(grid, run, sink, kernel, launch, report, per_chunk, total)
         else:
@@ -254,7 +260,7 @@ def _classes(grid, run, sink: _Sink, kernel: str, launch: Launch, report, per_ch
             proved.append({"ctas": box.describe(), "count": box.size, "emulated": linear(box.low, grid)})
         report(sink.covered, total)
 
-    budget = max(CLASS_BUDGET_MIN, total // 4)
+    budget = min(max(CLASS_BUDGET_MIN, total // 4), total)
     result = partition(grid, run_corners, launch.row_bytes, budget, accept, max(8, per_chunk))
     for box in result.left:
         done_before = sink.covered

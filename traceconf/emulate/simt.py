@@ -301,6 +301,11 @@ class Machine(ThreadState):
         """Log one execution per warp with an active lane (``lanes``); inactive lanes become -1."""
         guard_bits = self.guard_taint
         if isinstance(guard_bits, np.ndarray):
+            # a guard false in every thread here may hold in another CTA: CTA dependence counts over all
+            # threads that reached the access, taken or not
+            reached = int(np.bitwise_or.reduce(guard_bits))
+            if reached & int(taint.CTA_ANY):
+                self.findings.cta_dependent(slot, "shared-memory predicate (active mask)")
             bits = int(np.bitwise_or.reduce(guard_bits[lanes]))
             if bits and self.address_unknown(slot, bits, "predicate (active mask)"):
                 return
