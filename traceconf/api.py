@@ -57,6 +57,7 @@ def _frame(analyses: list[KernelAnalysis], failures: list[KernelFailure], rule_s
     frame = results_table(analyses, [r.name for r in rule_sets]).to_pandas()
     messages = [failure.line() for failure in failures]
     frame.attrs["failures"] = messages
+    frame.attrs["partial"] = [f"{a.kernel}: {a.launch['partial']}" for a in analyses if "partial" in a.launch]
     for message in messages:
         warnings.warn(message, stacklevel=3)
     return frame
@@ -65,15 +66,19 @@ def _frame(analyses: list[KernelAnalysis], failures: list[KernelFailure], rule_s
 def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, block: Dims | None = None,
                 grid: Dims = (1, 1, 1), params: Mapping[str | int, int] | None = None, dynamic_smem: int = 0,
                 devices: Sequence[str] | str = ("sm_90",), ctas: int | None = None,
-                max_steps: int = 10_000_000) -> pd.DataFrame:
+                max_steps: int = 10_000_000, time_limit: float | None = None,
+                memory_limit: int | None = None) -> pd.DataFrame:
     """Emulate the PTX kernels (name or regex ``kernel``; all by default) and count wavefronts per device.
 
     ``block`` defaults to the kernel's ``.reqntid``; ``params`` maps a parameter
-    name or 0-based index to its value.
+    name or 0-based index to its value.  ``time_limit`` (seconds, default 30) and
+    ``memory_limit`` (bytes, default half the machine) stop an emulation cleanly; the
+    frame's ``attrs["partial"]`` then lists ``kernel: why`` for each stopped kernel.
     """
     launch = LaunchRequest(block=_dims(block, "block") if block is not None else None, grid=_dims(grid, "grid"),
                            params={str(k): int(v) for k, v in (params or {}).items()},
-                           dynamic_smem=int(dynamic_smem), ctas=ctas, max_steps=max_steps)
+                           dynamic_smem=int(dynamic_smem), ctas=ctas, max_steps=max_steps,
+                           time_limit=time_limit, memory_limit=memory_limit, retain=0)
     rule_sets = _rules(devices)
     return _frame(*run_ptx(path, _kernels(kernel), launch, rule_sets), rule_sets)
 

@@ -130,8 +130,9 @@ def progress_bar(enabled: bool, label: str) -> Iterator:
                   TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=None)
 
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total or None)
+        def update(done: int, total: int, note: str | None = None) -> None:
+            bar.update(task, completed=done, total=total or None,
+                       description=f"{label} ({note})" if note else label)
 
         yield update
 

@@ -45,7 +45,7 @@ from traceconf.errors import InputError
 from traceconf.ptx.opcodes import may_access_shared, shared_access_kind
 
 #: Threads emulated together when several CTAs must run (bounds memory, keeps numpy arrays large).
-CHUNK_THREADS = 1 << 15
+CHUNK_THREADS = 1 << 13
 #: Warp executions one batch may log (the probe CTA's count sets the CTAs per batch): 64 MiB of addresses.
 BATCH_EXECUTIONS = 1 << 18
 #: CTAs the class search may emulate before the rest of the grid runs CTA by CTA: a quarter of the grid,
@@ -57,7 +57,7 @@ CLASS_MIN_CTAS = 8
 LISTED_CTAS = 100_000
 
 Consume = Callable[[WarpAccesses, int], None]
-Progress = Callable[[int, int], None]
+Progress = Callable[..., None]     # (done, total[, note]): CTAs covered so far, of the grid
 
 
 @dataclass
@@ -159,9 +159,9 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
         state["steps"] += current.steps
         return current
 
-    def report(done: int, of: int) -> None:
+    def report(done: int, of: int, note: str | None = None) -> None:
         if progress:
-            progress(done, of)
+            progress(done, of) if note is None else progress(done, of, note)
 
     per_chunk = max(1, CHUNK_THREADS // _padded(block, launch.warp_size))
     scale, sampled, classes, partial = None, None, [], None
@@ -234,6 +234,7 @@ def _stream(chunks: Iterator[np.ndarray], run, sink: _Sink, kernel: str, warp_si
     for ctas in chunks:
         current = run(ctas)
         sink.emit(_assemble(kernel, [current], warp_size), 1, len(ctas))
+        del current                      # before the next batch is built: one batch in memory at a time
         done += len(ctas)
         report(done, of)
 
@@ -258,7 +259,7 @@ def _classes(grid, run, sink: _Sink, kernel: str, launch: Launch, report, per_ch
         sink.emit(corner.accesses, box.size, box.size)
         if len(proved) < 10_000:
             proved.append({"ctas": box.describe(), "count": box.size, "emulated": linear(box.low, grid)})
-        report(sink.covered, total)
+        report(sink.covered, total, f"{len(proved):,} CTA classes")
 
     budget = min(max(CLASS_BUDGET_MIN, total // 4), total)
     result = partition(grid, run_corners, launch.row_bytes, budget, accept, max(8, per_chunk))
