@@ -235,3 +235,42 @@ def test_guard_false_everywhere_in_cta_0_still_ties_the_kernel_to_the_cta_index(
         """ + TRICKY["diagonal"] + "\n        ret;", shared=".shared .align 4 .b8 buf[65536];\n")
     analysis, results = _results(module, "k", LaunchRequest(block=(32, 1, 1), grid=(70, 9, 1)))
     assert results.column("executions").to_pylist() == [sum(min(y, 70) for y in range(9))]
+
+
+def _cli(*args):
+    from typer.testing import CliRunner
+
+    from traceconf.cli import app
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:                       # click >= 8.2 keeps stderr apart already
+        runner = CliRunner()
+    return runner.invoke(app, ["analyze", *map(str, args)])
+
+
+def test_cli_time_limit_labels_the_counts_partial_and_says_how_to_go_on():
+    result = _cli(SCALE / "ctaid.sm_90.ptx", "-k", "ctaid_skew", "--block", "1024", "--grid", "65535,65535,64",
+                  "-p", "2=16000000", "--time-limit", "1")
+    assert result.exit_code == 0
+    assert "PARTIAL" in result.stdout and "--time-limit" in result.stderr and "--ctas N" in result.stderr
+
+
+def test_cli_exhaustive_and_classes_print_the_same_totals():
+    args = [SCALE / "reduce0.sm_90.ptx", "--block", "256", "--grid", "300", "-p", "2=70000",
+            "--dynamic-smem", "1024", "--format", "json"]
+    import json
+    fast, slow = _cli(*args), _cli(*args, "--exhaustive")
+    assert fast.exit_code == slow.exit_code == 0
+    classes = json.loads(fast.stdout)["results"][0]
+    every = json.loads(slow.stdout)["results"][0]
+    assert classes["launch"]["classes"] and "classes" not in every["launch"]
+    assert classes["totals"] == every["totals"] and classes["instructions"] == every["instructions"]
+
+
+@pytest.mark.parametrize("size, ok", [("4G", True), ("512M", True), ("100000000", True), ("lots", False)])
+def test_cli_memory_limit_sizes(size, ok):
+    result = _cli(SCALE / "reduce0.sm_90.ptx", "--block", "256", "--grid", "4", "-p", "2=700",
+                  "--dynamic-smem", "1024", "--memory-limit", size)
+    assert result.exit_code == (0 if ok else 2)
+    if not ok:
+        assert "--memory-limit" in result.stderr
