@@ -274,3 +274,25 @@ def test_cli_memory_limit_sizes(size, ok):
     assert result.exit_code == (0 if ok else 2)
     if not ok:
         assert "--memory-limit" in result.stderr
+
+
+def test_suggest_reads_the_declared_row_of_the_tile(tmp_path):
+    from traceconf.analyses.suggest import declared_row
+    source = tmp_path / "k.cu"
+    source.write_text("#define TILE 64\nconstexpr int PAD = 1;\n__global__ void a() {\n"
+                      "    __shared__ float tile[TILE][TILE / 4 + PAD];\n    tile[0][0] = 1;\n}\n"
+                      "__global__ void b() {\n    __shared__ __align__(16) half tile[8][40];\n    tile[1][1] = 0;\n}\n")
+    assert declared_row(str(source), 5, str(tmp_path / "k.ptx"), "tile") == (17 * 4, "tile[…][TILE / 4 + PAD]")
+    assert declared_row(str(source), 9, str(tmp_path / "k.ptx"), "tile") == (80, "tile[…][40]")
+    assert declared_row("k.cu", 9, str(tmp_path / "k.ptx"), "missing") is None
+
+
+def test_suggestion_speaks_of_the_declared_row_not_the_lane_distance():
+    from traceconf.analyses.suggest import suggestions
+    module = parse_path(SCALE / "row_steps.sm_90.ptx")
+    rules = load_rule_sets(["sm_90"], "sm_90")
+    analysis = analyze_ptx_kernel(module, "_Z9row_stepsPf", LaunchRequest(block=(32, 1, 1)), rules)
+    found = [s for _, s in suggestions(analysis, rules[0], 20) if s is not None]
+    # lanes are 68 words (4 rows of 17) apart; no change of the 17-word row removes the 4-way conflict
+    assert found and all(s.row_bytes == 17 * 4 for s in found)
+    assert all("68" not in s.headline() and "18→" not in s.headline() for s in found)

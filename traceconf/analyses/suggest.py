@@ -20,7 +20,11 @@ need 16-byte alignment), so pads are multiples of the widest access.
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
@@ -99,6 +103,71 @@ def row_candidates(address: np.ndarray, access_bytes: int, row_unit: int) -> lis
     return values[np.argsort(-counts, kind="stable")][:MAX_ROW_CANDIDATES].tolist()
 
 
+#: Bytes of the element types a ``__shared__`` tile is commonly declared with.
+ELEMENT_BYTES = {"char": 1, "int8_t": 1, "uint8_t": 1, "short": 2, "half": 2, "__half": 2, "__nv_bfloat16": 2,
+                 "bf16": 2, "int": 4, "unsigned": 4, "float": 4, "int32_t": 4, "uint32_t": 4, "half2": 4,
+                 "__half2": 4, "double": 8, "long": 8, "int64_t": 8, "uint64_t": 8, "float2": 8, "int2": 8,
+                 "float4": 16, "int4": 16, "uint4": 16, "double2": 16}
+_CONSTANT = re.compile(r"^\s*(?:#define\s+(\w+)\s+\(?\s*(\d+)\s*\)?\s*$|(?:static\s+)?(?:constexpr|const)\s+"
+                       r"(?:unsigned\s+|signed\s+)?(?:int|long|size_t|auto|uint32_t|int32_t)\s+(\w+)\s*=\s*(\d+)\s*;)",
+                       re.MULTILINE)
+
+
+@lru_cache(maxsize=32)
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def _evaluate(expression: str, constants: dict[str, int]) -> int | None:
+    """An integer array extent such as ``TILE_DIM + 1`` (literals, named constants, + - * /), else None."""
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError:
+        return None
+
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in constants:
+            return constants[node.id]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv)):
+            left, right = value(node.left), value(node.right)
+            if left is None or right is None or (isinstance(node.op, (ast.Div, ast.FloorDiv)) and not right):
+                return None
+            return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}.get(
+                type(node.op), left // right if right else None)
+        return None
+    return value(tree.body)
+
+
+def declared_row(source_file: str | None, source_line: int | None, input_path: str, name: str
+                 ) -> tuple[int, str] | None:
+    """(row bytes, ``name[..][EXTENT]``) of the last ``__shared__`` declaration of ``name`` above
+    ``source_line`` in the CUDA source (the tile's own row, as written), or None when unreadable."""
+    if not source_file or not source_line:
+        return None
+    here = Path(input_path).parent
+    text = next((t for t in (_read(str(c)) for c in (Path(source_file), here / source_file,
+                                                       here / Path(source_file).name)) if t is not None), None)
+    if text is None:
+        return None
+    before = "\n".join(text.splitlines()[:source_line])
+    found = list(re.finditer(r"__shared__([^;]*?)\b" + re.escape(name) + r"\s*((?:\[[^\]]*\]\s*){2,})", before))
+    if not found:
+        return None
+    declaration = found[-1]
+    element = [w for w in re.findall(r"\w+", declaration.group(1)) if w in ELEMENT_BYTES]
+    extents = re.findall(r"\[([^\]]*)\]", declaration.group(2))
+    constants = {m.group(1) or m.group(3): int(m.group(2) or m.group(4)) for m in _CONSTANT.finditer(text)}
+    extent = _evaluate(extents[-1], constants)
+    if not element or not extent or extent < 1:
+        return None
+    return extent * ELEMENT_BYTES[element[-1]], f"{name}[…][{extents[-1].strip()}]"
+
+
 def _inside(address: np.ndarray, variable: Variable) -> np.ndarray:
     active = address != INACTIVE
     if variable.bytes is None:
@@ -161,6 +230,13 @@ def suggest_for(analysis: KernelAnalysis, instruction: int, rules, tried: dict |
     rows = row_candidates(accesses.address[own], int(accesses.bytes[own][0]), rules.bank_bytes)
     if not rows:
         return None
+    # lanes may step several rows at once (68 words = 4 rows of 17) or a row and a column (18 words): only
+    # the row the source declares can be padded, so when the source is readable that row is the candidate
+    source = [r for r in analysis.instructions.to_pylist() if r["instruction"] == instruction]
+    declared = declared_row(source[0]["source_file"], source[0]["source_line"], analysis.input_path,
+                            variable.name) if source else None
+    if declared is not None and declared[0] % rules.bank_bytes == 0 and declared[0] > int(accesses.bytes[own][0]):
+        rows = [declared[0]]
     key = (variable.name, variable.base, tuple(rows))
     if tried is not None and key in tried:
         baseline, best = tried[key]
