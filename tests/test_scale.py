@@ -296,3 +296,17 @@ def test_suggestion_speaks_of_the_declared_row_not_the_lane_distance():
     # lanes are 68 words (4 rows of 17) apart; no change of the 17-word row removes the 4-way conflict
     assert found and all(s.row_bytes == 17 * 4 for s in found)
     assert all("68" not in s.headline() and "18→" not in s.headline() for s in found)
+
+
+def test_suggestion_vectorises_scalar_neighbour_reads():
+    from traceconf.analyses.suggest import suggestions
+    module = parse_path(SCALE / "vec_reads.sm_90.ptx")
+    rules = load_rule_sets(["sm_90"], "sm_90")
+    analysis = analyze_ptx_kernel(module, "_Z9vec_readsPKfPfi", LaunchRequest(block=(128, 1, 1), params={"2": 0}),
+                                  rules)
+    found = [s for _, s in suggestions(analysis, rules[0], 64) if s is not None and s.best is not None]
+    assert found and all("16-byte vectors (ld.shared.v4, e.g. float4)" in s.best.label for s in found)
+    best = found[0].best
+    # 16 groups of 4 scalar loads, 4 warps: 4-way each (16 wavefronts) → one float4 load (4 wavefronts)
+    assert found[0].baseline.wavefronts - best.wavefronts == 16 * (4 * 16 - 16)
+    assert sum(1 for w, _ in best.per_instruction.values() if w == 0) == 16 * 3

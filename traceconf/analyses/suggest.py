@@ -76,6 +76,8 @@ class Suggestion:
             return f"no padding or swizzle of {self.variable.name} helps"
         before = self.baseline.per_instruction[self.instruction]
         after = self.best.per_instruction[self.instruction]
+        if after == (0, 0) and before[0]:
+            return f"{self.best.label}: merged into a vector access"
         return f"{self.best.label}: {before[1]}-way → {after[1]}-way"
 
 
@@ -259,11 +261,65 @@ def suggest_for(analysis: KernelAnalysis, instruction: int, rules, tried: dict |
             label = f"swizzle {variable.name}: {unit} index ^= row % {chunks} (rows of {row} B)"
             outcomes.append(Outcome(label, _count(scope, swizzle(scope.address, mask, variable, row, chunk), rules,
                                                   weights)))
+    vector = vector_outcome(scope, weights, instruction, variable, rules)
+    if vector is not None:
+        outcomes.append(vector)
     best = min(outcomes, key=lambda o: o.wavefronts)
     best = best if best.wavefronts < baseline.wavefronts else None
     if tried is not None:
         tried[key] = (baseline, best)
     return Suggestion(instruction, variable, rows[0], baseline, best)
+
+
+def vector_outcome(scope: WarpAccesses, weights: np.ndarray, instruction: int, variable: Variable, rules
+                   ) -> Outcome | None:
+    """Vector accesses instead of scalar ones: wherever an instruction like ``instruction`` (same kind and
+    width) has its lanes ``v`` elements apart, 16-byte aligned at most, and sibling instructions executed
+    alike read (write) the other ``v - 1`` elements at ``+j`` elements on every execution, the group becomes
+    one ``v``-element access per lane; the rest of the variable's accesses are counted unchanged."""
+    from traceconf.schemas import KIND_CODES
+    first = np.flatnonzero(scope.instruction == instruction)[0]
+    kind, size = int(scope.kind[first]), int(scope.bytes[first])
+    if kind not in (KIND_CODES["ld"], KIND_CODES["st"]) or int(scope.matrices[first]) or size > 8:
+        return None
+    rows_of = {}
+    for ident in np.unique(scope.instruction).tolist():
+        rows = np.flatnonzero(scope.instruction == ident)
+        if int(scope.kind[rows[0]]) == kind and int(scope.bytes[rows[0]]) == size:
+            rows_of[ident] = rows
+    by_content = {scope.address[rows].tobytes(): ident for ident, rows in rows_of.items()}
+    heads, merged = {}, set()
+    for ident, rows in rows_of.items():
+        address = scope.address[rows]
+        active = address != INACTIVE
+        steps = (address[:, 1:] - address[:, :-1])[active[:, :-1] & active[:, 1:]]
+        if not len(steps):
+            continue
+        values, counts = np.unique(steps, return_counts=True)
+        step = int(values[np.argmax(counts)])
+        elements = step // size
+        if step % size or elements not in (2, 4) or step > 16 or np.any(address[active] % step):
+            continue
+        siblings = [by_content.get(np.where(active, address + j * size, INACTIVE).tobytes())
+                    for j in range(1, elements)]
+        if all(s is not None and s != ident for s in siblings):
+            heads[ident] = elements
+            merged.update(siblings)
+    if instruction not in heads and instruction not in merged:
+        return None
+    keep = ~np.isin(scope.instruction, sorted(merged))
+    changed = scope.take(np.flatnonzero(keep))
+    widths = np.array([heads.get(i, 1) for i in changed.instruction.tolist()], dtype=np.int64)
+    changed.bytes = (changed.bytes * widths).astype(scope.bytes.dtype)
+    counted = _count(changed, changed.address, rules, weights[keep])
+    counted.update({sibling: (0, 0) for sibling in merged})
+    elements = heads.get(instruction) or max(heads.values())
+    verb = "read" if kind == KIND_CODES["ld"] else "write"
+    vector = f"float{elements}" if size == 4 else f"{elements} × {size} B"
+    label = (f"{verb} {variable.name} as {elements * size}-byte vectors ({'ld' if verb == 'read' else 'st'}"
+             f".shared.v{elements}, e.g. {vector}) instead of {elements} scalar {verb}s "
+             f"({len(heads)} group(s))")
+    return Outcome(label, counted)
 
 
 def hotspots(analysis: KernelAnalysis, device: str, top: int) -> list[int]:
