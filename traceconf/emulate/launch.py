@@ -148,3 +148,13 @@ def launch_problem(rules: RuleSet, block: tuple[int, int, int], grid: tuple[int,
                    shared_bytes: int) -> str | None:
     """None, or why the device of ``rules`` cannot run this launch (its ``[limits]``; docs/rules.md)."""
     return (rules.limits or UNSTATED_LIMITS).problem(rules.name, block, grid, shared_bytes)
+
+
+def missing_params_message(kernel: str, what: str, where: str, names: list[str]) -> str:
+    """Why emulation stopped for want of parameters, with the shortest --param spelling that names each
+    (an old nvcc's ``__cudaparm_<kernel>_<name>`` is given by its source name)."""
+    def spelling(name: str) -> str:
+        prefix = f"__cudaparm_{kernel}_"
+        return name[len(prefix):] if name.startswith(prefix) and name[len(prefix):] else name
+    return (f"kernel {kernel}: the {what} at {where} needs parameter{'s' if len(names) > 1 else ''} "
+            f"{', '.join(names)}; pass " + " ".join(f"--param {spelling(n)}=VALUE" for n in names))

@@ -47,6 +47,7 @@ from traceconf.emulate.operands import Context, reader
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.state import ThreadState
 from traceconf.emulate.warp import compile_warp
+from traceconf.emulate.launch import missing_params_message
 from traceconf.errors import InputError
 from traceconf.ptx.opcodes import may_access_shared
 
@@ -316,9 +317,7 @@ class Machine(ThreadState):
         if bits & int(taint.PARAMS):
             names = taint.missing_params(bits, self.ctx.param_names)
             row = slot.row
-            raise InputError(f"kernel {self.ctx.kernel}: the {what} at PTX line {row['ptx_line']} needs parameter"
-                             f"{'s' if len(names) > 1 else ''} {', '.join(names)}; pass "
-                             + " ".join(f"--param {n}=VALUE" for n in names),
+            raise InputError(missing_params_message(self.ctx.kernel, what, f"PTX line {row['ptx_line']}", names),
                              file=self.ctx.path, line=row["ptx_line"], source_line=row["text"])
         if bits & int(taint.CTA):
             self.findings.cta_dependent(slot, what)

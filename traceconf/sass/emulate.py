@@ -28,7 +28,7 @@ from traceconf.accesses import WarpAccesses
 from traceconf.emulate import taint
 from traceconf.emulate.alu import SHARED_WINDOW_BASE
 from traceconf.emulate.driver import CHUNK_THREADS, EmulationResult, _assemble, extent_note
-from traceconf.emulate.launch import Launch, resolve_block, resolve_grid, resolve_params
+from traceconf.emulate.launch import Launch, missing_params_message, resolve_block, resolve_grid, resolve_params
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.simt import Findings, Machine
 from traceconf.errors import InputError
@@ -67,9 +67,7 @@ class SassMachine(Machine):
         if bits & int(taint.PARAMS):
             names = taint.missing_params(bits, self.ctx.param_names)
             row = slot.row
-            raise InputError(f"kernel {self.ctx.kernel}: the {what} at {_where(row)} needs parameter"
-                             f"{'s' if len(names) > 1 else ''} {', '.join(names)}; pass "
-                             + " ".join(f"--param {n}=VALUE" for n in names),
+            raise InputError(missing_params_message(self.ctx.kernel, what, _where(row), names),
                              file=self.ctx.path, line=row.get("line"), source_line=row["text"])
         if bits & int(taint.CTA):
             self.findings.cta_dependent(slot, what)
