@@ -72,6 +72,14 @@ class WarpAccesses:
                      for name in ("cta", "warp", "execution", "instruction", "kind", "bytes", "matrices", "address",
                                   "op")))
 
+    def instruction_kinds(self) -> tuple[dict[int, str], dict[int, int]]:
+        """(kind, bytes per lane) of each instruction that executed, from its first execution."""
+        if not len(self):
+            return {}, {}
+        ids, where = np.unique(self.instruction, return_index=True)
+        return ({ident: KINDS[int(self.kind[at])] for ident, at in zip(ids.tolist(), where.tolist())},
+                {ident: int(self.bytes[at]) for ident, at in zip(ids.tolist(), where.tolist())})
+
     def to_table(self) -> pa.Table:
         """Long ACCESSES table: one row per active lane."""
         rows, lanes = np.nonzero(self.address != INACTIVE)

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
-import numpy as np
 import pyarrow as pa
 
 from traceconf.accesses import WarpAccesses
@@ -234,14 +233,7 @@ def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: li
         summaries += count_devices(emulation.accesses, [rules], gaps, scale=emulation.scale or 1)
     check_some_device(gaps, rule_sets)
     first = next(iter(by_warp_size.values()))
-    acc = first.accesses
-    kinds, widths = {}, {}
-    if len(acc):
-        from traceconf.schemas import KINDS
-        ids, where = np.unique(acc.instruction, return_index=True)
-        for ident, at in zip(ids.tolist(), where.tolist()):
-            kinds[ident] = KINDS[int(acc.kind[at])]
-            widths[ident] = int(acc.bytes[at])
+    kinds, widths = first.accesses.instruction_kinds()
     static, uncounted = _kernel_shared_instructions(module, kernel)
     unresolved = list(first.unresolved)
     unresolved += [u for u in uncounted if u["instruction"] not in {v["instruction"] for v in unresolved}]

@@ -13,14 +13,13 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 
 from traceconf.errors import InputError
 from traceconf.names import select_kernels
 from traceconf.pipeline import (KernelAnalysis, KernelFailure, LaunchRequest, Progress, check_some_device,
                                 count_devices, kernel_failure, launch_gaps, launch_notes)
-from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS, KINDS
+from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS
 
 if TYPE_CHECKING:
     from traceconf.sass.listing import SassModule
@@ -162,13 +161,7 @@ def analyze_sass_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: l
     summaries = count_devices(emulation.accesses, [r for r in rule_sets if r.warp_size == 32], gaps,
                               scale=emulation.scale or 1)
     check_some_device(gaps, rule_sets)
-    acc = emulation.accesses
-    kinds, widths = {}, {}
-    if len(acc):
-        ids, where = np.unique(acc.instruction, return_index=True)
-        for ident, at in zip(ids.tolist(), where.tolist()):
-            kinds[ident] = KINDS[int(acc.kind[at])]
-            widths[ident] = int(acc.bytes[at])
+    kinds, widths = emulation.accesses.instruction_kinds()
     rows = module.instructions_of(kernel)
     unresolved = list(emulation.unresolved)
     seen = {u["instruction"] for u in unresolved}
