@@ -153,8 +153,12 @@ def launch_problem(rules: RuleSet, block: tuple[int, int, int], grid: tuple[int,
 def missing_params_message(kernel: str, what: str, where: str, names: list[str]) -> str:
     """Why emulation stopped for want of parameters, with the shortest --param spelling that names each
     (an old nvcc's ``__cudaparm_<kernel>_<name>`` is given by its source name)."""
-    def spelling(name: str) -> str:
-        prefix = f"__cudaparm_{kernel}_"
-        return name[len(prefix):] if name.startswith(prefix) and name[len(prefix):] else name
     return (f"kernel {kernel}: the {what} at {where} needs parameter{'s' if len(names) > 1 else ''} "
-            f"{', '.join(names)}; pass " + " ".join(f"--param {spelling(n)}=VALUE" for n in names))
+            f"{', '.join(names)}; pass " + " ".join(f"--param {param_spelling(kernel, n)}=VALUE" for n in names))
+
+
+def param_spelling(kernel: str, name: str) -> str:
+    """The shortest ``--param`` key for a PTX parameter: an old nvcc's ``__cudaparm_<kernel>_<name>`` is named
+    by its source name (:func:`parameter_name` accepts it); other names as written."""
+    prefix = f"__cudaparm_{kernel}_"
+    return name[len(prefix):] if name.startswith(prefix) and name[len(prefix):] else name

@@ -18,6 +18,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from traceconf.emulate.launch import param_spelling
 from traceconf.names import short_name
 from traceconf.pipeline import KernelAnalysis
 from traceconf.analyses.results import COUNTS, kernel_table, partial_note
@@ -44,7 +45,7 @@ def scale_note(launch: dict) -> str:
     return "recorded trace: counts as recorded"
 
 
-def launch_line(launch: dict) -> str:
+def launch_line(launch: dict, kernel: str) -> str:
     parts = []
     if "grid" in launch:
         parts.append(f"grid {_dims(launch['grid'])}")
@@ -54,7 +55,7 @@ def launch_line(launch: dict) -> str:
         parts.append(f"dynamic smem {launch['dynamic_smem']} B")
     params = launch.get("params") or {}
     if params:
-        parts.append("params " + ", ".join(f"{k}={v}" for k, v in params.items()))
+        parts.append("params " + ", ".join(f"{param_spelling(kernel, k)}={v}" for k, v in params.items()))
     return ", ".join(parts) or "launch facts unknown"
 
 
@@ -108,7 +109,7 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
     readable = short_name(analysis.kernel)
     header = Text.assemble((readable, "bold"), (f"  {analysis.kernel}" if readable != analysis.kernel else "", "dim"),
                            f"  ({analysis.input_path})\n",
-                           f"launch: {launch_line(analysis.launch)}\n",
+                           f"launch: {launch_line(analysis.launch, analysis.kernel)}\n",
                            f"scale: {scale_note(analysis.launch)}\n",
                            f"device{'s' if not single else ''}: {', '.join(devices)}")
     for note in analysis.notes:
