@@ -47,6 +47,7 @@ class ToolResult:
     arguments: list[str]
     stdout: str
     stderr: str
+    returncode: int = 0
 
 
 def find_tool(name: str) -> str:
@@ -76,9 +77,11 @@ def _one_line(text: str) -> str:
 
 
 def run_tool(name: str, arguments: Sequence[str | os.PathLike], folder: Path | None = None,
-             timeout: float = DEFAULT_TIMEOUT, program: str | None = None, file: str | None = None) -> ToolResult:
+             timeout: float = DEFAULT_TIMEOUT, program: str | None = None, file: str | None = None,
+             check: bool = True) -> ToolResult:
     """Run ``name`` (or the path ``program``) with ``arguments`` — no shell, in ``folder`` (a fresh temporary
-    folder when None), at most ``timeout`` seconds.  Any failure is a ToolError located at ``file`` if given."""
+    folder when None), at most ``timeout`` seconds.  Any failure is a ToolError located at ``file`` if given;
+    with ``check=False`` a non-zero exit status is the caller's to read (``returncode``, ``stderr``)."""
     executable = program or find_tool(name)
     argv = [executable, *map(os.fspath, arguments)]
     with (tool_folder() if folder is None else _existing(folder)) as cwd:
@@ -94,12 +97,12 @@ def run_tool(name: str, arguments: Sequence[str | os.PathLike], folder: Path | N
             raise ToolError(f"{name} did not finish within {timeout:g} s (killed)", file=file) from None
         except OSError as error:
             raise ToolError(f"{name} could not be started: {error.strerror or error}", file=file) from None
-    if completed.returncode != 0:
+    if completed.returncode != 0 and check:
         how = (f"was killed by signal {-completed.returncode}" if completed.returncode < 0
                else f"failed (exit status {completed.returncode})")
         detail = _one_line(completed.stderr) or _one_line(completed.stdout)
         raise ToolError(f"{name} {how}" + (f": {detail}" if detail else ""), file=file)
-    return ToolResult(name, argv[1:], completed.stdout, completed.stderr)
+    return ToolResult(name, argv[1:], completed.stdout, completed.stderr, completed.returncode)
 
 
 @contextmanager

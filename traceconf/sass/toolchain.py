@@ -75,14 +75,10 @@ _PTXAS_LOCATION = re.compile(r", line (\d+); (?:error|fatal)\s*:\s*(.*)")
 def run_tool(name: str, arguments: list[str], what: str, cwd: str | None = None, file: str | None = None) -> str:
     """Run a tool, return its stdout; a failure is a one-line InputError with the tool's first error line
     (located at ``file``:LINE when the tool names an input line, as ptxas does)."""
-    tool = require_tool(name)
-    try:
-        done = subprocess.run([tool, *arguments], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd,
-                              errors="replace")
-    except subprocess.TimeoutExpired:
-        raise InputError(f"{name} did not finish within {TIMEOUT_S} s on {what}") from None
-    except OSError as exc:
-        raise InputError(f"cannot run {tool}: {exc.strerror}") from None
+    from traceconf.tools import run_tool as run   # no shell, argument list, timeout, private folder
+
+    done = run(name, arguments, folder=Path(cwd) if cwd else None, timeout=TIMEOUT_S, program=require_tool(name),
+               file=file, check=False)
     if done.returncode != 0:
         message = next((line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()),
                        f"exit status {done.returncode}")
