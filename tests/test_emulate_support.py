@@ -25,12 +25,16 @@ def parse_path(path):
 HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
 
 
-def kernel_module(body: str, params: str = "", shared: str = "", name: str = "k", extra: str = ""):
-    """A one-kernel module: ``body`` is the kernel's PTX (registers declared generously)."""
-    text = (HEADER + extra + f".visible .entry {name}({params})\n{{\n"
+def kernel_text(body: str, params: str = "", shared: str = "", name: str = "k", extra: str = "") -> str:
+    """The PTX of a one-kernel module: ``body`` is the kernel's PTX (registers declared generously)."""
+    return (HEADER + extra + f".visible .entry {name}({params})\n{{\n"
             ".reg .pred %p<16>;\n.reg .b16 %rs<16>;\n.reg .b32 %r<64>;\n.reg .b64 %rd<32>;\n.reg .f32 %f<16>;\n"
             + shared + body + "\n}\n")
-    return parse(text)
+
+
+def kernel_module(body: str, params: str = "", shared: str = "", name: str = "k", extra: str = ""):
+    """A one-kernel module, parsed (see :func:`kernel_text`)."""
+    return parse(kernel_text(body, params, shared, name, extra))
 
 
 def run(module, kernel: str = "k", **launch):

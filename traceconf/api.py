@@ -57,6 +57,7 @@ def _frame(analyses: list[KernelAnalysis], failures: list[KernelFailure], rule_s
     frame = results_table(analyses, [r.name for r in rule_sets]).to_pandas()
     messages = [failure.line() for failure in failures]
     frame.attrs["failures"] = messages
+    frame.attrs["partial"] = [f"{a.kernel}: {a.launch['partial']}" for a in analyses if "partial" in a.launch]
     for message in messages:
         warnings.warn(message, stacklevel=3)
     return frame
@@ -66,7 +67,8 @@ def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, blo
                 grid: Dims | None = None, params: Mapping[str | int, int] | None = None,
                 dynamic_smem: int | None = None, devices: Sequence[str] | str = ("sm_90",), ctas: int | None = None,
                 max_steps: int = 10_000_000, launches: str | Path | None = None, level: str = "ptx",
-                ptxas_options: Sequence[str] = ()) -> pd.DataFrame:
+                ptxas_options: Sequence[str] = (), time_limit: float | None = None,
+                memory_limit: int | None = None, exhaustive: bool = False) -> pd.DataFrame:
     """Emulate the PTX kernels (``kernel`` selects as ``--kernel`` does; all by default) and count wavefronts
     per device.
 
@@ -74,12 +76,17 @@ def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, blo
     index to its value; ``launches`` is a launch file (docs/launches.md) whose entries fill in what the
     arguments leave out.  ``level="sass"`` (or ``"auto"``, as the CLI's default) assembles the PTX with
     ptxas and counts what the GPU runs (``docs/sass.md``); ``"ptx"`` counts the PTX as written.
+    ``time_limit`` (seconds, default 30) and ``memory_limit`` (bytes, default half the machine) stop an
+    emulation cleanly; the frame's ``attrs["partial"]`` then lists ``kernel: why`` for each stopped kernel.
+    ``exhaustive`` emulates every CTA where CTA classes would stand for them (to check the classes).
     """
     launch = LaunchRequest.given_as(block=_dims(block, "block") if block is not None else None,
                                     grid=_dims(grid, "grid") if grid is not None else None,
                                     params={str(k): int(v) for k, v in (params or {}).items()},
                                     dynamic_smem=None if dynamic_smem is None else int(dynamic_smem), ctas=ctas,
-                                    max_steps=max_steps, launches=launches)
+                                    max_steps=max_steps, launches=launches, time_limit=time_limit,
+                                    memory_limit=memory_limit, classes=not exhaustive)
+    launch.retain = 0                  # a frame of counts: no report looks at single executions
     rule_sets = _rules(devices)
     if level != "ptx":
         from traceconf.sass.analyze import run_ptx_at_level
@@ -91,12 +98,15 @@ def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, blo
 def analyze_sass(path: str | Path, kernel: str | Iterable[str] | None = None, block: Dims = 32,
                  grid: Dims = (1, 1, 1), params: Mapping[str | int, int] | None = None, dynamic_smem: int = 0,
                  devices: Sequence[str] | str = ("sm_90",), ctas: int | None = None,
-                 max_steps: int = 10_000_000) -> pd.DataFrame:
-    """Emulate a SASS listing (cuobjdump -sass, nvdisasm) or CUDA binary (cubin, fatbin, executable, .so)."""
+                 max_steps: int = 10_000_000, time_limit: float | None = None, memory_limit: int | None = None,
+                 exhaustive: bool = False) -> pd.DataFrame:
+    """Emulate a SASS listing (cuobjdump -sass, nvdisasm) or CUDA binary (cubin, fatbin, executable, .so);
+    the arguments are :func:`analyze_ptx`'s."""
     from traceconf.sass.analyze import run_sass_file
     launch = LaunchRequest(block=_dims(block, "block"), grid=_dims(grid, "grid"),
                            params={str(k): int(v) for k, v in (params or {}).items()},
-                           dynamic_smem=int(dynamic_smem), ctas=ctas, max_steps=max_steps)
+                           dynamic_smem=int(dynamic_smem), ctas=ctas, max_steps=max_steps,
+                           time_limit=time_limit, memory_limit=memory_limit, classes=not exhaustive, retain=0)
     rule_sets = _rules(devices)
     return _frame(*run_sass_file(path, _kernels(kernel), launch, rule_sets), rule_sets)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+import numpy as np
 import pyarrow as pa
 
 from traceconf.accesses import WarpAccesses
@@ -36,6 +37,9 @@ class KernelAnalysis:
     notes: list[str] = field(default_factory=list)
     accesses: dict[int, WarpAccesses] = field(default_factory=dict)  # by warp size; empty for streamed traces
     device_gaps: dict[str, str] = field(default_factory=dict)  # device → why it could not count this kernel
+    # per execution of ``accesses``: how many CTAs it stands for (absent: launch["scale"] for all)
+    weights: dict[int, np.ndarray] = field(default_factory=dict)
+    complete: bool = True                  # ``accesses`` hold every execution (False: the first ones only)
     shared_layout: list[dict] = field(default_factory=list)  # PTX: {"name", "offset", "bytes", ...} per variable
 
 
@@ -81,6 +85,11 @@ class LaunchRequest:
     dynamic_smem: int = 0
     ctas: int | None = None
     max_steps: int = 10_000_000
+    time_limit: float | None = None          # None: the emulator's default (launch.DEFAULT_TIME_LIMIT)
+    memory_limit: int | None = None          # None: the emulator's default share of the machine
+    classes: bool = True                     # False: every CTA runs (--exhaustive)
+    retain: int | None = None                # executions kept for explain/--suggest (None: RETAINED_EXECUTIONS,
+                                             # -1: all of them)
     data: dict[str, str] = field(default_factory=dict)   # NAME_OR_INDEX -> SOURCE (see traceconf.emulate.data)
     seed: int = 0
     entries: tuple = ()                     # LaunchEntry per kernel from a launch file (traceconf.launches)
@@ -101,7 +110,8 @@ class LaunchRequest:
 
     @classmethod
     def given_as(cls, block=None, grid=None, params=None, dynamic_smem=None, ctas=None, max_steps=10_000_000,
-                 launches=None, data=None, seed=0) -> "LaunchRequest":
+                 launches=None, data=None, seed=0, time_limit=None, memory_limit=None,
+                 classes=True) -> "LaunchRequest":
         """A launch from options where None means "not given" (a launch file or the kernel may fill it in)."""
         from traceconf.launches import read_launch_file
 
@@ -109,7 +119,8 @@ class LaunchRequest:
                                           ("ctas", ctas)) if value is not None}
         return cls(block=block, grid=grid or (1, 1, 1), params=dict(params or {}), dynamic_smem=dynamic_smem or 0,
                    ctas=ctas, max_steps=max_steps, entries=read_launch_file(launches) if launches else (),
-                   given=frozenset(given), data=dict(data or {}), seed=seed)
+                   given=frozenset(given), data=dict(data or {}), seed=seed, time_limit=time_limit,
+                   memory_limit=memory_limit, classes=classes)
 
     def for_kernel(self, kernel_row: dict, path: str) -> "LaunchRequest":
         """This launch with the first launch-file entry that selects the kernel filled in."""
@@ -145,11 +156,14 @@ class LaunchRequest:
         from traceconf.emulate.launch import Launch, resolve_params
         return resolve_params(Launch(params=self.params), kernel_row, strict=False)
 
-    def emulator_launch(self, kernel_row: dict, path: str, warp_size: int):
+    def emulator_launch(self, kernel_row: dict, path: str, warp_size: int, row_bytes: int = 128):
         from traceconf.emulate import Launch
+        from traceconf.emulate.launch import DEFAULT_TIME_LIMIT
         return Launch(block=self.block_for(kernel_row, path), grid=self.grid, params=self.params_for(kernel_row, path),
                       dynamic_smem=self.dynamic_smem, warp_size=warp_size, ctas=self.ctas,
-                      max_steps=self.max_steps, data=self.data_for(kernel_row))
+                      max_steps=self.max_steps, data=self.data_for(kernel_row),
+                      time_limit=DEFAULT_TIME_LIMIT if self.time_limit is None else self.time_limit,
+                      memory_limit=self.memory_limit, classes=self.classes, row_bytes=row_bytes)
 
     def describe(self, kernel_row: dict, path: str) -> dict:
         from traceconf.emulate.launch import block_and_origin
@@ -209,50 +223,169 @@ def _kernel_shared_instructions(module, kernel: str) -> tuple[list[int], list[di
     return ids, uncounted
 
 
+#: Executions kept per warp size for the reports that look at single executions (explain, --suggest);
+#: counting never needs them (each batch is counted and dropped).  32 lanes × 8 B each: ~64 MiB.
+RETAINED_EXECUTIONS = 250_000
+#: Partial summaries of one device merged once this many have piled up (keeps a long stream's memory flat).
+COMBINE_EVERY = 64
+
+
+class _Counter:
+    """Consumes the emulator's batches: counts each under the rule sets of one warp size (a device that
+    cannot count them joins ``gaps`` and its partial sums are dropped), keeps the sums, each instruction's
+    kind and width, and the first ``retain`` executions (all of them when ``retain`` < 0) for the reports
+    that look at single executions."""
+
+    def __init__(self, rule_sets: list, gaps: dict[str, str], retain: int):
+        self.rule_sets, self.gaps, self.retain = rule_sets, gaps, retain
+        self.summaries: dict[str, list[pa.Table]] = {}
+        self.kinds: dict[int, str] = {}
+        self.widths: dict[int, int] = {}
+        self.kept: list[tuple[WarpAccesses, int]] = []
+        self.kept_rows = 0
+        self.complete = True           # False once an execution was not kept
+
+    def __call__(self, accesses: WarpAccesses, weight: int) -> None:
+        from traceconf.engine import combine
+        for rules in self.rule_sets:
+            if rules.name in self.gaps:
+                continue
+            counted = count_devices(accesses, [rules], self.gaps, scale=int(weight))
+            if rules.name in self.gaps:
+                self.summaries.pop(rules.name, None)
+                continue
+            tables = self.summaries.setdefault(rules.name, [])
+            tables += counted
+            if len(tables) >= COMBINE_EVERY:
+                self.summaries[rules.name] = [combine(tables)]
+        kinds, widths = accesses.instruction_kinds()
+        for ident, kind in kinds.items():
+            self.kinds.setdefault(ident, kind)
+            self.widths.setdefault(ident, widths[ident])
+        room = len(accesses) if self.retain < 0 else self.retain - self.kept_rows
+        if room > 0:
+            part = accesses if len(accesses) <= room else accesses.take(np.arange(room))
+            self.kept.append((part, int(weight)))
+            self.kept_rows += len(part)
+        if room < len(accesses):
+            self.complete = False
+
+    def tables(self) -> list[pa.Table]:
+        return [table for name, tables in self.summaries.items() if name not in self.gaps for table in tables]
+
+    def retained(self, kernel: str, warp_size: int) -> tuple[WarpAccesses, np.ndarray]:
+        if not self.kept:
+            return WarpAccesses.empty(kernel, warp_size), np.zeros(0, dtype=np.int64)
+        accesses = WarpAccesses.concat([a for a, _ in self.kept])
+        accesses.execution = np.arange(len(accesses), dtype=np.int64)
+        return accesses, np.concatenate([np.full(len(a), w, dtype=np.int64) for a, w in self.kept])
+
+
+@dataclass
+class Counted:
+    """One launch emulated per warp size and counted under every rule set that could count it."""
+
+    results: pa.Table                       # INSTRUCTION_RESULTS, devices in the order asked for
+    emulation: object                       # EmulationResult of the first warp size (its facts are the launch's)
+    kinds: dict[int, str]
+    widths: dict[int, int]
+    accesses: dict[int, WarpAccesses]       # retained executions, by warp size
+    weights: dict[int, np.ndarray]
+    complete: bool
+
+
+def emulate_and_count(emulate_for: Callable, rule_sets: list, gaps: dict[str, str],
+                      retain: int | None) -> Counted:
+    """Emulate once per warp size of the rule sets not in ``gaps`` (``emulate_for(warp_size, row_bytes,
+    consume)``: the level's emulator, streaming its batches into ``consume``) and count each batch under
+    those rule sets as it comes, so memory does not grow with the grid."""
+    from math import lcm
+
+    from traceconf.engine import combine
+
+    by_warp_size: dict[int, list] = {}
+    for rules in rule_sets:
+        if rules.name not in gaps:
+            by_warp_size.setdefault(rules.warp_size, []).append(rules)
+    retain = RETAINED_EXECUTIONS if retain is None else retain
+    emulations, counters = {}, {}
+    for warp_size, sets in by_warp_size.items():
+        counters[warp_size] = _Counter(sets, gaps, retain)
+        # classes may only be separated by whole bank rows of every rule set counting them
+        emulations[warp_size] = emulate_for(warp_size, lcm(*[int(r.row_bytes) for r in sets]), counters[warp_size])
+    check_some_device(gaps, rule_sets)
+    tables = [table for counter in counters.values() for table in counter.tables()]
+    results = combine(tables) if tables else INSTRUCTION_RESULTS.empty_table()
+    if results.num_rows:
+        order = {rules.name: index for index, rules in enumerate(rule_sets)}
+        ranks = pa.array([order.get(name, len(order)) for name in results.column("device").to_pylist()])
+        results = results.append_column("_rank", ranks).sort_by([("_rank", "ascending"),
+                                                                 ("instruction", "ascending")]).drop(["_rank"])
+    kinds, widths = {}, {}
+    for counter in counters.values():
+        for ident, kind in counter.kinds.items():
+            kinds.setdefault(ident, kind)
+            widths.setdefault(ident, counter.widths[ident])
+    retained = {w: c.retained(emulations[w].accesses.kernel, w) for w, c in counters.items()}
+    return Counted(results=results, emulation=next(iter(emulations.values())), kinds=kinds, widths=widths,
+                   accesses={w: r[0] for w, r in retained.items()}, weights={w: r[1] for w, r in retained.items()},
+                   complete=all(c.complete for c in counters.values()))
+
+
+def scale_facts(emulation, facts: dict, notes: list[str], counted: Counted, retain: int | None) -> None:
+    """What the counts stand for (one CTA scaled, classes, a sample, a stop at a limit), as launch facts and
+    notes."""
+    facts["analysed_ctas"] = emulation.emulated_ctas
+    facts["total_ctas"] = emulation.total_ctas
+    if emulation.sampled is not None:
+        analysed, total = emulation.sampled
+        facts["sampled_ctas"] = [analysed, total]
+        notes.append(f"sampled {analysed} of {total} CTAs: counts cover the sampled CTAs only")
+    elif emulation.scale is not None and not emulation.partial:
+        facts["scale"] = emulation.scale
+    if emulation.class_count:
+        facts["classes"] = emulation.classes
+        facts["class_count"] = emulation.class_count
+    if emulation.partial:
+        facts["partial"] = emulation.partial
+        facts["covered_ctas"] = emulation.covered_ctas
+    if retain != 0 and not counted.complete:
+        kept = sum(len(a) for a in counted.accesses.values())
+        notes.append(f"reports that show single executions (explain, --suggest) see the first {kept:,} executions")
+
+
 def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: list,
                        progress: Progress | None = None) -> KernelAnalysis:
-    """Emulate one kernel once per distinct warp size and run every rule set on it."""
+    """Emulate one kernel once per distinct warp size, counting every batch under every rule set as it
+    comes (memory does not grow with the grid)."""
     from traceconf.emulate import emulate
-
     from traceconf.emulate.launch import static_shared_bytes
 
     kernel_row = module.kernel(kernel)
-    by_warp_size = {}
-    summaries, gaps = [], {}
-    block = launch.block_for(kernel_row, str(module.path))
-    gaps.update(launch_gaps(rule_sets, block, launch.grid, static_shared_bytes(kernel_row) + launch.dynamic_smem))
+    path = str(module.path)
+    block = launch.block_for(kernel_row, path)
+    gaps = launch_gaps(rule_sets, block, launch.grid, static_shared_bytes(kernel_row) + launch.dynamic_smem)
     check_some_device(gaps, rule_sets)
-    for rules in rule_sets:
-        if rules.name in gaps:
-            continue
-        if rules.warp_size not in by_warp_size:
-            by_warp_size[rules.warp_size] = emulate(
-                module, kernel, launch.emulator_launch(kernel_row, str(module.path), rules.warp_size),
-                progress=progress)
-        emulation = by_warp_size[rules.warp_size]
-        summaries += count_devices(emulation.accesses, [rules], gaps, scale=emulation.scale or 1)
-    check_some_device(gaps, rule_sets)
-    first = next(iter(by_warp_size.values()))
-    kinds, widths = first.accesses.instruction_kinds()
+
+    def emulate_for(warp_size: int, row_bytes: int, consume) -> object:
+        return emulate(module, kernel, launch.emulator_launch(kernel_row, path, warp_size, row_bytes),
+                       progress=progress, consume=consume)
+
+    counted = emulate_and_count(emulate_for, rule_sets, gaps, launch.retain)
+    first = counted.emulation
     static, uncounted = _kernel_shared_instructions(module, kernel)
     unresolved = list(first.unresolved)
     unresolved += [u for u in uncounted if u["instruction"] not in {v["instruction"] for v in unresolved}]
     unresolved_ids = [u["instruction"] for u in unresolved]
-    info = _instruction_info(module, kernel, list(kinds) + static + unresolved_ids, kinds, widths)
-    launch_facts = launch.describe(kernel_row, str(module.path))
+    info = _instruction_info(module, kernel, list(counted.kinds) + static + unresolved_ids, counted.kinds,
+                             counted.widths)
+    launch_facts = launch.describe(kernel_row, path)
     notes = list(first.notes) + [f"not counted on {device}: {reason}" for device, reason in gaps.items()]
     notes += launch_notes(launch_facts)
-    if first.scale is not None:
-        launch_facts["analysed_ctas"] = len(first.analysed_ctas)
-        launch_facts["scale"] = first.scale
-    else:
-        analysed, total = first.sampled
-        launch_facts["sampled_ctas"] = [analysed, total]
-        notes.append(f"sampled {analysed} of {total} CTAs: counts cover the sampled CTAs only")
-    return KernelAnalysis(kernel=kernel, input_path=str(module.path), input_format="ptx", launch=launch_facts,
-                          results=pa.concat_tables(summaries) if summaries else INSTRUCTION_RESULTS.empty_table(),
-                          instructions=info, unresolved=unresolved, notes=notes,
-                          accesses={w: e.accesses for w, e in by_warp_size.items()},
+    scale_facts(first, launch_facts, notes, counted, launch.retain)
+    return KernelAnalysis(kernel=kernel, input_path=path, input_format="ptx", launch=launch_facts,
+                          results=counted.results, instructions=info, unresolved=unresolved, notes=notes,
+                          accesses=counted.accesses, weights=counted.weights, complete=counted.complete,
                           shared_layout=[dict(v) for v in first.shared_layout], device_gaps=gaps)
 
 

@@ -175,15 +175,20 @@ def _our_lines(analysis: KernelAnalysis, devices: list[str], model: BankModel) -
                             analysis.instructions.column("ptx_line").to_pylist()))
         cycles = model_cycles(accesses.address, model)
         counted = cycles > 0                              # predicated-off warps are not counted by GPGPU-Sim
+        # each kept execution stands for the CTAs of its class (or the launch's scale)
+        weights = analysis.weights.get(32)
+        if weights is None or len(weights) != len(accesses):
+            weights = np.full(len(accesses), scale, dtype=np.int64)
         ids, inverse = np.unique(accesses.instruction[counted], return_inverse=True)
-        warps = np.bincount(inverse, minlength=len(ids))
-        sums = np.bincount(inverse, weights=cycles[counted], minlength=len(ids))
+        warps = np.bincount(inverse, weights=weights[counted].astype(np.float64), minlength=len(ids))
+        sums = np.bincount(inverse, weights=cycles[counted] * weights[counted].astype(np.float64),
+                           minlength=len(ids))
         for line in lines.values():
             line["model"] = {"warps": 0, "cycles": 0}
         for ident, w, c in zip(ids.tolist(), warps.tolist(), sums.tolist()):
             model_row = lines[ptx_line[ident]]["model"]
-            model_row["warps"] += w * scale
-            model_row["cycles"] += int(c) * scale
+            model_row["warps"] += int(round(w))
+            model_row["cycles"] += int(round(c))
     return lines
 
 

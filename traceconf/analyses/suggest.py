@@ -20,7 +20,11 @@ need 16-byte alignment), so pads are multiples of the widest access.
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
@@ -72,6 +76,8 @@ class Suggestion:
             return f"no padding or swizzle of {self.variable.name} helps"
         before = self.baseline.per_instruction[self.instruction]
         after = self.best.per_instruction[self.instruction]
+        if after == (0, 0) and before[0]:
+            return f"{self.best.label}: merged into a vector access"
         return f"{self.best.label}: {before[1]}-way → {after[1]}-way"
 
 
@@ -99,6 +105,71 @@ def row_candidates(address: np.ndarray, access_bytes: int, row_unit: int) -> lis
     return values[np.argsort(-counts, kind="stable")][:MAX_ROW_CANDIDATES].tolist()
 
 
+#: Bytes of the element types a ``__shared__`` tile is commonly declared with.
+ELEMENT_BYTES = {"char": 1, "int8_t": 1, "uint8_t": 1, "short": 2, "half": 2, "__half": 2, "__nv_bfloat16": 2,
+                 "bf16": 2, "int": 4, "unsigned": 4, "float": 4, "int32_t": 4, "uint32_t": 4, "half2": 4,
+                 "__half2": 4, "double": 8, "long": 8, "int64_t": 8, "uint64_t": 8, "float2": 8, "int2": 8,
+                 "float4": 16, "int4": 16, "uint4": 16, "double2": 16}
+_CONSTANT = re.compile(r"^\s*(?:#define\s+(\w+)\s+\(?\s*(\d+)\s*\)?\s*$|(?:static\s+)?(?:constexpr|const)\s+"
+                       r"(?:unsigned\s+|signed\s+)?(?:int|long|size_t|auto|uint32_t|int32_t)\s+(\w+)\s*=\s*(\d+)\s*;)",
+                       re.MULTILINE)
+
+
+@lru_cache(maxsize=32)
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def _evaluate(expression: str, constants: dict[str, int]) -> int | None:
+    """An integer array extent such as ``TILE_DIM + 1`` (literals, named constants, + - * /), else None."""
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError:
+        return None
+
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in constants:
+            return constants[node.id]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv)):
+            left, right = value(node.left), value(node.right)
+            if left is None or right is None or (isinstance(node.op, (ast.Div, ast.FloorDiv)) and not right):
+                return None
+            return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}.get(
+                type(node.op), left // right if right else None)
+        return None
+    return value(tree.body)
+
+
+def declared_row(source_file: str | None, source_line: int | None, input_path: str, name: str
+                 ) -> tuple[int, str] | None:
+    """(row bytes, ``name[..][EXTENT]``) of the last ``__shared__`` declaration of ``name`` above
+    ``source_line`` in the CUDA source (the tile's own row, as written), or None when unreadable."""
+    if not source_file or not source_line:
+        return None
+    here = Path(input_path).parent
+    text = next((t for t in (_read(str(c)) for c in (Path(source_file), here / source_file,
+                                                       here / Path(source_file).name)) if t is not None), None)
+    if text is None:
+        return None
+    before = "\n".join(text.splitlines()[:source_line])
+    found = list(re.finditer(r"__shared__([^;]*?)\b" + re.escape(name) + r"\s*((?:\[[^\]]*\]\s*){2,})", before))
+    if not found:
+        return None
+    declaration = found[-1]
+    element = [w for w in re.findall(r"\w+", declaration.group(1)) if w in ELEMENT_BYTES]
+    extents = re.findall(r"\[([^\]]*)\]", declaration.group(2))
+    constants = {m.group(1) or m.group(3): int(m.group(2) or m.group(4)) for m in _CONSTANT.finditer(text)}
+    extent = _evaluate(extents[-1], constants)
+    if not element or not extent or extent < 1:
+        return None
+    return extent * ELEMENT_BYTES[element[-1]], f"{name}[…][{extents[-1].strip()}]"
+
+
 def _inside(address: np.ndarray, variable: Variable) -> np.ndarray:
     active = address != INACTIVE
     if variable.bytes is None:
@@ -124,19 +195,24 @@ def swizzle(address: np.ndarray, mask: np.ndarray, variable: Variable, row: int,
     return out
 
 
-def _count(accesses: WarpAccesses, address: np.ndarray, rules, scale: int) -> dict[int, tuple[int, int]]:
-    from traceconf.engine import analyze, summarize
+def _count(accesses: WarpAccesses, address: np.ndarray, rules, weights: np.ndarray) -> dict[int, tuple[int, int]]:
+    """instruction → (wavefronts, max ways), each execution counted ``weights`` times (the CTAs it stands for)."""
+    from traceconf.engine import count_wavefronts
 
     changed = WarpAccesses(accesses.kernel, accesses.cta, accesses.warp, accesses.execution, accesses.instruction,
                            accesses.kind, accesses.bytes, accesses.matrices, address)
-    table = summarize(analyze(changed, rules), scale=scale)
-    return {int(i): (int(w), int(m)) for i, w, m in zip(table.column("instruction").to_pylist(),
-                                                       table.column("wavefronts").to_pylist(),
-                                                       table.column("max_ways").to_pylist())}
+    wavefronts, _, max_ways = count_wavefronts(changed, rules)
+    ids, slot = np.unique(changed.instruction, return_inverse=True)
+    totals = np.bincount(slot, weights=wavefronts.astype(np.float64) * weights, minlength=len(ids))
+    worst = np.zeros(len(ids), dtype=np.int64)
+    np.maximum.at(worst, slot, max_ways)
+    return {int(i): (int(round(t)), int(m)) for i, t, m in zip(ids.tolist(), totals.tolist(), worst.tolist())}
 
 
-def suggest_for(analysis: KernelAnalysis, instruction: int, rules) -> Suggestion | None:
-    """Best pad/swizzle for the variable ``instruction`` accesses, or None without addresses or a row pattern."""
+def suggest_for(analysis: KernelAnalysis, instruction: int, rules, tried: dict | None = None) -> Suggestion | None:
+    """Best pad/swizzle for the variable ``instruction`` accesses, or None without addresses or a row pattern.
+
+    ``tried`` caches the outcomes per (variable, row candidates): hotspots on the same tile share them."""
     accesses = analysis.accesses.get(rules.warp_size)
     if accesses is None or not len(accesses):
         return None
@@ -146,15 +222,29 @@ def suggest_for(analysis: KernelAnalysis, instruction: int, rules) -> Suggestion
     variable = variable_of(analysis, accesses.address[own])
     touches = np.any(_inside(accesses.address, variable), axis=1)
     ids = np.unique(accesses.instruction[touches])
-    scope = accesses.take(np.nonzero(np.isin(accesses.instruction, ids))[0])
+    in_scope = np.nonzero(np.isin(accesses.instruction, ids))[0]
+    scope = accesses.take(in_scope)
+    kept = analysis.weights.get(rules.warp_size)
+    weights = kept[in_scope] if kept is not None and len(kept) == len(accesses) else \
+        np.full(len(scope), int(analysis.launch.get("scale", 1)), dtype=np.int64)
     mask = _inside(scope.address, variable)
     widest = int(scope.bytes.max())
     rows = row_candidates(accesses.address[own], int(accesses.bytes[own][0]), rules.bank_bytes)
     if not rows:
         return None
-    scale = int(analysis.launch.get("scale", 1))
+    # lanes may step several rows at once (68 words = 4 rows of 17) or a row and a column (18 words): only
+    # the row the source declares can be padded, so when the source is readable that row is the candidate
+    source = [r for r in analysis.instructions.to_pylist() if r["instruction"] == instruction]
+    declared = declared_row(source[0]["source_file"], source[0]["source_line"], analysis.input_path,
+                            variable.name) if source else None
+    if declared is not None and declared[0] % rules.bank_bytes == 0 and declared[0] > int(accesses.bytes[own][0]):
+        rows = [declared[0]]
+    key = (variable.name, variable.base, tuple(rows))
+    if tried is not None and key in tried:
+        baseline, best = tried[key]
+        return Suggestion(instruction, variable, rows[0], baseline, best)
     words = rules.bank_bytes
-    baseline = Outcome("current layout", _count(scope, scope.address, rules, scale))
+    baseline = Outcome("current layout", _count(scope, scope.address, rules, weights))
     outcomes = []
     for row in rows:
         for multiple in PAD_MULTIPLES:
@@ -162,7 +252,7 @@ def suggest_for(analysis: KernelAnalysis, instruction: int, rules) -> Suggestion
             label = (f"pad {variable.name} row {row // words}→{(row + extra) // words} words"
                      if row % words == 0 else f"pad {variable.name} row {row}→{row + extra} B")
             outcomes.append(Outcome(label, _count(scope, pad(scope.address, mask, variable, row, extra), rules,
-                                                  scale)))
+                                                  weights)))
         for chunk in SWIZZLE_CHUNKS:
             chunks = row // chunk
             if row % chunk or chunks < 2 or chunks & (chunks - 1) or chunk < widest:
@@ -170,10 +260,66 @@ def suggest_for(analysis: KernelAnalysis, instruction: int, rules) -> Suggestion
             unit = "word" if chunk == words else f"{chunk}-B chunk"
             label = f"swizzle {variable.name}: {unit} index ^= row % {chunks} (rows of {row} B)"
             outcomes.append(Outcome(label, _count(scope, swizzle(scope.address, mask, variable, row, chunk), rules,
-                                                  scale)))
+                                                  weights)))
+    vector = vector_outcome(scope, weights, instruction, variable, rules)
+    if vector is not None:
+        outcomes.append(vector)
     best = min(outcomes, key=lambda o: o.wavefronts)
-    return Suggestion(instruction, variable, rows[0], baseline,
-                      best if best.wavefronts < baseline.wavefronts else None)
+    best = best if best.wavefronts < baseline.wavefronts else None
+    if tried is not None:
+        tried[key] = (baseline, best)
+    return Suggestion(instruction, variable, rows[0], baseline, best)
+
+
+def vector_outcome(scope: WarpAccesses, weights: np.ndarray, instruction: int, variable: Variable, rules
+                   ) -> Outcome | None:
+    """Vector accesses instead of scalar ones: wherever an instruction like ``instruction`` (same kind and
+    width) has its lanes ``v`` elements apart, 16-byte aligned at most, and sibling instructions executed
+    alike read (write) the other ``v - 1`` elements at ``+j`` elements on every execution, the group becomes
+    one ``v``-element access per lane; the rest of the variable's accesses are counted unchanged."""
+    from traceconf.schemas import KIND_CODES
+    first = np.flatnonzero(scope.instruction == instruction)[0]
+    kind, size = int(scope.kind[first]), int(scope.bytes[first])
+    if kind not in (KIND_CODES["ld"], KIND_CODES["st"]) or int(scope.matrices[first]) or size > 8:
+        return None
+    rows_of = {}
+    for ident in np.unique(scope.instruction).tolist():
+        rows = np.flatnonzero(scope.instruction == ident)
+        if int(scope.kind[rows[0]]) == kind and int(scope.bytes[rows[0]]) == size:
+            rows_of[ident] = rows
+    by_content = {scope.address[rows].tobytes(): ident for ident, rows in rows_of.items()}
+    heads, merged = {}, set()
+    for ident, rows in rows_of.items():
+        address = scope.address[rows]
+        active = address != INACTIVE
+        steps = (address[:, 1:] - address[:, :-1])[active[:, :-1] & active[:, 1:]]
+        if not len(steps):
+            continue
+        values, counts = np.unique(steps, return_counts=True)
+        step = int(values[np.argmax(counts)])
+        elements = step // size
+        if step % size or elements not in (2, 4) or step > 16 or np.any(address[active] % step):
+            continue
+        siblings = [by_content.get(np.where(active, address + j * size, INACTIVE).tobytes())
+                    for j in range(1, elements)]
+        if all(s is not None and s != ident for s in siblings):
+            heads[ident] = elements
+            merged.update(siblings)
+    if instruction not in heads and instruction not in merged:
+        return None
+    keep = ~np.isin(scope.instruction, sorted(merged))
+    changed = scope.take(np.flatnonzero(keep))
+    widths = np.array([heads.get(i, 1) for i in changed.instruction.tolist()], dtype=np.int64)
+    changed.bytes = (changed.bytes * widths).astype(scope.bytes.dtype)
+    counted = _count(changed, changed.address, rules, weights[keep])
+    counted.update({sibling: (0, 0) for sibling in merged})
+    elements = heads.get(instruction) or max(heads.values())
+    verb = "read" if kind == KIND_CODES["ld"] else "write"
+    vector = f"float{elements}" if size == 4 else f"{elements} × {size} B"
+    label = (f"{verb} {variable.name} as {elements * size}-byte vectors ({'ld' if verb == 'read' else 'st'}"
+             f".shared.v{elements}, e.g. {vector}) instead of {elements} scalar {verb}s "
+             f"({len(heads)} group(s))")
+    return Outcome(label, counted)
 
 
 def hotspots(analysis: KernelAnalysis, device: str, top: int) -> list[int]:
@@ -186,5 +332,6 @@ def hotspots(analysis: KernelAnalysis, device: str, top: int) -> list[int]:
 
 def suggestions(analysis: KernelAnalysis, rules, top: int) -> list[tuple[int, Suggestion | None]]:
     """(instruction, suggestion or None when nothing can be tried) for the ``top`` hotspots on ``rules``."""
-    return [(instruction, suggest_for(analysis, instruction, rules))
+    tried: dict = {}
+    return [(instruction, suggest_for(analysis, instruction, rules, tried))
             for instruction in hotspots(analysis, rules.name, top)]

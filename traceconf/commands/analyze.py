@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+    TimeRemainingColumn
 
 from traceconf.errors import DATA_ERRORS, EXIT_INPUT, EXIT_INTERNAL, InputError, as_input_error
 from traceconf.rules import load_rule_sets
@@ -54,6 +55,15 @@ Ctas = Annotated[Optional[int], typer.Option(
     "--ctas", min=1, help="Emulate at most N CTAs (counts then cover the sampled CTAs).", rich_help_panel=LAUNCH)]
 MaxSteps = Annotated[int, typer.Option(
     "--max-steps", min=1, help="Stop a runaway emulation after N warp steps.", rich_help_panel=LAUNCH)]
+TimeLimit = Annotated[float, typer.Option(
+    "--time-limit", min=0.1, help="Stop a kernel's emulation after SECONDS; what was counted is kept, labelled "
+    "partial.", rich_help_panel=LAUNCH)]
+MemoryLimit = Annotated[Optional[str], typer.Option(
+    "--memory-limit", help="Stop cleanly before the process holds more than this much memory, e.g. 4G or 512M "
+    "(default: half the machine's memory).", rich_help_panel=LAUNCH)]
+Exhaustive = Annotated[bool, typer.Option(
+    "--exhaustive", help="Emulate every CTA even where CTA classes would prove the counts (to check them).",
+    rich_help_panel=LAUNCH)]
 Devices = Annotated[Optional[list[str]], typer.Option(
     "--device", "-d", help="Rule set (sm_90), architecture (sm90, compute_80) or product (h100, a100, rtx4090, "
     "mi300x: traceconf devices NAME) to analyse for, or a .toml rule file; repeat for side-by-side columns "
@@ -111,9 +121,25 @@ def parse_data(items: list[str] | None) -> dict[str, str]:
     return data
 
 
+def parse_bytes(text: str, option: str) -> int:
+    """``4G``, ``512M``, ``100000K`` or plain bytes (binary units)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    cleaned = text.strip().upper().removesuffix("IB").removesuffix("B")
+    factor = units.get(cleaned[-1:], 1)
+    number = cleaned[:-1] if cleaned[-1:] in units else cleaned
+    try:
+        value = int(float(number) * factor)
+    except (ValueError, OverflowError):
+        raise InputError(f"{option}: {text!r} is not a size (e.g. 4G, 512M, bytes)") from None
+    if value <= 0:
+        raise InputError(f"{option}: must be positive, got {text!r}")
+    return value
+
+
 def launch_request(block: str | None, grid: str | None, params: list[str] | None, dynamic_smem: str | None,
                    ctas: int | None, max_steps: int, launches: Path | None = None, data: list[str] | None = None,
-                   seed: int = 0) -> LaunchRequest:
+                   seed: int = 0, time_limit: float | None = None, memory_limit: str | None = None,
+                   exhaustive: bool = False) -> LaunchRequest:
     from traceconf.pipeline import LaunchRequest
 
     smem = parse_int(dynamic_smem, "--dynamic-smem") if dynamic_smem is not None else None
@@ -122,7 +148,9 @@ def launch_request(block: str | None, grid: str | None, params: list[str] | None
     return LaunchRequest.given_as(block=parse_dims(block, "--block") if block else None,
                                   grid=parse_dims(grid, "--grid") if grid else None, params=parse_params(params),
                                   dynamic_smem=smem, ctas=ctas, max_steps=max_steps, launches=launches,
-                                  data=parse_data(data), seed=seed)
+                                  data=parse_data(data), seed=seed, time_limit=time_limit,
+                                  memory_limit=parse_bytes(memory_limit, "--memory-limit") if memory_limit else None,
+                                  classes=not exhaustive)
 
 
 def check_input(path: Path, folder: bool = False) -> None:
@@ -140,11 +168,12 @@ def progress_bar(enabled: bool, label: str) -> Iterator:
         yield None
         return
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+                  TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=None)
 
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total or None)
+        def update(done: int, total: int, note: str | None = None) -> None:
+            bar.update(task, completed=done, total=total or None,
+                       description=f"{label} ({note})" if note else label)
 
         yield update
 
@@ -220,6 +249,9 @@ def analyze(
         "name without extension) gets a partitioned dataset, one Parquet file per input and kernel.")] = None,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
+    time_limit: TimeLimit = 30.0,
+    memory_limit: MemoryLimit = None,
+    exhaustive: Exhaustive = False,
     top: Annotated[int, typer.Option("--top", "-n", min=1, help="Hotspot rows per kernel.")] = 20,
     suggest: Annotated[bool, typer.Option(
         "--suggest", help="Try row padding and XOR swizzles on the top hotspots (table output).")] = False,
@@ -255,7 +287,9 @@ def analyze(
             check_input(files[0], folder=True)
         if output is not None and not dataset:
             check_output(output, inputs=files)
-        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed)
+        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed, time_limit,
+                                memory_limit, exhaustive)
+        launch.retain = None if suggest else 0      # only --suggest looks at single executions
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
         if many:
             analyses, failures = _run_many(files, kernel, launch, rule_sets, skip_bad, workers, scheduler,
@@ -277,9 +311,14 @@ def analyze(
     else:
         _print_tables(analyses, devices, top, suggest, rule_sets)
     report_failures(failures)
+    for analysis in analyses:
+        if "partial" in analysis.launch:
+            typer.echo(f"traceconf: kernel {analysis.kernel}: partial: {analysis.launch['partial']}; counts cover "
+                       f"{analysis.launch['covered_ctas']:,} of {analysis.launch['total_ctas']:,} CTAs "
+                       f"(--ctas N samples N CTAs instead)", err=True)
     if output is not None and not dataset:
         try:
-            write_results(table, output, inputs=[file])
+            write_results(table, output, inputs=files)
         except InputError as error:
             raise fail(error) from None
 
@@ -291,6 +330,11 @@ def analyze(
                        f"(limit --fail-on-excess {fail_on_excess})", err=True)
         if over:
             raise typer.Exit(1)
+        stopped = [analysis.kernel for analysis in analyses if "partial" in analysis.launch]
+        if stopped:
+            typer.echo(f"traceconf: --fail-on-excess cannot vouch for {', '.join(stopped)}: the emulation stopped "
+                       "at a limit before it covered every CTA (raise --time-limit / --memory-limit)", err=True)
+            raise typer.Exit(3)
         summaries = [s for s in (unresolved_summary(analysis) for analysis in analyses) if any(s)]
         if summaries and not allow_unresolved:
             counted, uncounted = sum(s[0] for s in summaries), sum(s[1] for s in summaries)
@@ -347,8 +391,12 @@ def _print_tables(analyses, devices: list[str], top: int, suggest: bool, rule_se
     if suggest:
         from traceconf.analyses.suggest import suggestions
         from traceconf.report.suggest import render_suggestions
-        for analysis in analyses:
-            render_suggestions(analysis, rule_sets[0].name, suggestions(analysis, rule_sets[0], top), console)
+        with progress_bar(True, "suggesting") as progress:
+            for done, analysis in enumerate(analyses):
+                found = suggestions(analysis, rule_sets[0], top)
+                if progress:
+                    progress(done + 1, len(analyses))
+                render_suggestions(analysis, rule_sets[0].name, found, console)
 
 
 def register(app: typer.Typer) -> None:

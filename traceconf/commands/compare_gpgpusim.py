@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, Data, Devices, DynamicSmem, Format, Grid, Kernels, Launches,
-                                        MaxSteps, Params, Seed, check_input, exit_for_failures, fail, launch_request,
-                                        report_failures,
+from traceconf.commands.analyze import (Block, Ctas, Data, Devices, DynamicSmem, Exhaustive, Format, Grid,
+                                        Kernels, Launches, MaxSteps, MemoryLimit, Params, Seed, TimeLimit,
+                                        check_input, exit_for_failures, fail, launch_request, report_failures,
                                         stdout_console)
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error
 from traceconf.rules import load_rule_sets
@@ -46,6 +46,9 @@ def compare_gpgpusim(
         rich_help_panel=GPGPUSIM)] = False,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
+    time_limit: TimeLimit = 30.0,
+    memory_limit: MemoryLimit = None,
+    exhaustive: Exhaustive = False,
 ) -> None:
     """Line up GPGPU-Sim's per-PTX-line smem_bk_conflicts with the predicted wavefronts for the same PTX."""
     from traceconf.analyses.gpgpusim import BankModel, compare, rows_for_ptx
@@ -64,7 +67,9 @@ def compare_gpgpusim(
                              file=str(file))
         name = ptx_name or file.name
         rows = rows_for_ptx(read_gpgpusim_stats(stats), name, str(stats))
-        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed)
+        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed,
+                                time_limit, memory_limit, exhaustive)
+        launch.retain = -1        # GPGPU-Sim's bank model is replayed on every warp execution
         rule_sets = load_rule_sets(device)
         analyses, failures = run_ptx(file, kernel, launch, rule_sets)
     except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error

@@ -8,9 +8,10 @@ from typing import Annotated
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Format, Grid, Kernels, Launches, Level,
-                                        MaxSteps, Params, PtxasOptions, Seed, check_input, exit_for_failures, fail,
-                                        launch_request, report_failures, run_file, stdout_console)
+from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhaustive, Format, Grid, Kernels,
+                                        Launches, Level, MaxSteps, MemoryLimit, Params, PtxasOptions, Seed, TimeLimit,
+                                        check_input, exit_for_failures, fail, launch_request, report_failures,
+                                        run_file, stdout_console)
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error
 from traceconf.rules import load_rule_sets
 
@@ -28,6 +29,9 @@ def compare_ncu(
     device: Annotated[str, typer.Option("--device", "-d", help="Rule set of the profiled GPU.")] = "sm_90",
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
+    time_limit: TimeLimit = 30.0,
+    memory_limit: MemoryLimit = None,
+    exhaustive: Exhaustive = False,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout (table, json or csv).")] = Format.table,
     level: Level = "auto",
     ptxas_option: PtxasOptions = None,
@@ -41,7 +45,8 @@ def compare_ncu(
         check_input(report)
         check_input(file, folder=True)
         measured = read_source_csv(report)
-        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed)
+        launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed,
+                                time_limit, memory_limit, exhaustive)
         (rules,) = load_rule_sets([device])
         analyses, failures = run_file(file, kernel, launch, [rules], level=level, ptxas_options=ptxas_option)
         by_name = {a.kernel: a for a in analyses}

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Grid, Launches, Level, MaxSteps, Params,
-                                        PtxasOptions, Seed, check_input, fail, launch_request, report_failures,
-                                        run_file, stdout_console)
+from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhaustive, Grid, Launches, Level,
+                                        MaxSteps, MemoryLimit, Params, PtxasOptions, Seed, TimeLimit, check_input,
+                                        fail, launch_request, report_failures, run_file, stdout_console)
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error
 from traceconf.rules import load_rule_sets
 from traceconf.names import matches
@@ -114,6 +114,9 @@ def explain(
     seed: Seed = 0,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
+    time_limit: TimeLimit = 30.0,
+    memory_limit: MemoryLimit = None,
+    exhaustive: Exhaustive = False,
     level: Level = "auto",
     ptxas_option: PtxasOptions = None,
 ) -> None:
@@ -129,7 +132,8 @@ def explain(
         check_input(file, folder=True)
         (rules,) = load_rule_sets([device])
         if input_format(file) in ("ptx", "sass", "cuda_binary"):
-            launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed)
+            launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed,
+                                    time_limit, memory_limit, exhaustive)
             info, accesses, unresolved = _ptx_executions(file, kernel, launch, rules, level, ptxas_option)
             ident, others = resolve_instruction(info, instruction, str(file))
             reason = {int(u["instruction"]): u.get("reason") for u in unresolved}.get(ident)

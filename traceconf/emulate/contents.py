@@ -30,10 +30,13 @@ _UNSET = np.uint8(int(taint.UNMODELLED))
 
 
 def compress(bits: np.ndarray) -> np.ndarray:
-    """Per-byte form of value taints (missing parameters become 'not modelled')."""
+    """Per-byte form of value taints (missing parameters become 'not modelled'; the CTA-class refinements
+    become plain CTA dependence, which a load turns opaque while classes are sought: see emulate/classes)."""
     bits = np.asarray(bits, dtype=np.uint64)
     lost = (bits & taint.PARAMS) != 0
-    return ((bits & U64(_KEPT)) | np.where(lost, taint.UNMODELLED, taint.ZERO)).astype(np.uint8)
+    cta = (bits & taint.CTA_ANY) != 0
+    return ((bits & U64(_KEPT)) | np.where(lost, taint.UNMODELLED, taint.ZERO)
+            | np.where(cta, taint.CTA, taint.ZERO)).astype(np.uint8)
 
 
 _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}

@@ -1,30 +1,23 @@
-"""Emulate one kernel launch: choose the CTAs to run, run them in chunks, assemble the accesses.
+"""Emulate one kernel launch of PTX: link and compile the kernel, then let :mod:`.grid` run its CTAs.
 
-Scaling: the first CTA runs alone while the emulator watches for dependence
-on the CTA index (:data:`taint.CTA`) in a shared address, in the guard of a
-shared access, or in a branch condition.  Without any, every CTA executes
-the same shared accesses at the same addresses (they can only differ through
-one of those), so the counts of CTA 0 times the number of CTAs are exact:
-``scale`` = number of CTAs.  Otherwise every CTA is emulated (``scale`` = 1),
-or, when ``Launch.ctas`` asks for fewer, that many CTAs spread evenly over
-the grid, and ``sampled`` = (analysed, total) replaces ``scale``.
-
-With ``--data`` buffers and a kernel that writes global memory, a CTA may
-load what an earlier one stored: loaded values then count as CTA-dependent
-and the CTAs run one at a time in launch order (one possible schedule).
+:mod:`.grid` decides which CTAs run (one standing for all, CTA classes, a
+sample, or every CTA) and streams their accesses; this module sets up what
+the PTX machine needs (layout, parameters, ``--data`` buffers, the class
+checks of :mod:`.classes`) and says in notes what the counts rest on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 from traceconf.accesses import WarpAccesses
+from traceconf.emulate.classes import compile_checks
 from traceconf.emulate.contents import BUFFER_SPACING, GLOBAL_BASE, Buffer, GlobalContents, compress
 from traceconf.emulate import taint
 from traceconf.emulate.launch import Launch, resolve_block, resolve_data, resolve_grid, resolve_params
+from traceconf.emulate.grid import Consume, Emulator, GridOutcome, Progress, outcome_notes, run_grid
 from traceconf.emulate.layout import lay_out
 from traceconf.emulate.memory import space_of
 from traceconf.emulate.operands import Context
@@ -34,25 +27,47 @@ from traceconf.emulate.simt import Findings, Machine, compile_slot
 from traceconf.errors import InputError
 from traceconf.ptx.opcodes import may_access_shared, shared_access_kind
 
-#: Threads emulated together when every CTA must run (bounds memory, keeps numpy arrays large).
-CHUNK_THREADS = 1 << 15
-
-
 @dataclass
 class EmulationResult:
-    accesses: WarpAccesses
-    scale: int | None
-    analysed_ctas: list[int]
+    accesses: WarpAccesses            # every access when no ``consume`` was given, else empty
+    scale: int | None                 # every execution stands for this many CTAs (None: see weights/classes)
+    analysed_ctas: list[int]          # CTAs emulated (the first grid.LISTED_CTAS)
     unresolved: list[dict]
     shared_layout: list[dict]
     sampled: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
     cta_dependence: list[str] = field(default_factory=list)
     steps: int = 0
+    weights: np.ndarray | None = None   # per execution of ``accesses``: the CTAs it stands for
+    classes: list[dict] = field(default_factory=list)  # {"ctas", "count", "emulated"} per proved class
+    class_count: int = 0
+    emulated_ctas: int = 0
+    covered_ctas: int = 0             # CTAs the counts stand for (== total unless sampled or partial)
+    total_ctas: int = 0
+    partial: str | None = None        # why the emulation stopped early (None: it did not)
+
+    @classmethod
+    def of(cls, outcome: GridOutcome, findings, unresolved: list[dict], shared_layout: list[dict],
+           notes: list[str]) -> "EmulationResult":
+        return cls(accesses=outcome.accesses, scale=outcome.scale, analysed_ctas=outcome.analysed_ctas,
+                   unresolved=unresolved, shared_layout=shared_layout, sampled=outcome.sampled,
+                   notes=outcome_notes(outcome, findings.cta_reasons) + notes,
+                   cta_dependence=list(findings.cta_reasons), steps=outcome.steps, weights=outcome.weights,
+                   classes=outcome.classes, class_count=outcome.class_count, emulated_ctas=outcome.emulated_ctas,
+                   covered_ctas=outcome.covered_ctas, total_ctas=outcome.total_ctas, partial=outcome.partial)
+
+    @classmethod
+    def nothing_to_run(cls, kernel: str, warp_size: int, total: int, shared_layout: list[dict]
+                       ) -> "EmulationResult":
+        """A kernel no instruction of which can touch shared memory: nothing runs, nothing is counted."""
+        return cls(accesses=WarpAccesses.empty(kernel, warp_size), scale=total, analysed_ctas=[], unresolved=[],
+                   shared_layout=shared_layout, notes=[f"{kernel} has no shared-memory instruction"],
+                   covered_ctas=total, total_ctas=total)
 
 
-def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], None] | None = None
-            ) -> EmulationResult:
+def emulate(module, kernel: str, launch: Launch, progress: Progress | None = None,
+            consume: Consume | None = None) -> EmulationResult:
+    """Emulate one launch of ``kernel``; with ``consume``, each batch of accesses goes there and is dropped."""
     path = str(getattr(module, "path", "") or "") or None
     kernel_row = module.kernel(kernel)
     if not kernel_row.get("entry", True):
@@ -71,64 +86,33 @@ def emulate(module, kernel: str, launch: Launch, progress: Callable[[int, int], 
     ctx = Context(kernel=kernel, path=path, layout=layout, param_names=[p["name"] for p in param_rows],
                   param_values=params, param_bytes={p["name"]: p.get("bytes") for p in param_rows},
                   address_bits=int(kernel_row.get("address_size") or 64), memory=memory)
-    total = grid[0] * grid[1] * grid[2]
     if not _touches_shared(program):
         # nothing can touch shared memory: no launch fact is needed and nothing needs to run
-        return EmulationResult(accesses=WarpAccesses.empty(kernel, launch.warp_size), scale=total,
-                               analysed_ctas=[], unresolved=[], shared_layout=layout.variables,
-                               notes=[f"{kernel} has no shared-memory instruction"])
+        return EmulationResult.nothing_to_run(kernel, launch.warp_size, grid[0] * grid[1] * grid[2],
+                                              layout.variables)
     ctx.read_registers = read_registers(program)
     ctx.relevant_registers, ctx.shared_values = value_facts(program, global_values=memory is not None)
     compiled = [compile_slot(slot, ctx) for slot in program.slots]
     findings = Findings(program, layout.total_bytes)
 
-    def run(ctas: np.ndarray) -> Machine:
-        machine = Machine(program, compiled, ctx, ctas, block, grid, launch.warp_size,
-                          (layout.static_bytes, layout.dynamic_bytes), launch.max_steps, findings)
-        machine.run()
-        return machine
+    def machine(ctas: np.ndarray, watch) -> Machine:
+        return Machine(program, compiled, ctx, ctas, block, grid, launch.warp_size,
+                       (layout.static_bytes, layout.dynamic_bytes), launch.max_steps, findings, watch)
 
-    first = run(np.array([0]))
-    machines, sampled, scale = [first], None, total
-    analysed = [0]
-    if findings.cta_reasons and total > 1:
-        if launch.ctas is not None and launch.ctas < total:
-            chosen = np.unique(np.linspace(0, total - 1, max(1, int(launch.ctas))).round().astype(np.int64))
-            sampled, scale = (len(chosen), total), None
-        else:
-            chosen, scale = np.arange(total, dtype=np.int64), 1
-        analysed = chosen.tolist()
-        rest = chosen[chosen != 0]
-        if 0 not in analysed:
-            machines = []
-        per_chunk = max(1, CHUNK_THREADS // first.padded)
-        if memory is not None and memory.written:
-            # CTAs that communicate through global memory (counters, spin locks) run one after the
-            # other, in launch order: one schedule of the hardware's, and a lock taken is released
-            per_chunk = 1
-        done = len(machines)
-        for start in range(0, len(rest), per_chunk):
-            machines.append(run(rest[start:start + per_chunk]))
-            done += len(rest[start:start + per_chunk])
-            if progress:
-                progress(done, len(chosen))
-    elif progress:
-        progress(1, 1)
-    accesses = _assemble(kernel, machines, launch.warp_size)
-    notes = list(findings.cta_reasons and ["shared accesses depend on the CTA index ("
-                                           + "; ".join(findings.cta_reasons[:3]) + ")"])
+    # CTAs that communicate through global memory (counters, spin locks) run one after the other
+    serial = memory is not None and memory.written
+    checks = compile_checks(program, ctx) if launch.classes and not serial else None
+    outcome = run_grid(Emulator(kernel, launch.warp_size, block, grid, machine, findings, checks, serial),
+                       launch, progress, consume)
+    notes = []
     if memory is not None:
         notes += [f"data: {buffer.name} = {buffer.description}" for buffer in memory.buffers]
         notes += [f"{why}: its values stay unknown (pass --data for it)" for why in memory.unserved.values()]
     notes += _extent_note(findings.extent, layout, launch.dynamic_smem)
     notes += findings.stop_notes
-    variables = _assumed_extern_size(layout, findings.extent, launch.dynamic_smem)
-    return EmulationResult(accesses=accesses, scale=scale, analysed_ctas=analysed,
-                           unresolved=sorted(findings.unresolved_rows.values(),
-                                             key=lambda u: (u["ptx_line"], u["reason"])),
-                           shared_layout=variables, sampled=sampled, notes=notes,
-                           cta_dependence=list(findings.cta_reasons),
-                           steps=sum(m.steps for m in machines))
+    return EmulationResult.of(outcome, findings,
+                              sorted(findings.unresolved_rows.values(), key=lambda u: (u["ptx_line"], u["reason"])),
+                              _assumed_extern_size(layout, findings.extent, launch.dynamic_smem), notes)
 
 
 def _writes_global(rows: list[dict]) -> bool:
@@ -194,19 +178,3 @@ def _touches_shared(program) -> bool:
     return direct or (window and any(may_access_shared(row["opcode"], row["state_space"]) for row in rows))
 
 
-def _assemble(kernel: str, machines: list[Machine], warp_size: int) -> WarpAccesses:
-    """One WarpAccesses from every chunk's log, execution ids in emulation order."""
-    parts = [(machine, entry) for machine in machines for entry in machine.log]
-    if not parts:
-        return WarpAccesses.empty(kernel, warp_size)
-    counts = np.array([len(entry[0]) for _, entry in parts])
-    cta = np.concatenate([machine.cta_of_warp[entry[0]] for machine, entry in parts]).astype(np.int64)
-    warp = np.concatenate([machine.warp_of_warp[entry[0]] for machine, entry in parts]).astype(np.int32)
-
-    def per_execution(position: int, dtype) -> np.ndarray:
-        return np.repeat(np.array([entry[position] for _, entry in parts], dtype=dtype), counts)
-
-    address = np.concatenate([entry[5] for _, entry in parts]).astype(np.int64, copy=False)
-    return WarpAccesses(kernel, cta, warp, np.arange(len(cta), dtype=np.int64), per_execution(1, np.int32),
-                        per_execution(2, np.int8), per_execution(3, np.int16), per_execution(4, np.int8), address,
-                        per_execution(6, np.int8))

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, field
 
 from traceconf.errors import InputError
 from traceconf.rules import LaunchLimits, RuleSet
+
+#: Default wall-clock budget of one kernel's emulation, seconds (a runaway stops cleanly, partial).
+DEFAULT_TIME_LIMIT = 30.0
+#: Default share of the machine's physical memory one analysis may hold.
+DEFAULT_MEMORY_SHARE = 0.5
 
 
 @dataclass
@@ -18,7 +25,10 @@ class Launch:
     shared accesses depend on the CTA index to that many CTAs, spread evenly
     over the grid (a stated sample).  ``block`` may be None when the kernel
     declares ``.reqntid``.  ``data`` maps a pointer parameter (name or index)
-    to the :class:`~traceconf.emulate.data.DataBuffer` it points to.
+    to the :class:`~traceconf.emulate.data.DataBuffer` it points to.  ``time_limit`` (seconds) and ``memory_limit`` (bytes of resident
+    memory of this process) stop the emulation cleanly: what was counted is kept, labelled partial.
+    ``classes`` lets CTA classes stand for the CTAs they provably count like; ``row_bytes`` is the
+    bank-row size (the lcm over the rule sets in use) whose multiples may separate two CTAs of a class.
     """
 
     block: tuple[int, ...] | None = None
@@ -29,6 +39,59 @@ class Launch:
     ctas: int | None = None
     max_steps: int = 10_000_000
     data: dict = field(default_factory=dict)
+    time_limit: float | None = DEFAULT_TIME_LIMIT
+    memory_limit: int | None = None          # None: DEFAULT_MEMORY_SHARE of physical memory
+    classes: bool = True
+    row_bytes: int = 128
+
+
+class LimitReached(Exception):
+    """The emulation ran into its time or memory limit; ``reason`` says which, in words."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def resident_bytes() -> int:
+    """Resident memory of this process now (not the peak)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class Limits:
+    """The clock and memory budget of one emulation; ``check`` raises :class:`LimitReached`."""
+
+    def __init__(self, time_limit: float | None, memory_limit: int | None):
+        self.started = time.monotonic()
+        self.time_limit = time_limit
+        self.deadline = None if time_limit is None else self.started + float(time_limit)
+        self.memory_limit = int(memory_limit) if memory_limit is not None else \
+            int(physical_memory() * DEFAULT_MEMORY_SHARE)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def check(self, where: str = "") -> None:
+        at = f" (at {where})" if where else ""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise LimitReached(f"stopped at the time limit of {self.time_limit:g} s{at}; raise it with "
+                               f"--time-limit SECONDS")
+        used = resident_bytes()
+        if used > self.memory_limit:
+            raise LimitReached(f"stopped at the memory limit of {self.memory_limit / 2**30:.1f} GiB{at} "
+                               f"({used / 2**30:.1f} GiB in use); raise it with --memory-limit")
 
 
 def _dims(values, what: str, kernel: str) -> tuple[int, int, int]:

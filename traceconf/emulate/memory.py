@@ -52,7 +52,7 @@ def access_bytes(row: dict) -> int:
     return max(1, TYPE_BITS.get(kind, 32) // 8) * int(row.get("vector") or 1)
 
 
-def _address_operand(row: dict) -> int | None:
+def address_operand(row: dict) -> int | None:
     for index, operand in enumerate(row["operands"] or []):
         if operand["kind"] == "address":
             return index
@@ -161,7 +161,7 @@ def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is
     shared_lanes, offsets, global_lanes, address, bits = located
     reads = _Reads(m, count)
     known = (bits & taint.UNKNOWN) == 0
-    carried = bits & taint.CTA
+    carried = bits & taint.CTA_ANY
     if shared_lanes is not None:
         lanes = shared_lanes & known
         if global_lanes is None and count == 1 and (lanes is m.valid or lanes.all()):
@@ -170,14 +170,14 @@ def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is
             if every is not None:
                 values, content_bits = every
                 reads.values[0] = _sign_extend(values, size) if is_signed else values
-                reads.bits[0] = content_bits | carried | taint.THREAD
+                reads.bits[0] = taint.read_back(content_bits | carried) | taint.THREAD
                 return reads
         if lanes.any():
             contents = m.shared_contents()
             for index in range(count):
                 values, content_bits = contents.load(m.cta_index, offsets + index * size, size, lanes)
                 reads.put(index, lanes, _sign_extend(values, size) if is_signed else values,
-                          content_bits | carried | taint.THREAD)
+                          taint.read_back(content_bits | carried) | taint.THREAD)
     if global_lanes is not None and ctx.memory is not None:
         lanes = global_lanes & known
         if lanes.any():
@@ -198,7 +198,8 @@ def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is
                         f"parameter {buffer.name}, but --data gives it only {len(buffer.data)} bytes "
                         f"({buffer.description})", file=ctx.path, line=row["ptx_line"], source_line=row["text"])
                 reads.put(index, served, _sign_extend(values, size) if is_signed else values,
-                          content_bits | carried | taint.THREAD | (taint.CTA if ctx.memory.written else taint.ZERO))
+                          taint.read_back(content_bits | carried | (taint.CTA if ctx.memory.written else taint.ZERO))
+                          | taint.THREAD)
                 _note_unserved(m, ctx, slot, lanes & ~served, bits)
     if global_lanes is not None and (ctx.memory is None or not (global_lanes & known).all()):
         _note_unserved(m, ctx, slot, global_lanes & ~known if ctx.memory is not None else global_lanes, bits)
@@ -240,13 +241,13 @@ def _write_memory(m, ctx: Context, located, values: list, value_bits: list, size
         contents = m.shared_contents()
         lanes = shared_lanes & ~unknown
         for index, (value, vbits) in enumerate(zip(values, value_bits)):
-            contents.store(m.cta_index, offsets + index * size, size, value, vbits | (bits & taint.CTA), lanes)
+            contents.store(m.cta_index, offsets + index * size, size, value, vbits | (bits & taint.CTA_ANY), lanes)
         if (shared_lanes & unknown).any():          # could have written any byte of its CTA
             contents.forget(m.cta_index[shared_lanes & unknown])
     if global_lanes is not None and ctx.memory is not None and global_lanes.any():
         lanes = global_lanes & ~unknown
         for index, (value, vbits) in enumerate(zip(values, value_bits)):
-            ctx.memory.store(address + U64(index * size), size, value, vbits | (bits & taint.CTA), lanes)
+            ctx.memory.store(address + U64(index * size), size, value, vbits | (bits & taint.CTA_ANY), lanes)
         # a pointer without a value is a buffer without --data: distinct from every given buffer
         wild = global_lanes & ((bits & (taint.UNKNOWN & ~taint.PARAMS)) != 0)
         if wild.any():
@@ -255,7 +256,7 @@ def _write_memory(m, ctx: Context, located, values: list, value_bits: list, size
 
 def _load(slot, ctx, row, modifiers):
     space = space_of(row)
-    address_index = _address_operand(row)
+    address_index = address_operand(row)
     if space == "param":
         return _load_param(slot, ctx, row)
     write = _loaded_destinations(row, slot)
@@ -298,7 +299,7 @@ def _sources_of(operand: dict, slot: Slot, ctx: Context) -> list:
 
 def _store(slot, ctx, row, modifiers):
     space = space_of(row)
-    address_index = _address_operand(row)
+    address_index = address_operand(row)
     if space == "param":
         return _store_param(slot, ctx, row)
     if space not in ("shared", "generic", "global") or address_index is None or \
@@ -369,7 +370,7 @@ def atomic_op(row: dict) -> str:
 
 def _atomic(slot, ctx, row, modifiers):
     space = space_of(row)
-    address_index = _address_operand(row)
+    address_index = address_operand(row)
     has_result = row["opcode"] == "atom"
     keys = [register_key(n, slot) for n in split_destinations(row["operands"][0]) if n and n != "_"] \
         if has_result else []
@@ -405,7 +406,7 @@ def _atomic(slot, ctx, row, modifiers):
             start = m.cta_index[chosen] * contents.bytes_per_cta + offsets[chosen]
             values, value_bits = atomic(contents.data, contents.taint, start, op, 8 * size, is_signed, is_float,
                                         b[chosen], b_bits[chosen], c[chosen], c_bits[chosen])
-            old[chosen], old_bits[chosen] = values, value_bits | (bits[chosen] & taint.CTA) | taint.THREAD
+            old[chosen], old_bits[chosen] = values, taint.read_back(value_bits | (bits[chosen] & taint.CTA_ANY)) | taint.THREAD
             if (shared_lanes & ~known).any():
                 contents.forget(m.cta_index[shared_lanes & ~known])
         if global_lanes is not None and ctx.memory is not None and global_lanes.any():
@@ -415,7 +416,7 @@ def _atomic(slot, ctx, row, modifiers):
                                         & (offset + size <= len(buffer.data)))
                 values, value_bits = atomic(buffer.data, buffer.taint, offset[chosen], op, 8 * size, is_signed,
                                             is_float, b[chosen], b_bits[chosen], c[chosen], c_bits[chosen])
-                old[chosen], old_bits[chosen] = values, value_bits | taint.CTA | taint.THREAD
+                old[chosen], old_bits[chosen] = values, taint.read_back(value_bits | taint.CTA) | taint.THREAD
             if (global_lanes & ((bits & (taint.UNKNOWN & ~taint.PARAMS)) != 0)).any():
                 ctx.memory.forget()
         if is_signed:
@@ -428,7 +429,7 @@ def _atomic(slot, ctx, row, modifiers):
 def _matrix(slot, ctx, row, modifiers):
     matrices = next((MATRIX_COUNTS[m] for m in modifiers if m in MATRIX_COUNTS), 1)
     space = space_of(row)
-    address_index = _address_operand(row)
+    address_index = address_operand(row)
     kind = SHARED_ACCESS_KINDS[row["opcode"]]
     record = _shared_access(slot, ctx, address_index, kind, 16, generic=space == "generic", matrices=matrices)
     if kind == "stmatrix":
@@ -479,7 +480,7 @@ def _texture(slot, ctx, row, modifiers):
 
 
 def _param_location(row: dict, slot: Slot):
-    operand = row["operands"][_address_operand(row)]
+    operand = row["operands"][address_operand(row)]
     return operand.get("name"), int(operand.get("value") or 0)
 
 

@@ -51,10 +51,17 @@ from traceconf.emulate.launch import missing_params_message
 from traceconf.errors import InputError
 from traceconf.ptx.opcodes import may_access_shared
 
+#: Steps between two looks at the clock and the memory in use (a step costs microseconds).
+LIMIT_POLL_STEPS = 512
 EXIT = np.iinfo(np.int64).max
 WAIT = EXIT - 1
 NO_OP_OPCODES = frozenset({"membar", "fence", "nanosleep", "pmevent", "prefetch", "prefetchu", "brkpt",
                            "griddepcontrol", "setmaxnreg", "applypriority", "discard"})
+
+
+def ptx_where(row: dict) -> str:
+    """An instruction's place, as messages name it."""
+    return f"PTX line {row['ptx_line']}"
 
 
 class Compiled:
@@ -83,14 +90,18 @@ def _guard_reader(slot: Slot, ctx: Context):
     return condition
 
 
-def _with_guard(body, guard):
-    """Run ``body(m, mask)`` on the threads whose guard holds; the guard's taint follows the writes."""
+def with_guard(body, guard, shared: Slot | None = None):
+    """Run ``body(m, mask)`` on the threads whose guard holds; the guard's taint follows the writes.
+    ``shared``: the slot, when it may access shared memory: a guard that depends on the CTA index ties the
+    counts to it even where it holds in no thread here (it may hold in another CTA)."""
     if guard is None:
         return lambda m, active, mask: body(m, mask)
 
     def run(m, active, mask):
         holds, bits = guard(m)
         m.guard_taint = np.where(active, bits, taint.ZERO) if bits.any() else taint.ZERO
+        if shared is not None and isinstance(m.guard_taint, np.ndarray) and (m.guard_taint & taint.CTA_ANY).any():
+            m.findings.cta_dependent(shared, "shared-memory predicate (active mask)")
         body(m, active & holds)
         m.guard_taint = taint.ZERO
     return run
@@ -126,7 +137,8 @@ def _compile_slot(slot: Slot, ctx: Context) -> Compiled:
             if body is not None:
                 body = _collective(body, slot)
         body = body or unknown_result(row, slot, ctx, taint.UNMODELLED)
-    return Compiled(_with_guard(body, guard), False, slot)
+    shared = slot if may_access_shared(opcode, row["state_space"]) else None
+    return Compiled(with_guard(body, guard, shared), False, slot)
 
 
 def _collective(body, slot: Slot):
@@ -237,10 +249,12 @@ class Machine(ThreadState):
     """Thread state plus the scheduler and the logs of one chunk."""
 
     def __init__(self, program: Program, compiled: list[Compiled], ctx: Context, ctas, block, grid,
-                 warp_size: int, layout_sizes, max_steps: int, findings: "Findings"):
+                 warp_size: int, layout_sizes, max_steps: int, findings: "Findings", watch=None, limits=None):
         super().__init__(ctas, block, grid, warp_size, layout_sizes)
         self.program, self.compiled, self.ctx = program, compiled, ctx
         self.max_steps = max_steps
+        self.watch = watch              # classes.Watch: CTA-class bookkeeping around each step (or None)
+        self.limits = limits            # launch.Limits: time and memory, polled every LIMIT_POLL_STEPS
         self.findings = findings
         self.pc = np.where(self.valid, 0, EXIT).astype(np.int64)
         self.resume = np.zeros(self.size, dtype=np.int64)
@@ -291,6 +305,8 @@ class Machine(ThreadState):
             self.steps += 1
             if self.steps > self.max_steps:
                 self._runaway(p)
+            if self.limits is not None and not self.steps % LIMIT_POLL_STEPS:
+                self.limits.check(self._where(p))
             if self.any_doubt:
                 back = active & (self.doubt == p)
                 if back.any():
@@ -298,18 +314,34 @@ class Machine(ThreadState):
                     self.any_doubt = bool((self.doubt >= 0).any())
             op = compiled[p]
             mask = None if np.count_nonzero(active) == size else active
+            check = self.watch.checks[p] if self.watch is not None else None
+            token = check.before(self, active) if check is not None else None
             if op.control:
                 op.run(self, active, mask)
             else:
                 op.run(self, active, mask)
                 pc[active] = p + 1
+            if token is not None and check.after is not None:
+                check.after(self, active, token)
+
+    where = staticmethod(ptx_where)
+
+    @staticmethod
+    def line_of(row: dict) -> int | None:
+        """The input line of an instruction, for FILE:LINE errors."""
+        return row["ptx_line"]
+
+    def _where(self, p: int) -> str:
+        return self.where(self.compiled[p].slot.row)
+
+    def _error(self, row: dict, message: str) -> InputError:
+        return InputError(message, file=self.ctx.path, line=self.line_of(row), source_line=row["text"])
 
     def _runaway(self, p: int) -> None:
         row = self.compiled[p].slot.row
-        raise InputError(f"kernel {self.ctx.kernel}: emulation exceeded max_steps={self.max_steps} warp-level "
-                         f"steps; it was looping at PTX line {row['ptx_line']} (a loop bound may need "
-                         f"--param, or raise the step limit)", file=self.ctx.path, line=row["ptx_line"],
-                         source_line=row["text"])
+        raise self._error(row, f"kernel {self.ctx.kernel}: emulation exceeded max_steps={self.max_steps} warp-level "
+                               f"steps; it was looping at {self.where(row)} (a loop bound may need --param, or "
+                               f"raise the step limit)")
 
     # -- findings ---------------------------------------------------------------------------------
     def check_known(self, slot: Slot, bits: int, what: str) -> None:
@@ -317,9 +349,8 @@ class Machine(ThreadState):
         if bits & int(taint.PARAMS):
             names = taint.missing_params(bits, self.ctx.param_names)
             row = slot.row
-            raise InputError(missing_params_message(self.ctx.kernel, what, f"PTX line {row['ptx_line']}", names),
-                             file=self.ctx.path, line=row["ptx_line"], source_line=row["text"])
-        if bits & int(taint.CTA):
+            raise self._error(row, missing_params_message(self.ctx.kernel, what, self.where(row), names))
+        if bits & int(taint.CTA_ANY):
             self.findings.cta_dependent(slot, what)
 
     def address_unknown(self, slot: Slot, bits: int, what: str) -> bool:
@@ -385,7 +416,7 @@ class Machine(ThreadState):
             return
         self.pc[threads] = EXIT
         why = reason or f"branch condition depends on {taint.describe(bits)}"
-        self.findings.stopped(slot, f"not analysed past PTX line {slot.row['ptx_line']}: {why}",
+        self.findings.stopped(slot, f"not analysed past {self.where(slot.row)}: {why}",
                               self.findings.reachable_shared(self.program, self.pc_of(slot)))
 
     def pc_of(self, slot: Slot) -> int:
@@ -424,6 +455,8 @@ class Machine(ThreadState):
 
 class Findings:
     """Unresolved instructions, CTA dependence and extents, shared by every chunk of one emulation."""
+
+    where = staticmethod(ptx_where)
 
     def __init__(self, program: Program, layout_bytes: int):
         self.pc_index = {id(slot): index for index, slot in enumerate(program.slots)}
@@ -482,7 +515,7 @@ class Findings:
 
     def cta_dependent(self, slot: Slot, what: str) -> None:
         if len(self.cta_reasons) < 8:
-            reason = f"{what} at PTX line {slot.row['ptx_line']} depends on the CTA index"
+            reason = f"{what} at {self.where(slot.row)} depends on the CTA index"
             if reason not in self.cta_reasons:
                 self.cta_reasons.append(reason)
 

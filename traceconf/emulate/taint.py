@@ -19,13 +19,26 @@ CTA = np.uint64(1 << 3)           # depends on %ctaid / %clusterid: differs betw
 SHARED_WINDOW = np.uint64(1 << 4)  # generic address derived from the shared window (cvta.shared)
 BRANCH = np.uint64(1 << 5)        # written on one side of a branch whose direction is unknown for the lane
 THREAD = np.uint64(1 << 6)        # may differ between the lanes of a warp (thread index, memory contents)
-PARAM_FIRST_BIT = 7               # bit 7 + k: kernel parameter k has no value
+# While CTA classes are sought (emulate/classes.py), CTA means "affine in the CTA index so far"; these two
+# refine it: a comparison of affine values is DECIDED (one value per CTA class), anything else OPAQUE.
+CTA_DECIDED = np.uint64(1 << 7)   # depends on the CTA index only through recorded comparisons
+CTA_OPAQUE = np.uint64(1 << 8)    # depends on the CTA index in a way no class argument covers
+PARAM_FIRST_BIT = 9               # bit 9 + k: kernel parameter k has no value
 MAX_TRACKED_PARAMS = 64 - PARAM_FIRST_BIT
 
 PARAMS = np.uint64(((1 << 64) - 1) ^ ((1 << PARAM_FIRST_BIT) - 1))
 #: Bits that make a value unknown (an address or branch condition with them cannot be evaluated).
 UNKNOWN = LOADED | FLOAT | UNMODELLED | BRANCH | PARAMS
+#: Any dependence on the CTA index.
+CTA_ANY = CTA | CTA_DECIDED | CTA_OPAQUE
 ZERO = np.uint64(0)
+
+
+def read_back(bits):
+    """Taint of a value read from memory: a CTA dependence it carries (from the address, or stored with it)
+    is never known to be affine in the CTA index, since a load may take part of a stored value."""
+    bits = np.asarray(bits, dtype=np.uint64)
+    return np.where((bits & CTA_ANY) != 0, bits | CTA_OPAQUE, bits)
 
 
 def missing_param(index: int) -> np.uint64:

@@ -32,9 +32,16 @@ def _dims(values) -> str:
 
 def scale_note(launch: dict) -> str:
     """How much of the launch the counts stand for, e.g. "1 CTA analysed, ×1024 exact"."""
+    if "partial" in launch:
+        return (f"PARTIAL ({launch['partial']}): counts cover {launch.get('covered_ctas', 0):,} of "
+                f"{launch.get('total_ctas', 0):,} CTAs")
     if "sampled_ctas" in launch:
         analysed, total = launch["sampled_ctas"]
         return f"{analysed} of {total} CTAs sampled: counts cover the sampled CTAs only"
+    if "classes" in launch:
+        classes, total = launch["classes"], launch.get("total_ctas", 0)
+        return (f"{launch['analysed_ctas']:,} CTAs emulated; {len(classes):,} CTA classes stand for all "
+                f"{total:,} CTAs, exact (see notes)")
     if "analysed_ctas" in launch:
         ctas = launch["analysed_ctas"]
         if ctas == 0:

@@ -18,8 +18,8 @@ import pyarrow as pa
 from traceconf.errors import InputError
 from traceconf.names import select_kernels
 from traceconf.pipeline import (KernelAnalysis, KernelFailure, LaunchRequest, Progress, check_some_device,
-                                count_devices, kernel_failure, launch_gaps, launch_notes)
-from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS
+                                emulate_and_count, kernel_failure, launch_gaps, launch_notes, scale_facts)
+from traceconf.schemas import INSTRUCTION_INFO
 
 if TYPE_CHECKING:
     from traceconf.sass.listing import SassModule
@@ -151,17 +151,20 @@ def analyze_sass_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: l
     decl = {"kernel": kernel, "params": kernel_row.get("params") or [], "reqntid": declared.get("reqntid"),
             "maxntid": declared.get("maxntid")}
     launch = launch.for_kernel(decl, path)
-    emulation = emulate_sass(module, kernel, launch.emulator_launch(decl, path, 32), progress=progress)
     gaps = launch_gaps(rule_sets, launch.block_for(decl, path), launch.grid,
                        int(kernel_row.get("shared_bytes") or 0) + launch.dynamic_smem)
     gaps.update({rules.name: f"rule set {rules.name} has {rules.warp_size}-lane wavefronts; SASS runs 32-lane "
                              "warps (analyse the PTX for AMD devices)" for rules in rule_sets if rules.warp_size != 32
                  and rules.name not in gaps})
     check_some_device(gaps, rule_sets)
-    summaries = count_devices(emulation.accesses, [r for r in rule_sets if r.warp_size == 32], gaps,
-                              scale=emulation.scale or 1)
-    check_some_device(gaps, rule_sets)
-    kinds, widths = emulation.accesses.instruction_kinds()
+
+    def emulate_for(warp_size: int, row_bytes: int, consume):
+        return emulate_sass(module, kernel, launch.emulator_launch(decl, path, warp_size, row_bytes),
+                            progress=progress, consume=consume)
+
+    counted = emulate_and_count(emulate_for, rule_sets, gaps, launch.retain)
+    emulation = counted.emulation
+    kinds, widths = counted.kinds, counted.widths
     rows = module.instructions_of(kernel)
     unresolved = list(emulation.unresolved)
     seen = {u["instruction"] for u in unresolved}
@@ -188,17 +191,11 @@ def analyze_sass_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: l
             shown = ", ".join(f"{pc:#x}" for pc in pcs[:3]) + (f" (+{len(pcs) - 3} more)" if len(pcs) > 3 else "")
             notes.append(f"pc {shown}: {line}")
         notes += removed
-    if emulation.scale is not None:
-        facts["analysed_ctas"] = len(emulation.analysed_ctas)
-        facts["scale"] = emulation.scale
-    else:
-        analysed, total = emulation.sampled
-        facts["sampled_ctas"] = [analysed, total]
-        notes.append(f"sampled {analysed} of {total} CTAs: counts cover the sampled CTAs only")
+    scale_facts(emulation, facts, notes, counted, launch.retain)
     return KernelAnalysis(kernel=kernel, input_path=path, input_format=input_format, launch=facts,
-                          results=pa.concat_tables(summaries) if summaries else INSTRUCTION_RESULTS.empty_table(),
-                          instructions=info, unresolved=unresolved, notes=notes,
-                          accesses={32: emulation.accesses}, device_gaps=gaps)
+                          results=counted.results, instructions=info, unresolved=unresolved, notes=notes,
+                          accesses=counted.accesses, weights=counted.weights, complete=counted.complete,
+                          device_gaps=gaps)
 
 
 def run_sass_module(module, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,

@@ -31,16 +31,6 @@ def guard_of(row: dict, ctx: SassContext):
     return condition
 
 
-def with_guard(body, guard):
-    if guard is None:
-        return lambda m, active, mask: body(m, mask)
-
-    def run(m, active, mask):
-        holds, bits = guard(m)
-        m.guard_taint = np.where(active, bits, taint.ZERO) if bits.any() else taint.ZERO
-        body(m, active & holds)
-        m.guard_taint = taint.ZERO
-    return run
 
 
 def target_of(ops: list[Operand], slot, ctx: SassContext, labels: dict[str, int]) -> int | None:

@@ -20,20 +20,18 @@ period).
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
-from traceconf.accesses import WarpAccesses
-from traceconf.emulate import taint
 from traceconf.emulate.alu import SHARED_WINDOW_BASE
-from traceconf.emulate.driver import CHUNK_THREADS, EmulationResult, _assemble, extent_note
-from traceconf.emulate.launch import Launch, missing_params_message, resolve_block, resolve_grid, resolve_params
+from traceconf.emulate.driver import EmulationResult, extent_note
+from traceconf.emulate.grid import Consume, Emulator, Progress, run_grid
+from traceconf.emulate.launch import Launch, resolve_block, resolve_grid, resolve_params
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.simt import Findings, Machine
 from traceconf.errors import InputError
 from traceconf.sass.listing import SassModule, arch_number, default_param_base
 from traceconf.sass.opcodes import shared_op
+from traceconf.sass.classes import compile_sass_checks
 from traceconf.sass.control import reconvergence_targets
 from traceconf.sass.operands import SassContext
 from traceconf.sass.semantics import compile_instruction
@@ -57,32 +55,17 @@ def _where(row: dict) -> str:
 class SassMachine(Machine):
     """The PTX machine with SASS locations in its messages."""
 
-    def _runaway(self, p: int) -> None:
-        row = self.compiled[p].slot.row
-        raise InputError(f"kernel {self.ctx.kernel}: emulation exceeded max_steps={self.max_steps} warp-level "
-                         f"steps; it was looping at {_where(row)} (a loop bound may need --param, or raise "
-                         f"the step limit)", file=self.ctx.path, line=row.get("line"), source_line=row["text"])
+    where = staticmethod(_where)
 
-    def check_known(self, slot: Slot, bits: int, what: str) -> None:
-        if bits & int(taint.PARAMS):
-            names = taint.missing_params(bits, self.ctx.param_names)
-            row = slot.row
-            raise InputError(missing_params_message(self.ctx.kernel, what, _where(row), names),
-                             file=self.ctx.path, line=row.get("line"), source_line=row["text"])
-        if bits & int(taint.CTA):
-            self.findings.cta_dependent(slot, what)
-
-    def stop(self, slot: Slot, threads: np.ndarray, bits: int, reason: str | None = None) -> None:
-        if not threads.any():
-            return
-        self.pc[threads] = np.iinfo(np.int64).max
-        why = reason or f"branch condition depends on {taint.describe(bits)}"
-        self.findings.stopped(slot, f"not analysed past {_where(slot.row)}: {why}",
-                              self.findings.reachable_shared(self.program, self.pc_of(slot)))
+    @staticmethod
+    def line_of(row: dict) -> int | None:
+        return row.get("line")
 
 
 class SassFindings(Findings):
     """Findings keyed by SASS instruction; reachability follows SASS branches."""
+
+    where = staticmethod(_where)
 
     def unresolved(self, slot: Slot, reason: str, executions: int | None = None) -> None:
         row = slot.row
@@ -100,12 +83,6 @@ class SassFindings(Findings):
     def region(self, program: Program, branch: int):
         """SASS branches are not explored (the control-flow facts are PTX's): unknown lanes stop."""
         return None
-
-    def cta_dependent(self, slot: Slot, what: str) -> None:
-        if len(self.cta_reasons) < 8:
-            reason = f"{what} at {_where(slot.row)} depends on the CTA index"
-            if reason not in self.cta_reasons:
-                self.cta_reasons.append(reason)
 
     def reachable_shared(self, program: Program, start: int) -> list[Slot]:
         if start in self._reach_cache:
@@ -148,8 +125,9 @@ def kernel_params(kernel_row: dict) -> list[dict]:
     return list(kernel_row.get("params") or [])
 
 
-def emulate_sass(module: SassModule, kernel: str, launch: Launch,
-                 progress: Callable[[int, int], None] | None = None) -> EmulationResult:
+def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Progress | None = None,
+                 consume: Consume | None = None) -> EmulationResult:
+    """Emulate one launch of a SASS kernel; with ``consume``, each batch of accesses goes there and is dropped."""
     path = module.path
     kernel_row = module.kernel(kernel)
     arch = kernel_row.get("arch") or module.arch
@@ -183,49 +161,23 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch,
         notes.append(f"{', '.join(descriptor_ops)} read or write shared memory through matrix/tensor descriptors "
                      "(wgmma, TMA), not per-lane addresses: their wavefronts are not counted")
     if not any(is_shared(row) for row in rows):
-        return EmulationResult(accesses=WarpAccesses.empty(kernel, 32), scale=total, analysed_ctas=[],
-                               unresolved=[], shared_layout=[], notes=[f"{kernel} has no shared-memory instruction"])
+        return EmulationResult.nothing_to_run(kernel, 32, total, [])
 
-    def run(ctas: np.ndarray) -> Machine:
-        machine = SassMachine(program, compiled, ctx, ctas, block, grid, 32, (layout_bytes or 0, 0),
-                              launch.max_steps, findings)
-        machine.run()
-        return machine
+    def machine(ctas: np.ndarray, watch) -> Machine:
+        return SassMachine(program, compiled, ctx, ctas, block, grid, 32, (layout_bytes or 0, 0), launch.max_steps,
+                           findings, watch)
 
-    first = run(np.array([0]))
-    machines, sampled, scale, analysed = [first], None, total, [0]
-    if findings.cta_reasons and total > 1:
-        if launch.ctas is not None and launch.ctas < total:
-            chosen = np.unique(np.linspace(0, total - 1, max(1, int(launch.ctas))).round().astype(np.int64))
-            sampled, scale = (len(chosen), total), None
-        else:
-            chosen, scale = np.arange(total, dtype=np.int64), 1
-        analysed = chosen.tolist()
-        rest = chosen[chosen != 0]
-        if 0 not in analysed:
-            machines = []
-        per_chunk = max(1, CHUNK_THREADS // first.padded)
-        done = len(machines)
-        for start in range(0, len(rest), per_chunk):
-            machines.append(run(rest[start:start + per_chunk]))
-            done += len(rest[start:start + per_chunk])
-            if progress:
-                progress(done, len(chosen))
-    elif progress:
-        progress(1, 1)
-    accesses = _assemble(kernel, machines, 32)
-    if findings.cta_reasons:
-        notes.append("shared accesses depend on the CTA index (" + "; ".join(findings.cta_reasons[:3]) + ")")
+    checks = compile_sass_checks(program, ctx) if launch.classes else None
+    outcome = run_grid(Emulator(kernel, 32, block, grid, machine, findings, checks), launch, progress, consume)
     if findings.extent:
         # SASS does not declare extern arrays: accesses past the static shared memory are the dynamic part.
         places = [f"SASS {row['pc']:#06x}" for _, row in sorted(findings.extent.values(), key=lambda e: e[1]["pc"])]
         static = max(0, int(shared_bytes or 0) - base)
         notes += extent_note(max(h for h, _ in findings.extent.values()), places, layout_bytes or 0, static,
                              int(launch.dynamic_smem))
-    return EmulationResult(accesses=accesses, scale=scale, analysed_ctas=analysed,
-                           unresolved=sorted(findings.unresolved_rows.values(), key=lambda u: (u["pc"], u["reason"])),
-                           shared_layout=[], sampled=sampled, notes=notes,
-                           cta_dependence=list(findings.cta_reasons), steps=sum(m.steps for m in machines))
+    return EmulationResult.of(outcome, findings,
+                              sorted(findings.unresolved_rows.values(), key=lambda u: (u["pc"], u["reason"])), [],
+                              notes)
 
 
 def _set_targets(slots: list[Slot], ctx: SassContext, labels: dict[str, int]) -> None:

@@ -16,7 +16,7 @@ from traceconf.sass.operands import Operand, SassContext, pair_name, reader, wri
 U64 = np.uint64
 
 
-def _address_reader(op: Operand, ctx: SassContext, wide_base: bool):
+def address_reader(op: Operand, ctx: SassContext, wide_base: bool):
     """Per-thread address of ``[R2+UR4+0x10]`` (register terms scaled by .X4 etc.)."""
     terms = [(reader(Operand("reg", name, name=name, wide=wide or wide_base), ctx), scale)
              for name, scale, wide in op.registers]
@@ -59,7 +59,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
     address = ops[address_index]
     generic = op.space != ALWAYS and op.kind != "cp_async"
     # LDGSTS [shared], [global]: the shared side is the first address operand
-    read = _address_reader(address, ctx, wide_base=generic and any(w for *_, w in address.registers))
+    read = address_reader(address, ctx, wide_base=generic and any(w for *_, w in address.registers))
     kind_code = op.kind_code
     matrices = op.matrices
     row_lanes = 8 * matrices

@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from traceconf.emulate import taint
-from traceconf.emulate.simt import EXIT, Compiled
+from traceconf.emulate.simt import EXIT, Compiled, with_guard
 from traceconf.sass.control import (RECONVERGE_JUMPS, barrier, both, branch_if_divergent, guard_of, jump,
-                                    return_to_register, target_of, with_guard)
+                                    return_to_register, target_of)
 from traceconf.sass.memory import other_memory, shared_memory
 from traceconf.sass.opcodes import shared_op
 from traceconf.sass.operands import (M32, Operand, SassContext, pair_name, parse_operand, read_register, reader,
@@ -755,7 +755,7 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
             if bits is taint.UNMODELLED:
                 ctx.unknown_opcodes[full] = ctx.unknown_opcodes.get(full, 0) + 1
             body = _unknown(ops, bits)
-    return Compiled(with_guard(body, guard), False, slot)
+    return Compiled(with_guard(body, guard, slot if shared_op(full) is not None else None), False, slot)
 
 
 def _unknown(ops: list[Operand], bits):

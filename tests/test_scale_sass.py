@@ -1,0 +1,59 @@
+"""CTA classes at the SASS level (traceconf.sass.classes): what ptxas emits for the scale fixtures and for the
+tricky uses of the CTA index counts exactly what emulating every CTA counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from test_emulate_support import kernel_text
+from test_scale import LAUNCHES, SCALE, TRICKY
+from traceconf.emulate import grid as scheduler
+from traceconf.pipeline import LaunchRequest
+from traceconf.rules import load_rule_sets
+from traceconf.sass import toolchain
+from traceconf.sass.analyze import run_ptx_at_level
+
+pytestmark = pytest.mark.skipif(toolchain.find_tool("ptxas") is None or toolchain.find_tool("nvdisasm") is None,
+                                reason="the SASS level needs ptxas (CUDA toolkit) and nvdisasm (nvidia-cuda-nvdisasm)")
+
+
+def _both(path, kernel: str, devices=("sm_90",), **launch):
+    rule_sets = load_rule_sets(list(devices), "sm_90")
+    out = []
+    for classes in (True, False):
+        analyses, failures = run_ptx_at_level(path, [kernel], LaunchRequest(classes=classes, **launch), rule_sets,
+                                              "sass")
+        assert not failures and len(analyses) == 1, [f.line() for f in failures]
+        assert analyses[0].launch["level"] == "sass" and "partial" not in analyses[0].launch
+        out.append(analyses[0])
+    return out
+
+
+@pytest.mark.parametrize("fixture, kernel, launch", LAUNCHES, ids=[f"{k}-{i}" for i, (_, k, _) in enumerate(LAUNCHES)])
+def test_sass_classes_count_exactly_what_every_cta_counts(monkeypatch, fixture, kernel, launch):
+    monkeypatch.setattr(scheduler, "CHUNK_THREADS", 512)
+    fast, slow = _both(SCALE / f"{fixture}.sm_90.ptx", kernel, **launch)
+    assert fast.results.num_rows and fast.results.equals(slow.results), (fast.results.to_pandas(),
+                                                                         slow.results.to_pandas())
+    assert "classes" not in slow.launch
+
+
+def test_sass_classes_stand_for_the_grid_of_a_row_shifted_tile():
+    # blockIdx.z moves ctaid_row's tile by whole bank rows and blockIdx.x only reaches a bounds check
+    fast, slow = _both(SCALE / "ctaid.sm_90.ptx", "ctaid_row", block=(256, 1, 1), grid=(40, 1, 16),
+                       params={"2": 9_000})
+    assert fast.results.equals(slow.results)
+    assert fast.launch["class_count"] < 20 and fast.launch["analysed_ctas"] < 100 < slow.launch["analysed_ctas"]
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY))
+def test_sass_tricky_uses_of_the_cta_index_still_count_exactly(monkeypatch, tmp_path, name):
+    monkeypatch.setattr(scheduler, "CHUNK_THREADS", 128)
+    path = tmp_path / f"{name}.ptx"
+    path.write_text(kernel_text("""
+        mov.u32 %r1, %tid.x;
+        mul.lo.s32 %r5, %r1, 8;
+        """ + TRICKY[name] + "\n        ret;", shared=".shared .align 4 .b8 buf[32768];\n"))
+    grid = (70, 9, 1) if name == "diagonal" else (90, 1, 1)
+    fast, slow = _both(path, "k", block=(32, 1, 1), grid=grid)
+    assert fast.results.equals(slow.results), (fast.results.to_pandas(), slow.results.to_pandas())

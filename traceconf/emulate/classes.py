@@ -1,0 +1,483 @@
+"""CTA classes: which CTAs of a launch provably access shared memory alike.
+
+When the CTA index reaches a shared address, the guard of a shared access or a
+branch, CTAs may differ; but usually only through bounds checks (``i < n``) or
+tile offsets that move whole bank rows.  This module proves, for a box of CTAs
+(a range per grid axis), that every CTA in it executes the same path and counts
+the same wavefronts as the box's first corner, so that corner is emulated once
+and its counts multiplied by the box's size, exactly.
+
+The argument
+------------
+While a :class:`Watch` is attached to a machine, a value tainted ``CTA`` is
+known to be an *affine* function of the CTA coordinates (over the exact
+integers) on the path taken: the watch lets ``CTA`` pass only through
+``mov``, integer ``cvt``, ``add``/``sub``, ``mul``/``mad`` with one CTA
+factor, ``shl`` by a CTA-free amount and ``selp`` with a CTA-free selector,
+and only when the exact result lies in ``[0, 2**(bits-1))`` (no wrap-around,
+same value signed and unsigned).  Any other use marks the value
+``CTA_OPAQUE``.  A comparison (``setp``/``set``) of affine values records
+the sign of ``a - b`` per thread (the *decision*) and its result becomes
+``CTA_DECIDED``: constant wherever the recorded signs are.
+
+For an affine ``f`` over a box, ``f < 0`` (``= 0``, ``> 0``) at every corner
+implies the same everywhere inside (a box is the convex hull of its corners;
+an affine function zero at the corners is zero on their hull); the range
+checks hold inside for the same reason.  So if all corners of a box record the
+same decisions, in the same order, and none met an opaque value in a decision,
+every CTA of the box takes the same path with the same decisions, by induction
+over the steps (everything else a step reads does not depend on the CTA).
+Its shared addresses are then affine too: the corners give the per-axis
+coefficient of every lane of every execution, and when each coefficient is
+the same for all lanes of the execution and a multiple of the bank row
+(``row_bytes``), every CTA's execution is the corner's shifted by whole rows,
+which costs the same wavefronts under every rule set (docs/rules.md, "Shift
+invariance").
+
+Memory is the other way the CTA index could reach a decision: a value read
+back from memory is never taken as affine (:func:`taint.read_back` marks it
+``CTA_OPAQUE`` when the address or the bytes depend on the CTA index), and
+when loaded shared values may reach an address or a condition
+(``Context.shared_values``), a shared access at a CTA-dependent address makes
+its CTA unclassable (which bytes a later load finds written could change
+inside the box).  Carries written by an instruction whose inputs depend on
+the CTA index are opaque too.
+
+This module holds the argument and the per-instruction checks for PTX; the
+SASS rules (:mod:`traceconf.sass.classes`) build their checks from the same
+pieces (:func:`arithmetic`, :func:`comparison`, :func:`decision_inputs`).
+
+:func:`partition` bisects the grid until every box passes (a single CTA
+always does) or a budget of emulated CTAs runs out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import product
+from typing import Callable
+
+import numpy as np
+
+from traceconf.accesses import INACTIVE, WarpAccesses
+from traceconf.emulate import taint
+from traceconf.emulate.intops import FLOAT_TYPES, SIGNED_TYPES, TYPE_BITS
+from traceconf.emulate.memory import address_operand
+from traceconf.emulate.operands import Context, address_reader, reader, register_key, split_destinations
+from traceconf.emulate.program import Program, Slot
+from traceconf.ptx.opcodes import may_access_shared
+
+CTA, OPAQUE, DECIDED = taint.CTA, taint.CTA_OPAQUE, taint.CTA_DECIDED
+#: Largest exact value an affine 64-bit result may take (float64 holds every integer below 2**53).
+LIMIT_64 = float(1 << 52)
+CONTROL_OPCODES = frozenset({"bra", "brx", "ret", "exit", "trap", "call", "bar", "barrier"})
+
+
+def limit_of(bits: int) -> float:
+    return float(1 << (bits - 1)) if bits < 64 else LIMIT_64
+
+
+def exact_value(value: np.ndarray, type_name: str) -> np.ndarray:
+    """The integer a register of ``type_name`` holds, as float64 (signed types read as signed)."""
+    bits = TYPE_BITS.get(type_name, 32)
+    value = np.asarray(value, dtype=np.uint64)
+    if bits < 64:
+        value = value & np.uint64((1 << bits) - 1)
+    if type_name in SIGNED_TYPES:
+        shifted = value << np.uint64(64 - bits) if bits < 64 else value
+        return (shifted.view(np.int64) >> np.int64(64 - bits) if bits < 64 else shifted.view(np.int64)).astype(
+            np.float64)
+    return value.astype(np.float64)
+
+
+def _full(array, size: int) -> np.ndarray:
+    return np.broadcast_to(np.asarray(array), (size,))
+
+
+class Check:
+    """What the watch does around one slot: ``before(m, active)`` returns what ``after`` needs, or None."""
+
+    __slots__ = ("before", "after")
+
+    def __init__(self, before, after):
+        self.before, self.after = before, after
+
+
+# --------------------------------------------------------------------------- per-instruction checks any level builds on
+
+
+def _cta_lanes(bits, size: int, active: np.ndarray) -> np.ndarray:
+    return active & ((_full(bits, size) & CTA) != 0)
+
+
+def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> Check:
+    """An instruction writing ``keys`` from ``sources`` (readers ``m -> (value, bits)``).  ``rule`` is None
+    (the result is not affine: CTA-dependent results become opaque) or ``(exact, bits, not_both, cta_free)``:
+    ``exact(values)`` the exact integer result as float64, ``bits`` its width, ``not_both`` two 1-based source
+    positions that must not both depend on the CTA index (a product), ``cta_free`` positions that must not
+    depend on it at all (a shift amount, a selector).  ``carry``: the instruction writes the carry flag, which
+    becomes opaque wherever a source depends on the CTA index."""
+    def before(m, active):
+        pairs = [s(m) for s in sources]
+        size = m.size
+        cta = [_cta_lanes(b, size, active) for _, b in pairs]
+        touched = np.logical_or.reduce(cta) if cta else np.zeros(size, dtype=bool)
+        guarded = _cta_lanes(guard(m)[1], size, active) if guard is not None else None
+        if guarded is not None:
+            touched = touched | guarded
+        if not touched.any():
+            return None
+        if rule is None or (guarded is not None and guarded.any()):
+            return touched, touched
+        exact, bits, not_both, cta_free = rule
+        bad = np.zeros(size, dtype=bool)
+        if not_both:
+            bad |= cta[not_both[0] - 1] & cta[not_both[1] - 1]
+        for position in cta_free:
+            bad |= cta[position - 1]
+        result = exact([v for v, _ in pairs])
+        bad |= touched & ~((result >= 0) & (result < limit_of(bits)))
+        return (bad if bad.any() else None), touched
+
+    def after(m, active, token):
+        bad, touched = token
+        if bad is not None:
+            for key in keys:
+                if key in m.taints:
+                    m.taints[key] = np.where(bad, m.taints[key] | OPAQUE, m.taints[key])
+        if carry:
+            m.carry_taint = np.where(touched, m.carry_taint | OPAQUE, m.carry_taint)
+    return Check(before, after)
+
+
+def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=None, inputs=()) -> Check:
+    """A comparison of ``a`` and ``b`` (readers) writing predicates ``keys``: records the sign of ``a - b``
+    (``exact(value)``: the integer a register holds, as float64) as the CTA's decision, and makes the results
+    DECIDED where the operands were affine.  ``inputs`` (readers) are other inputs of the result, like a
+    chained predicate: opaque ones make the CTA unclassable."""
+    def before(m, active):
+        (x, tx), (y, ty) = a(m), b(m)
+        size = m.size
+        both = _full(tx, size) | _full(ty, size)
+        for extra in ([guard] if guard is not None else []) + list(inputs):
+            both = both | _full(extra(m)[1], size)
+        opaque = active & ((both & OPAQUE) != 0)
+        if opaque.any():
+            m.watch.unclassable(opaque)
+        affine = active & ((both & CTA) != 0) & ~opaque
+        if not affine.any():
+            return None
+        vx, vy = exact(_full(x, size)), exact(_full(y, size))
+        outside = affine & ((((_full(tx, size) & CTA) != 0) & ~((vx >= 0) & (vx < limit)))
+                            | (((_full(ty, size) & CTA) != 0) & ~((vy >= 0) & (vy < limit))))
+        if outside.any():
+            m.watch.unclassable(outside)
+        m.watch.decide(instruction, affine, np.sign(vx - vy))
+        return affine
+
+    def after(m, active, affine):
+        for key in keys:
+            if key in m.taints:
+                bits = m.taints[key]
+                m.taints[key] = np.where(affine, (bits & ~CTA) | DECIDED, bits)
+    return Check(before, after)
+
+
+def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool = False) -> Check:
+    """A branch or shared access: its guard (and ``constant`` operands) must be class-constant, its addresses
+    affine at worst (``cta_free_addresses``: must not depend on the CTA index at all)."""
+    forbidden = CTA | OPAQUE if cta_free_addresses else OPAQUE
+
+    def before(m, active):
+        size = m.size
+        bad = np.zeros(size, dtype=bool)
+        if guard is not None:
+            bad |= active & ((_full(guard(m)[1], size) & (CTA | OPAQUE)) != 0)
+        for operand in constant:
+            bad |= active & ((_full(operand(m)[1], size) & (CTA | OPAQUE)) != 0)
+        for address in addresses:
+            bad |= active & ((_full(address(m)[1], size) & forbidden) != 0)
+        if bad.any():
+            m.watch.unclassable(bad)
+        return None
+    return Check(before, None)
+
+
+# --------------------------------------------------------------------------- PTX
+
+
+def _affine_rule(row: dict):
+    """(exact(values) -> float64, bits of the result, positions that must not both carry CTA, CTA-free
+    positions) for an affine-capable PTX instruction, or None when the instruction is not one."""
+    opcode, modifiers = row["opcode"], row["modifiers"] or []
+    kind = row.get("type") or "b32"
+    if kind in FLOAT_TYPES or "cc" in modifiers or "sat" in modifiers or "hi" in modifiers:
+        return None
+    operands = row["operands"] or []
+    if any(op["kind"] not in ("reg", "imm") for op in operands):
+        return None
+    bits = TYPE_BITS.get(kind, 32)
+    wide = "wide" in modifiers
+
+    def typed(values):
+        return [exact_value(v, kind) for v in values]
+
+    if opcode == "mov" and len(operands) == 2:
+        return (lambda v: typed(v)[0]), bits, (), ()
+    if opcode == "cvt":
+        types = [m for m in modifiers if m in TYPE_BITS]
+        if len(types) != 2 or any(t in FLOAT_TYPES for t in types) or any(m.startswith("r") for m in modifiers
+                                                                          if m not in TYPE_BITS):
+            return None
+        destination, source = types
+        return (lambda v: exact_value(v[0], source)), TYPE_BITS[destination], (), ()
+    if opcode in ("add", "sub") and len(operands) == 3:
+        sign = -1.0 if opcode == "sub" else 1.0
+        return (lambda v: (lambda a, b: a + sign * b)(*typed(v))), bits, (), ()
+    if opcode == "mul" and len(operands) == 3:
+        return (lambda v: (lambda a, b: a * b)(*typed(v))), 2 * bits if wide else bits, (1, 2), ()
+    if opcode == "mad" and len(operands) == 4:
+        out = 2 * bits if wide else bits
+
+        def mad(v):
+            a, b = typed(v[:2])
+            c = exact_value(v[2], _signed_or_unsigned(kind, out)) if wide else typed(v[2:])[0]
+            return a * b + c
+        return mad, out, (1, 2), ()
+    if opcode == "shl" and len(operands) == 3:
+        def shl(v):
+            amount = np.asarray(v[1], dtype=np.uint64).astype(np.float64)
+            return exact_value(v[0], kind) * np.exp2(np.minimum(amount, 64.0))
+        return shl, bits, (), (2,)
+    if opcode == "selp" and len(operands) == 4:
+        return (lambda v: np.where((np.asarray(v[2], dtype=np.uint64) & np.uint64(1)) == 1, *typed(v[:2]))), \
+            bits, (), (3,)
+    return None
+
+
+def _signed_or_unsigned(kind: str, bits: int) -> str:
+    return ("s" if kind in SIGNED_TYPES else "u") + str(bits)
+
+
+_COMPARISON_MODIFIERS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"})
+
+
+def compile_check(slot: Slot, ctx: Context) -> Check | None:
+    row = slot.row
+    opcode = row["opcode"]
+    operands = row["operands"] or []
+    guard = reader({"kind": "reg", "name": row["guard"].lstrip("!")}, slot, ctx) if row.get("guard") else None
+    if opcode in ("setp", "set"):
+        return _comparison(slot, ctx, guard)
+    if opcode in CONTROL_OPCODES:
+        # an indexed branch (brx.idx) chooses its target by a register: that register must not depend on the
+        # CTA index at all (no comparison records where it leads); indirect calls are not followed anyway
+        chosen_by = [reader(op, slot, ctx) for op in operands if op["kind"] == "reg"] if opcode == "brx" else []
+        return decision_inputs(guard, constant=chosen_by) if guard is not None or chosen_by else None
+    address = address_operand(row)
+    if address is not None and may_access_shared(opcode, row["state_space"]):
+        # the loaded register gets its value through taint.read_back: no rule needed for it
+        return decision_inputs(guard, [address_reader(operands[address], slot, ctx)],
+                               cta_free_addresses=bool(ctx.shared_values))
+    if not operands or operands[0]["kind"] not in ("reg", "vector"):
+        return None
+    keys = [register_key(name, slot) for name in split_destinations(operands[0])]
+    sources = [reader(op, slot, ctx) if op["kind"] != "address" else address_reader(op, slot, ctx)
+               for op in operands[1:]]
+    return arithmetic(keys, sources, guard, _affine_rule(row), carry="cc" in (row["modifiers"] or []))
+
+
+def _comparison(slot: Slot, ctx: Context, guard) -> Check | None:
+    row = slot.row
+    operands = row["operands"] or []
+    modifiers = row["modifiers"] or []
+    types = [m for m in modifiers if m in TYPE_BITS]
+    source_type = types[-1] if types else "b32"
+    if source_type in FLOAT_TYPES or len(operands) < 3 or not _COMPARISON_MODIFIERS & set(modifiers):
+        return None
+    keys = [register_key(name, slot) for name in split_destinations(operands[0])]
+    # setp.lt.and.s32 p, a, b, q: the combining predicate (and any further source) is an input of the result
+    inputs = [reader(op, slot, ctx) for op in operands[3:] if op["kind"] == "reg"]
+    return comparison(keys, reader(operands[1], slot, ctx), reader(operands[2], slot, ctx),
+                      lambda value: exact_value(value, source_type), limit_of(TYPE_BITS.get(source_type, 32)),
+                      int(row["instruction"]), guard, inputs)
+
+
+# --------------------------------------------------------------------------- the watch
+
+
+class Watch:
+    """Per machine: every CTA's decisions, and which CTAs met a use no class argument covers."""
+
+    def __init__(self, checks: list[Check | None], ctas: int, padded: int):
+        self.checks = checks
+        self.ctas, self.padded = ctas, padded
+        self.records: list[list[bytes]] = [[] for _ in range(ctas)]
+        self.opaque = np.zeros(ctas, dtype=bool)
+
+    def unclassable(self, threads: np.ndarray) -> None:
+        self.opaque |= threads.reshape(self.ctas, self.padded).any(axis=1)
+
+    def decide(self, instruction: int, threads: np.ndarray, sign: np.ndarray) -> None:
+        codes = np.where(threads, sign + 2, 0).astype(np.int8).reshape(self.ctas, self.padded)
+        rows = threads.reshape(self.ctas, self.padded).any(axis=1)
+        head = instruction.to_bytes(4, "little")
+        for cta in np.flatnonzero(rows).tolist():
+            self.records[cta].append(head + codes[cta].tobytes())
+
+    def signature(self, index: int) -> bytes | None:
+        """The CTA's decisions in order; None when it met an opaque use."""
+        return None if self.opaque[index] else b"".join(self.records[index])
+
+
+def compile_checks(program: Program, ctx: Context) -> list[Check | None]:
+    return [compile_check(slot, ctx) for slot in program.slots]
+
+
+# --------------------------------------------------------------------------- boxes
+
+
+@dataclass
+class Box:
+    low: tuple[int, int, int]
+    high: tuple[int, int, int]          # inclusive
+
+    @property
+    def size(self) -> int:
+        return int(np.prod([h - l + 1 for l, h in zip(self.low, self.high)]))
+
+    def corners(self) -> list[tuple[int, int, int]]:
+        return sorted(set(product(*[(l, h) for l, h in zip(self.low, self.high)])))
+
+    def split(self, axis: int) -> tuple["Box", "Box"]:
+        middle = (self.low[axis] + self.high[axis]) // 2
+        high = list(self.high)
+        high[axis] = middle
+        low = list(self.low)
+        low[axis] = middle + 1
+        return Box(self.low, tuple(high)), Box(tuple(low), self.high)
+
+    def describe(self) -> str:
+        return " × ".join(f"{l}" if l == h else f"{l}–{h}" for l, h in zip(self.low, self.high))
+
+
+@dataclass
+class CtaRun:
+    """One emulated CTA: its decisions and its executions (emulation order)."""
+
+    signature: bytes | None
+    accesses: WarpAccesses
+
+
+@dataclass
+class Partition:
+    classes: list[Box] = field(default_factory=list)                 # proved boxes (their corner ran)
+    left: list[Box] = field(default_factory=list)                    # boxes no class covers (budget)
+    emulated: int = 0
+
+
+def linear(coordinate: tuple[int, int, int], grid: tuple[int, int, int]) -> int:
+    return coordinate[0] + grid[0] * (coordinate[1] + grid[1] * coordinate[2])
+
+
+def same_class(box: Box, runs: dict[tuple, CtaRun], row_bytes: int) -> tuple[bool, int | None, bool]:
+    """(whether every CTA of ``box`` provably counts like its low corner, an axis worth splitting, whether no
+    two CTAs apart along that axis can ever share a class: their addresses move by a whole number of bytes
+    per CTA that is not a whole number of bank rows)."""
+    corners = box.corners()
+    base = runs[box.low]
+    if base.signature is None:
+        return False, None, False
+    shifts: dict[int, np.ndarray] = {}
+    for corner in corners[1:]:
+        run = runs[corner]
+        axes = [axis for axis in range(3) if corner[axis] != box.low[axis]]
+        if run.signature != base.signature or not _aligned(base.accesses, run.accesses):
+            return False, axes[0] if len(axes) == 1 else None, False
+        if len(axes) == 1:
+            axis = axes[0]
+            shift = _uniform_shift(base.accesses, run.accesses)
+            span = box.high[axis] - box.low[axis]
+            if shift is None or np.any(shift % (span * row_bytes)):
+                # the corners agree, so addresses are affine along the axis: a step per CTA that is whole but
+                # not whole rows fails in every smaller box too
+                hopeless = shift is not None and not np.any(shift % span) and bool(np.any((shift // span) % row_bytes))
+                return False, axis, hopeless
+            shifts[axis] = shift
+    for corner in corners[1:]:
+        axes = [axis for axis in range(3) if corner[axis] != box.low[axis]]
+        if len(axes) > 1:
+            shift = _uniform_shift(base.accesses, runs[corner].accesses)
+            if shift is None or not np.array_equal(shift, sum(shifts[axis] for axis in axes)):
+                return False, None, False
+    return True, None, False
+
+
+def _aligned(a: WarpAccesses, b: WarpAccesses) -> bool:
+    return (len(a) == len(b) and np.array_equal(a.instruction, b.instruction) and np.array_equal(a.warp, b.warp)
+            and np.array_equal(a.kind, b.kind) and np.array_equal(a.bytes, b.bytes)
+            and np.array_equal(a.matrices, b.matrices)
+            and np.array_equal(a.address == INACTIVE, b.address == INACTIVE))
+
+
+def _uniform_shift(a: WarpAccesses, b: WarpAccesses) -> np.ndarray | None:
+    """Per execution, the one distance every active lane moved by (None if the lanes disagree)."""
+    if not len(a):
+        return np.zeros(0, dtype=np.int64)
+    active = a.address != INACTIVE
+    difference = np.where(active, b.address - a.address, 0)
+    lowest = np.where(active, difference, np.iinfo(np.int64).max).min(axis=1)
+    highest = np.where(active, difference, np.iinfo(np.int64).min).max(axis=1)
+    lowest = np.where(active.any(axis=1), lowest, 0)
+    highest = np.where(active.any(axis=1), highest, 0)
+    if not np.array_equal(lowest, highest):
+        return None
+    return lowest
+
+
+def partition(grid: tuple[int, int, int], run: Callable[[list[tuple[int, int, int]]], dict[tuple, CtaRun]],
+              row_bytes: int, budget: int, accept: Callable[[Box, CtaRun], None],
+              batch_ctas: int) -> Partition:
+    """Bisect the grid into proved boxes; ``accept`` gets each as soon as it is proved (then its runs are
+    dropped, so memory holds one level's corners at most).  Stops splitting once ``budget`` CTAs were
+    emulated; the boxes left are returned for the caller to emulate CTA by CTA."""
+    result = Partition()
+    pending = [Box((0, 0, 0), tuple(g - 1 for g in grid))]
+    while pending:
+        if result.emulated >= budget:
+            result.left.extend(pending)
+            return result
+        queued: set = set()
+        # run the corners of as many boxes as fit in one batch
+        todo, corners = [], []
+        while pending and (not todo or len(corners) + len(pending[0].corners()) <= batch_ctas):
+            box = pending.pop(0)
+            todo.append(box)
+            for corner in box.corners():
+                if corner not in queued:
+                    queued.add(corner)
+                    corners.append(corner)
+        runs = run(corners)
+        result.emulated += len(corners)
+        if all(r.signature is None for r in runs.values()):
+            # every corner met a use of the CTA index no class argument covers: splitting cannot help
+            result.left.extend(todo + pending)
+            return result
+        for box in todo:
+            ok, axis, hopeless = (True, None, False) if box.size == 1 else same_class(box, runs, row_bytes)
+            if ok:
+                result.classes.append(box)
+                accept(box, runs[box.low])
+                continue
+            extents = [h - l for l, h in zip(box.low, box.high)]
+            if hopeless and not any(extent for other, extent in enumerate(extents) if other != axis):
+                result.left.append(box)          # a row of CTAs no two of which share a class: run them all
+                continue
+            if all(runs[corner].signature is None for corner in box.corners()):
+                result.left.append(box)          # the CTA index reaches a decision no class argument covers
+                continue
+            if axis is None or extents[axis] == 0:
+                axis = int(np.argmax(extents))
+            pending.extend(box.split(axis))
+        del runs
+    return result

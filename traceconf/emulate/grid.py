@@ -1,0 +1,318 @@
+"""Which CTAs of a launch run, in which batches, and what their counts stand for.
+
+One scheduler for every level: the PTX and the SASS emulators each set up
+their machine (:class:`Emulator`) and hand it to :func:`run_grid`.
+
+Which CTAs run
+--------------
+CTA 0 runs first (the *probe*) while the emulator watches for dependence on
+the CTA index (:data:`taint.CTA_ANY`) in a shared address, in the guard of a
+shared access, or in a branch condition.  Without any, every CTA executes
+the same shared accesses at the same addresses, so CTA 0's counts times the
+number of CTAs are exact (``scale`` = number of CTAs).  Otherwise:
+
+* ``Launch.ctas`` < CTAs: that many CTAs spread evenly over the grid, a
+  stated sample (``sampled`` = (analysed, total)).
+* else, where the level can prove them (:mod:`.classes`), CTA classes: the
+  grid is bisected into boxes whose CTAs provably count alike; one corner of
+  each runs and stands for the box.  Boxes the budget could not prove run CTA
+  by CTA.
+* else every CTA runs (``scale`` = 1).  CTAs that share written global
+  memory (``--data``, a kernel that stores to it) run one at a time in launch
+  order: one of the hardware's schedules, and a lock one CTA takes is
+  released before the next runs.
+
+Memory and time
+---------------
+Batches of CTAs (at most ``CHUNK_THREADS`` threads and ``BATCH_EXECUTIONS``
+logged warp executions) run one at a time; each batch's accesses go to
+``consume(accesses, weight)`` (``weight``: CTAs each execution stands for) and
+are dropped, so memory does not grow with the grid.  Without ``consume`` the
+accesses are kept in the outcome (tests, small launches).  The time and
+memory limits (:class:`~traceconf.emulate.launch.Limits`) are polled inside
+the machine and between batches; reaching one ends the run cleanly with what
+was counted so far and ``partial`` saying why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+
+from traceconf.accesses import WarpAccesses
+from traceconf.emulate.classes import Box, CtaRun, Watch, linear, partition
+from traceconf.emulate.launch import Launch, LimitReached, Limits
+
+#: Threads emulated together when several CTAs must run (bounds memory, keeps numpy arrays large).
+CHUNK_THREADS = 1 << 13
+#: Warp executions one batch may log (the probe CTA's count sets the CTAs per batch): 64 MiB of addresses.
+BATCH_EXECUTIONS = 1 << 18
+#: CTAs the class search may emulate before the rest of the grid runs CTA by CTA: a quarter of the grid,
+#: at least this many.
+CLASS_BUDGET_MIN = 64
+#: Grids up to this many CTAs run CTA by CTA (the class search would not save anything).
+CLASS_MIN_CTAS = 8
+#: Emulated CTA ids listed in the outcome (the count is always exact).
+LISTED_CTAS = 100_000
+#: Proved classes listed in the outcome (their CTAs are always counted).
+LISTED_CLASSES = 10_000
+
+Consume = Callable[[WarpAccesses, int], None]
+Progress = Callable[..., None]     # (done, total[, note]): CTAs covered so far, of the grid
+
+
+@dataclass
+class Emulator:
+    """What one level's set-up hands the scheduler."""
+
+    kernel: str
+    warp_size: int
+    block: tuple[int, int, int]
+    grid: tuple[int, int, int]
+    #: a machine over these CTA ids (watch: the class bookkeeping, or None), not yet run
+    machine: Callable[[np.ndarray, Watch | None], object]
+    findings: object                 # simt.Findings shared by every machine of the launch
+    #: per slot, what the class watch checks (None: this level or launch cannot prove classes)
+    checks: list | None = None
+    #: CTAs communicate through written global memory: one at a time, in launch order, no classes
+    serial: bool = False
+
+
+@dataclass
+class GridOutcome:
+    accesses: WarpAccesses               # every access when no ``consume`` was given, else empty
+    weights: np.ndarray | None           # per execution of ``accesses``: the CTAs it stands for
+    scale: int | None                    # every execution stands for this many CTAs (None: see weights)
+    sampled: tuple[int, int] | None
+    classes: list[dict]                  # {"ctas", "count", "emulated"} per proved class (first LISTED_CLASSES)
+    class_count: int                     # proved classes in all
+    analysed_ctas: list[int]             # CTAs emulated (the first LISTED_CTAS)
+    emulated_ctas: int
+    covered_ctas: int                    # CTAs the counts stand for (== total unless sampled or partial)
+    total_ctas: int
+    partial: str | None                  # why the run stopped early (None: it did not)
+    steps: int
+
+
+class _Sink:
+    """Where batches go: the consumer, or a list kept for the outcome; counts the CTAs covered."""
+
+    def __init__(self, consume: Consume | None, kernel: str, warp_size: int):
+        self.consume, self.kernel, self.warp_size = consume, kernel, warp_size
+        self.parts: list[tuple[WarpAccesses, int]] = []
+        self.covered = 0
+
+    def emit(self, accesses: WarpAccesses, weight: int, ctas: int) -> None:
+        self.covered += ctas
+        if not len(accesses):
+            return
+        if self.consume is not None:
+            self.consume(accesses, weight)
+        else:
+            self.parts.append((accesses, weight))
+
+    def kept(self) -> tuple[WarpAccesses, np.ndarray | None]:
+        if not self.parts:
+            return WarpAccesses.empty(self.kernel, self.warp_size), None
+        accesses = WarpAccesses.concat([a for a, _ in self.parts])
+        accesses.execution = np.arange(len(accesses), dtype=np.int64)
+        weights = np.concatenate([np.full(len(a), w, dtype=np.int64) for a, w in self.parts])
+        return accesses, weights
+
+
+class _Runner:
+    """Runs batches of CTAs under the limits and keeps the bookkeeping of one launch."""
+
+    def __init__(self, emulator: Emulator, limits: Limits, sink: _Sink, progress: Progress | None):
+        self.emulator, self.limits, self.sink, self.progress = emulator, limits, sink, progress
+        self.listed: list[int] = []
+        self.emulated = 0
+        self.steps = 0
+        self.padded = padded_threads(emulator.block, emulator.warp_size)
+
+    def run(self, ctas: np.ndarray, watched: bool = False):
+        """One batch, run to its end; a limit reached inside it counts what ran so far and goes on up."""
+        self.limits.check()
+        ctas = np.asarray(ctas, dtype=np.int64)
+        checks = self.emulator.checks
+        machine = self.emulator.machine(ctas, Watch(checks, len(ctas), self.padded) if watched and checks else None)
+        machine.limits = self.limits
+        self.emulated += len(ctas)
+        if len(self.listed) < LISTED_CTAS:
+            self.listed.extend(ctas[:LISTED_CTAS - len(self.listed)].tolist())
+        try:
+            machine.run()
+        except LimitReached:
+            # the CTAs of this batch did not finish: their accesses so far are counted, the CTAs are not
+            self.sink.emit(assemble(self.emulator.kernel, [machine], self.emulator.warp_size), 1, 0)
+            self.steps += machine.steps
+            raise
+        self.steps += machine.steps
+        return machine
+
+    def report(self, done: int, of: int, note: str | None = None) -> None:
+        if self.progress:
+            self.progress(done, of) if note is None else self.progress(done, of, note)
+
+    def stream(self, chunks: Iterator[np.ndarray], of: int, done: int = 0) -> None:
+        """Run ``chunks`` one after the other, each counted and dropped before the next is built."""
+        for ctas in chunks:
+            machine = self.run(ctas)
+            self.sink.emit(assemble(self.emulator.kernel, [machine], self.emulator.warp_size), 1, len(ctas))
+            del machine
+            done += len(ctas)
+            self.report(done, of)
+
+
+def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = None,
+             consume: Consume | None = None) -> GridOutcome:
+    """Run the launch (see the module's docstring); ``emulator.findings`` holds what the machines found."""
+    grid, warp_size = emulator.grid, emulator.warp_size
+    total = grid[0] * grid[1] * grid[2]
+    sink = _Sink(consume, emulator.kernel, warp_size)
+    runner = _Runner(emulator, Limits(launch.time_limit, launch.memory_limit), sink, progress)
+    per_chunk = 1 if emulator.serial else max(1, CHUNK_THREADS // runner.padded)
+    scale, sampled, classes, class_count, partial = None, None, [], 0, None
+    findings = emulator.findings
+    try:
+        probe = runner.run(np.array([0]))
+        logged = sum(len(entry[0]) for entry in probe.log)
+        per_chunk = max(1, min(per_chunk, BATCH_EXECUTIONS // max(1, logged)))
+        if not findings.cta_reasons or total == 1:
+            scale = total
+            sink.emit(assemble(emulator.kernel, [probe], warp_size), total, total)
+            runner.report(1, 1)
+        elif launch.ctas is not None and launch.ctas < total:
+            chosen = np.unique(np.linspace(0, total - 1, max(1, int(launch.ctas))).round().astype(np.int64))
+            sampled = (len(chosen), total)
+            if chosen[0] == 0:       # the probe is CTA 0 of the sample
+                sink.emit(assemble(emulator.kernel, [probe], warp_size), 1, 1)
+                chosen = chosen[1:]
+            del probe
+            runner.stream(chunks_of(chosen, per_chunk), sampled[0], sampled[0] - len(chosen))
+        elif emulator.checks is not None and not emulator.serial and launch.classes and total > CLASS_MIN_CTAS:
+            del probe                # the class search runs CTA 0 again, watched, as a corner
+            classes, class_count = _classes(grid, runner, launch, per_chunk, total)
+        else:
+            sink.emit(assemble(emulator.kernel, [probe], warp_size), 1, 1)
+            del probe
+            runner.stream(chunks_of_range(1, total, per_chunk), total, 1)
+    except LimitReached as stop:
+        partial = stop.reason
+    accesses, weights = sink.kept()
+    if scale is None and sampled is None and not class_count:
+        scale = 1                    # every CTA ran (or the run stopped part-way: ``partial`` says so)
+    return GridOutcome(accesses=accesses, weights=weights, scale=scale, sampled=sampled, classes=classes,
+                       class_count=class_count, analysed_ctas=sorted(set(runner.listed)),
+                       emulated_ctas=runner.emulated, covered_ctas=sink.covered, total_ctas=total,
+                       partial=partial, steps=runner.steps)
+
+
+def padded_threads(block, warp_size: int) -> int:
+    threads = block[0] * block[1] * block[2]
+    return -(-threads // warp_size) * warp_size
+
+
+def chunks_of(ctas: np.ndarray, size: int) -> Iterator[np.ndarray]:
+    for start in range(0, len(ctas), size):
+        yield ctas[start:start + size]
+
+
+def chunks_of_range(first: int, end: int, size: int) -> Iterator[np.ndarray]:
+    """CTA ids first..end-1 in chunks, never materialised at once (a grid may hold 2**38 CTAs)."""
+    for start in range(first, end, size):
+        yield np.arange(start, min(end, start + size), dtype=np.int64)
+
+
+def _classes(grid, runner: _Runner, launch: Launch, per_chunk: int, total: int) -> tuple[list[dict], int]:
+    """Bisect the grid into proved classes (emitting each corner's accesses times its box size), then run
+    the CTAs of boxes left unproved one batch at a time."""
+    emulator, sink = runner.emulator, runner.sink
+    proved: list[dict] = []
+    count = [0]
+
+    def run_corners(corners: list[tuple[int, int, int]]) -> dict[tuple, CtaRun]:
+        ids = np.array([linear(c, grid) for c in corners], dtype=np.int64)
+        machine = runner.run(ids, watched=True)
+        accesses = assemble(emulator.kernel, [machine], emulator.warp_size)
+        runs = {}
+        for index, corner in enumerate(corners):
+            mine = np.flatnonzero(accesses.cta == ids[index])
+            runs[corner] = CtaRun(machine.watch.signature(index), accesses.take(mine))
+        return runs
+
+    def accept(box: Box, corner: CtaRun) -> None:
+        sink.emit(corner.accesses, box.size, box.size)
+        count[0] += 1
+        if len(proved) < LISTED_CLASSES:
+            proved.append({"ctas": box.describe(), "count": box.size, "emulated": linear(box.low, grid)})
+        runner.report(sink.covered, total, f"{count[0]:,} CTA classes")
+
+    budget = min(max(CLASS_BUDGET_MIN, total // 4), total)
+    result = partition(grid, run_corners, launch.row_bytes, budget, accept, max(8, per_chunk))
+    for box in result.left:
+        runner.stream(box_chunks(box, grid, per_chunk), total, sink.covered)
+    return proved, count[0]
+
+
+def box_chunks(box: Box, grid, size: int) -> Iterator[np.ndarray]:
+    """The CTA ids of ``box`` in chunks of at most ``size``, row by row (never all at once)."""
+    (x0, y0, z0), (x1, y1, z1) = box.low, box.high
+    pending: list[np.ndarray] = []
+    count = 0
+    for z in range(z0, z1 + 1):
+        for y in range(y0, y1 + 1):
+            base = grid[0] * (y + grid[1] * z)
+            for start in range(x0, x1 + 1, size):
+                row = np.arange(base + start, base + min(x1 + 1, start + size), dtype=np.int64)
+                while len(row):
+                    take = row[:size - count]
+                    pending.append(take)
+                    count += len(take)
+                    row = row[len(take):]
+                    if count == size:
+                        yield np.concatenate(pending)
+                        pending, count = [], 0
+    if pending:
+        yield np.concatenate(pending)
+
+
+def outcome_notes(outcome: GridOutcome, cta_reasons: list[str]) -> list[str]:
+    """What the counts stand for, in words: CTA dependence, classes, a stop at a limit."""
+    notes = list(cta_reasons and ["shared accesses depend on the CTA index (" + "; ".join(cta_reasons[:3]) + ")"])
+    if outcome.class_count:
+        multi = [c for c in outcome.classes if c["count"] > 1]
+        notes.append(f"CTA classes: {outcome.class_count:,} class(es) cover "
+                     f"{sum(c['count'] for c in outcome.classes):,} of {outcome.total_ctas:,} CTAs; "
+                     f"{outcome.emulated_ctas:,} CTAs emulated in all")
+        for c in sorted(multi, key=lambda c: -c["count"])[:6]:
+            notes.append(f"  CTAs {c['ctas']} (x × y × z): {c['count']:,} CTAs counted as CTA {c['emulated']}")
+        if multi:
+            notes.append("  exact: the CTA index reaches shared addresses and branches only affinely; the corners "
+                         "of each class take the same decisions and their shared addresses differ by whole bank "
+                         "rows, so every CTA inside does too (README: CTA classes)")
+    if outcome.partial:
+        notes.append(f"partial: {outcome.partial}; counts cover {outcome.covered_ctas:,} of {outcome.total_ctas:,} "
+                     "CTAs" + ("" if outcome.covered_ctas else " (the first CTA did not finish: its accesses so far)")
+                     + "; --ctas N analyses a stated sample of N CTAs instead")
+    return notes
+
+
+def assemble(kernel: str, machines: list, warp_size: int) -> WarpAccesses:
+    """One WarpAccesses from every machine's log, execution ids in emulation order."""
+    parts = [(machine, entry) for machine in machines for entry in machine.log]
+    if not parts:
+        return WarpAccesses.empty(kernel, warp_size)
+    counts = np.array([len(entry[0]) for _, entry in parts])
+    cta = np.concatenate([machine.cta_of_warp[entry[0]] for machine, entry in parts]).astype(np.int64)
+    warp = np.concatenate([machine.warp_of_warp[entry[0]] for machine, entry in parts]).astype(np.int32)
+
+    def per_execution(position: int, dtype) -> np.ndarray:
+        return np.repeat(np.array([entry[position] for _, entry in parts], dtype=dtype), counts)
+
+    address = np.concatenate([entry[5] for _, entry in parts]).astype(np.int64, copy=False)
+    return WarpAccesses(kernel, cta, warp, np.arange(len(cta), dtype=np.int64), per_execution(1, np.int32),
+                        per_execution(2, np.int8), per_execution(3, np.int16), per_execution(4, np.int8), address,
+                        per_execution(6, np.int8))

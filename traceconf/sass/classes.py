@@ -1,0 +1,150 @@
+"""CTA classes at the SASS level: which SASS instructions keep a CTA-dependent value affine.
+
+The argument is :mod:`traceconf.emulate.classes`'s; this module is its table
+for SASS.  A value computed from ``SR_CTAID`` stays *affine* in the CTA
+coordinates through copies (``MOV``, ``S2R``, ``R2UR``...), integer sums
+(``IADD3``, ``IADD``, ``VIADD`` with ``-``/``~`` operands), products with a
+CTA-free factor (``IMAD`` and its ``.MOV``/``.SHL``/``.IADD``/``.WIDE``
+forms), shifts by a CTA-free amount (``LEA``, ``ISCADD``, ``SHF.L``, ``SHL``)
+and ``SEL`` by a CTA-free predicate, as long as the exact result lies in
+``[0, 2**31)`` (no wrap-around, one value whether read signed or unsigned; a
+64-bit result's high word is then 0).  ``ISETP`` of affine values records the
+CTA's decision.  Everything else (bitwise logic, ``.HI`` halves, carries,
+64-bit compares, ``IMNMX``...) makes a CTA-dependent result opaque.  Values
+loaded from memory are unknown at this level, so memory needs no rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from traceconf.emulate.classes import Check, arithmetic, comparison, decision_inputs, limit_of
+from traceconf.emulate.program import Program, Slot
+from traceconf.sass.control import guard_of
+from traceconf.sass.memory import address_reader
+from traceconf.sass.operands import M32, Operand, SassContext, pair_name, parse_operand, reader, signed32
+from traceconf.sass.opcodes import shared_op
+
+U64 = np.uint64
+LIMIT = limit_of(32)
+#: Control transfers whose condition (guard, predicate operand) must be the same in every CTA of a class.
+CONTROL = frozenset({"BRA", "JMP", "BRX", "JMX", "CALL", "JCAL", "RET", "EXIT", "KILL", "BAR", "SYNC", "BRK",
+                     "CONT", "WARPSYNC", "BSSY", "BSYNC", "BREAK"})
+#: Copies: the result is the (only) source.
+COPIES = frozenset({"MOV", "UMOV", "MOV32I", "S2R", "S2UR", "CS2R", "R2UR"})
+SUMS = frozenset({"IADD3", "UIADD3", "IADD", "IADD32I", "VIADD", "UIADD"})
+PRODUCTS = frozenset({"IMAD", "UIMAD", "IMUL"})
+SHIFTED_SUMS = frozenset({"LEA", "ULEA", "ISCADD"})
+COMPARISONS = frozenset({"ISETP", "UISETP"})
+
+
+def _exact(value) -> np.ndarray:
+    """A 32-bit register read as a signed integer, as float64 (low words of sums and products agree with the
+    exact result whichever way the operands are read, and affine values lie below 2**31)."""
+    return signed32(value).astype(np.float64)
+
+
+def _destinations(ops: list[Operand]) -> tuple[list[str], list[Operand], list[Operand]]:
+    """(register/predicate names written, sources, predicate inputs) of an ALU instruction: ``Rd, [Pout...,]
+    sources..., [Pin...]``; a 64-bit destination writes its pair."""
+    if not ops or ops[0].kind not in ("reg", "pred") or ops[0].negate:
+        return [], ops, []
+    names = [ops[0].name]
+    rest = ops[1:]
+    if ops[0].kind == "pred":                        # ISETP Pd, Pq, ...: two predicate destinations
+        while rest and rest[0].kind == "pred" and not rest[0].negate and len(names) < 2:
+            names.append(rest[0].name)
+            rest = rest[1:]
+    while rest and rest[0].kind == "pred" and not rest[0].negate:
+        names.append(rest[0].name)                   # carry outputs
+        rest = rest[1:]
+    inputs = []
+    while rest and rest[-1].kind == "pred":
+        inputs.insert(0, rest[-1])
+        rest = rest[:-1]
+    return names, rest, inputs
+
+
+def _unsigned(value) -> np.ndarray:
+    return (np.asarray(value, dtype=np.uint64) & M32).astype(np.float64)
+
+
+def _pair(value) -> np.ndarray:
+    """A 64-bit pair read as a signed integer, as float64 (exact below 2**53, and only such values pass)."""
+    return np.asarray(value, dtype=np.uint64).view(np.int64).astype(np.float64)
+
+
+def _shifted(v) -> np.ndarray:
+    return _exact(v[0]) * np.exp2(np.minimum(np.asarray(v[1], dtype=np.uint64) & M32, 32).astype(np.float64))
+
+
+def _rule(family: str, mods: list[str], sources: list[Operand], carries: bool):
+    """``(exact, bits, not_both, cta_free)`` for an affine-capable instruction, else None."""
+    if carries or "X" in mods or "HI" in mods or "SAT" in mods:
+        return None
+    count = len(sources)
+    if family in COPIES and count == 1:
+        return (lambda v: _exact(v[0])), 32, (), ()
+    if family in SUMS and count >= 2:
+        return (lambda v: sum(_exact(x) for x in v)), 32, (), ()
+    if family in PRODUCTS and count in (2, 3):
+        if "WIDE" in mods:
+            # the 64-bit result uses the operands' declared signedness, and the addend is the whole pair
+            factor = _unsigned if "U32" in mods else _exact
+            return (lambda v: factor(v[0]) * factor(v[1]) + (_pair(v[2]) if len(v) > 2 else 0.0)), 32, (1, 2), ()
+        return (lambda v: _exact(v[0]) * _exact(v[1]) + (_exact(v[2]) if len(v) > 2 else 0.0)), 32, (1, 2), ()
+    if family in SHIFTED_SUMS and count == 3 and sources[2].kind == "imm":
+        shift = float(2 ** (sources[2].value & 0x1F))
+        return (lambda v: _exact(v[0]) * shift + _exact(v[1])), 32, (), (3,)
+    if family in ("SHF", "USHF") and "L" in mods and count >= 2:
+        # SHF.L Rd, lo, amount, hi: the low word of (hi:lo) << amount is lo << amount (amount below 32)
+        return _shifted, 32, (), (2,)
+    if family == "SHL" and count == 2:
+        return _shifted, 32, (), (2,)
+    return None
+
+
+def compile_sass_check(slot: Slot, ctx: SassContext) -> Check | None:
+    row = slot.row
+    family = row["opcode"]
+    mods = list(row["modifiers"] or [])
+    ops = [parse_operand(o) for o in row["operands"] or []]
+    guard = guard_of(row, ctx)
+    if family in CONTROL:
+        conditions = [reader(op, ctx, False) for op in ops if op.kind in ("pred", "reg")]
+        return decision_inputs(guard, constant=conditions) if guard is not None or conditions else None
+    if shared_op(".".join([family, *mods])) is not None:
+        address = next((op for op in ops if op.kind == "address"), None)
+        if address is None:
+            return None
+        return decision_inputs(guard, [address_reader(address, ctx, wide_base=False)])
+    if family in COMPARISONS:
+        return _comparison(slot, ctx, ops, mods, guard)
+    names, sources, inputs = _destinations(ops)
+    if not names:
+        return None
+    wide = "WIDE" in mods
+    readers = [reader(op, ctx, wide and index == 2) for index, op in enumerate(sources)]
+    rule = _rule(family, mods, sources, carries=len(names) > 1 or bool(inputs))
+    if wide:
+        names = names + [pair_name(names[0])]   # a passing 64-bit result is below 2**31: its high word is 0
+    return arithmetic(names, readers + [reader(op, ctx) for op in inputs], guard, rule)
+
+
+def _comparison(slot: Slot, ctx: SassContext, ops: list[Operand], mods: list[str], guard) -> Check | None:
+    """``ISETP.cmp.[U32].combine Pd, Pq, a, b, Pc[, Plow]``: a decision on ``a - b``; ``.EX`` (the high words
+    of a 64-bit compare) is not one (the sign of the whole difference is not recorded)."""
+    if len(ops) < 5 or "EX" in mods:
+        names = [op.name for op in ops[:2] if op.kind == "pred" and not op.negate]
+        return arithmetic(names, [reader(op, ctx, False) for op in ops[2:]], guard, None)
+    unsigned = "U32" in mods
+
+    def exact(value):
+        return (np.asarray(value, dtype=np.uint64) & M32).astype(np.float64) if unsigned else _exact(value)
+    names = [op.name for op in ops[:2] if op.kind == "pred" and not op.negate]
+    return comparison(names, reader(ops[2], ctx, False), reader(ops[3], ctx, False), exact, LIMIT,
+                      int(slot.row["instruction"]), guard, [reader(op, ctx) for op in ops[4:]])
+
+
+def compile_sass_checks(program: Program, ctx: SassContext) -> list[Check | None]:
+    return [compile_sass_check(slot, ctx) for slot in program.slots]
