@@ -6,9 +6,13 @@ each target the same run measures:
 
 * ``--exhaustive``: every CTA emulated, batches counted and dropped; its
   counts must equal the classes' counts (printed: identical / DIFFERENT);
-* today's main checkout (``--main PATH``, default /work/main) where it is
-  safe on this machine: the sizes marked ``main`` below (the issue's full-size
-  figures on main need 19 to 22 GB; ``--main-full`` runs them anyway).
+* the tree before issue 13 (``--baseline REV``, exported with ``git archive``)
+  where that is safe on this machine: the sizes marked ``baseline`` below (the
+  issue's full-size figures need 19 to 22 GB there; ``--baseline-full`` runs
+  them anyway).
+
+Every run uses the default level (``auto``: SASS when ptxas is found, as a
+user's run does); the hgemm target is also measured with ``--level ptx``.
 
 Targets (issue 13): hgemm_mma_stages_tn-style 4096³ ≤ 10 s and ≤ 1 GB with counts
 identical to the exhaustive result; cp.async multi-stage matmul at 1280² ≤ 20 s;
@@ -16,7 +20,7 @@ a %ctaid kernel at grid 65535×65535×64 exact through classes in seconds or
 stopped cleanly; peak RSS flat (±10%) from 1 to 10,000 CTAs; default limits
 stop a runaway within about 30 s; --suggest at most twice the analysis time.
 
-    python scripts/bench_scale.py [--repeats 3] [--quick] [--main /work/main] [--main-full]
+    python scripts/bench_scale.py [--repeats 3] [--quick] [--baseline REV] [--baseline-full]
 """
 
 from __future__ import annotations
@@ -29,9 +33,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+#: main before issue 13 (CTA classes, batches counted and dropped, limits) was merged
+DEFAULT_BASELINE = "faebff4"
 SCALE = REPO / "tests" / "fixtures" / "scale"
 HGEMM = [str(SCALE / "hgemm_stages.sm_90.ptx"), "-k", "<3, 0>", "--block", "256"]
 MATMUL = [str(SCALE / "matmul_async.sm_90.ptx"), "-k", "stages<16>", "--block", "16,16"]
@@ -91,6 +98,16 @@ def run(args: list[str], checkout: Path = REPO, timeout: float = 900) -> dict:
             "stdout": text}
 
 
+@contextmanager
+def baseline_tree(revision: str):
+    """The traceconf package of ``revision``, exported into a temporary directory."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", revision, "traceconf", "grammars"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        yield Path(tmp)
+
+
 def median_of(repeats: int, args: list[str], **kw) -> dict:
     runs = [run(args, **kw) for _ in range(repeats)]
     best = runs[len(runs) // 2]
@@ -125,23 +142,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one run each, skip the 10,000-CTA exhaustive runs")
-    parser.add_argument("--main", type=Path, default=Path("/work/main"))
-    parser.add_argument("--main-full", action="store_true", help="also run main at the full sizes (needs ~22 GB)")
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="git revision of the baseline tree")
+    parser.add_argument("--baseline-full", action="store_true",
+                        help="also run the baseline at the full sizes (needs ~22 GB)")
     options = parser.parse_args()
     repeats = 1 if options.quick else options.repeats
-    have_main = (options.main / "traceconf").is_dir()
-    print(f"bench_scale: {os.cpu_count()} cores, python {sys.version.split()[0]}, median of {repeats} run(s)")
+    print(f"bench_scale: {os.cpu_count()} cores, python {sys.version.split()[0]}, median of {repeats} run(s); "
+          f"baseline tree {options.baseline}")
+    with baseline_tree(options.baseline) as base:
+        measure(options, repeats, base)
 
+
+def measure(options, repeats: int, base: Path) -> None:
     # 1. hgemm 4096³: classes vs exhaustive (and main at 1024³, or 4096³ with --main-full)
     ours = median_of(repeats, json_args(hgemm(4096)))
     full = run(json_args(hgemm(4096) + ["--exhaustive", "--time-limit", "900"]))
     same = "identical" if ours["totals"] == full["totals"] and ours["totals"] else "DIFFERENT"
-    baselines = [("--exhaustive (every CTA, streamed)", full)]
-    if have_main:
-        size = 4096 if options.main_full else 1024
-        baselines.append((f"main checkout, {size}³", run(json_args(hgemm(size)), checkout=options.main)))
+    ptx = median_of(repeats, json_args(hgemm(4096) + ["--level", "ptx"]))
+    baselines = [("--exhaustive (every CTA, streamed)", full), ("--level ptx (classes)", ptx)]
+    size = 4096 if options.baseline_full else 1024
+    baselines.append((f"baseline tree, {size}³", run(json_args(hgemm(size)), checkout=base)))
     line("hgemm_mma_stages_tn-style 4096³ (1,024 CTAs)", "≤ 10 s, ≤ 1,024 MiB", ours, baselines,
-         f"; counts vs exhaustive: {same}")
+         f"; counts vs exhaustive: {same}; level {ours['launch'].get('level', 'ptx')}")
 
     # 2. MatrixMulAsyncCopyMultiStageLargeChunk-style 1280² (6,400 CTAs)
     ours = median_of(repeats, json_args(matmul(1280)))
@@ -149,9 +171,8 @@ def main() -> None:
                                                                                  "900"]))
     same = "identical" if small["totals"] == small_full["totals"] and small["totals"] else "DIFFERENT"
     baselines = [("--exhaustive at 320² (400 CTAs)", small_full)]
-    if have_main:
-        size = 1280 if options.main_full else 320
-        baselines.append((f"main checkout, {size}²", run(json_args(matmul(size)), checkout=options.main)))
+    size = 1280 if options.baseline_full else 320
+    baselines.append((f"baseline tree, {size}²", run(json_args(matmul(size)), checkout=base)))
     line("cp.async multi-stage matmul 1280² (6,400 CTAs)", "≤ 20 s", ours, baselines,
          f"; classes vs exhaustive at 320²: {same}")
 
@@ -159,12 +180,10 @@ def main() -> None:
     grid = ["--grid", "65535,65535,64"]
     row = median_of(repeats, json_args(CTAID + ["-k", "ctaid_row"] + grid))
     skew = run(json_args(CTAID + ["-k", "ctaid_skew"] + grid))
-    baselines = [("ctaid_skew (no class possible): default limits", skew)]
-    if have_main:
-        baselines.append(("main checkout, ctaid_row grid 500×1×4", run(json_args(CTAID + ["-k", "ctaid_row", "--grid",
-                                                                                     "500,1,4"]),
-                                                                   checkout=options.main)))
-    classes = len(row["launch"].get("classes", []))
+    baselines = [("ctaid_skew (no class possible): default limits", skew),
+                 ("baseline tree, ctaid_row grid 500×1×4",
+                  run(json_args(CTAID + ["-k", "ctaid_row", "--grid", "500,1,4"]), checkout=base))]
+    classes = row["launch"].get("class_count", 0)
     line("%ctaid kernel, grid 65535×65535×64", "exact via classes in seconds, or a clean stop", row, baselines,
          f"; {classes} classes, {row['launch'].get('analysed_ctas', '?')} CTAs emulated")
 
@@ -176,9 +195,9 @@ def main() -> None:
         r = run(json_args(CTAID + ["-k", "ctaid_skew", "--grid", str(ctas), "--time-limit", "600"]))
         curve.append(r["rss_mib"])
         main_text = ""
-        if have_main and ctas <= 1000:
-            m = run(json_args(CTAID + ["-k", "ctaid_skew", "--grid", str(ctas)]), checkout=options.main)
-            main_text = f"   main checkout: {m['rss_mib']:7.0f} MiB {m['seconds']:7.2f} s"
+        if ctas <= 1000:
+            m = run(json_args(CTAID + ["-k", "ctaid_skew", "--grid", str(ctas)]), checkout=base)
+            main_text = f"   baseline tree: {m['rss_mib']:7.0f} MiB {m['seconds']:7.2f} s"
         print(f"  {ctas:>6} CTAs: {r['rss_mib']:7.0f} MiB {r['seconds']:7.2f} s{main_text}")
     spread = (max(curve) - min(curve)) / min(curve)
     print(f"  spread {spread:.0%} of the smallest (target ±10%)")
@@ -194,9 +213,8 @@ def main() -> None:
     # 6. --suggest on hgemm 1024³
     plain = median_of(repeats, hgemm(1024))
     suggested = median_of(repeats, hgemm(1024) + ["--suggest"])
-    baselines = [("without --suggest", plain)]
-    if have_main:
-        baselines.append(("main checkout, --suggest", run(hgemm(1024) + ["--suggest"], checkout=options.main)))
+    baselines = [("without --suggest", plain),
+                 ("baseline tree, --suggest", run(hgemm(1024) + ["--suggest"], checkout=base))]
     line("--suggest, hgemm 1024³", "≤ 2× without", suggested, baselines,
          f"; ratio {suggested['seconds'] / plain['seconds']:.2f}")
 
