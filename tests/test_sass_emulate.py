@@ -104,6 +104,9 @@ def test_isetp_sel_and_predicate_guards():
 def test_min_max_popc_flo_brev_prmt():
     assert (stored([TID, "VIMNMX R2, R0, 0x7, PT"]) == np.minimum(LANES, 7)).all()
     assert (stored([TID, "IMNMX R2, R0, 0x7, !PT"]) == np.maximum(LANES, 7)).all()
+    # VIADDMNMX (sm_90 loop bounds): min/max of a + b and c
+    assert (stored([TID, "VIADDMNMX R2, R0, 0x3, 0x10, PT"]) == np.minimum(LANES + 3, 16)).all()
+    assert (stored([TID, "VIADDMNMX R2, R0, -0x2, RZ, !PT"]) == np.maximum(LANES - 2, 0)).all()
     assert (stored([TID, "POPC R2, R0"]) == [bin(x).count("1") for x in LANES]).all()
     assert (stored([TID, "IADD3 R4, R0, 0x1, RZ", "FLO.U32 R2, R4"]) == [int(x).bit_length() - 1 for x in LANES + 1]).all()
     assert (stored([TID, "BREV R4, R0", "SHF.R.U32.HI R2, RZ, 0x1b, R4"]) ==
