@@ -313,9 +313,10 @@ def analyze(
     report_failures(failures)
     for analysis in analyses:
         if "partial" in analysis.launch:
+            total = analysis.launch["total_ctas"]
             typer.echo(f"traceconf: kernel {analysis.kernel}: partial: {analysis.launch['partial']}; counts cover "
-                       f"{analysis.launch['covered_ctas']:,} of {analysis.launch['total_ctas']:,} CTAs "
-                       f"(--ctas N samples N CTAs instead)", err=True)
+                       f"{analysis.launch['covered_ctas']:,} of {total:,} CTAs"
+                       + (" (--ctas N samples N CTAs instead)" if total > 1 else ""), err=True)
     if output is not None and not dataset:
         try:
             write_results(table, output, inputs=files)

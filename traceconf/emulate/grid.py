@@ -296,7 +296,7 @@ def outcome_notes(outcome: GridOutcome, cta_reasons: list[str]) -> list[str]:
     if outcome.partial:
         notes.append(f"partial: {outcome.partial}; counts cover {outcome.covered_ctas:,} of {outcome.total_ctas:,} "
                      "CTAs" + ("" if outcome.covered_ctas else " (the first CTA did not finish: its accesses so far)")
-                     + "; --ctas N analyses a stated sample of N CTAs instead")
+                     + ("; --ctas N analyses a stated sample of N CTAs instead" if outcome.total_ctas > 1 else ""))
     return notes
 
 
