@@ -322,3 +322,34 @@ def test_suggestion_vectorises_scalar_neighbour_reads():
     # 16 groups of 4 scalar loads, 4 warps: 4-way each (16 wavefronts) → one float4 load (4 wavefronts)
     assert found[0].baseline.wavefronts - best.wavefronts == 16 * (4 * 16 - 16)
     assert sum(1 for w, _ in best.per_instruction.values() if w == 0) == 16 * 3
+
+
+def test_unresolved_executions_are_weighted_like_the_counts():
+    # CTAs below 40 store at an address loaded from memory (unresolved); every CTA stores at a known one
+    module = kernel_module("""
+        mov.u32 %r1, %tid.x;
+        mov.u32 %r2, %ctaid.x;
+        setp.lt.u32 %p1, %r2, 40;
+        ld.param.u64 %rd1, [p];
+        ld.global.u32 %r3, [%rd1];
+        shl.b32 %r4, %r3, 2;
+        @%p1 st.shared.u32 [%r4], %r1;
+        mul.lo.s32 %r5, %r1, 4;
+        st.shared.u32 [%r5], %r1;
+        ret;""", params=".param .u64 p", shared=".shared .align 4 .b8 buf[512];\n")
+    from traceconf.analyses.results import unresolved_summary
+    classes, fast, slow = _exhaustive_and_classes(module, "k", block=(64, 1, 1), grid=(300, 1, 1))
+    exhaustive, _ = _results(module, "k", LaunchRequest(block=(64, 1, 1), grid=(300, 1, 1), classes=False))
+    assert classes.launch["class_count"] and classes.launch["analysed_ctas"] < 100
+    assert fast.equals(slow)
+    assert unresolved_summary(classes) == unresolved_summary(exhaustive) == (40 * 2, 0)
+    # no CTA dependence: one CTA stands for all, its unresolved executions too
+    module = kernel_module("""
+        mov.u32 %r1, %tid.x;
+        ld.param.u64 %rd1, [p];
+        ld.global.u32 %r3, [%rd1];
+        shl.b32 %r4, %r3, 2;
+        st.shared.u32 [%r4], %r1;
+        ret;""", params=".param .u64 p", shared=".shared .align 4 .b8 buf[512];\n")
+    scaled, _ = _results(module, "k", LaunchRequest(block=(64, 1, 1), grid=(30, 1, 1)))
+    assert scaled.launch["scale"] == 30 and unresolved_summary(scaled) == (30 * 2, 0)

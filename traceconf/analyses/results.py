@@ -104,13 +104,12 @@ __all__ = ["RESULT_ROWS", "COUNTS", "kernel_table", "results_table", "excess_by_
 
 
 def unresolved_summary(analysis: KernelAnalysis) -> tuple[int, int]:
-    """(warp-level executions left out as unresolved, scaled to the launch like the counts; number of
+    """(warp-level executions left out as unresolved, for the whole launch like the counts; number of
     unresolved instructions whose executions could not be counted, e.g. under an unknown branch).
     Work that is never counted by design (TMA copies, wgmma operands: ``kinds.UNCOUNTED``) is not unresolved."""
     from traceconf.kinds import UNCOUNTED
     entries = [e for e in analysis.unresolved if e.get("reason") not in UNCOUNTED.values()]
-    scale = int(analysis.launch.get("scale") or 1)
-    counted = sum(int(entry.get("executions") or 0) for entry in entries) * scale
+    counted = sum(int(entry.get("executions") or 0) for entry in entries)
     uncounted = len({int(e["instruction"]) for e in entries if e.get("uncounted", True)})
     return counted, uncounted
 

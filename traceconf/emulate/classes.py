@@ -367,6 +367,7 @@ class CtaRun:
 
     signature: bytes | None
     accesses: WarpAccesses
+    unresolved: dict = field(default_factory=dict)   # (instruction, reason) → executions left out
 
 
 @dataclass

@@ -47,8 +47,12 @@ class EmulationResult:
     partial: str | None = None        # why the emulation stopped early (None: it did not)
 
     @classmethod
-    def of(cls, outcome: GridOutcome, findings, unresolved: list[dict], shared_layout: list[dict],
-           notes: list[str]) -> "EmulationResult":
+    def of(cls, outcome: GridOutcome, findings, shared_layout: list[dict], notes: list[str],
+           order=lambda entry: (entry["ptx_line"], entry["reason"])) -> "EmulationResult":
+        """The result of one run of :func:`grid.run_grid`: the findings' unresolved entries carry the executions
+        the run left out, weighted like the counts."""
+        unresolved = sorted(({**entry, "executions": outcome.unresolved.get(key, 0)}
+                             for key, entry in findings.unresolved_rows.items()), key=order)
         return cls(accesses=outcome.accesses, scale=outcome.scale, analysed_ctas=outcome.analysed_ctas,
                    unresolved=unresolved, shared_layout=shared_layout, sampled=outcome.sampled,
                    notes=outcome_notes(outcome, findings.cta_reasons) + notes,
@@ -110,9 +114,8 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
         notes += [f"{why}: its values stay unknown (pass --data for it)" for why in memory.unserved.values()]
     notes += _extent_note(findings.extent, layout, launch.dynamic_smem)
     notes += findings.stop_notes
-    return EmulationResult.of(outcome, findings,
-                              sorted(findings.unresolved_rows.values(), key=lambda u: (u["ptx_line"], u["reason"])),
-                              _assumed_extern_size(layout, findings.extent, launch.dynamic_smem), notes)
+    return EmulationResult.of(outcome, findings, _assumed_extern_size(layout, findings.extent, launch.dynamic_smem),
+                              notes)
 
 
 def _writes_global(rows: list[dict]) -> bool:

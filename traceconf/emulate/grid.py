@@ -36,6 +36,7 @@ was counted so far and ``partial`` saying why.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -94,6 +95,7 @@ class GridOutcome:
     total_ctas: int
     partial: str | None                  # why the run stopped early (None: it did not)
     steps: int
+    unresolved: Counter                  # (instruction, reason) → executions left out, weighted like the counts
 
 
 class _Sink:
@@ -103,9 +105,12 @@ class _Sink:
         self.consume, self.kernel, self.warp_size = consume, kernel, warp_size
         self.parts: list[tuple[WarpAccesses, int]] = []
         self.covered = 0
+        self.unresolved: Counter = Counter()
 
-    def emit(self, accesses: WarpAccesses, weight: int, ctas: int) -> None:
+    def emit(self, accesses: WarpAccesses, weight: int, ctas: int, unresolved: Counter) -> None:
         self.covered += ctas
+        for key, count in unresolved.items():
+            self.unresolved[key] += count * weight
         if not len(accesses):
             return
         if self.consume is not None:
@@ -146,7 +151,8 @@ class _Runner:
             machine.run()
         except LimitReached:
             # the CTAs of this batch did not finish: their accesses so far are counted, the CTAs are not
-            self.sink.emit(assemble(self.emulator.kernel, [machine], self.emulator.warp_size), 1, 0)
+            self.sink.emit(assemble(self.emulator.kernel, [machine], self.emulator.warp_size), 1, 0,
+                           unresolved_of(machine))
             self.steps += machine.steps
             raise
         self.steps += machine.steps
@@ -160,7 +166,8 @@ class _Runner:
         """Run ``chunks`` one after the other, each counted and dropped before the next is built."""
         for ctas in chunks:
             machine = self.run(ctas)
-            self.sink.emit(assemble(self.emulator.kernel, [machine], self.emulator.warp_size), 1, len(ctas))
+            self.sink.emit(assemble(self.emulator.kernel, [machine], self.emulator.warp_size), 1, len(ctas),
+                           unresolved_of(machine))
             del machine
             done += len(ctas)
             self.report(done, of)
@@ -182,13 +189,13 @@ def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = Non
         per_chunk = max(1, min(per_chunk, BATCH_EXECUTIONS // max(1, logged)))
         if not findings.cta_reasons or total == 1:
             scale = total
-            sink.emit(assemble(emulator.kernel, [probe], warp_size), total, total)
+            sink.emit(assemble(emulator.kernel, [probe], warp_size), total, total, unresolved_of(probe))
             runner.report(1, 1)
         elif launch.ctas is not None and launch.ctas < total:
             chosen = np.unique(np.linspace(0, total - 1, max(1, int(launch.ctas))).round().astype(np.int64))
             sampled = (len(chosen), total)
             if chosen[0] == 0:       # the probe is CTA 0 of the sample
-                sink.emit(assemble(emulator.kernel, [probe], warp_size), 1, 1)
+                sink.emit(assemble(emulator.kernel, [probe], warp_size), 1, 1, unresolved_of(probe))
                 chosen = chosen[1:]
             del probe
             runner.stream(chunks_of(chosen, per_chunk), sampled[0], sampled[0] - len(chosen))
@@ -196,7 +203,7 @@ def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = Non
             del probe                # the class search runs CTA 0 again, watched, as a corner
             classes, class_count = _classes(grid, runner, launch, per_chunk, total)
         else:
-            sink.emit(assemble(emulator.kernel, [probe], warp_size), 1, 1)
+            sink.emit(assemble(emulator.kernel, [probe], warp_size), 1, 1, unresolved_of(probe))
             del probe
             runner.stream(chunks_of_range(1, total, per_chunk), total, 1)
     except LimitReached as stop:
@@ -207,7 +214,7 @@ def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = Non
     return GridOutcome(accesses=accesses, weights=weights, scale=scale, sampled=sampled, classes=classes,
                        class_count=class_count, analysed_ctas=sorted(set(runner.listed)),
                        emulated_ctas=runner.emulated, covered_ctas=sink.covered, total_ctas=total,
-                       partial=partial, steps=runner.steps)
+                       partial=partial, steps=runner.steps, unresolved=sink.unresolved)
 
 
 def padded_threads(block, warp_size: int) -> int:
@@ -240,11 +247,12 @@ def _classes(grid, runner: _Runner, launch: Launch, per_chunk: int, total: int) 
         runs = {}
         for index, corner in enumerate(corners):
             mine = np.flatnonzero(accesses.cta == ids[index])
-            runs[corner] = CtaRun(machine.watch.signature(index), accesses.take(mine))
+            runs[corner] = CtaRun(machine.watch.signature(index), accesses.take(mine),
+                                  unresolved_of(machine, ids[index]))
         return runs
 
     def accept(box: Box, corner: CtaRun) -> None:
-        sink.emit(corner.accesses, box.size, box.size)
+        sink.emit(corner.accesses, box.size, box.size, corner.unresolved)
         count[0] += 1
         if len(proved) < LISTED_CLASSES:
             proved.append({"ctas": box.describe(), "count": box.size, "emulated": linear(box.low, grid)})
@@ -298,6 +306,14 @@ def outcome_notes(outcome: GridOutcome, cta_reasons: list[str]) -> list[str]:
                      "CTAs" + ("" if outcome.covered_ctas else " (the first CTA did not finish: its accesses so far)")
                      + ("; --ctas N analyses a stated sample of N CTAs instead" if outcome.total_ctas > 1 else ""))
     return notes
+
+
+def unresolved_of(machine, cta: int | None = None) -> Counter:
+    """The executions ``machine`` left out as unresolved, per (instruction, reason): of one CTA, or of all."""
+    counts: Counter = Counter()
+    for key, ctas in machine.unresolved_log:
+        counts[key] += len(ctas) if cta is None else int(np.count_nonzero(ctas == cta))
+    return counts
 
 
 def assemble(kernel: str, machines: list, warp_size: int) -> WarpAccesses:

@@ -389,8 +389,7 @@ def _atomic(slot, ctx, row, modifiers):
         located = locate(m, mask)
         shared_lanes, offsets, global_lanes, address, bits = located
         if spin and shared_lanes is not None and shared_lanes.any():
-            warps = int(shared_lanes.reshape(-1, m.warp_size).any(axis=1).sum())
-            m.report_unresolved(slot, SPIN_REASON.format(op=op), warps)
+            m.report_unresolved(slot, SPIN_REASON.format(op=op), shared_lanes.reshape(-1, m.warp_size).any(axis=1))
         elif recorder is not None and shared_lanes is not None:
             recorder(m, _leaders(m, shared_lanes, offsets, bits) if aggregated else shared_lanes, offsets, bits)
         (b, b_bits), (c, c_bits) = (operands + [lambda m: (U64(0), taint.ZERO)] * 2)[0](m), \

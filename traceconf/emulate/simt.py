@@ -259,6 +259,7 @@ class Machine(ThreadState):
         self.pc = np.where(self.valid, 0, EXIT).astype(np.int64)
         self.resume = np.zeros(self.size, dtype=np.int64)
         self.log: list[tuple] = []
+        self.unresolved_log: list[tuple] = []     # ((instruction, reason), CTA id per execution left out)
         self.steps = 0
         self.all_valid = bool(self.valid.all())
         self.all_warps = np.arange(self.size // warp_size)
@@ -361,8 +362,13 @@ class Machine(ThreadState):
             return True
         return False
 
-    def report_unresolved(self, slot: Slot, reason: str, executions: int | None = None) -> None:
-        self.findings.unresolved(slot, reason, executions)
+    def report_unresolved(self, slot: Slot, reason: str, warps: np.ndarray | None = None) -> None:
+        """An unresolved instruction; ``warps`` (a mask over this machine's warps) are the executions left out
+        (None: how many is unknown, e.g. under a branch whose direction is unknown).  The executions are
+        logged per CTA, so that the scheduler weights them like the accesses (classes, samples)."""
+        key = self.findings.unresolved(slot, reason, counted=warps is not None)
+        if warps is not None and warps.any():
+            self.unresolved_log.append((key, self.cta_of_warp[warps]))
 
     def known_lanes(self, slot: Slot, lanes: np.ndarray, bits: np.ndarray, what: str) -> np.ndarray | None:
         """``lanes`` without the warps where some lane's ``bits`` are unknown (those executions are reported
@@ -375,7 +381,7 @@ class Machine(ThreadState):
         unknown = lanes & ((bits & taint.UNKNOWN) != 0)
         warps = unknown.reshape(-1, self.warp_size).any(axis=1)
         why = int(np.bitwise_or.reduce(bits[unknown]))
-        self.report_unresolved(slot, f"{what} depends on {self.findings.why(why)}", int(warps.sum()))
+        self.report_unresolved(slot, f"{what} depends on {self.findings.why(why)}", warps)
         lanes = lanes & ~np.repeat(warps, self.warp_size)
         return lanes if lanes.any() else None
 
@@ -434,8 +440,7 @@ class Machine(ThreadState):
             doubtful = self.doubtful_warps() & lanes
             if doubtful.any():
                 self.report_unresolved(slot, "its warp has lanes on an unknown side of a data-dependent branch: "
-                                       "the active mask is unknown",
-                                       int(doubtful.reshape(-1, self.warp_size).any(axis=1).sum()))
+                                       "the active mask is unknown", doubtful.reshape(-1, self.warp_size).any(axis=1))
                 lanes = lanes & ~doubtful
                 if not lanes.any():
                     return
@@ -482,20 +487,23 @@ class Findings:
                      f"{'ve' if len(self.without_data) > 1 else 's'} no --data)")
         return text
 
-    def unresolved(self, slot: Slot, reason: str, executions: int | None = None) -> None:
-        """Note an unresolved instruction; ``executions`` counts its warp-level executions left out
-        (None: how many is unknown, e.g. under a branch whose direction is unknown)."""
+    def unresolved(self, slot: Slot, reason: str, counted: bool = False) -> tuple:
+        """Note an unresolved instruction; ``counted``: its executions left out are logged by the machine
+        (else how many is unknown, e.g. under a branch whose direction is unknown).  Returns the entry's key
+        (the scheduler adds the executions the machines logged under it, weighted by the CTAs they stand for)."""
         row = slot.row
-        key = (row["instruction"], reason)
+        key = (int(row["instruction"]), reason)
         entry = self.unresolved_rows.get(key)
         if entry is None:
-            entry = self.unresolved_rows[key] = {"instruction": int(row["instruction"]), "ptx": row["text"],
-                                                 "ptx_line": int(row["ptx_line"]), "reason": reason,
-                                                 "executions": 0, "uncounted": False}
-        if executions is None:
+            entry = self.unresolved_rows[key] = self.entry(row, reason)
+        if not counted:
             entry["uncounted"] = True
-        else:
-            entry["executions"] += executions
+        return key
+
+    @staticmethod
+    def entry(row: dict, reason: str) -> dict:
+        return {"instruction": int(row["instruction"]), "ptx": row["text"], "ptx_line": int(row["ptx_line"]),
+                "reason": reason, "executions": 0, "uncounted": False}
 
     def region(self, program: Program, branch: int):
         if branch not in self._regions:

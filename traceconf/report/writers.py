@@ -47,7 +47,7 @@ def json_document(analyses: list[KernelAnalysis], devices: list[str]) -> dict:
         text = {int(r["instruction"]): r["text"] for r in analysis.instructions.to_pylist()}
         unresolved = [{"instruction": int(u["instruction"]), "ptx": text.get(int(u["instruction"]), ""),
                        "reason": str(u.get("reason") or "addresses unknown"),
-                       "executions": int(u.get("executions") or 0) * int(analysis.launch.get("scale") or 1),
+                       "executions": int(u.get("executions") or 0),
                        "counted": not u.get("uncounted", True)} for u in analysis.unresolved]
         unresolved_executions, uncounted = unresolved_summary(analysis)
         for device in devices:

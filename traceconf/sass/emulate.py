@@ -67,18 +67,10 @@ class SassFindings(Findings):
 
     where = staticmethod(_where)
 
-    def unresolved(self, slot: Slot, reason: str, executions: int | None = None) -> None:
-        row = slot.row
-        key = (row["instruction"], reason)
-        entry = self.unresolved_rows.get(key)
-        if entry is None:
-            entry = self.unresolved_rows[key] = {"instruction": int(row["instruction"]), "ptx": row["text"],
-                                                 "ptx_line": row.get("ptx_line"), "pc": int(row["pc"]),
-                                                 "reason": reason, "executions": 0, "uncounted": False}
-        if executions is None:
-            entry["uncounted"] = True
-        else:
-            entry["executions"] += executions
+    @staticmethod
+    def entry(row: dict, reason: str) -> dict:
+        return {"instruction": int(row["instruction"]), "ptx": row["text"], "ptx_line": row.get("ptx_line"),
+                "pc": int(row["pc"]), "reason": reason, "executions": 0, "uncounted": False}
 
     def region(self, program: Program, branch: int):
         """SASS branches are not explored (the control-flow facts are PTX's): unknown lanes stop."""
@@ -175,9 +167,7 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
         static = max(0, int(shared_bytes or 0) - base)
         notes += extent_note(max(h for h, _ in findings.extent.values()), places, layout_bytes or 0, static,
                              int(launch.dynamic_smem))
-    return EmulationResult.of(outcome, findings,
-                              sorted(findings.unresolved_rows.values(), key=lambda u: (u["pc"], u["reason"])), [],
-                              notes)
+    return EmulationResult.of(outcome, findings, [], notes, order=lambda entry: (entry["pc"], entry["reason"]))
 
 
 def _set_targets(slots: list[Slot], ctx: SassContext, labels: dict[str, int]) -> None:
