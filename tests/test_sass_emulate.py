@@ -137,6 +137,18 @@ def test_warp_shuffle_vote_and_match():
                     "LOP3.LUT R2, R2, 0xf, RZ, 0xc0, !PT"]) == np.where(LANES % 2, 0b1010, 0b0101)).all()
 
 
+@pytest.mark.parametrize("redux, expected", [
+    ("REDUX.SUM UR6, R0", sum(range(32))), ("REDUX.MAX.S32 UR6, R4", 30), ("REDUX.MIN.S32 UR6, R4", -31),
+    ("REDUX UR6, R5", 0x10), ("REDUX.OR UR6, R0", 31), ("REDUX.XOR UR6, R0", 0),
+])
+def test_warp_reductions_give_every_lane_the_result(redux, expected):
+    # R4 = lane or -lane (odd lanes negative), R5 = lane | 0x10
+    body = [TID, "LOP3.LUT R6, R0, 0x1, RZ, 0xc0, !PT", "ISETP.NE.AND P0, PT, R6, RZ, PT",
+            "IADD3 R4, -R0, RZ, RZ", "SEL R4, R4, R0, P0", "LOP3.LUT R5, R0, 0x10, RZ, 0xfc, !PT", redux,
+            "MOV R2, UR6", "IADD3 R2, R2, 0x100, RZ"]
+    assert (stored(body) == (expected + 0x100) & MASK).all()
+
+
 def test_constant_bank_launch_dimensions_and_parameters():
     params = {"param@0x8": 0x30}
     values = stored(["LDC R4, c[0x0][0x0]", "LDC R5, c[0x0][0xc]", "LDC R6, c[0x0][0x168]",

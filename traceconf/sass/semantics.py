@@ -31,7 +31,7 @@ from traceconf.sass.memory import other_memory, shared_memory
 from traceconf.sass.opcodes import shared_op
 from traceconf.sass.operands import (M32, Operand, SassContext, pair_name, parse_operand, read_register, reader,
                                      signed32, taint_of, write_register, writer)
-from traceconf.sass.warp import match, shfl, vote
+from traceconf.sass.warp import match, redux, shfl, vote
 
 U64 = np.uint64
 
@@ -697,7 +697,7 @@ _ALU = {
     "UPOPC": _unary(_popc), "BREV": _unary(_brev), "UBREV": _unary(_brev), "IABS": _unary(_iabs),
     "PRMT": _prmt, "UPRMT": _prmt, "S2R": _s2r, "CS2R": _s2r, "S2UR": _s2r, "R2UR": _mov, "LDC": _ldc,
     "ULDC": _ldc, "P2R": _p2r, "UP2UR": _p2r, "R2P": _r2p, "SHFL": shfl, "VOTE": vote, "VOTEU": vote,
-    "MATCH": match, "SHL": _shift, "SHR": _shift, "HFMA2": _hfma2_constant, "I2F": _i2f_rp,
+    "MATCH": match, "REDUX": redux, "SHL": _shift, "SHR": _shift, "HFMA2": _hfma2_constant, "I2F": _i2f_rp,
     "MUFU": _mufu_rcp, "F2I": _f2i_trunc, "SGXT": _sgxt, "USGXT": _sgxt,
 }
 

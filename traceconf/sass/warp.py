@@ -1,4 +1,4 @@
-"""Warp-collective SASS instructions: SHFL, VOTE/VOTEU, MATCH, evaluated over the lanes that execute them.
+"""Warp-collective SASS instructions: SHFL, VOTE/VOTEU, MATCH, REDUX, evaluated over the lanes that execute them.
 
 A lane that does not take part gives an undefined value to the lanes reading it (taint ``UNMODELLED``);
 results carry the taint of every lane they combine.
@@ -103,4 +103,37 @@ def match(ops, mods, ctx):
                 pred_out(m, all_equal.astype(np.uint64), bits, mask)
         else:
             dest(m, same, bits, mask)
+    return run
+
+
+def _reduce_32(values: np.ndarray, taking_part: np.ndarray, operation: str, signed: bool) -> np.ndarray:
+    """Per row (warp): the reduction of the 32-bit values of the lanes taking part."""
+    words = values & U64(0xFFFF_FFFF)
+    if operation in ("MIN", "MAX"):
+        numbers = words.astype(np.int64) - (words >> U64(31)).astype(np.int64) * (1 << 32) if signed \
+            else words.astype(np.int64)
+        fill = np.iinfo(np.int64).max if operation == "MIN" else np.iinfo(np.int64).min
+        pick = np.min if operation == "MIN" else np.max
+        return pick(np.where(taking_part, numbers, fill), axis=1).astype(np.int64).view(np.uint64) & U64(0xFFFF_FFFF)
+    if operation == "SUM":
+        return np.where(taking_part, words, U64(0)).sum(axis=1, dtype=np.uint64) & U64(0xFFFF_FFFF)
+    identity = {"AND": U64(0xFFFF_FFFF), "OR": U64(0), "XOR": U64(0)}[operation]
+    function = {"AND": np.bitwise_and, "OR": np.bitwise_or, "XOR": np.bitwise_xor}[operation]
+    return function.reduce(np.where(taking_part, words, identity), axis=1)
+
+
+def redux(ops, mods, ctx):
+    """REDUX[.SUM|.MIN|.MAX|.AND|.OR|.XOR][.S32] URd, Ra: the reduction over the lanes taking part, in every
+    lane (plain REDUX is an AND, as ptxas prints redux.sync.and)."""
+    operation = next((x for x in mods if x in ("SUM", "MIN", "MAX", "AND", "OR", "XOR")), "AND")
+    signed = "S32" in mods
+    dest = writer(ops[0])
+    source = reader(ops[1], ctx, False)
+
+    def run(m, mask):
+        participating = _participants(m, mask)
+        value, bits = source(m)
+        values = np.broadcast_to(np.asarray(value, dtype=np.uint64), (m.size,)).reshape(-1, GROUP)
+        result = _reduce_32(values, participating.reshape(-1, GROUP), operation, signed)
+        dest(m, np.repeat(result, GROUP), _group_or(bits, participating, m.size), mask)
     return run
