@@ -353,3 +353,20 @@ def test_unresolved_executions_are_weighted_like_the_counts():
         ret;""", params=".param .u64 p", shared=".shared .align 4 .b8 buf[512];\n")
     scaled, _ = _results(module, "k", LaunchRequest(block=(64, 1, 1), grid=(30, 1, 1)))
     assert scaled.launch["scale"] == 30 and unresolved_summary(scaled) == (30 * 2, 0)
+
+
+def test_a_guarded_write_skipped_in_cta_0_still_ties_its_register_to_the_cta_index():
+    # r4 is 8 from CTA 100 on; CTA 0 skips the guarded mov, yet its r4 must not look CTA-independent
+    module = kernel_module("""
+        mov.u32 %r1, %tid.x;
+        mov.u32 %r2, %ctaid.x;
+        setp.ge.u32 %p1, %r2, 100;
+        mov.u32 %r4, 4;
+        @%p1 mov.u32 %r4, 8;
+        mul.lo.s32 %r5, %r1, %r4;
+        st.shared.u32 [%r5], %r1;
+        ret;""", shared=".shared .align 4 .b8 buf[512];\n")
+    for classes in (True, False):
+        analysis, results = _results(module, "k", LaunchRequest(block=(32, 1, 1), grid=(300, 1, 1),
+                                                                classes=classes))
+        assert results.column("wavefronts").to_pylist() == [100 * 1 + 200 * 2], analysis.launch

@@ -57,3 +57,24 @@ def test_sass_tricky_uses_of_the_cta_index_still_count_exactly(monkeypatch, tmp_
     grid = (70, 9, 1) if name == "diagonal" else (90, 1, 1)
     fast, slow = _both(path, "k", block=(32, 1, 1), grid=grid)
     assert fast.results.equals(slow.results), (fast.results.to_pandas(), slow.results.to_pandas())
+
+
+def test_a_guard_that_depends_on_the_cta_index_opaquely_makes_what_it_guards_opaque(monkeypatch):
+    # P2 = 100 <= ctaid < 200 through two carries (opaque): the corners 0 and 299 skip the guarded MOV, the
+    # CTAs between take it, so their stores are 2-way instead of 1-way: no box may span them
+    from test_sass_emulate import listing
+    from traceconf.emulate import Launch
+    from traceconf.engine import count_wavefronts
+    from traceconf.sass.emulate import emulate_sass
+    from traceconf.sass.listing import parse_text
+
+    monkeypatch.setattr(scheduler, "CHUNK_THREADS", 64)
+    module = parse_text(listing(["S2R R0, SR_TID.X", "S2R R1, SR_CTAID.X", "IADD3 R3, P0, R1, -0x64, RZ",
+                                 "IADD3 R6, P1, R1, -0xc8, RZ", "PLOP3.LUT P2, PT, P0, P1, PT, 0x30, 0x0",
+                                 "MOV R4, 0x4", "@P2 MOV R4, 0x8", "IMAD R5, R0, R4, RZ", "STS [R5], RZ"]), "t.sass")
+    rules = load_rule_sets(["sm_90"])[0]
+    totals = []
+    for classes in (True, False):
+        result = emulate_sass(module, "k", Launch(block=(32, 1, 1), grid=(300, 1, 1), classes=classes))
+        totals.append(int((count_wavefronts(result.accesses, rules)[0] * result.weights).sum()))
+    assert totals == [200 * 1 + 100 * 2] * 2

@@ -122,7 +122,9 @@ def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> C
         size = m.size
         cta = [_cta_lanes(b, size, active) for _, b in pairs]
         touched = np.logical_or.reduce(cta) if cta else np.zeros(size, dtype=bool)
-        guarded = _cta_lanes(guard(m)[1], size, active) if guard is not None else None
+        # a guard that depends on the CTA index other than through decisions decides whether the write happens:
+        # the destination is opaque in every lane it guards, written here or not
+        guarded = active & ((_full(guard(m)[1], size) & (CTA | OPAQUE)) != 0) if guard is not None else None
         if guarded is not None:
             touched = touched | guarded
         if not touched.any():

@@ -161,7 +161,6 @@ def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is
     shared_lanes, offsets, global_lanes, address, bits = located
     reads = _Reads(m, count)
     known = (bits & taint.UNKNOWN) == 0
-    carried = bits & taint.CTA_ANY
     if shared_lanes is not None:
         lanes = shared_lanes & known
         if global_lanes is None and count == 1 and (lanes is m.valid or lanes.all()):
@@ -170,14 +169,14 @@ def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is
             if every is not None:
                 values, content_bits = every
                 reads.values[0] = _sign_extend(values, size) if is_signed else values
-                reads.bits[0] = taint.read_back(content_bits | carried) | taint.THREAD
+                reads.bits[0] = taint.read_back(content_bits) | taint.THREAD
                 return reads
         if lanes.any():
             contents = m.shared_contents()
             for index in range(count):
                 values, content_bits = contents.load(m.cta_index, offsets + index * size, size, lanes)
                 reads.put(index, lanes, _sign_extend(values, size) if is_signed else values,
-                          taint.read_back(content_bits | carried) | taint.THREAD)
+                          taint.read_back(content_bits) | taint.THREAD)
     if global_lanes is not None and ctx.memory is not None:
         lanes = global_lanes & known
         if lanes.any():
@@ -198,11 +197,15 @@ def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is
                         f"parameter {buffer.name}, but --data gives it only {len(buffer.data)} bytes "
                         f"({buffer.description})", file=ctx.path, line=row["ptx_line"], source_line=row["text"])
                 reads.put(index, served, _sign_extend(values, size) if is_signed else values,
-                          taint.read_back(content_bits | carried | (taint.CTA if ctx.memory.written else taint.ZERO))
+                          taint.read_back(content_bits | (taint.CTA if ctx.memory.written else taint.ZERO))
                           | taint.THREAD)
                 _note_unserved(m, ctx, slot, lanes & ~served, bits)
     if global_lanes is not None and (ctx.memory is None or not (global_lanes & known).all()):
         _note_unserved(m, ctx, slot, global_lanes & ~known if ctx.memory is not None else global_lanes, bits)
+    located_by_cta = m.full(bits) & taint.CTA_ANY
+    if located_by_cta.any():
+        # whether a lane reads a known value at all (written bytes, a --data buffer) may change with the CTA
+        reads.bits = [np.where(located_by_cta != 0, b | taint.CTA | taint.CTA_OPAQUE, b) for b in reads.bits]
     return reads
 
 

@@ -43,7 +43,7 @@ from traceconf.emulate.alu import compile_alu, unknown_result
 from traceconf.emulate.contents import SharedContents
 from traceconf.emulate.memory import compile_memory
 from traceconf.emulate.regions import branch_region, immediate_post_dominators, successors
-from traceconf.emulate.operands import Context, reader
+from traceconf.emulate.operands import Context, reader, register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.state import ThreadState
 from traceconf.emulate.warp import compile_warp
@@ -90,19 +90,28 @@ def _guard_reader(slot: Slot, ctx: Context):
     return condition
 
 
-def with_guard(body, guard, shared: Slot | None = None):
-    """Run ``body(m, mask)`` on the threads whose guard holds; the guard's taint follows the writes.
+def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str, ...] = ()):
+    """Run ``body(m, mask)`` on the threads whose guard holds; the guard's taint follows the writes, and goes
+    to the ``destinations`` (register keys) of the threads where the guard fails too: whether they were
+    overwritten depends on the guard (a guard false on the CTA index's account in CTA 0 may hold in another).
     ``shared``: the slot, when it may access shared memory: a guard that depends on the CTA index ties the
-    counts to it even where it holds in no thread here (it may hold in another CTA)."""
+    counts to it even where it holds in no thread here."""
     if guard is None:
         return lambda m, active, mask: body(m, mask)
 
     def run(m, active, mask):
         holds, bits = guard(m)
-        m.guard_taint = np.where(active, bits, taint.ZERO) if bits.any() else taint.ZERO
-        if shared is not None and isinstance(m.guard_taint, np.ndarray) and (m.guard_taint & taint.CTA_ANY).any():
+        if not bits.any():
+            body(m, active & holds)
+            return
+        m.guard_taint = np.where(active, bits, taint.ZERO)
+        if shared is not None and (m.guard_taint & taint.CTA_ANY).any():
             m.findings.cta_dependent(shared, "shared-memory predicate (active mask)")
         body(m, active & holds)
+        skipped = active & ~holds
+        for key in destinations:
+            if key in m.taints:
+                m.taints[key] = np.where(skipped, m.taints[key] | m.guard_taint, m.taints[key])
         m.guard_taint = taint.ZERO
     return run
 
@@ -138,13 +147,15 @@ def _compile_slot(slot: Slot, ctx: Context) -> Compiled:
                 body = _collective(body, slot)
         body = body or unknown_result(row, slot, ctx, taint.UNMODELLED)
     shared = slot if may_access_shared(opcode, row["state_space"]) else None
-    return Compiled(with_guard(body, guard, shared), False, slot)
+    operands = row["operands"] or []
+    destinations = tuple(register_key(name, slot) for name in split_destinations(operands[0])) \
+        if guard is not None and operands and operands[0]["kind"] in ("reg", "vector") else ()
+    return Compiled(with_guard(body, guard, shared, destinations), False, slot)
 
 
 def _collective(body, slot: Slot):
     """A warp-collective result is unknown in warps with lanes on an unknown side of a branch (they may take part)."""
     operands = slot.row["operands"] or []
-    from traceconf.emulate.operands import register_key, split_destinations
     keys = [register_key(n, slot) for n in split_destinations(operands[0])] if operands and \
         operands[0]["kind"] in ("reg", "vector") else []
 

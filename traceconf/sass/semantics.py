@@ -766,7 +766,23 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
             if bits is taint.UNMODELLED:
                 ctx.unknown_opcodes[full] = ctx.unknown_opcodes.get(full, 0) + 1
             body = _unknown(ops, bits)
-    return Compiled(with_guard(body, guard, slot if shared_op(full) is not None else None), False, slot)
+    return Compiled(with_guard(body, guard, slot if shared_op(full) is not None else None,
+                               _written(ops, mods) if guard is not None else ()), False, slot)
+
+
+def _written(ops: list[Operand], mods: list[str]) -> tuple[str, ...]:
+    """The registers an instruction may write: its leading register (with the pair or quad its width
+    implies) and the predicates right after it (at worst a few more than it writes: their taint only grows)."""
+    if not ops or ops[0].kind not in ("reg", "pred") or ops[0].negate:
+        return ()
+    names = [ops[0].name]
+    if ops[0].kind == "reg":
+        width = 4 if "128" in mods or "4" in mods else 2 if ("64" in mods or "WIDE" in mods or "2" in mods
+                                                              or ops[0].wide) else 1
+        for _ in range(width - 1):
+            names.append(pair_name(names[-1]))
+    names += [op.name for op in ops[1:3] if op.kind == "pred" and not op.negate]
+    return tuple(names)
 
 
 def _unknown(ops: list[Operand], bits):
