@@ -23,7 +23,14 @@ layout of ``tests/data/hw/`` (copy them over to commit):
 6. runs the launches of ``REPEATED`` ``REPEATS`` times under the metrics pass
    and ``REPEATS`` times under SourceCounters and writes, per run, the
    kernel-level counters next to the sums over the source page's SASS rows
-   (``kernel_vs_source_sm90.csv``).
+   (``kernel_vs_source_sm90.csv``);
+7. ``scale`` (not in the default stages): the large launches of
+   ``tests/data/hw/scale/launches.toml`` (CUDA fixtures at large grids, the scale
+   fixtures, the probes of ``tests/fixtures/hw``) in ``SCALE_RUNS`` separate ncu
+   runs of the metrics pass and as many of SourceCounters, plus a metrics pass of
+   only the four per-op l1tex counters (one replay pass) on ``SINGLE_PASS``;
+   writes ``scale/`` (see ``stage_scale``); ``scale_followup`` does the same
+   (without the one-pass runs) for ``tests/data/hw/scale/followup.toml``.
 
 Counters that this ncu/GPU does not offer are dropped (their cells stay empty).
 Any stage's failure is logged and the others still run.
@@ -37,6 +44,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -51,6 +59,10 @@ except ModuleNotFoundError:  # Python 3.10
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "cuda"
 MANIFEST = FIXTURES / "kernels.toml"
+SCALE_DIR = REPO / "tests" / "data" / "hw" / "scale"
+SCALE_MANIFEST = SCALE_DIR / "launches.toml"
+#: Launches added after the first look at the scale data (docs/hardware.md says which question each answers).
+FOLLOWUP_MANIFEST = SCALE_DIR / "followup.toml"
 sys.path.insert(0, str(REPO / "scripts" / "hw"))
 sys.path.insert(0, str(REPO / "scripts"))
 
@@ -109,6 +121,12 @@ def load_manifest(path: Path = MANIFEST) -> list[dict]:
         return tomllib.load(f)["launch"]
 
 
+def fixture_path(launch: dict, manifest: Path) -> Path:
+    """The .cu a launch names: kernels.toml names files of tests/fixtures/cuda, the scale manifest paths under
+    tests/fixtures."""
+    return (FIXTURES if manifest == MANIFEST else FIXTURES.parent) / launch["file"]
+
+
 def buffer_contents(spec: dict) -> np.ndarray:
     """Host contents of a pointer parameter's buffer, as the manifest defines them."""
     dtype = np.dtype(DTYPES[spec["dtype"]])
@@ -139,26 +157,65 @@ def scalar(spec: dict) -> np.generic:
 # Device side: launches (run under ncu by `collect`)
 # ----------------------------------------------------------------------------
 
-def launch_fixtures(cubin_dir: Path, order_file: Path, only: list[str] | None = None, repeat: int = 1) -> None:
-    """Run every manifest launch once (or the `only` ids, `repeat` times over), in order; record the order."""
+#: CUfunction_attribute numbers (cuda.h), for a CuPy without the Function property setters.
+FUNCTION_ATTRIBUTES = {"max_dynamic_shared_size_bytes": 8, "preferred_shared_memory_carveout": 9}
+
+
+def set_attribute(function, name: str, value: int) -> None:
+    try:
+        setattr(function, name, value)
+    except AttributeError:
+        import cupy
+        cupy.cuda.driver.funcSetAttribute(function.ptr, FUNCTION_ATTRIBUTES[name], value)
+
+
+def launch_fixtures(cubin_dir: Path, order_file: Path, only: list[str] | None = None, repeat: int = 1,
+                    manifest: Path = MANIFEST, progress: Path | None = None) -> None:
+    """Run every manifest launch once (or the `only` ids, `repeat` times over), in order; record the order.
+
+    `progress` (the pre-flight outside ncu) gets each id before its launch, so that a launch that breaks the
+    context can be named and left out of the profiled runs."""
     import cupy
 
-    modules: dict[str, cupy.RawModule] = {}
+    modules: dict[tuple, cupy.RawModule] = {}
+    host: dict[str, np.ndarray] = {}
     order = []
-    launches = load_manifest()
+    launches = load_manifest(manifest)
     if only:
         by_id = {launch["id"]: launch for launch in launches}
         launches = [by_id[i] for i in only]
     for launch in launches * repeat:
+        if progress is not None:
+            progress.write_text(launch["id"])
         stem = Path(launch["file"]).stem
-        if stem not in modules:
-            modules[stem] = cupy.RawModule(path=str(cubin_dir / f"{stem}.sm_90.cubin"))
-        function = modules[stem].get_function(launch["kernel"])
-        args = [cupy.asarray(buffer_contents(p)) if "buffer_bytes" in p else scalar(p) for p in launch["params"]]
-        function(tuple(launch["grid"]), tuple(launch["block"]), tuple(args),
-                 shared_mem=launch["dynamic_shared_bytes"])
+        carveout = launch.get("carveout_percent")
+        dynamic = launch["dynamic_shared_bytes"]
+        # Function attributes stick to the function: a launch that sets any gets its own copy of the module,
+        # so that the launches which set none run exactly as a plain load leaves them.
+        key = (stem, carveout, dynamic) if carveout is not None or dynamic > 48 * 1024 else (stem,)
+        if key not in modules:
+            modules[key] = cupy.RawModule(path=str(cubin_dir / f"{stem}.sm_90.cubin"))
+        function = modules[key].get_function(launch["kernel"])
+        if dynamic > 48 * 1024:
+            set_attribute(function, "max_dynamic_shared_size_bytes", dynamic)
+        if carveout is not None:
+            set_attribute(function, "preferred_shared_memory_carveout", carveout)
+        started = time.perf_counter()
+        args = []
+        for p in launch["params"]:
+            if "buffer_bytes" in p:
+                name = json.dumps(p, sort_keys=True)   # a 64 MB random buffer is drawn once, copied each launch
+                if name not in host:
+                    host[name] = buffer_contents(p)
+                args.append(cupy.asarray(host[name]))
+            else:
+                args.append(scalar(p))
+        function(tuple(launch["grid"]), tuple(launch["block"]), tuple(args), shared_mem=dynamic)
         cupy.cuda.runtime.deviceSynchronize()
+        if progress is not None:
+            log(f"{launch['id']}: {time.perf_counter() - started:.4f} s (buffers and launch)")
         order.append({"id": launch["id"], "kernel": launch["kernel"], "file": launch["file"]})
+        del args
     order_file.write_text(json.dumps(order, indent=1))
     log(f"launched {len(order)} fixture kernels")
 
@@ -201,21 +258,27 @@ def checked(command: list[str]) -> subprocess.CompletedProcess:
     return result
 
 
-def available_metrics(raw: Path) -> list[str]:
-    """The COUNTERS metrics this GPU/ncu offers (all of them if the query fails)."""
+def query_metrics(raw: Path) -> set[str]:
+    """Base names of the metrics this GPU/ncu offers (empty if the query fails)."""
     query = sh(["ncu", "--query-metrics", "--csv"])
     (raw / "query_metrics.txt").write_text(query.stdout + query.stderr)
-    names = set(re.findall(r"^\"?([a-z0-9_]+__[a-z0-9_]+)", query.stdout, re.M))
+    return set(re.findall(r"^\"?([a-z0-9_]+__[a-z0-9_]+)", query.stdout, re.M))
+
+
+def available_metrics(names: set[str], wanted: list[str]) -> list[str]:
+    """The `wanted` metrics whose base name ncu lists (all of them if the query gave nothing)."""
     if not names:
         log("metric query gave nothing; trying every counter")
-        return list(COUNTERS.values())
-    kept = [m for m in COUNTERS.values() if m.rsplit(".", 1)[0] in names]
-    log("unavailable metrics dropped:", sorted(set(COUNTERS.values()) - set(kept)))
+        return list(wanted)
+    kept = [m for m in wanted if m.split(".", 1)[0] in names]   # sm__warps_active.avg.pct_of_...: base name first
+    log("unavailable metrics dropped:", sorted(set(wanted) - set(kept)))
     return kept
 
 
-def profile(metrics: list[str], program: list[str], report: Path, extra: list[str]) -> list[str]:
-    """Run `program` under ncu into `report`, dropping metrics ncu rejects; returns the metrics used."""
+def profile(metrics: list[str], program: list[str], report: Path, extra: list[str],
+            transcript: list[str] | None = None) -> list[str]:
+    """Run `program` under ncu into `report`, dropping metrics ncu rejects; returns the metrics used.
+    `transcript` gets ncu's whole output of the run that succeeded."""
     metrics = list(metrics)
     while True:
         args = ["ncu", "--clock-control", "none", "--force-overwrite", "-o", str(report.with_suffix(""))]
@@ -226,6 +289,8 @@ def profile(metrics: list[str], program: list[str], report: Path, extra: list[st
         rejected = [m for m in metrics if any(m in line for line in errors)]
         if result.returncode == 0 or not rejected:
             result.check_returncode()
+            if transcript is not None:
+                transcript.append(result.stdout + result.stderr)
             return metrics
         log("ncu rejected", rejected, "- retrying without them")
         metrics = [m for m in metrics if m not in rejected]
@@ -272,12 +337,12 @@ def single_table(source_page: str) -> str:
     return tables[0] if tables and all(t == tables[0] for t in tables) else source_page
 
 
-def export_sources(report: Path, order: list[dict], out_dir: Path, prefix: str = "") -> None:
+def export_sources(report: Path, order: list[dict], out_dir: Path, prefix: str = "", whole: bool = True) -> None:
     """Per-SASS-instruction source page of each profiled launch, one CSV per launch."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    # The whole report's source page too, in case launch filtering on import misbehaves.
-    whole = sh(["ncu", "-i", str(report), "--page", "source", "--csv", "--print-source", "sass"])
-    (out_dir.parent / "raw" / f"{prefix or 'fixtures_'}source_all.csv").write_text(whole.stdout + whole.stderr)
+    if whole:  # the whole report's source page too, in case launch filtering on import misbehaves
+        page = sh(["ncu", "-i", str(report), "--page", "source", "--csv", "--print-source", "sass"])
+        (out_dir.parent / "raw" / f"{prefix or 'fixtures_'}source_all.csv").write_text(page.stdout + page.stderr)
 
     def export(index: int) -> None:
         launch = order[index]
@@ -289,7 +354,7 @@ def export_sources(report: Path, order: list[dict], out_dir: Path, prefix: str =
         (out_dir / f"{prefix}{launch['id']}.csv").write_text(single_table(result.stdout))
 
     # Each export is a separate ncu process reading the report: run several at once.
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with ThreadPoolExecutor(max_workers=12) as pool:
         list(pool.map(export, range(len(order))))
 
 
@@ -312,15 +377,21 @@ def write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
+def assemble(ptx: Path, cubins: Path, sass_dir: Path | None) -> None:
+    """ptxas -lineinfo of committed PTX into cubins/NAME.sm_90.cubin; its cuobjdump -sass into sass_dir/NAME.sass."""
+    cubins.mkdir(parents=True, exist_ok=True)
+    cubin = cubins / f"{ptx.stem}.cubin"
+    checked(["ptxas", "-arch=sm_90", "-lineinfo", str(ptx), "-o", str(cubin)])
+    if sass_dir is not None:
+        sass_dir.mkdir(parents=True, exist_ok=True)
+        listing = checked(["cuobjdump", "-sass", str(cubin)])
+        (sass_dir / f"{ptx.name.split('.')[0]}.sass").write_text(listing.stdout.replace(str(cubin), cubin.name))
+
+
 def stage_sass(work: Path, out: Path) -> Path:
     cubins = work / "cubin"
-    cubins.mkdir(parents=True, exist_ok=True)
-    (out / "sass").mkdir(parents=True, exist_ok=True)
     for ptx in sorted(FIXTURES.glob("*.sm_90.ptx")):
-        cubin = cubins / f"{ptx.stem}.cubin"
-        checked(["ptxas", "-arch=sm_90", "-lineinfo", str(ptx), "-o", str(cubin)])
-        listing = checked(["cuobjdump", "-sass", str(cubin)])
-        (out / "sass" / f"{ptx.name.split('.')[0]}.sass").write_text(listing.stdout.replace(str(cubin), cubin.name))
+        assemble(ptx, cubins, out / "sass")
     return cubins
 
 
@@ -346,23 +417,55 @@ def stage_fixtures(work: Path, out: Path, metrics: list[str], env: dict, cubins:
     export_sources(work / "fixtures_source.ncu-rep", order, out / "source_sm90")
 
 
+#: Source-page opcode families -> the per-op class of the l1tex kernel-level counters that count them
+#: (``..._op_ld`` counts LDS and LDSM, ``..._op_st`` STS and STSM; docs/hardware.md).
+SOURCE_OPS = (("LDGSTS", "ldgsts"), ("ATOMS", "atom"), ("LDS", "ld"), ("STS", "st"))
+
+
+def page_rows(page: str) -> list[dict]:
+    """The SASS rows of one exported source page (its first line names the kernel)."""
+    return [row for row in csv.DictReader(page.splitlines()[1:]) if row.get("Source") not in (None, "Source")]
+
+
+def row_opcode(row: dict) -> str:
+    words = row["Source"].split()
+    return words[1] if words[0].startswith("@") else words[0]
+
+
 def source_sums(page: str) -> dict[str, int]:
-    """Sums over the SASS rows of one exported source page: all rows, and LDS/STS-family rows apart."""
-    lines = page.splitlines()[1:]
-    sums = {"source_wf": 0, "source_ideal": 0, "source_wf_ld": 0, "source_wf_st": 0, "source_rows": 0}
-    for row in csv.DictReader(lines):
-        if row.get("Source") in (None, "Source"):
-            continue
-        wavefronts = int(float((row.get("L1 Wavefronts Shared") or "0").replace(",", "")))
+    """Sums over the SASS rows of one exported source page: all rows, and per op class (ld = LDS/LDSM rows,
+    st = STS/STSM, atom = ATOMS, ldgsts = LDGSTS): wavefronts, ideal wavefronts, executed instructions."""
+    value = lambda row, column: int(float((row.get(column) or "0").replace(",", "") or 0))
+    sums = {"source_wf": 0, "source_ideal": 0, "source_rows": 0}
+    for _, op in SOURCE_OPS:
+        sums.update({f"source_wf_{op}": 0, f"source_ideal_{op}": 0, f"source_inst_{op}": 0})
+    for row in page_rows(page):
+        wavefronts = value(row, "L1 Wavefronts Shared")
         sums["source_rows"] += 1
         sums["source_wf"] += wavefronts
-        sums["source_ideal"] += int(float((row.get("L1 Wavefronts Shared Ideal") or "0").replace(",", "")))
-        opcode = row["Source"].split()[1] if row["Source"].split()[0].startswith("@") else row["Source"].split()[0]
-        if opcode.startswith(("LDS", "LDSM")):
-            sums["source_wf_ld"] += wavefronts
-        elif opcode.startswith(("STS", "STSM")):
-            sums["source_wf_st"] += wavefronts
+        sums["source_ideal"] += value(row, "L1 Wavefronts Shared Ideal")
+        op = next((op for prefix, op in SOURCE_OPS if row_opcode(row).startswith(prefix)), None)
+        if op is not None:
+            sums[f"source_wf_{op}"] += wavefronts
+            sums[f"source_ideal_{op}"] += value(row, "L1 Wavefronts Shared Ideal")
+            sums[f"source_inst_{op}"] += value(row, "Instructions Executed")
     return sums
+
+
+def page_counts(page: str) -> list[tuple]:
+    """What must not change between runs of one launch: each row's SASS and its instruction and shared-memory
+    counts. Not the sampled stall columns, nor absolute addresses: the page prints pcs (and branch targets) at
+    the module's load address, which moves between runs; they are kept relative to the kernel's first row."""
+    columns = ("Instructions Executed", "L1 Wavefronts Shared", "L1 Wavefronts Shared Ideal",
+               "L1 Conflicts Shared N-Way")
+    rows = page_rows(page)
+    base = int(rows[0]["Address"], 16) if rows and rows[0].get("Address") else 0
+    relative = lambda m: hex(int(m.group(0), 16) - base) if base and int(m.group(0), 16) >= base else m.group(0)
+    return [(re.sub(r"0x[0-9a-f]+", relative, " ".join(row["Source"].split())), *(row.get(c) for c in columns))
+            for row in rows]
+
+
+REPEAT_SOURCE_COLUMNS = ("source_wf", "source_ideal", "source_wf_ld", "source_wf_st", "source_rows")
 
 
 def stage_repeats(work: Path, out: Path, metrics: list[str], cubins: Path) -> None:
@@ -388,12 +491,169 @@ def stage_repeats(work: Path, out: Path, metrics: list[str], cubins: Path) -> No
                       "block": "x".join(map(str, spec["block"])),
                       **{c: counters_of(row)[c] for c in ("hw_wf_ld", "hw_wf_st", "hw_bc_ld", "hw_bc_st",
                                                           "hw_wf_shared", "hw_bc_shared", "sass_wf_ld", "sass_wf_st")},
-                      **(source_sums(page.read_text()) if page.exists() else {})})
+                      **({k: v for k, v in source_sums(page.read_text()).items() if k in REPEAT_SOURCE_COLUMNS}
+                         if page.exists() else {})})
     columns = ["launch", "run", "grid", "block", "hw_wf_ld", "hw_wf_st", "hw_bc_ld", "hw_bc_st", "hw_wf_shared",
                "hw_bc_shared", "sass_wf_ld", "sass_wf_st", "source_wf", "source_ideal", "source_wf_ld", "source_wf_st",
                "source_rows"]
     write_csv(out / "kernel_vs_source_sm90.csv", columns, table)
     log(f"kernel_vs_source_sm90.csv: {len(table)} runs")
+
+
+#: Column -> metric collected by the scale stage beside COUNTERS: the rest of the l1tex data stage's work
+#: (global loads and stores, fills from L2, data-bank reads and writes) and how the launch filled the GPU.
+SCALE_METRICS = {
+    "hw_wf_ldgsts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldgsts.sum",
+    "lsu_wf": "l1tex__data_pipe_lsu_wavefronts.sum",
+    "bank_reads": "l1tex__data_bank_reads.sum",
+    "bank_writes": "l1tex__data_bank_writes.sum",
+    "global_ld_requests": "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "global_ld_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "global_ld_sectors_miss": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum",
+    "global_st_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+    "ldgsts_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum",
+    "l2_to_l1_sectors": "l1tex__m_xbar2l1tex_read_sectors.sum",
+    "duration_ns": "gpu__time_duration.sum",
+    "ctas_launched": "sm__ctas_launched.sum",
+    "ctas_per_sm_max": "sm__ctas_launched.max",
+    "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+}
+#: Column -> metric of the LaunchStats and Occupancy sections, collected in the same pass.
+SECTION_COLUMNS = {
+    "waves_per_sm": "launch__waves_per_multiprocessor",
+    "sm_count": "launch__sm_count",
+    "limit_blocks": "launch__occupancy_limit_blocks",
+    "limit_registers": "launch__occupancy_limit_registers",
+    "limit_shared_mem": "launch__occupancy_limit_shared_mem",
+    "limit_warps": "launch__occupancy_limit_warps",
+    "shared_mem_config_bytes": "launch__shared_mem_config_size",
+    "registers_per_thread": "launch__registers_per_thread",
+}
+SCALE_RUNS = 3
+#: Launches measured again with only the four per-op ld/st counters (one replay pass), SCALE_RUNS times.
+SINGLE_PASS = ["transpose_32x33_w4096", "stride4_grid8192", "matmul16_n2048", "reduce0_16M", "hgemm_s3p0_4096",
+               "probe_ldg_hits_grid1056"]
+SINGLE_PASS_COUNTERS = ("hw_wf_ld", "hw_bc_ld", "hw_wf_st", "hw_bc_st")
+SCALE_HW = ("hw_wf_ld", "hw_wf_st", "hw_wf_atom", "hw_wf_ldgsts", "hw_bc_ld", "hw_bc_st", "hw_bc_atom", "hw_bc_ldgsts",
+            "hw_wf_shared", "hw_bc_shared", "sass_wf_ld", "sass_wf_st", "sass_wf_ldsm", "sass_wf_stsm", "sass_wf_atom",
+            "sass_wf_ldgsts", "inst_ld", "inst_st", "inst_ldsm", "inst_atom", "inst_ldgsts")
+SOURCE_COLUMNS = ("source_wf", "source_ideal", *(f"source_{what}_{op}" for _, op in SOURCE_OPS
+                                                  for what in ("wf", "ideal", "inst")), "source_rows")
+
+
+def passes_of(transcript: str) -> list[int]:
+    """Replay passes per profiled launch, in order (ncu prints '... 100% - N passes')."""
+    return [int(n) for n in re.findall(r"100%\s*-\s*(\d+)\s+pass", transcript)]
+
+
+def preflight(program: list[str], ids: list[str], work: Path) -> list[str]:
+    """Run the launches once outside ncu. A launch that fails (it can break the context for every later one) is
+    named by the progress file, logged and left out; the rest run again."""
+    ids = list(ids)
+    progress = work / "preflight_progress.txt"
+    for _ in range(4):
+        progress.unlink(missing_ok=True)
+        result = sh(program + ["--only", ",".join(ids), "--order", str(work / "preflight_order.json"),
+                               "--progress", str(progress)])
+        log(result.stdout[-4000:], result.stderr[-2000:])
+        if result.returncode == 0:
+            return ids
+        failed = progress.read_text().strip() if progress.exists() else ""
+        if failed not in ids:
+            raise RuntimeError("pre-flight failed before its first launch")
+        log("PRE-FLIGHT FAILURE, left out:", failed)
+        ids.remove(failed)
+    raise RuntimeError("pre-flight: too many launches failed")
+
+
+def stage_scale(work: Path, out: Path, names: set[str], env: dict, manifest: Path = SCALE_MANIFEST,
+                name: str = "scale", single_pass: list[str] = SINGLE_PASS) -> None:
+    """Large launches (`manifest`), each run once per ncu run: SCALE_RUNS runs of the metrics pass (COUNTERS,
+    SCALE_METRICS, LaunchStats, Occupancy), SCALE_RUNS of SourceCounters, and SCALE_RUNS of the `single_pass`
+    launches with the four ld/st counters alone. Writes under out/NAME/: kernel_vs_source.csv (one row per
+    launch and run: run r of the metrics pass beside run r of the source pass), single_pass.csv, pages/ID.csv
+    (run 0's source page of each launch), pages_runs/ID.RUN.csv (every run's), sass/NAME.sass (the listings of
+    the fixtures outside tests/fixtures/cuda) and raw/ (ncu's raw pages and transcripts)."""
+    dest = out / name
+    (dest / "raw").mkdir(parents=True, exist_ok=True)
+    (dest / "environment.json").write_text(json.dumps(env, indent=1))
+    launches = load_manifest(manifest)
+    cubins = work / f"{name}_cubin"
+    for path in sorted({fixture_path(launch, manifest) for launch in launches}):
+        ptx = path.with_name(f"{path.stem}.sm_90.ptx")
+        assemble(ptx, cubins, None if path.parent == FIXTURES else dest / "sass")
+    me = [sys.executable, str(Path(__file__).resolve()), "launch", "--cubins", str(cubins),
+          "--manifest", str(manifest)]
+    ids = preflight(me, [launch["id"] for launch in launches], work)
+    by_id = {launch["id"]: launch for launch in launches}
+    metrics = available_metrics(names, list(COUNTERS.values()) + list(SCALE_METRICS.values()))
+    columns = {**COUNTERS, **SCALE_METRICS, **SECTION_COLUMNS}
+    order_file = work / f"{name}_order.json"
+    program = me + ["--only", ",".join(ids), "--order", str(order_file)]
+
+    measured: dict[tuple[str, int], dict] = {}
+    for run in range(SCALE_RUNS):
+        transcript: list[str] = []
+        report = work / f"{name}_metrics_{run}.ncu-rep"
+        profile(metrics, program, report, ["--section", "LaunchStats", "--section", "Occupancy"], transcript)
+        (dest / "raw" / f"ncu_metrics_run{run}.log").write_text(transcript[0][-200_000:])
+        order = json.loads(order_file.read_text())
+        rows = raw_rows(report, dest / "raw" / f"metrics_run{run}.csv")
+        passes = passes_of(transcript[0])
+        for index, (launch, row) in enumerate(match_rows(rows, order)):
+            measured[launch["id"], run] = {
+                "passes": passes[index] if len(passes) == len(order) else "",
+                **{name: number(row.get(metric)) for name, metric in columns.items()}}
+    pages = dest / "pages_runs"   # every run's pages come back (the table is re-derivable from raw/ and these)
+    for run in range(SCALE_RUNS):
+        report = work / f"{name}_source_{run}.ncu-rep"
+        profile([], program, report, ["--section", "SourceCounters"])
+        order = json.loads(order_file.read_text())
+        export_sources(report, [{**launch, "id": f"{launch['id']}.{run}"} for launch in order], pages, whole=False)
+    (dest / "pages").mkdir(exist_ok=True)
+    table = []
+    for run in range(SCALE_RUNS):
+        for launch_id in ids:
+            spec, page = by_id[launch_id], pages / f"{launch_id}.{run}.csv"
+            first = pages / f"{launch_id}.0.csv"
+            sums = source_sums(page.read_text()) if page.exists() else {}
+            if run == 0 and page.exists():
+                (dest / "pages" / f"{launch_id}.csv").write_text(page.read_text())
+            same = (page.exists() and first.exists()
+                    and page_counts(page.read_text()) == page_counts(first.read_text()))
+            table.append({"launch": launch_id, "run": run, "file": spec["file"], "kernel": spec["kernel"],
+                          "grid": "x".join(map(str, spec["grid"])), "block": "x".join(map(str, spec["block"])),
+                          "dynamic_shared_bytes": spec["dynamic_shared_bytes"],
+                          "carveout_percent": spec.get("carveout_percent", ""),
+                          "ctas": int(np.prod(spec["grid"])), **measured.get((launch_id, run), {}),
+                          **{c: sums.get(c, "") for c in SOURCE_COLUMNS},
+                          "source_same_as_run0": int(same) if page.exists() else ""})
+    head = ["launch", "run", "file", "kernel", "grid", "block", "dynamic_shared_bytes", "carveout_percent", "ctas",
+            "passes"]
+    rest = [c for c in columns if c not in SCALE_HW]
+    write_csv(dest / "kernel_vs_source.csv", head + list(SCALE_HW) + list(SOURCE_COLUMNS) + ["source_same_as_run0"]
+              + rest, [{k: row.get(k, "") for k in head + list(SCALE_HW) + list(SOURCE_COLUMNS)
+                        + ["source_same_as_run0"] + rest} for row in table])
+    log(f"{name}/kernel_vs_source.csv: {len(table)} rows")
+
+    single = [COUNTERS[c] for c in SINGLE_PASS_COUNTERS]
+    chosen = [i for i in single_pass if i in ids]
+    if not chosen:
+        return
+    rows_out = []
+    for run in range(SCALE_RUNS):
+        transcript = []
+        report = work / f"{name}_single_{run}.ncu-rep"
+        profile(single, me + ["--only", ",".join(chosen), "--order", str(order_file)], report, [], transcript)
+        order = json.loads(order_file.read_text())
+        rows = raw_rows(report, dest / "raw" / f"single_pass_run{run}.csv")
+        passes = passes_of(transcript[0])
+        for index, (launch, row) in enumerate(match_rows(rows, order)):
+            rows_out.append({"launch": launch["id"], "run": run,
+                             "passes": passes[index] if len(passes) == len(order) else "",
+                             **{c: number(row.get(COUNTERS[c])) for c in SINGLE_PASS_COUNTERS}})
+    write_csv(dest / "single_pass.csv", ["launch", "run", "passes", *SINGLE_PASS_COUNTERS], rows_out)
+    log(f"{name}/single_pass.csv: {len(rows_out)} rows")
 
 
 def stage_triton(work: Path, out: Path, metrics: list[str], env: dict) -> None:
@@ -440,7 +700,8 @@ def collect(work: Path, out: Path, stages: list[str]) -> int:
     env = environment()
     (out / "environment.json").write_text(json.dumps(env, indent=1))
     log("environment:", env)
-    metrics = available_metrics(out / "raw")
+    names = query_metrics(out / "raw")
+    metrics = available_metrics(names, list(COUNTERS.values()))
     failures = 0
     cubins = None
     for stage in stages:
@@ -456,6 +717,12 @@ def collect(work: Path, out: Path, stages: list[str]) -> int:
             elif stage == "repeats":
                 cubins = cubins or stage_sass(work, out)
                 stage_repeats(work, out, metrics, cubins)
+            elif stage == "scale":
+                stage_scale(work, out, names, env)
+            elif stage == "scale_followup":
+                stage_scale(work, out, names, env, FOLLOWUP_MANIFEST, "scale_followup", [])
+            else:
+                raise ValueError(f"unknown stage {stage!r}")
         except Exception:  # keep the other stages' results
             failures += 1
             log(f"stage {stage} failed:\n{traceback.format_exc()}")
@@ -474,6 +741,8 @@ def main() -> int:
     la.add_argument("--order", type=Path, required=True)
     la.add_argument("--only", default="", help="comma-separated manifest ids (default: every launch)")
     la.add_argument("--repeat", type=int, default=1, help="run the launches this many times over")
+    la.add_argument("--manifest", type=Path, default=MANIFEST, help="launch manifest (default: kernels.toml)")
+    la.add_argument("--progress", type=Path, help="write each launch's id here before launching it")
     pa = sub.add_parser("patterns", help="(under ncu) run every single-warp pattern once")
     pa.add_argument("--cubin", type=Path, required=True)
     pa.add_argument("--order", type=Path, required=True)
@@ -481,7 +750,8 @@ def main() -> int:
     if args.command == "collect":
         return collect(args.work, args.out, args.stages.split(","))
     if args.command == "launch":
-        launch_fixtures(args.cubins, args.order, [i for i in args.only.split(",") if i], args.repeat)
+        launch_fixtures(args.cubins, args.order, [i for i in args.only.split(",") if i], args.repeat,
+                        args.manifest.resolve(), args.progress)
     else:
         launch_patterns(args.cubin, args.order)
     return 0

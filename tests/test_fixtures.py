@@ -79,6 +79,14 @@ def test_manifest_ids_are_unique_and_cover_at_least_30_kernels():
 @pytest.mark.parametrize("launch", LAUNCHES, ids=lambda launch: launch["id"])
 def test_launch_matches_its_ptx_entry(launch):
     ptx = (CUDA / f"{Path(launch['file']).stem}.sm_90.ptx").read_text()
+    check_launch_against_ptx(launch, ptx)
+    uses_dynamic = re.search(r"\.extern \.shared", ptx) is not None
+    assert (launch["dynamic_shared_bytes"] > 0) <= uses_dynamic
+    assert launch["expect"].strip()
+
+
+def check_launch_against_ptx(launch: dict, ptx: str) -> None:
+    """A manifest launch (kernels.toml schema) names an .entry of `ptx`, one parameter spec per PTX parameter."""
     params = entries(ptx).get(launch["kernel"])
     assert params is not None, f"{launch['kernel']} is not an .entry of {launch['file']}"
     assert len(launch["params"]) == len(params)
@@ -95,9 +103,6 @@ def test_launch_matches_its_ptx_entry(launch):
         else:
             assert PTX_SIZES[given["type"]] == PTX_SIZES[ptx_type]
     assert math.prod(launch["block"]) <= 1024 and len(launch["block"]) == len(launch["grid"]) == 3
-    uses_dynamic = re.search(r"\.extern \.shared", ptx) is not None
-    assert (launch["dynamic_shared_bytes"] > 0) <= uses_dynamic
-    assert launch["expect"].strip()
 
 
 def test_every_fixture_kernel_is_launched():

@@ -14,9 +14,10 @@ from test_report_support import transpose_analysis
 from traceconf.cli import app
 from traceconf.errors import InputError
 from traceconf.analyses.results import kernel_table
-from traceconf.analyses.ncu import compare, opcode_kind, pair_kernels, read_source_csv
+from traceconf.analyses.ncu import compare, opcode_kind, pair_kernels, read_counters_csv, read_source_csv
 
 NCU = FIXTURES / "ncu"
+CUDA_FIXTURES = FIXTURES / "cuda"
 
 
 @pytest.mark.parametrize("sass, kind", [("LDS.U.128 R12, [R2]", "ld"), ("@!P0 STS [R5], R7", "st"),
@@ -138,3 +139,102 @@ def test_compare_ncu_says_when_line_numbers_come_from_another_build(tmp_path):
                           "-f", "json")
     (comparison,) = json.loads(result.stdout)["comparisons"]
     assert any("another build" in note for note in comparison["notes"])
+
+
+# -- kernel-level counters (--raw): both figures ncu gives ---------------------------------------------------
+
+SCALE = REPO / "tests" / "data" / "hw" / "scale"
+TRANSPOSE_4096 = ["-k", ".*Li1.*", "--grid", "128,128", "--block", "32,8", "-p", "2=4096"]
+
+
+def _one_launch_raw(tmp_path, index: int):
+    """ncu --page raw --csv of one launch: the header, the units row and launch `index` of a committed export."""
+    lines = (SCALE / "raw" / "metrics_run0.csv").read_text().splitlines()
+    path = tmp_path / "raw.csv"
+    path.write_text("\n".join([lines[0], lines[1], lines[2 + index]]) + "\n")
+    return path
+
+
+def _scale_row(launch: str) -> dict:
+    return next(r for r in csv.DictReader(open(SCALE / "kernel_vs_source.csv")) if r["launch"] == launch
+                and r["run"] == "0")
+
+
+def test_compare_ncu_shows_the_kernel_level_counter_beside_the_source_page_sum(tmp_path):
+    """H100, transpose 32x33 at 16,384 CTAs: the l1tex counters exceed the Source page (CTAs share SMs); the
+    prediction equals the Source page, and the table shows both ncu figures with their difference."""
+    raw = _one_launch_raw(tmp_path, 3)                 # launches.toml order: transpose_32x33_w4096
+    row = _scale_row("transpose_32x33_w4096")
+    args = [SCALE / "pages" / "transpose_32x33_w4096.csv", CUDA_FIXTURES / "transpose.sm_90.ptx", *TRANSPOSE_4096,
+            "--raw", raw]
+    result = _compare_cli(*args, "-f", "json")
+    assert result.exit_code == 0, result.output
+    (comparison,) = json.loads(result.stdout)["comparisons"]
+    (entry,) = comparison["counters"]
+    ops = {op["op"]: op for op in entry["by_op"]}
+    assert ops["ld"]["counter"] == {"wavefronts": int(row["hw_wf_ld"]), "bank_conflicts": int(row["hw_bc_ld"])}
+    assert ops["ld"]["source"]["wavefronts"] == ops["ld"]["predicted"]["wavefronts"] == int(row["source_wf_ld"])
+    assert ops["ld"]["counter"]["wavefronts"] > ops["ld"]["source"]["wavefronts"]
+    assert ops["st"]["counter"]["wavefronts"] - ops["st"]["counter"]["bank_conflicts"] == int(row["source_ideal_st"])
+    assert any("several CTAs share an SM" in note for note in comparison["notes"])
+    table = _compare_cli(*args)
+    assert table.exit_code == 0, table.output
+    assert "both figures ncu gives" in table.stdout and "Source page wavefronts" in table.stdout
+    extra = int(row["hw_wf_ld"]) - int(row["source_wf_ld"])
+    assert f"+{extra:,}" in table.stdout
+    csv_rows = list(csv.DictReader(io.StringIO(_compare_cli(*args, "-f", "csv").stdout)))
+    counter_ld = next(r for r in csv_rows if r["level"] == "counter" and r["key"] == "ld")
+    assert counter_ld["measured_wavefronts"] == row["hw_wf_ld"] and counter_ld["measured_excess_wavefronts"] == row["hw_bc_ld"]
+    assert counter_ld["predicted_wavefronts"] == row["source_wf_ld"]
+
+
+def test_compare_ncu_without_counters_says_where_they_come_from():
+    result = _compare_cli(SCALE / "pages" / "transpose_32x33_w4096.csv", CUDA_FIXTURES / "transpose.sm_90.ptx",
+                          *TRANSPOSE_4096)
+    assert result.exit_code == 0, result.output
+    assert "--raw" in result.stdout and "both figures" not in result.stdout
+
+
+def test_counters_csv_picks_the_launches_of_the_predicted_grid():
+    """The raw export of the whole collection holds transpose_tile<1> at grid 32x32 once and at 128x128 three
+    times (default, carve-out, one CTA per SM): --grid decides which are shown."""
+    counters = read_counters_csv(SCALE / "raw" / "metrics_run0.csv")
+    for grid, expected in (("32,32", 1), ("128,128", 3)):
+        result = _compare_cli(SCALE / "pages" / "transpose_32x33_w4096.csv", CUDA_FIXTURES / "transpose.sm_90.ptx",
+                              "-k", ".*Li1.*", "--grid", grid, "--block", "32,8", "-p", "2=4096", "--raw",
+                              SCALE / "raw" / "metrics_run0.csv", "-f", "json")
+        (comparison,) = json.loads(result.stdout)["comparisons"]
+        assert len(comparison["counters"]) == expected
+        assert all(entry["grid"] == [int(g) for g in grid.split(",")] + [1] for entry in comparison["counters"])
+    assert len(counters) == sum(1 for _ in csv.DictReader(open(SCALE / "kernel_vs_source.csv"))) // 3
+
+
+def test_counters_csv_details_page_layout(tmp_path):
+    """--page details --csv: one row per metric, Metric Name / Metric Value, thousands separators."""
+    path = tmp_path / "details.csv"
+    head = '"ID","Kernel Name","Block Size","Grid Size","Section Name","Metric Name","Metric Unit","Metric Value"\n'
+    rows = [("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", "1,048,576"),
+            ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "0"),
+            ("dram__bytes.sum", "12")]
+    path.write_text("==PROF== Disconnected from process 1\n" + head + "".join(
+        f'"0","k(float *)","(32, 8, 1)","(2, 2, 1)","Command line profiler metrics","{m}","","{v}"\n' for m, v in rows))
+    (launch,) = read_counters_csv(path)
+    assert (launch.id, launch.kernel, launch.grid, launch.block) == ("0", "k(float *)", (2, 2, 1), (32, 8, 1))
+    assert launch.values == {"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": 1_048_576,
+                             "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": 0}
+
+
+@pytest.mark.parametrize("text, message, where", [
+    ("a,b\n1,2\n", "no kernel-level counters table", ":1: "),
+    ('"ID","Kernel Name","gpu__time_duration.sum"\n"0","k","5"\n', "none of the l1tex shared-memory counters", ":1: "),
+    ('"ID","Kernel Name","l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"\n"0","k","lots"\n',
+     "counter value 'lots' is not a number", ":2:3: "),
+])
+def test_bad_counters_csv_is_one_located_line_and_exit_2(tmp_path, text, message, where):
+    path = tmp_path / "raw.csv"
+    path.write_text(text)
+    result = _compare_cli(SCALE / "pages" / "transpose_32x33_w4096.csv", CUDA_FIXTURES / "transpose.sm_90.ptx",
+                          *TRANSPOSE_4096, "--raw", path)
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"{path}{where}") and message in line

@@ -12,6 +12,13 @@ SASS rows are classed by opcode (LDS → ld, STS → st, LDSM → ldmatrix, ...)
 CUDA rows (``--print-source cuda``: no address, ``#`` is the line number) are
 kept per source line.  The comparison is per kernel, per opcode class, and per
 CUDA line when the report has lines.
+
+Optionally also the kernel-level l1tex counters of the same launch, read from
+``ncu -i report.ncu-rep --page raw --csv`` (metric names as columns) or
+``--page details --csv`` (``Metric Name``/``Metric Value`` rows): ncu gives two
+figures for a kernel, the Source page's sum over instructions (what traceconf
+predicts) and these counters, which can be higher (docs/hardware.md, "Kernel-level
+counter vs Source page").
 """
 
 from __future__ import annotations
@@ -180,14 +187,19 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     # SASS-level predictions: {"pc", "sass", "measured": {...}, "predicted": {...}} per shared instruction
     by_pc: list[dict] = field(default_factory=list)
+    # With kernel-level counters (--raw): one entry per matching launch of the counters CSV,
+    # {"id", "grid", "block", "by_op": [{"op", "metric", "counter": {...}, "source": {...} | None, "predicted": {...}}]}
+    counters: list[dict] = field(default_factory=list)
 
 
 def _sum(rows, keys=("wavefronts", "ideal_wavefronts", "excess_wavefronts")) -> dict:
     return {k: sum(getattr(r, k) if not isinstance(r, dict) else r[k] for r in rows) for k in keys}
 
 
-def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table) -> Comparison:
-    """``predicted``: RESULT_ROWS of one kernel on one device."""
+def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table,
+            counters: list[KernelCounters] | None = None, launch: dict | None = None) -> Comparison:
+    """``predicted``: RESULT_ROWS of one kernel on one device; ``counters``: the kernel-level counters CSV's
+    launches (every kernel's), ``launch``: the predicted launch's facts (grid and block pick the CSV's rows)."""
     rows = predicted.to_pylist()
     shared_sass = [r for r in measured.sass if r.kind is not None or r.wavefronts]
     totals = {"measured": _sum(shared_sass or measured.cuda), "predicted": _sum(rows)}
@@ -214,7 +226,11 @@ def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table) -> Compa
             notes.append(f"CUDA lines with shared wavefronts differ: only the report has {_lines(only_measured)}, "
                          f"only the prediction has {_lines(only_predicted)}; was the report made from another build "
                          "of the source (other line numbers) than this PTX's .loc lines?")
-    return Comparison(kernel, measured.name, totals, by_kind, by_line, notes, _by_pc(measured, rows))
+    result = Comparison(kernel, measured.name, totals, by_kind, by_line, notes, _by_pc(measured, rows))
+    if counters is not None:
+        result.counters, counter_notes = kernel_level(counters, kernel, launch or {}, shared_sass, totals, rows)
+        result.notes += counter_notes
+    return result
 
 
 def _by_pc(measured: MeasuredKernel, rows: list[dict]) -> list[dict]:
@@ -260,3 +276,157 @@ def pair_kernels(measured: list[MeasuredKernel], predicted: list[str], path: str
         raise InputError(f"no kernel of the report matches {', '.join(predicted)} (report has: {names}); "
                          f"pick one with --kernel", file=path)
     return pairs
+
+
+# -- kernel-level counters (ncu --page raw / details) -------------------------------------------------------
+
+#: The per-op l1tex shared-memory counters, the Source-page access kinds each one counts (``_op_ld`` counts LDS
+#: and LDSM, ``_op_st`` STS and STSM; measured, docs/hardware.md), then the all-ops total (kinds None: every
+#: shared row; it also holds per-CTA wavefronts that no instruction owns). LDGSTS has no per-op wavefront
+#: counter on sm_90 (only bank conflicts), so it has no row.
+KERNEL_COUNTERS = (
+    ("ld", ("ld", "ldmatrix"), "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"),
+    ("st", ("st", "stmatrix"), "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
+    ("atom", ("atom",), "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_atom.sum",
+     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_atom.sum"),
+    ("all ops", None, "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",
+     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"),
+)
+COUNTER_METRICS = {metric for _, _, *metrics in KERNEL_COUNTERS for metric in metrics}
+
+
+@dataclass
+class KernelCounters:
+    """One profiled launch of a counters CSV: its kernel-level l1tex shared counters."""
+
+    id: str | None
+    kernel: str
+    grid: tuple[int, ...] | None      # ncu's "Grid Size" / "Block Size" columns, when the CSV has them
+    block: tuple[int, ...] | None
+    values: dict[str, int]            # metric name -> value, for the COUNTER_METRICS the CSV holds
+    line: int
+
+
+def _dims(text: str | None) -> tuple[int, ...] | None:
+    numbers = re.findall(r"\d+", (text or "").replace(",", ""))
+    return tuple(int(n) for n in numbers) if numbers else None
+
+
+def _counter(text: str, path: str, line: int, column: int) -> int | None:
+    """A counter cell: thousands separators allowed; empty or n/a: not collected (None)."""
+    text = (text or "").strip().replace(",", "")
+    if not text or text.lower() in ("n/a", "-", "nan"):
+        return None
+    try:
+        return int(float(text))
+    except ValueError:
+        raise InputError(f"counter value {text!r} is not a number", file=path, line=line, column=column) from None
+
+
+def read_counters_csv(path: str | Path) -> list[KernelCounters]:
+    """Every launch of ``ncu -i REP --page raw --csv`` (one row per launch, metric names as columns, a units row
+    allowed) or ``--page details --csv`` (one row per launch and metric: ``Metric Name``, ``Metric Value``)."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    # ncu's own "==PROF==" / "==WARNING==" lines end up in the file when stdout was redirected whole
+    numbered = [(n, row) for n, row in enumerate(csv.reader(text.splitlines()), 1)
+                if row and not row[0].startswith("==")]
+    header_at = next((i for i, (_, row) in enumerate(numbered) if "Kernel Name" in [c.strip() for c in row]), None)
+    if header_at is None:
+        raise InputError("no kernel-level counters table (a header row with Kernel Name): export with "
+                         "ncu -i REPORT --page raw --csv (or --page details --csv)", file=str(path), line=1)
+    header_line, header = numbered[header_at]
+    names = [c.strip() for c in header]
+    col = {name: i for i, name in enumerate(names)}
+    launches: dict[tuple, KernelCounters] = {}
+
+    def cell(row: list[str], name: str) -> str | None:
+        return row[col[name]] if name in col and col[name] < len(row) else None
+
+    long = "Metric Name" in col and "Metric Value" in col
+    wide = [m for m in COUNTER_METRICS if m in col]
+    if not long and not wide:
+        raise InputError("none of the l1tex shared-memory counters (" + ", ".join(sorted(COUNTER_METRICS)) + ") "
+                         "is a column, and there are no Metric Name/Metric Value columns: collect them with ncu "
+                         "--metrics (or --section MemoryWorkloadAnalysis_Tables) and export --page raw --csv",
+                         file=str(path), line=header_line)
+    for line, row in numbered[header_at + 1:]:
+        kernel = (cell(row, "Kernel Name") or "").strip()
+        if not kernel:          # the units row of --print-units, blank lines
+            continue
+        key = (cell(row, "ID"), kernel)
+        entry = launches.setdefault(key, KernelCounters(cell(row, "ID"), kernel, _dims(cell(row, "Grid Size")),
+                                                        _dims(cell(row, "Block Size")), {}, line))
+        if long:
+            metric = (cell(row, "Metric Name") or "").strip()
+            if metric in COUNTER_METRICS:
+                value = _counter(cell(row, "Metric Value"), str(path), line, col["Metric Value"] + 1)
+                if value is not None:
+                    entry.values[metric] = value
+            continue
+        for metric in wide:
+            value = _counter(cell(row, metric), str(path), line, col[metric] + 1)
+            if value is not None:
+                entry.values[metric] = value
+    found = [entry for entry in launches.values() if entry.values]
+    if not found:
+        raise InputError("no launch in the file has an l1tex shared-memory counter value", file=str(path),
+                         line=header_line)
+    return found
+
+
+def kernel_level(counters: list[KernelCounters], kernel: str, launch: dict, shared_sass: list[MeasuredRow],
+                 totals: dict, predicted_rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """The counters CSV's launches of `kernel` (those of the predicted grid and block when the CSV names
+    them), each op's counter beside the Source page's and the prediction's figures for the same op."""
+    named = [c for c in counters if same_kernel(c.kernel, kernel)]
+    if not named:
+        return [], [f"the kernel-level counters CSV has no launch of {kernel}"]
+    dims = lambda value: tuple(value) if isinstance(value, (list, tuple)) else ()   # traces may not say
+    grid, block = dims(launch.get("grid")), dims(launch.get("block"))
+    same_launch = [c for c in named if c.grid == grid and c.block == block]
+    notes = []
+    if grid and block and not same_launch and any(c.grid for c in named):
+        notes.append(f"no launch in the kernel-level counters CSV has grid {grid} and block {block}; "
+                     f"showing every launch of the kernel")
+    out = []
+    for entry in same_launch or named:
+        by_op = []
+        for op, kinds, wavefronts, conflicts in KERNEL_COUNTERS:
+            if wavefronts not in entry.values:
+                continue
+            counter = {"wavefronts": entry.values[wavefronts], "bank_conflicts": entry.values.get(conflicts)}
+            rows = [r for r in predicted_rows if kinds is None or r["kind"] in kinds]
+            if kinds is None:
+                source = totals["measured"]
+            else:
+                source = _sum([r for r in shared_sass if r.kind in kinds]) if shared_sass else None
+            by_op.append({"op": op, "metric": wavefronts, "counter": counter, "source": source,
+                          "predicted": _sum(rows)})
+            notes += _counter_notes(op, wavefronts, counter, source, kinds is None)
+        out.append({"id": entry.id, "grid": list(entry.grid or ()), "block": list(entry.block or ()),
+                    "by_op": by_op})
+    return out, notes
+
+
+def _counter_notes(op: str, metric: str, counter: dict, source: dict | None, all_ops: bool) -> list[str]:
+    """Say what a kernel-level counter above the Source-page sum means (measured on an H100: docs/hardware.md)."""
+    if source is None or counter["wavefronts"] <= source["wavefronts"]:
+        return []
+    extra = counter["wavefronts"] - source["wavefronts"]
+    share = f"{100 * extra / source['wavefronts']:.3g}%" if source["wavefronts"] else "all"
+    if all_ops:
+        return [f"{metric} is {extra:,} ({share}) above the Source page's total: the all-ops counter also counts "
+                "shared-memory work of each CTA that no instruction owns"]
+    conflicts = counter["bank_conflicts"]
+    if conflicts is not None and counter["wavefronts"] - conflicts == source["ideal_wavefronts"]:
+        return [f"{metric} is {extra:,} ({share}) above the Source page's {op} rows, all of it counted as bank "
+                f"conflicts (wavefronts - bank conflicts = {source['ideal_wavefronts']:,} = the Source page's ideal): "
+                "the addresses cause none of it; on an H100 such wavefronts appear when several CTAs share an SM "
+                "and vary by run (docs/hardware.md). traceconf predicts the Source-page figure (docs/reports.md)"]
+    return [f"{metric} is {extra:,} ({share}) above the Source page's {op} rows and wavefronts - bank conflicts is "
+            "not the Source page's ideal: are the CSVs of the same launch?"]

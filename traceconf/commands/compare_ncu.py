@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -35,16 +35,23 @@ def compare_ncu(
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout (table, json or csv).")] = Format.table,
     level: Level = "auto",
     ptxas_option: PtxasOptions = None,
+    raw: Annotated[Optional[Path], typer.Option(
+        "--raw", help="CSV of: ncu -i REP --page raw --csv (or --page details --csv) of the same launch: the "
+                      "kernel-level l1tex shared counters, shown beside the Source-page sum.")] = None,
 ) -> None:
     """Line up Nsight Compute's measured shared wavefronts with the prediction (per kernel, kind, CUDA line)."""
     from traceconf.analyses.results import kernel_table
-    from traceconf.analyses.ncu import compare, pair_kernels, read_source_csv
+    from traceconf.analyses.ncu import compare, pair_kernels, read_counters_csv, read_source_csv
     from traceconf.report.ncu import csv_text, render
 
     try:
         check_input(report)
         check_input(file, folder=True)
         measured = read_source_csv(report)
+        counters = None
+        if raw is not None:
+            check_input(raw)
+            counters = read_counters_csv(raw)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed,
                                 time_limit, memory_limit, exhaustive)
         (rules,) = load_rule_sets([device])
@@ -53,13 +60,14 @@ def compare_ncu(
         pairs = pair_kernels(measured, list(by_name), str(report)) if analyses else []
     except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error
         raise fail(as_input_error(error, str(file))) from None
-    comparisons = [compare(m, name, kernel_table(by_name[name], rules.name)) for m, name in pairs]
+    comparisons = [compare(m, name, kernel_table(by_name[name], rules.name), counters, by_name[name].launch)
+                   for m, name in pairs]
     if format is Format.json:
         typer.echo(json.dumps({"device": rules.name, "comparisons": [c.__dict__ for c in comparisons]}, indent=2))
     elif format is Format.csv:
         typer.echo(csv_text(comparisons, rules.name), nl=False)
     else:
-        render(comparisons, rules.name, stdout_console())
+        render(comparisons, rules.name, stdout_console(), counters_given=raw is not None)
     report_failures(failures)
     exit_for_failures(failures)
 

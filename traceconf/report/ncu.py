@@ -44,12 +44,44 @@ def _table(title: str, label: str, rows: list[tuple[str, dict | None, dict]]) ->
     return table
 
 
-def render(comparisons: list[Comparison], device: str, console: Console) -> None:
+def _counter_table(entry: dict) -> Table:
+    """One launch's kernel-level counters beside the Source page's sum and the prediction, per op."""
+    where = f"ncu ID {entry['id']}" if entry["id"] else "ncu"
+    if entry["grid"]:
+        where += f", grid {tuple(entry['grid'])}, block {tuple(entry['block'])}"
+    table = Table(title=f"per kernel, both figures ncu gives ({where})", title_justify="left", header_style="bold",
+                  pad_edge=False)
+    for name in ("op", "l1tex counter wavefronts", "l1tex counter bank conflicts", "Source page wavefronts",
+                 "Source page ideal", "predicted wavefronts", "counter − Source page"):
+        table.add_column(name, justify="left" if name == "op" else "right")
+    for row in entry["by_op"]:
+        counter, source, predicted = row["counter"], row["source"], row["predicted"]
+        if not (counter["wavefronts"] or (source or {}).get("wavefronts") or predicted["wavefronts"]):
+            continue                                  # an op the kernel does not use (atomics, mostly)
+        conflicts = counter["bank_conflicts"]
+        if source is None:
+            difference = Text("–", style="dim")
+        else:
+            extra = counter["wavefronts"] - source["wavefronts"]
+            difference = Text(f"{extra:+,}", style="yellow" if extra else "green")
+        table.add_row(row["op"], f"{counter['wavefronts']:,}", "–" if conflicts is None else f"{conflicts:,}",
+                      "–" if source is None else f"{source['wavefronts']:,}",
+                      "–" if source is None else f"{source['ideal_wavefronts']:,}",
+                      f"{predicted['wavefronts']:,}", difference)
+    return table
+
+
+def render(comparisons: list[Comparison], device: str, console: Console, counters_given: bool = False) -> None:
     for c in comparisons:
         console.print(Text(short_name(c.kernel), style="bold") + Text(f"  (ncu: {c.measured_name or 'unnamed'}, "
                                                                       f"predicted for {device})"))
-        console.print(_table("per kernel", "kernel", [(short_name(c.kernel), c.totals["measured"],
-                                                       c.totals["predicted"])]))
+        console.print(_table("per kernel (ncu: Source page, sum over instructions)", "kernel",
+                             [(short_name(c.kernel), c.totals["measured"], c.totals["predicted"])]))
+        for entry in c.counters:
+            console.print(_counter_table(entry))
+        if not counters_given:
+            console.print("the kernel-level l1tex counters (Details page) can exceed this sum when CTAs share an SM; "
+                          "--raw (ncu --page raw --csv) shows them here", style="dim")
         console.print(_table("per access kind (SASS opcode class)", "kind",
                              [(k["kind"], k["measured"], k["predicted"]) for k in c.by_kind]))
         if c.by_pc:
@@ -67,8 +99,9 @@ def render(comparisons: list[Comparison], device: str, console: Console) -> None
 
 
 def csv_text(comparisons: list[Comparison], device: str) -> str:
-    """One row per kernel total, access kind and CUDA line: measured (empty when not in the report) and
-    predicted wavefronts, ideal and excess."""
+    """One row per kernel total (the Source page's sum), kernel-level counter (level ``counter``, with --raw: the
+    l1tex counter, its bank conflicts as excess), access kind and CUDA line: measured (empty when not in the
+    report) and predicted wavefronts, ideal and excess."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["kernel", "device", "level", "key", "source"]
@@ -80,6 +113,14 @@ def csv_text(comparisons: list[Comparison], device: str) -> str:
 
     for c in comparisons:
         row(c, "kernel", c.kernel, "", c.totals["measured"], c.totals["predicted"])
+        for entry in c.counters:        # the kernel-level counter: ideal = wavefronts - bank conflicts
+            for op in entry["by_op"]:
+                counter = op["counter"]
+                conflicts = counter["bank_conflicts"]
+                measured = {"wavefronts": counter["wavefronts"],
+                            "ideal_wavefronts": "" if conflicts is None else counter["wavefronts"] - conflicts,
+                            "excess_wavefronts": "" if conflicts is None else conflicts}
+                row(c, "counter", op["op"], f"{op['metric']} (ncu ID {entry['id']})", measured, op["predicted"])
         for k in c.by_kind:
             row(c, "kind", k["kind"], "", k["measured"], k["predicted"])
         for pc in c.by_pc:
