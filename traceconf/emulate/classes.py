@@ -65,6 +65,7 @@ from traceconf.emulate.intops import FLOAT_TYPES, SIGNED_TYPES, TYPE_BITS
 from traceconf.emulate.memory import address_operand
 from traceconf.emulate.operands import Context, address_reader, reader, register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
+from traceconf.emulate.simt import guard_reader
 from traceconf.ptx.opcodes import may_access_shared
 
 CTA, OPAQUE, DECIDED = taint.CTA, taint.CTA_OPAQUE, taint.CTA_DECIDED
@@ -111,7 +112,8 @@ def _cta_lanes(bits, size: int, active: np.ndarray) -> np.ndarray:
 
 
 def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> Check:
-    """An instruction writing ``keys`` from ``sources`` (readers ``m -> (value, bits)``).  ``rule`` is None
+    """An instruction writing ``keys`` from ``sources`` (readers ``m -> (value, bits)``; ``guard``: ``m ->
+    (holds, bits)``).  ``rule`` is None
     (the result is not affine: CTA-dependent results become opaque) or ``(exact, bits, not_both, cta_free)``:
     ``exact(values)`` the exact integer result as float64, ``bits`` its width, ``not_both`` two 1-based source
     positions that must not both depend on the CTA index (a product), ``cta_free`` positions that must not
@@ -193,12 +195,15 @@ def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool =
     def before(m, active):
         size = m.size
         bad = np.zeros(size, dtype=bool)
+        executing = active
         if guard is not None:
-            bad |= active & ((_full(guard(m)[1], size) & (CTA | OPAQUE)) != 0)
+            holds, bits = guard(m)
+            bad |= active & ((_full(bits, size) & (CTA | OPAQUE)) != 0)
+            executing = active & _full(holds, size)     # a class-constant guard: the same lanes in every CTA
         for operand in constant:
             bad |= active & ((_full(operand(m)[1], size) & (CTA | OPAQUE)) != 0)
         for address in addresses:
-            bad |= active & ((_full(address(m)[1], size) & forbidden) != 0)
+            bad |= executing & ((_full(address(m)[1], size) & forbidden) != 0)
         if bad.any():
             m.watch.unclassable(bad)
         return None
@@ -268,7 +273,7 @@ def compile_check(slot: Slot, ctx: Context) -> Check | None:
     row = slot.row
     opcode = row["opcode"]
     operands = row["operands"] or []
-    guard = reader({"kind": "reg", "name": row["guard"].lstrip("!")}, slot, ctx) if row.get("guard") else None
+    guard = guard_reader(slot, ctx)
     if opcode in ("setp", "set"):
         return _comparison(slot, ctx, guard)
     if opcode in CONTROL_OPCODES:

@@ -76,7 +76,8 @@ class Compiled:
 # --------------------------------------------------------------------------- compilation
 
 
-def _guard_reader(slot: Slot, ctx: Context):
+def guard_reader(slot: Slot, ctx: Context):
+    """``m -> (holds, bits)`` of the instruction's guard predicate (negation applied), or None without one."""
     row = slot.row
     if not row.get("guard"):
         return None
@@ -132,7 +133,7 @@ def compile_slot(slot: Slot, ctx: Context) -> Compiled:
 def _compile_slot(slot: Slot, ctx: Context) -> Compiled:
     row = slot.row
     opcode = row["opcode"]
-    guard = _guard_reader(slot, ctx)
+    guard = guard_reader(slot, ctx)
     control = _CONTROL.get(opcode)
     if control is not None and not (opcode == "bar" and _barrier_is_noop(row)) \
             and not (opcode == "barrier" and _barrier_is_noop(row)):

@@ -1,0 +1,49 @@
+"""Large launches against the H100 (tests/data/hw/scale, docs/hardware.md "Kernel-level counter vs Source
+page"): at the level the GPU runs (SASS, through ptxas), every launch's predicted shared-memory wavefronts
+per operation equal Nsight Compute's Source page, the scale fixtures at full size included (reduce0 on 16M
+floats, 65,536 CTAs; hgemm at 4096³; the cp.async matmul at 1280²), through CTA classes where the CTA index
+reaches shared memory.  The kernel-level counters (``hw_*``) of these launches carry the co-residency excess
+the document describes, so the Source page is the figure compared."""
+
+from __future__ import annotations
+
+import csv
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from traceconf.pipeline import LaunchRequest, run_file
+from traceconf.rules import load_rule_set
+from traceconf.sass import toolchain
+
+REPO = Path(__file__).resolve().parents[1]
+SCALE_HW = REPO / "tests" / "data" / "hw" / "scale"
+LAUNCHES = tomllib.loads((SCALE_HW / "launches.toml").read_text())["launch"]
+SOURCE = {row["launch"]: row for row in csv.DictReader(open(SCALE_HW / "kernel_vs_source.csv", newline=""))
+          if row["run"] == "0"}
+#: our kinds → the Source page's operation columns (LDSM is a load, STSM a store there)
+COLUMNS = {"ld": "ld", "ldmatrix": "ld", "st": "st", "stmatrix": "st", "atom": "atom"}
+
+pytestmark = pytest.mark.skipif(toolchain.find_tool("ptxas") is None or toolchain.find_tool("nvdisasm") is None,
+                                reason="the SASS level needs ptxas (CUDA toolkit) and nvdisasm (nvidia-cuda-nvdisasm)")
+
+
+@pytest.mark.parametrize("launch", LAUNCHES, ids=[launch["id"] for launch in LAUNCHES])
+def test_predictions_equal_the_source_page_at_scale(launch):
+    measured = SOURCE[launch["id"]]
+    params = {str(index): int(spec["value"]) for index, spec in enumerate(launch["params"]) if "value" in spec}
+    path = REPO / "tests" / "fixtures" / launch["file"].replace(".cu", ".sm_90.ptx")
+    analyses, failures = run_file(path, [launch["kernel"]], LaunchRequest(
+        block=tuple(launch["block"]), grid=tuple(launch["grid"]), params=params,
+        dynamic_smem=launch.get("dynamic_shared_bytes", 0)), [load_rule_set("sm_90")], level="auto")
+    assert not failures, failures[0].line()
+    (analysis,) = analyses
+    assert analysis.launch["level"] == "sass" and "partial" not in analysis.launch, analysis.notes
+    predicted = Counter()
+    for row in analysis.results.to_pylist():
+        if row["kind"] in COLUMNS:
+            predicted[COLUMNS[row["kind"]]] += row["wavefronts"]
+    for op in ("ld", "st", "atom"):
+        assert predicted[op] == int(measured[f"source_wf_{op}"] or 0), (op, analysis.launch)
