@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from test_emulate_support import kernel_text
-from test_scale import LAUNCHES, SCALE, TRICKY
+from test_scale import LAUNCHES, SCALE, TRICKY, TRICKY_GRIDS
 from traceconf.emulate import grid as scheduler
 from traceconf.pipeline import LaunchRequest
 from traceconf.rules import load_rule_sets
@@ -54,8 +54,7 @@ def test_sass_tricky_uses_of_the_cta_index_still_count_exactly(monkeypatch, tmp_
         mov.u32 %r1, %tid.x;
         mul.lo.s32 %r5, %r1, 8;
         """ + TRICKY[name] + "\n        ret;", shared=".shared .align 4 .b8 buf[32768];\n"))
-    grid = (70, 9, 1) if name == "diagonal" else (90, 1, 1)
-    fast, slow = _both(path, "k", block=(32, 1, 1), grid=grid)
+    fast, slow = _both(path, "k", block=(32, 1, 1), grid=TRICKY_GRIDS.get(name, (90, 1, 1)))
     assert fast.results.equals(slow.results), (fast.results.to_pandas(), slow.results.to_pandas())
 
 

@@ -95,6 +95,24 @@ def _full(array, size: int) -> np.ndarray:
     return np.broadcast_to(np.asarray(array), (size,))
 
 
+@dataclass(frozen=True)
+class Rule:
+    """How an instruction keeps CTA-dependent values affine.
+
+    ``exact(values)``: the exact integer result (float64) from the sources' register values; a lane whose
+    result falls outside ``[0, 2**(bits-1))`` (a wrap, or ``exact`` saying -1: not an identity there) makes
+    it opaque.  ``not_both``: two 1-based source positions that must not both depend on the CTA index (a
+    product); ``cta_free``: positions that must not depend on it at all (a shift amount, a selector, a mask);
+    ``read_bits``: per source, the width it is read at: a CTA-dependent source must fit below its
+    ``2**(width-1)``, or reading it would truncate an affine value into a wrapped one."""
+
+    exact: Callable
+    bits: int
+    not_both: tuple = ()
+    cta_free: tuple = ()
+    read_bits: tuple = ()
+
+
 class Check:
     """What the watch does around one slot: ``before(m, active)`` returns what ``after`` needs, or None."""
 
@@ -113,12 +131,9 @@ def _cta_lanes(bits, size: int, active: np.ndarray) -> np.ndarray:
 
 def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> Check:
     """An instruction writing ``keys`` from ``sources`` (readers ``m -> (value, bits)``; ``guard``: ``m ->
-    (holds, bits)``).  ``rule`` is None
-    (the result is not affine: CTA-dependent results become opaque) or ``(exact, bits, not_both, cta_free)``:
-    ``exact(values)`` the exact integer result as float64, ``bits`` its width, ``not_both`` two 1-based source
-    positions that must not both depend on the CTA index (a product), ``cta_free`` positions that must not
-    depend on it at all (a shift amount, a selector).  ``carry``: the instruction writes the carry flag, which
-    becomes opaque wherever a source depends on the CTA index."""
+    (holds, bits)``).  ``rule`` is None (the result is not affine: CTA-dependent results become opaque) or a
+    :class:`Rule`.  ``carry``: the instruction writes the carry flag, which becomes opaque wherever a source
+    depends on the CTA index."""
     def before(m, active):
         pairs = [s(m) for s in sources]
         size = m.size
@@ -133,14 +148,16 @@ def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> C
             return None
         if rule is None or (guarded is not None and guarded.any()):
             return touched, touched
-        exact, bits, not_both, cta_free = rule
         bad = np.zeros(size, dtype=bool)
-        if not_both:
-            bad |= cta[not_both[0] - 1] & cta[not_both[1] - 1]
-        for position in cta_free:
+        if rule.not_both:
+            bad |= cta[rule.not_both[0] - 1] & cta[rule.not_both[1] - 1]
+        for position in rule.cta_free:
             bad |= cta[position - 1]
-        result = exact([v for v, _ in pairs])
-        bad |= touched & ~((result >= 0) & (result < limit_of(bits)))
+        for (value, _), lanes, width in zip(pairs, cta, rule.read_bits):
+            if width and width < 64:
+                bad |= lanes & (_full(np.asarray(value, dtype=np.uint64), size) >= np.uint64(1 << (width - 1)))
+        result = rule.exact([v for v, _ in pairs])
+        bad |= touched & ~((result >= 0) & (result < limit_of(rule.bits)))
         return (bad if bad.any() else None), touched
 
     def after(m, active, token):
@@ -213,9 +230,8 @@ def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool =
 # --------------------------------------------------------------------------- PTX
 
 
-def _affine_rule(row: dict):
-    """(exact(values) -> float64, bits of the result, positions that must not both carry CTA, CTA-free
-    positions) for an affine-capable PTX instruction, or None when the instruction is not one."""
+def _affine_rule(row: dict) -> Rule | None:
+    """The :class:`Rule` of an affine-capable PTX instruction, or None when the instruction is not one."""
     opcode, modifiers = row["opcode"], row["modifiers"] or []
     kind = row.get("type") or "b32"
     if kind in FLOAT_TYPES or "cc" in modifiers or "sat" in modifiers or "hi" in modifiers:
@@ -225,24 +241,25 @@ def _affine_rule(row: dict):
         return None
     bits = TYPE_BITS.get(kind, 32)
     wide = "wide" in modifiers
+    read = (bits,) * 3
 
     def typed(values):
         return [exact_value(v, kind) for v in values]
 
     if opcode == "mov" and len(operands) == 2:
-        return (lambda v: typed(v)[0]), bits, (), ()
+        return Rule(lambda v: typed(v)[0], bits, read_bits=read)
     if opcode == "cvt":
         types = [m for m in modifiers if m in TYPE_BITS]
         if len(types) != 2 or any(t in FLOAT_TYPES for t in types) or any(m.startswith("r") for m in modifiers
                                                                           if m not in TYPE_BITS):
             return None
         destination, source = types
-        return (lambda v: exact_value(v[0], source)), TYPE_BITS[destination], (), ()
+        return Rule(lambda v: exact_value(v[0], source), TYPE_BITS[destination], read_bits=(TYPE_BITS[source],))
     if opcode in ("add", "sub") and len(operands) == 3:
         sign = -1.0 if opcode == "sub" else 1.0
-        return (lambda v: (lambda a, b: a + sign * b)(*typed(v))), bits, (), ()
+        return Rule(lambda v: (lambda a, b: a + sign * b)(*typed(v)), bits, read_bits=read)
     if opcode == "mul" and len(operands) == 3:
-        return (lambda v: (lambda a, b: a * b)(*typed(v))), 2 * bits if wide else bits, (1, 2), ()
+        return Rule(lambda v: (lambda a, b: a * b)(*typed(v)), 2 * bits if wide else bits, (1, 2), read_bits=read)
     if opcode == "mad" and len(operands) == 4:
         out = 2 * bits if wide else bits
 
@@ -250,16 +267,28 @@ def _affine_rule(row: dict):
             a, b = typed(v[:2])
             c = exact_value(v[2], _signed_or_unsigned(kind, out)) if wide else typed(v[2:])[0]
             return a * b + c
-        return mad, out, (1, 2), ()
+        return Rule(mad, out, (1, 2), read_bits=(bits, bits, out))
     if opcode == "shl" and len(operands) == 3:
         def shl(v):
             amount = np.asarray(v[1], dtype=np.uint64).astype(np.float64)
             return exact_value(v[0], kind) * np.exp2(np.minimum(amount, 64.0))
-        return shl, bits, (), (2,)
+        return Rule(shl, bits, cta_free=(2,), read_bits=read)
     if opcode == "selp" and len(operands) == 4:
-        return (lambda v: np.where((np.asarray(v[2], dtype=np.uint64) & np.uint64(1)) == 1, *typed(v[:2]))), \
-            bits, (), (3,)
+        return Rule(lambda v: np.where((np.asarray(v[2], dtype=np.uint64) & np.uint64(1)) == 1, *typed(v[:2])),
+                    bits, cta_free=(3,), read_bits=read)
+    if opcode == "and" and len(operands) == 3:
+        mask = next((int(op["value"]) for op in operands[1:] if op["kind"] == "imm"), None)
+        if mask is not None and mask > 0 and not (mask + 1) & mask:
+            # x & (2**k - 1) is x itself while x < 2**k (old nvcc's 16-bit %ctaid, ptxas's 0xffff masks)
+            mask_source = 1 if operands[1]["kind"] == "imm" else 2      # 1-based, as Rule positions are
+            return Rule(lambda v: low_mask(exact_value(v[2 - mask_source], kind), mask), bits,
+                        cta_free=(mask_source,), read_bits=read)
     return None
+
+
+def low_mask(value: np.ndarray, mask: int) -> np.ndarray:
+    """``value & mask`` for a low-bit ``mask`` (2**k - 1) where that is ``value`` itself, else -1 (not affine)."""
+    return np.where((value >= 0) & (value <= mask), value, -1.0)
 
 
 def _signed_or_unsigned(kind: str, bits: int) -> str:

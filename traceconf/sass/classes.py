@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from traceconf.emulate.classes import Check, arithmetic, comparison, decision_inputs, limit_of
+from traceconf.emulate.classes import Check, Rule, arithmetic, comparison, decision_inputs, limit_of, low_mask
 from traceconf.emulate.program import Program, Slot
 from traceconf.sass.control import guard_of
 from traceconf.sass.memory import address_reader
@@ -78,29 +78,35 @@ def _shifted(v) -> np.ndarray:
     return _exact(v[0]) * np.exp2(np.minimum(np.asarray(v[1], dtype=np.uint64) & M32, 32).astype(np.float64))
 
 
-def _rule(family: str, mods: list[str], sources: list[Operand], carries: bool):
-    """``(exact, bits, not_both, cta_free)`` for an affine-capable instruction, else None."""
+def _rule(family: str, mods: list[str], sources: list[Operand], carries: bool) -> Rule | None:
+    """The :class:`Rule` of an affine-capable instruction, else None."""
     if carries or "X" in mods or "HI" in mods or "SAT" in mods:
         return None
     count = len(sources)
+    read = (32,) * count
     if family in COPIES and count == 1:
-        return (lambda v: _exact(v[0])), 32, (), ()
+        return Rule(lambda v: _exact(v[0]), 32, read_bits=read)
     if family in SUMS and count >= 2:
-        return (lambda v: sum(_exact(x) for x in v)), 32, (), ()
+        return Rule(lambda v: sum(_exact(x) for x in v), 32, read_bits=read)
     if family in PRODUCTS and count in (2, 3):
         if "WIDE" in mods:
             # the 64-bit result uses the operands' declared signedness, and the addend is the whole pair
             factor = _unsigned if "U32" in mods else _exact
-            return (lambda v: factor(v[0]) * factor(v[1]) + (_pair(v[2]) if len(v) > 2 else 0.0)), 32, (1, 2), ()
-        return (lambda v: _exact(v[0]) * _exact(v[1]) + (_exact(v[2]) if len(v) > 2 else 0.0)), 32, (1, 2), ()
+            return Rule(lambda v: factor(v[0]) * factor(v[1]) + (_pair(v[2]) if len(v) > 2 else 0.0), 32, (1, 2),
+                        read_bits=(32, 32, 64))
+        return Rule(lambda v: _exact(v[0]) * _exact(v[1]) + (_exact(v[2]) if len(v) > 2 else 0.0), 32, (1, 2),
+                    read_bits=read)
     if family in SHIFTED_SUMS and count == 3 and sources[2].kind == "imm":
         shift = float(2 ** (sources[2].value & 0x1F))
-        return (lambda v: _exact(v[0]) * shift + _exact(v[1])), 32, (), (3,)
-    if family in ("SHF", "USHF") and "L" in mods and count >= 2:
+        return Rule(lambda v: _exact(v[0]) * shift + _exact(v[1]), 32, cta_free=(3,), read_bits=read)
+    if (family in ("SHF", "USHF") and "L" in mods and count >= 2) or (family == "SHL" and count == 2):
         # SHF.L Rd, lo, amount, hi: the low word of (hi:lo) << amount is lo << amount (amount below 32)
-        return _shifted, 32, (), (2,)
-    if family == "SHL" and count == 2:
-        return _shifted, 32, (), (2,)
+        return Rule(_shifted, 32, cta_free=(2,), read_bits=read)
+    if family in ("LOP3", "ULOP3") and count == 4 and sources[3].kind == "imm" and sources[3].value & 0xFF == 0xC0:
+        # a & b with b a low-bit mask (ptxas masks 16-bit CTA indices with 0xffff): a itself while a <= mask
+        mask = sources[1].value if sources[1].kind == "imm" else None
+        if mask is not None and mask > 0 and not (mask + 1) & mask:
+            return Rule(lambda v: low_mask(_exact(v[0]), mask), 32, cta_free=(2, 3), read_bits=read)
     return None
 
 
@@ -125,7 +131,14 @@ def compile_sass_check(slot: Slot, ctx: SassContext) -> Check | None:
         return None
     wide = "WIDE" in mods
     readers = [reader(op, ctx, wide and index == 2) for index, op in enumerate(sources)]
-    rule = _rule(family, mods, sources, carries=len(names) > 1 or bool(inputs))
+    if family in ("SEL", "USEL") and len(sources) == 2 and len(inputs) == 1 and len(names) == 1:
+        # SEL Rd, a, b, P: the selector may decide per class, never per CTA
+        rule = Rule(lambda v: np.where((np.asarray(v[2], dtype=np.uint64) & U64(1)) == 1, _exact(v[0]),
+                                       _exact(v[1])), 32, cta_free=(3,), read_bits=(32, 32))
+    else:
+        # a trailing PT/!PT is a constant operand (LOP3's), any other predicate input a carry
+        carries = len(names) > 1 or any(op.name not in ("PT", "UPT") for op in inputs)
+        rule = _rule(family, mods, sources, carries)
     if wide:
         names = names + [pair_name(names[0])]   # a passing 64-bit result is below 2**31: its high word is 0
     return arithmetic(names, readers + [reader(op, ctx) for op in inputs], guard, rule)
