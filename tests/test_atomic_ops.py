@@ -106,3 +106,12 @@ def test_bad_atomic_op_rules_are_one_clear_error(tmp_path, body, message):
     path.write_text(f'alias_of = "sm_90"\nname = "bad"\ntitle = "t"\nevidence = "unverified"\n{body}')
     with pytest.raises(InputError, match=message):
         load_rule_set(str(path))
+
+
+@pytest.mark.parametrize("opcode, op", [("ATOMS.POPC.INC.32 RZ, [R2], RZ", "popc_inc"),
+                                        ("ATOMS.CAS R4, [R2], R4, R5", "cas"), ("ATOMS.EXCH.64 R4, [R2], R4", "exch"),
+                                        ("ATOMS.ADD RZ, [R2], R0", "add")])
+def test_the_sass_emulator_records_the_operation_of_the_opcode(opcode, op):
+    from test_sass_emulate import run as run_sass
+    result = run_sass(["S2R R0, SR_TID.X", "IMAD.SHL.U32 R2, R0, 0x8, RZ", opcode])
+    assert [OPS[code] for code in result.accesses.op] == [op]

@@ -76,14 +76,12 @@ CAS_LOOP = ("64-bit add/min/max/and/or compile to an LDS.64 + ATOMS.CAST.SPIN.64
             "depends on contention (measured, docs/hardware.md): not modelled")
 BYPASS = ("LDGSTS.BYPASS (cp.async.cg): the Source page counts 4 when conflict-free and 32 otherwise, plus the "
           ".ca figure with ZFILL (docs/hardware.md); the rule sets have no bypass mode yet")
-ATOMS_OP = "the ATOMS operation (POPC.INC, CAS) is not yet carried per pc at SASS level"
 _LOOPS = {f"atom64_{op}_{use}" for op in ("add", "min", "max", "and", "or") for use in ("used", "unused")}
 KNOWN_GAPS = {
     "totals": dict.fromkeys(_LOOPS, CAS_LOOP),
-    "per_pc": {**dict.fromkeys(_LOOPS | {"atom64_cas_used", "atom64_cas_unused"}, CAS_LOOP),
+    "per_pc": {**dict.fromkeys(_LOOPS, CAS_LOOP),
                **dict.fromkeys([f"ldgsts_cg16_{s}" for s in ("s16", "s32", "s128", "s16_zfill_half", "s16_src0",
-                                                             "s128_src0")] + ["ldgsts_plain_cg16_s32"], BYPASS),
-               **dict.fromkeys(["atom32_add1_unused", "atom32_cas_used", "atom32_cas_unused"], ATOMS_OP)},
+                                                             "s128_src0")] + ["ldgsts_plain_cg16_s32"], BYPASS)},
 }
 
 

@@ -60,7 +60,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
     generic = op.space != ALWAYS and op.kind != "cp_async"
     # LDGSTS [shared], [global]: the shared side is the first address operand
     read = address_reader(address, ctx, wide_base=generic and any(w for *_, w in address.registers))
-    kind_code = op.kind_code
+    kind_code, op_code = op.kind_code, op.op_code
     matrices = op.matrices
     row_lanes = 8 * matrices
     destinations = ops[:address_index] if op.kind in ("ld", "ldmatrix", "atom") else []
@@ -86,7 +86,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
                 raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
                 # the reserved window start maps to byte 0; an address inside the reserved part stays as is
                 offsets = np.where(raw >= int(base), raw - int(base), raw)
-                m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes)
+                m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes, op_code)
         if write_loaded:
             write_loaded(m, mask)
     return run
