@@ -194,6 +194,15 @@ def test_predicted_wavefronts_equal_the_hardware_counters(path, kernel, launch, 
     assert (predicted["ld"], predicted["st"]) == hardware
 
 
+@pytest.mark.parametrize("path, kernel, launch, static, measured",
+                         [c for c in _cuda_cases() if c.values[0].name.startswith(("ldgsts.", "cp_async."))])
+def test_ptx_level_copies_equal_the_source_page(path, kernel, launch, static, measured):
+    """cp.async at the PTX level (.ca, .cg, src-size, and ptxas's .ZFILL choice): the LDGSTS wavefronts of the
+    Source page (``sass_wf_ldgsts``, the sum of its LDGSTS rows) for every ldgsts.cu and cp_async.cu launch."""
+    _, predicted = predict(path, kernel, launch)
+    assert predicted["cp_async"] == int(measured["sass_wf_ldgsts"])
+
+
 def _older_target_cases():
     for case in _cuda_cases():
         path, kernel, launch, static, _ = case.values
