@@ -71,25 +71,8 @@ def _predict(launch_id: str):
     return launch, emulation, results.to_pylist(), rows
 
 
-#: Measured launches the SASS level does not predict yet, per test (strict: a fix turns them into failures).
-CAS_LOOP = ("64-bit add/min/max/and/or compile to an LDS.64 + ATOMS.CAST.SPIN.64 retry loop whose trip count "
-            "depends on contention (measured, docs/hardware.md): not modelled")
-_LOOPS = {f"atom64_{op}_{use}" for op in ("add", "min", "max", "and", "or") for use in ("used", "unused")}
-KNOWN_GAPS = {
-    "totals": dict.fromkeys(_LOOPS, CAS_LOOP),
-    "per_pc": dict.fromkeys(_LOOPS, CAS_LOOP),
-}
-
-
-def _known_gap(request, test: str, launch_id: str) -> None:
-    reason = KNOWN_GAPS[test].get(launch_id)
-    if reason:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
-
 @pytest.mark.parametrize("launch, params, measured", list(_cases()))
-def test_sass_level_totals_equal_the_hardware_counters(request, launch, params, measured):
-    _known_gap(request, "totals", launch["id"])
+def test_sass_level_totals_equal_the_hardware_counters(launch, params, measured):
     _, emulation, results, _ = _predict(launch["id"])
     if not launch["static_addresses"]:
         assert emulation.unresolved, "data-dependent addresses must be reported unresolved, never guessed"
@@ -116,8 +99,7 @@ def _normalise(text: str, base: int = 0) -> str:
 
 
 @pytest.mark.parametrize("launch, params, measured", [c for c in _cases() if c.values[0]["static_addresses"]])
-def test_per_sass_instruction_wavefronts_equal_the_source_page(request, launch, params, measured):
-    _known_gap(request, "per_pc", launch["id"])
+def test_per_sass_instruction_wavefronts_equal_the_source_page(launch, params, measured):
     _, emulation, results, rows = _predict(launch["id"])
     page = _source_page(launch["id"])
     by_pc = {row["pc"]: row for row in rows.values()}

@@ -330,8 +330,9 @@ def _store(slot, ctx, row, modifiers):
 
 #: Address taints that make ptxas treat an address as possibly different between lanes.
 VARYING = taint.THREAD | taint.LOADED | taint.UNMODELLED | taint.BRANCH
-SPIN_REASON = ("ptxas implements a 64-bit shared atom.{op} as an LDS.64 + ATOMS.CAST.SPIN.64 retry loop: its "
-               "wavefronts depend on how often lanes collide at run time")
+SPIN_REASON = ("ptxas implements a 64-bit shared atom.{op} as an LDS.64 + ATOMS.CAST.SPIN.64 retry loop, which "
+               "the PTX does not contain: its passes follow the lanes' collisions and values; the SASS level "
+               "(--level sass) runs the loop")
 
 
 def hardware_atomic(row: dict, ctx: Context, keys: list[str], address_index: int) -> tuple[str, bool, bool]:
