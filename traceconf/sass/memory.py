@@ -96,6 +96,14 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
     return run
 
 
+def _read_back(content_bits, address_bits):
+    """Taint of a value read from shared memory, as the PTX level's loads have it: ``taint.read_back`` of
+    what was stored, and opaque in the CTA where the address depends on it (whether a known value is there
+    at all may change with the CTA)."""
+    bits = taint.read_back(content_bits) | taint.THREAD
+    return np.where((address_bits & taint.CTA_ANY) != 0, bits | taint.CTA | taint.CTA_OPAQUE, bits)
+
+
 def _registers(first: Operand, count: int) -> list[str]:
     """``count`` consecutive registers from ``first`` (a pair, a quad)."""
     names = [first.name]
@@ -138,12 +146,12 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
         if first_destination is None:
             return lanes
         names = _registers(first_destination, registers)
-        contents, carried = m.shared_contents(), bits & taint.CTA_ANY
+        contents = m.shared_contents()
         for k, (at, width) in enumerate(chunks(m, offsets)):
             value, content_bits = contents.load(m.cta_index, at, width, lanes)
             if signed:             # LDS.S8 / LDS.S16: the register holds the sign-extended 32-bit value
                 value = intops.bits_of(intops.signed(value, signed)) & M32
-            value_bits = taint.read_back(content_bits | carried) | taint.THREAD
+            value_bits = _read_back(content_bits, bits)
             for half, name in enumerate(names[2 * k:2 * k + 2]):
                 write_register(m, name, (value >> U64(32 * half)) & M32, value_bits, lanes)
         return lanes
@@ -200,8 +208,7 @@ def _spin(size: int, destination: Operand | None, sources: list[Operand], write_
             old, old_bits = atomic(contents.data, contents.taint, start, "cas", 8 * size, False, False,
                                    compare[chosen], compare_bits[chosen], new[chosen], new_bits[chosen])
             success[chosen] = old == (compare[chosen] & U64((1 << 8 * size) - 1))
-            success_bits[chosen] = taint.read_back(old_bits | compare_bits[chosen] | (bits[chosen] & taint.CTA_ANY)) \
-                | taint.THREAD
+            success_bits[chosen] = _read_back(old_bits | compare_bits[chosen], bits[chosen])
         if write_loaded:                    # the sources are read: the destinations may be written now
             write_loaded(m, mask)
         if destination is not None:
