@@ -751,7 +751,7 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
     if family in OPAQUE_SHARED_WRITERS and ctx.shared_values:
         def forget(m, mask):
             m.shared_contents().forget(m.cta_index[m.valid if mask is None else mask])
-        return Compiled(with_guard(forget, guard), False, slot)
+        return Compiled(with_guard(forget, guard, slot), False, slot)       # it changes shared memory
     if family in NO_OPS or family == "BAR":
         return Compiled(lambda m, active, mask: None, False, slot)
 
