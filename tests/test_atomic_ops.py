@@ -1,4 +1,5 @@
-"""The atomic operation travels from every producer to the rules: PTX emulator, SASS opcode table, traces."""
+"""The operation of an access (atomics; the cp.async forms) travels from every producer to the rules: PTX
+emulator, SASS opcode table and emulator, traces."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from test_emulate_support import kernel_module, run
 from traceconf.accesses import from_table
 from traceconf.engine import count_wavefronts
 from traceconf.errors import InputError
+from traceconf.pipeline import run_trace
 from traceconf.rules import load_rule_set
 from traceconf.sass.opcodes import shared_op
 from traceconf.schemas import OPS
@@ -19,8 +21,10 @@ from traceconf.schemas import OPS
     ("ATOMS.POPC.INC.32", "popc_inc"), ("ATOMS.ADD", "add"), ("ATOMS.CAS", "cas"), ("ATOMS.CAS.64", "cas"),
     ("ATOMS.CAST.SPIN.64", "cas"), ("ATOMS.EXCH.64", "exch"), ("ATOMS.MIN.S32", "min"), ("ATOMS.INC", "inc"),
     ("RED.E.ADD.STRONG.GPU", "add"), ("ATOM.E.OR", "or"), ("LDS.U.128", ""), ("STS", ""),
+    ("LDGSTS.E.BYPASS.128", "bypass"), ("LDGSTS.E.BYPASS.128.ZFILL", "bypass_zfill"),
+    ("LDGSTS.E.BYPASS.LTC128B.128", "bypass"), ("LDGSTS.E.128.ZFILL", ""), ("LDGSTS.E.64", ""),
 ])
-def test_sass_opcodes_name_their_atomic_operation(opcode, op):
+def test_sass_opcodes_name_their_operation(opcode, op):
     assert shared_op(opcode).op == op
 
 
@@ -92,17 +96,70 @@ def test_canonical_tables_carry_the_operation():
     wavefronts, ideal, _ = count_wavefronts(acc, load_rule_set("sm_90"))
     assert wavefronts.tolist() == [2, 1] and ideal.tolist() == [2, 1]
     assert acc.to_table().column("op").to_pylist() == ["cas", ""]
-    with pytest.raises(ValueError, match="unknown atomic operation 'fetch'"):
+    with pytest.raises(ValueError, match="unknown operation 'fetch'"):
         from_table(pa.table({**rows, "op": ["fetch", None]}))
 
 
 @pytest.mark.parametrize("body, message", [
     ("[atomic_ops.swap]\npasses = 2\n", "unknown atomic operation 'swap'"),
     ("[atomic_ops.cas]\npasses = 0\n", "expected an integer from 1 to 8"),
-    ("[atomic_ops.cas]\nmerge = true\n", "allowed keys are merge_same_word and passes"),
+    ("[atomic_ops.cas]\nmerge = true\n", "allowed keys are merge_same_word, passes, group_passes, plus_plain"),
+    ("[copy_ops.cas]\npasses = 2\n", "unknown copy operation 'cas'"),
+    ("[copy_ops.bypass]\ngroup_passes = \"rows\"\n", "expected one of banks, placements"),
+    ("[copy_ops.bypass]\nplus_plain = 1\n", "plus_plain: expected true or false"),
 ])
 def test_bad_atomic_op_rules_are_one_clear_error(tmp_path, body, message):
     path = tmp_path / "bad.toml"
     path.write_text(f'alias_of = "sm_90"\nname = "bad"\ntitle = "t"\nevidence = "unverified"\n{body}')
     with pytest.raises(InputError, match=message):
         load_rule_set(str(path))
+
+
+@pytest.mark.parametrize("opcode, op", [("ATOMS.POPC.INC.32 RZ, [R2], RZ", "popc_inc"),
+                                        ("ATOMS.CAS R4, [R2], R4, R5", "cas"), ("ATOMS.EXCH.64 R4, [R2], R4", "exch"),
+                                        ("ATOMS.ADD RZ, [R2], R0", "add")])
+def test_the_sass_emulator_records_the_operation_of_the_opcode(opcode, op):
+    from test_sass_emulate import run as run_sass
+    result = run_sass(["S2R R0, SR_TID.X", "IMAD.SHL.U32 R2, R0, 0x8, RZ", opcode])
+    assert [OPS[code] for code in result.accesses.op] == [op]
+
+
+def _copy(line: str, setup: str = "") -> str:
+    return _atomic(setup + "\n        " + line, "cp.async.wait_all;")
+
+
+@pytest.mark.parametrize("line, setup, op", [
+    ("cp.async.ca.shared.global [%r2], [%rd1], 16;", "", ""),
+    ("cp.async.ca.shared.global [%r2], [%rd1], 16, %r5;", "ld.param.u32 %r5, [n];", ""),
+    ("cp.async.cg.shared.global [%r2], [%rd1], 16;", "", "bypass"),
+    ("cp.async.cg.shared.global [%r2], [%rd1], 16, 16;", "", "bypass"),
+    ("cp.async.cg.shared.global [%r2], [%rd1], 16, 8;", "", "bypass_zfill"),
+    # a register: ptxas keeps .ZFILL unless every write of it gives 0 or 16 (measured SASS: ldgsts.cu, Triton)
+    ("cp.async.cg.shared.global [%r2], [%rd1], 16, %r5;", "ld.param.u32 %r5, [n];", "bypass_zfill"),
+    ("cp.async.cg.shared.global [%r2], [%rd1], 16, %r5;", "mov.u32 %r5, 16;", "bypass"),
+    ("cp.async.cg.shared.global [%r2], [%rd1], 16, %r5;", "setp.lt.u32 %p1, %r1, 9;\n selp.b32 %r5, 16, 0, %p1;",
+     "bypass"),
+    ("cp.async.cg.shared.global [%r2], [%rd1], 16, %r5;", "setp.lt.u32 %p1, %r1, 9;\n selp.b32 %r5, 16, 4, %p1;",
+     "bypass_zfill"),
+])
+def test_the_emulator_records_the_cp_async_form_ptxas_emits(line, setup, op):
+    shift = "shl.b32 %r2, %r1, 4;"         # 16 bytes per lane, replacing the 4 of _atomic
+    module = kernel_module(_copy(line, "mov.u64 %rd1, 0;\n " + shift + "\n " + setup),
+                           params=".param .u32 n", shared=".shared .align 16 .b8 buf[1024];\n")
+    result = run(module, params={"n": 16})
+    copies = result.accesses.kind == 5
+    assert [OPS[code] for code in result.accesses.op[copies]] == [op]
+
+
+def test_an_accelsim_trace_carries_the_copy_form(tmp_path):
+    base = 0x7F0000000000
+    lines = ["-kernel name = k", "-grid dim = (1,1,1)", "-block dim = (32,1,1)", f"-shmem base_addr = 0x{base:x}",
+             "-accelsim tracer version = 4", "", "#BEGIN_TB", "thread block = 0,0,0", "warp = 0", "insts = 2",
+             f"0000 ffffffff 0 LDGSTS.E.BYPASS.128 2 R2 R4 16 1 0x{base:x} 32",
+             f"0010 ffffffff 0 LDGSTS.E.BYPASS.128.ZFILL 2 R2 R4 16 1 0x{base:x} 16", "#END_TB"]
+    path = tmp_path / "kernel-1.traceg"
+    path.write_text("\n".join(lines) + "\n")
+    [analysis], failures = run_trace(path, None, [load_rule_set("sm_90")])
+    assert not failures
+    # 32-byte stride: 8 placements per quarter-warp; contiguous: 1 each, plus the STS.128 count of the fill
+    assert [r["wavefronts"] for r in analysis.results.to_pylist()] == [32, 8]

@@ -120,7 +120,7 @@ def test_key_scatter_without_data_counts_the_fill_and_read_back(tmp_path):
 
 
 ATOMIC_LAUNCHES = [key for key, launch in LAUNCHES.items() if launch["file"] == "atomics2.cu"]
-#: ptxas turns these into LDS.64 + an ATOMS.CAST.SPIN.64 retry loop (contention decides the count).
+#: ptxas turns these into LDS.64 + an ATOMS.CAST.SPIN.64 retry loop, which only the SASS level runs.
 SPIN = {key for key in ATOMIC_LAUNCHES if key.startswith("atom64_") and key.split("_")[1] in
         ("add", "min", "max", "and", "or")}
 

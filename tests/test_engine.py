@@ -13,7 +13,8 @@ from traceconf.engine import analyze, combine, count_wavefronts, summarize
 from traceconf.errors import InputError
 from traceconf.reference import execution_cost
 from traceconf.rules import builtin_names, load_rule_set
-from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KIND_CODES, OP_CODES, OPS
+from traceconf.kinds import OPS_OF_KIND
+from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KIND_CODES, OP_CODES
 
 
 def accesses_of(rows: list[tuple], warp_size: int = 32, kernel: str = "k") -> WarpAccesses:
@@ -58,7 +59,7 @@ def execution(draw, rules):
         nbytes = draw(st.sampled_from([b for b in (1, 2, 4, 8, 16) if any(
             r.matches(kind, min(b, rules.split_bytes)) for r in rules.lane_groups)]))
         matrices = 0
-    style = draw(st.sampled_from(["random", "strided", "paired", "broadcast"]))
+    style = draw(st.sampled_from(["random", "strided", "paired", "broadcast", "swizzled"]))
     span = draw(st.sampled_from([64, 256, 1024, 8192]))
     if style == "random":
         lanes = draw(st.lists(st.integers(0, span // nbytes - 1), min_size=w, max_size=w))
@@ -73,6 +74,14 @@ def execution(draw, rules):
         address = [lanes[min(n, n ^ x)] * nbytes for n in range(w)]
         if draw(st.booleans()):
             address[draw(st.integers(0, w - 1))] += nbytes
+    elif style == "swizzled":    # lanes permuted (an XOR swizzle, or any permutation) inside rows
+        base = draw(st.integers(0, 64)) * nbytes
+        if draw(st.booleans()):
+            x = draw(st.integers(0, w - 1))
+            order = [lane ^ x for lane in range(w)]
+        else:
+            order = draw(st.permutations(range(w)))
+        address = [base + nbytes * order[lane] for lane in range(w)]
     else:
         address = [draw(st.sampled_from([0, 128, 4 * nbytes]))] * w
     mask = draw(st.sampled_from(["all", "random", "even", "odd", "low", "none"]))
@@ -86,12 +95,20 @@ def execution(draw, rules):
     return kind, nbytes, matrices, [a if on else -1 for a, on in zip(address, active)]
 
 
+@st.composite
+def execution_with_op(draw, rules):
+    """An execution as above carrying a random operation of its kind (its [atomic_ops] / [copy_ops] rule may
+    apply: CAS served twice, POPC.INC merging, cp.async.cg placements and ZFILL's second serving)."""
+    kind, nbytes, matrices, address = draw(execution(rules))
+    return kind, nbytes, matrices, address, draw(st.sampled_from(("",) + OPS_OF_KIND.get(kind, ())))
+
+
 @pytest.mark.parametrize("name", builtin_names())
 def test_engine_matches_reference(name):
     rules = load_rule_set(name)
 
     @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(st.lists(execution(rules), min_size=1, max_size=12))
+    @given(st.lists(execution_with_op(rules), min_size=1, max_size=12))
     def check(rows):
         expected = [execution_cost(rules, *row) for row in rows]
         assert costs(rules, rows) == [(c.wavefronts, c.ideal_wavefronts, c.max_ways) for c in expected]
@@ -99,15 +116,8 @@ def test_engine_matches_reference(name):
     check()
 
 
-@st.composite
-def execution_with_op(draw, rules):
-    """An execution as above; atomics carry a random operation (its [atomic_ops] rule may apply)."""
-    kind, nbytes, matrices, address = draw(execution(rules))
-    return kind, nbytes, matrices, address, draw(st.sampled_from(OPS)) if kind == "atom" else ""
-
-
 @pytest.mark.parametrize("name", ["sm_90", "sm_50", "gcn"])
-def test_engine_matches_reference_per_atomic_operation(name):
+def test_engine_matches_reference_per_operation(name):
     rules = load_rule_set(name)
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -292,11 +302,11 @@ def test_costs_are_invariant_under_a_shift_by_whole_bank_rows(name):
     rules = load_rule_set(name)
 
     @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(execution(rules), st.integers(1, 1 << 20))
+    @given(execution_with_op(rules), st.integers(1, 1 << 20))
     def check(row, rows_up):
-        kind, nbytes, matrices, address = row
+        kind, nbytes, matrices, address, op = row
         shifted = [a if a == -1 else a + rows_up * rules.row_bytes for a in address]
-        assert execution_cost(rules, kind, nbytes, matrices, shifted) == execution_cost(rules, *row)
+        assert execution_cost(rules, kind, nbytes, matrices, shifted, op) == execution_cost(rules, *row)
 
     check()
 
@@ -307,13 +317,13 @@ def test_memo_gives_the_results_of_the_full_rules(name, monkeypatch):
     monkeypatch.setattr(engine, "MEMO_MAX_UNIQUE", 1.0)        # always take the memo path here
 
     @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(st.lists(execution(rules), min_size=1, max_size=6), st.lists(st.integers(0, 1 << 16), min_size=1,
-                                                                        max_size=24), st.integers(0, 5))
+    @given(st.lists(execution_with_op(rules), min_size=1, max_size=6),
+           st.lists(st.integers(0, 1 << 16), min_size=1, max_size=24), st.integers(0, 5))
     def check(rows, shifts, row_offset):
         # Each pattern repeated at several bank-row shifts, plus shifts off the row grid (not the same pattern).
         repeated = [(kind, b, m, [a if a == -1 else a + s * rules.row_bytes + row_offset * 4 * (s % 2) * b
-                                  for a in address])
-                    for s in shifts for (kind, b, m, address) in rows]
+                                  for a in address], op)
+                    for s in shifts for (kind, b, m, address, op) in rows]
         acc = accesses_of(repeated, rules.warp_size)
         memo = count_wavefronts(acc, rules, memoise=True)
         full = count_wavefronts(acc, rules, memoise=False)

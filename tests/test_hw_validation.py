@@ -177,7 +177,7 @@ def test_predicted_wavefronts_equal_the_hardware_counters(path, kernel, launch, 
     uncounted = {row["instruction"] for row in analysis.instructions.to_pylist() if row["kind"] in ("tma", "wgmma")}
     left = [u for u in analysis.unresolved if u["instruction"] not in uncounted]
     if kernel in rewritten_kernels():
-        # 64-bit shared add/min/max/and/or: ptxas's CAS retry loop, whose count contention decides
+        # 64-bit shared add/min/max/and/or: ptxas's CAS retry loop, not in the PTX (exact at SASS level)
         assert all("ATOMS.CAST.SPIN.64" in u["reason"] for u in left), left
     else:
         assert not left, left
@@ -192,6 +192,15 @@ def test_predicted_wavefronts_equal_the_hardware_counters(path, kernel, launch, 
         assert all(0 <= h - a <= 1 for h, a in zip(hardware, attributed)), (hardware, attributed)
         hardware = attributed
     assert (predicted["ld"], predicted["st"]) == hardware
+
+
+@pytest.mark.parametrize("path, kernel, launch, static, measured",
+                         [c for c in _cuda_cases() if c.values[0].name.startswith(("ldgsts.", "cp_async."))])
+def test_ptx_level_copies_equal_the_source_page(path, kernel, launch, static, measured):
+    """cp.async at the PTX level (.ca, .cg, src-size, and ptxas's .ZFILL choice): the LDGSTS wavefronts of the
+    Source page (``sass_wf_ldgsts``, the sum of its LDGSTS rows) for every ldgsts.cu and cp_async.cu launch."""
+    _, predicted = predict(path, kernel, launch)
+    assert predicted["cp_async"] == int(measured["sass_wf_ldgsts"])
 
 
 def _older_target_cases():

@@ -171,6 +171,9 @@ def test_devices_command_shows_one_rule_set_in_full():
     assert result.exit_code == 0
     assert "pairing" in result.output and "one group per matrix" in result.output and "§4.3" in result.output
     assert "every lane of atom on one word costs its own pass" in result.output
+    ops = [line.split()[1] for line in result.output.splitlines() if line.startswith("  op ")]
+    assert ops == ["bypass", "bypass_zfill", "cas", "popc_inc"]          # every [atomic_ops] / [copy_ops] rule
+    assert "served 2 times" in result.output and "plus the access as the kind without this operation" in result.output
 
 
 @pytest.mark.parametrize("device, rule_set", [

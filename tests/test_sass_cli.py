@@ -158,6 +158,23 @@ def test_compare_ncu_lines_up_every_sass_instruction_with_the_source_page():
     assert json.loads(ptx.stdout)["comparisons"][0]["by_pc"] == []     # PTX rows have no pc
 
 
+@needs_tools
+@pytest.mark.parametrize("launch, ptx, kernel, options", [
+    ("ldgsts_cg16_s32", "ldgsts", "_Z6ldgstsILi16ELb1ELi32EEvPKhPji",
+     ["--block", "64", "--param", "1=0x7f1000000000", "--param", "2=16"]),
+    ("atom32_cas_used", "atomics2", "_Z7atomicsIL2Op3EjLb1EEvPT0_", ["--block", "32"]),
+])
+def test_compare_ncu_per_pc_on_a_bypass_copy_and_a_cas(launch, ptx, kernel, options):
+    """LDGSTS.BYPASS.128.ZFILL (placements + STS.128) and ATOMS.CAS (served twice): every pc as measured."""
+    report = REPO / "tests" / "data" / "hw" / "source_sm90" / f"{launch}.csv"
+    result = invoke("compare-ncu", report, CUDA / f"{ptx}.sm_90.ptx", "-k", kernel, *options, "--param",
+                    "0=0x7f0000000000", "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["comparisons"][0]["by_pc"]
+    assert any(row["sass"].startswith(("LDGSTS.E.BYPASS", "ATOMS.CAS")) for row in rows)
+    assert all(row["measured"] == row["predicted"] for row in rows)
+
+
 @needs_cuobjdump
 @pytest.mark.parametrize("binary", ["transpose.sm_90.fatbin", "libtranspose.sm_90.so"])
 def test_analyze_a_fatbin_and_a_shared_library(binary):

@@ -258,3 +258,70 @@ def test_a_runaway_loop_stops_at_the_step_limit_naming_the_sass_pc():
     module = parse_text(listing([TID, "STS [R0.X4], RZ", "BRA 0x10"]), "t.sass")
     with pytest.raises(InputError, match=r"exceeded max_steps=50 .* looping at SASS 0x00"):
         emulate_sass(module, "k", Launch(block=(32, 1, 1), max_steps=50))
+
+
+# --------------------------------------------------------------------------- shared memory's contents (CAS loops)
+
+#: ptxas's loop for a 64-bit shared atomicAdd(&cell[0], t + 1) (atomics2.cu): LDS.64 the old value, add,
+#: ATOMS.CAST.SPIN.64 (Rd = 1 where it stored), retry the lanes that did not; then read the cell back.
+CAS_LOOP = [TID, "STS.64 [RZ], RZ", "BAR.SYNC 0x0", "IADD3 R6, R0, 0x1, RZ", "MOV R7, RZ",
+            "LDS.64 R4, [RZ]",                                                   # pc 0x50: the loop
+            "IADD3 R8, P0, R4, R6, RZ", "IADD3.X R9, R5, R7, RZ, P0, !PT", "ATOMS.CAST.SPIN.64 R8, [RZ], R4, R8",
+            "ISETP.EQ.U32.AND P0, PT, R8, 0x1, PT", "ISETP.EQ.U32.AND.EX P0, PT, R9, RZ, PT, P0", "@!P0 BRA 0x50",
+            "LDS.64 R10, [RZ]", "STS [R10], RZ"]
+
+
+def _with_shared_memory(body: list[str], size: int = 4096):
+    import pyarrow as pa
+    module = parse_text(listing(body), "t.sass")
+    column = module.kernels.schema.get_field_index("shared_bytes")
+    module.kernels = module.kernels.set_column(column, "shared_bytes", pa.array([size], pa.int64()))
+    return emulate_sass(module, "k", Launch(block=(32, 1, 1), grid=(1, 1, 1), params={}))
+
+
+def test_a_cas_retry_loop_runs_as_often_as_the_lanes_collide():
+    """One word: per pass the lowest lane of each half-warp's bank serves, lane 0 then 16 of the first pass
+    compare, and only lane 0's word is still the expected one: 32 passes, 4 wavefronts while both halves have
+    lanes left, 2 after (96, the Source page of atom64_add); the cell ends at the sum of t + 1."""
+    result = _with_shared_memory(CAS_LOOP)
+    assert not result.unresolved, result.unresolved
+    acc = result.accesses
+    spin = acc.instruction == 8
+    assert spin.sum() == 32
+    served = (acc.address[spin] >= 0).sum(axis=1)
+    assert served.tolist() == [2] * 16 + [1] * 16            # lanes 0..15 win in turn; then lanes 16..31 alone
+    from traceconf.engine import count_wavefronts
+    from traceconf.rules import load_rule_set
+    assert count_wavefronts(acc.take(np.flatnonzero(spin)), load_rule_set("sm_90"))[0].sum() == 96   # CAS: 2 passes
+    assert acc.address[-1].tolist() == [sum(range(1, 33))] * 32
+
+
+def test_shared_values_are_kept_only_where_a_shared_read_decides_a_branch():
+    from traceconf.sass.dataflow import shared_values_matter
+
+    def matters(body, branches=None):
+        rows = parse_text(listing(body), "t.sass").instructions_of("k")
+        following = [[i + 1] if i + 1 < len(rows) else [] for i in range(len(rows))]
+        return shared_values_matter(rows, [(branches or {}).get(i, step) for i, step in enumerate(following)])
+    assert matters(CAS_LOOP, {11: [5, 12]})                     # @!P0 BRA 0x50: back to the LDS.64 or on
+    # ctaid_row (tests/fixtures/scale): the loaded R7 only goes to global memory; R7 was an address before
+    assert not matters([TID, "LEA R7, R0, RZ, 0x2", "STS [R7], R0", "BAR.SYNC 0x0", "LDS R7, [R7]",
+                        "STG.E desc[UR6][R2.64], R7"])
+    # an address computed from a shared read is not followed: reported unresolved, as without kept values
+    assert _with_shared_memory([TID, "SHF.L.U32 R2, R0, 0x2, RZ", "STS [R2], R2", "LDS R3, [R2]",
+                                "STS [R3+0x100], RZ"]).unresolved
+    # a bare listing has no shared size: the loop's branch stays unknown, reported, never guessed
+    assert run(CAS_LOOP).unresolved
+
+
+def test_kept_shared_values_round_trip_sign_extended_and_wide():
+    """Where values are kept, LDS.S8 sign-extends what STS.U8 stored and LDS.128 returns STS.128's four
+    registers: each branch to the EXIT at 0x100 is decided by them, and both fall through to the marker."""
+    body = [TID, "MOV R5, 0xff", "MOV R8, 0x1", "MOV R9, 0x2", "MOV R10, 0x3", "MOV R11, 0x4",
+            "IMAD.SHL.U32 R2, R0, 0x10, RZ",
+            "STS.U8 [R2], R5", "LDS.S8 R3, [R2]", "ISETP.GE.AND P0, PT, R3, RZ, PT", "@P0 BRA 0x100",
+            "STS.128 [R2+0x200], R8", "LDS.128 R12, [R2+0x200]", "ISETP.NE.AND P1, PT, R15, 0x4, PT",
+            "@P1 BRA 0x100", "STS [R2+0x800], RZ"]
+    result = _with_shared_memory(body, 8192)
+    assert not result.unresolved, result.unresolved
+    assert result.accesses.address[-1].tolist() == (0x800 + 16 * np.arange(32)).tolist()

@@ -204,7 +204,7 @@ def _pivot(kernel: str, table: pa.Table, warp_size: int | None) -> WarpAccesses:
         codes = pc.index_in(names, value_set=pa.array(OPS))
         if codes.null_count:
             unknown = names.filter(pc.is_null(codes))[0].as_py()
-            raise ValueError(f"unknown atomic operation {unknown!r} (expected one of {', '.join(OPS[1:])})")
+            raise ValueError(f"unknown operation {unknown!r} (expected one of {', '.join(OPS[1:])})")
         all_ops = codes.to_numpy(zero_copy_only=False).astype(np.int8)
         check("op", all_ops)
         op = all_ops[first]

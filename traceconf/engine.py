@@ -29,7 +29,7 @@ dicts and loops; the property tests hold the two equal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -176,8 +176,8 @@ def lane_wavefronts(accesses: WarpAccesses, rules: RuleSet) -> LaneWavefronts:
     ideal = np.zeros(n, dtype=np.int32)
     max_ways = np.zeros(n, dtype=np.int32)
     for rows, address, groups, plan in _parts(accesses, rules):
-        ranks = np.zeros((plan.requests, len(rows), groups.size), dtype=np.int32)
-        passes = np.zeros((plan.requests, len(rows), len(groups)), dtype=np.int32)
+        ranks = np.zeros((plan.servings_requests, len(rows), groups.size), dtype=np.int32)
+        passes = np.zeros((plan.servings_requests, len(rows), len(groups)), dtype=np.int32)
         wavefronts[rows], ideal[rows], max_ways[rows] = _count(address, groups, plan, rules, ranks, passes)
         piece, wave = _assignment(rows, address, groups, plan, rules, ranks, passes)
         pieces.append(piece)
@@ -221,6 +221,12 @@ class _Plan:
     extra_wavefronts: int
     distinct: bool                # same bank row counts once (multicast/merge) or every access counts
     repeat: int = 1               # the whole access is served this many times (an atomic op's passes)
+    servings: tuple[str, ...] = ("banks",)   # how each serving counts a group's passes (OpRule.servings)
+
+    @property
+    def servings_requests(self) -> int:
+        """Rows of the per-request arrays: every request of every serving, serving-major."""
+        return len(self.servings) * self.requests
 
 
 def _plan(rules: RuleSet, kind: str, nbytes: int, matrices: int, op: str = "") -> _Plan:
@@ -231,6 +237,7 @@ def _plan(rules: RuleSet, kind: str, nbytes: int, matrices: int, op: str = "") -
                          f"{rules.title})")
     distinct = rules.merges(kind, op)
     repeat = rules.passes(kind, op)
+    servings = rules.op_rule(kind, op).servings
     width = min(nbytes, rules.split_bytes)     # wider accesses are separate requests of split_bytes each
     requests = nbytes // width
     if rules.matrix is not None and kind in rules.matrix.kinds:
@@ -240,7 +247,7 @@ def _plan(rules: RuleSet, kind: str, nbytes: int, matrices: int, op: str = "") -
                              f"{rules.name!r} ({rules.matrix.row_bytes}-byte rows, at most "
                              f"{rules.warp_size // lanes} matrices)")
         return _Plan(np.arange(matrices * lanes).reshape(matrices, lanes), None, (), width, requests, 0, distinct,
-                     repeat)
+                     repeat, servings)
     rule = rules.lane_group_rule(kind, width)  # lane groups are chosen by the request width
     groups = np.array(rule.groups)
     paired, partners = None, ()
@@ -248,7 +255,7 @@ def _plan(rules: RuleSet, kind: str, nbytes: int, matrices: int, op: str = "") -
         factor = rules.pairing.factor
         paired = groups.reshape(len(groups) // factor, factor * groups.shape[1])
         partners = rules.pairing.partners
-    return _Plan(groups, paired, partners, width, requests, rule.extra_wavefronts, distinct, repeat)
+    return _Plan(groups, paired, partners, width, requests, rule.extra_wavefronts, distinct, repeat, servings)
 
 
 def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
@@ -374,7 +381,7 @@ def _parts(acc: WarpAccesses, rules: RuleSet):
 
 
 def _chunk_rows(plan: _Plan, rules: RuleSet) -> int:
-    return max(1, CHUNK_KEYS // (rules.warp_size * plan.requests))
+    return max(1, CHUNK_KEYS // (rules.warp_size * plan.servings_requests))
 
 
 def _pairs(address: np.ndarray, partners: tuple[int, ...]) -> np.ndarray:
@@ -405,7 +412,8 @@ def _count(address: np.ndarray, groups: np.ndarray, plan: _Plan, rules: RuleSet,
     When given (by :func:`lane_wavefronts`), ``ranks`` (requests, executions, lanes of ``groups.ravel()``)
     receives the pass (1-based) of its group that serves each active lane in each request, 0 for inactive
     lanes, and ``group_passes`` (requests, executions, groups) each group's passes: the largest of its
-    lanes' plus ``extra_wavefronts``, 0 for a group without active lanes.
+    lanes' plus ``extra_wavefronts``, 0 for a group without active lanes.  "Requests" are those of every
+    serving of the access in turn (``plan.servings``: a ZFILL copy is served twice).
     """
     n_groups, group_lanes = groups.shape
     lanes = groups.ravel()
@@ -419,18 +427,23 @@ def _count(address: np.ndarray, groups: np.ndarray, plan: _Plan, rules: RuleSet,
     lowest, highest = int(address.view(np.uint64).min()), int(address.max())   # -1 is the largest uint64
     base = lowest - lowest % rules.row_bytes if lowest <= highest else 0
     wavefronts = ideal = max_ways = 0
-    for request in range(plan.requests):             # > 1 only for split accesses (CC 1.x, TeraScale)
-        shift = base - request * plan.width
+    for index in range(plan.servings_requests):
+        serving, request = plan.servings[index // plan.requests], index % plan.requests
+        shift = base - request * plan.width          # requests > 1 only for split accesses (CC 1.x, TeraScale)
         relative = address - shift                   # inactive lanes hold junk; ``active`` masks them
         rows = max(0, highest - shift) // rules.row_bytes + 1
-        served_at = None if ranks is None else ranks[request]
-        if rules.broadcast == "single_word":
+        served_at = None if ranks is None else ranks[index]
+        if serving == "placements":
+            placed, placed_rows = _placements(relative, active, rows, group_lanes, plan, rules)
+            passes = _multicast_passes(placed, active, placed_rows, n_groups, group_lanes,
+                                       replace(plan, distinct=True), rules, served_at)
+        elif rules.broadcast == "single_word":
             passes = _single_word_passes(relative, active, n_groups, group_lanes, rules, served_at)
         else:
             passes = _multicast_passes(relative, active, rows, n_groups, group_lanes, plan, rules, served_at)
         passes = (passes + plan.extra_wavefronts) * group_active
         if group_passes is not None:
-            group_passes[request] = passes
+            group_passes[index] = passes
         wavefronts = wavefronts + passes.sum(axis=1)
         ideal = ideal + group_active.sum(axis=1)
         max_ways = np.maximum(max_ways, passes.max(axis=1))
@@ -453,7 +466,7 @@ def _assignment(rows: np.ndarray, address: np.ndarray, groups: np.ndarray, plan:
     g = j // group_lanes
     wavefront = offset[i, r * n_groups + g] + ranks[r, i, j] - 1
     lane = lanes[j]
-    start = address[i, lane] - address[i, lane] % plan.width + r * plan.width
+    start = address[i, lane] - address[i, lane] % plan.width + r % plan.requests * plan.width
     words = max(1, plan.width // rules.bank_bytes)
     word = (start // rules.bank_bytes)[:, None] + np.arange(words)
     piece = tuple(np.repeat(column, words) for column in (rows[i], lane, r, g, wavefront)) + (word.ravel(),)
@@ -468,6 +481,35 @@ def _assignment(rows: np.ndarray, address: np.ndarray, groups: np.ndarray, plan:
     extra = pass_ >= served[q, e, h][owner]
     wave = (rows[e][owner], first[owner] + pass_, q[owner], h[owner], pass_, extra)
     return piece, wave
+
+
+def _placements(relative: np.ndarray, active: np.ndarray, rows: int, group_lanes: int, plan: _Plan,
+                rules: RuleSet) -> tuple[np.ndarray, int]:
+    """(addresses, rows) whose multicast count is the ``placements`` count (docs/rules.md, step 4).
+
+    A group's passes are its distinct placements ``(row, chunk XOR p)`` of its distinct destinations, ``chunk``
+    the destination's ``plan.width``-byte unit inside its bank row and ``p`` the position in the group of the
+    lowest lane writing it.  Each lane is given the address ``placement << row bits`` (bank 0, the placement
+    as its row), so the multicast rule's distinct rows of the busiest bank are exactly the distinct placements.
+    """
+    m, warp = relative.shape
+    position = np.arange(warp) % group_lanes
+    unit = relative // plan.width
+    # The lowest lane of each destination: a stable sort by (group, destination) puts it first in its run.
+    span = int(unit[active].max()) + 2 if active.any() else 2
+    destination = np.where(active, unit, span - 1) + (np.arange(warp) // group_lanes) * span
+    order = np.argsort(destination, axis=1, kind="stable")
+    ordered = np.take_along_axis(destination, order, axis=1)
+    first = np.ones(ordered.shape, dtype=bool)
+    np.not_equal(ordered[:, 1:], ordered[:, :-1], out=first[:, 1:])
+    run_start = np.maximum.accumulate(np.where(first, np.arange(warp), 0), axis=1)
+    writer = np.empty_like(order)
+    np.put_along_axis(writer, order, np.take_along_axis(order, run_start, axis=1), axis=1)
+    chunks = rules.row_bytes // plan.width
+    placements_per_row = 1 << max(chunks - 1, group_lanes - 1, 1).bit_length()   # room for chunk XOR p
+    placement = (relative // rules.row_bytes) * placements_per_row + ((unit % chunks) ^ position[writer])
+    row_shift = rules.row_bytes.bit_length() - 1
+    return np.where(active, placement, 0) << row_shift, rows * placements_per_row
 
 
 def _multicast_passes(relative: np.ndarray, active: np.ndarray, rows: int, n_groups: int, group_lanes: int,

@@ -23,7 +23,8 @@ class ExecutionCost:
 def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addresses: list[int],
                    op: str = "") -> ExecutionCost:
     """Cost of one warp-level execution; ``addresses[lane]`` is a byte address or -1 (inactive); ``op``
-    the atomic operation of an ``atom`` (its merging and passes may differ: ``[atomic_ops]``)."""
+    the operation of an ``atom`` or ``cp_async`` (its merging, passes and servings may differ:
+    ``[atomic_ops]``, ``[copy_ops]``)."""
     lane_address = {lane: a for lane, a in enumerate(addresses) if a != -1}
 
     # Accesses wider than split_bytes are separate requests of split_bytes each (CC 1.x: 32-bit requests).
@@ -45,20 +46,24 @@ def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addres
             groups = [sum(groups[k:k + f], []) for k in range(0, len(groups), f)]
 
     wavefronts = ideal = max_ways = 0
-    for request in range(requests):
-        for group in groups:
-            accesses = {lane: lane_address[lane] - lane_address[lane] % width + request * width
-                        for lane in group if lane in lane_address}
-            if not accesses:
-                continue
-            if rules.broadcast == "single_word":
-                passes = _single_word_steps(rules, accesses)
-            else:
-                passes = _multicast_passes(rules, accesses, width, merge=rules.merges(kind, op))
-            passes += extra
-            wavefronts += passes
-            ideal += 1
-            max_ways = max(max_ways, passes)
+    # A ZFILL copy is served twice: its placements, then as a plain copy (rules.op_rule(...).servings).
+    for serving in rules.op_rule(kind, op).servings:
+        for request in range(requests):
+            for group in groups:
+                accesses = {lane: lane_address[lane] - lane_address[lane] % width + request * width
+                            for lane in group if lane in lane_address}
+                if not accesses:
+                    continue
+                if serving == "placements":
+                    passes = _placement_passes(rules, accesses, group, width)
+                elif rules.broadcast == "single_word":
+                    passes = _single_word_steps(rules, accesses)
+                else:
+                    passes = _multicast_passes(rules, accesses, width, merge=rules.merges(kind, op))
+                passes += extra
+                wavefronts += passes
+                ideal += 1
+                max_ways = max(max_ways, passes)
     repeat = rules.passes(kind, op)
     return ExecutionCost(wavefronts * repeat, ideal * repeat, max_ways)
 
@@ -82,6 +87,17 @@ def _multicast_passes(rules: RuleSet, accesses: dict[int, int], width: int, merg
             row = word * rules.bank_bytes // rules.row_bytes
             rows_of_bank.setdefault(bank, set()).add(row if merge else (row, lane, word))
     return max(len(rows) for rows in rows_of_bank.values())
+
+
+def _placement_passes(rules: RuleSet, accesses: dict[int, int], group: list[int], width: int) -> int:
+    """Distinct placements (row, chunk XOR position) of the group's distinct destinations, each written by
+    its lowest lane; ``chunk`` is the ``width``-byte unit of the destination in its row, ``position`` the
+    writing lane's place in the group (sm_90 cp.async.cg, docs/rules.md)."""
+    writer: dict[int, int] = {}
+    for lane in sorted(accesses):
+        writer.setdefault(accesses[lane], lane)
+    return len({(address // rules.row_bytes, address % rules.row_bytes // width ^ group.index(lane))
+                for address, lane in writer.items()})
 
 
 def _single_word_steps(rules: RuleSet, accesses: dict[int, int]) -> int:

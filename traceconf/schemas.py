@@ -135,7 +135,8 @@ ACCESSES = pa.schema(
         _f("kind", pa.string(), "ld | st | atom | ldmatrix | stmatrix | cp_async", False),
         _f("matrices", pa.int8(), "ldmatrix/stmatrix matrix count (1, 2, 4); 0 otherwise", False),
         _f("op", pa.string(), "atomics: the operation as executed (add, popc_inc, inc, dec, cas, exch, min, max, "
-           "and, or, xor); null or empty otherwise or when unknown (optional column)"),
+           "and, or, xor); cp_async: bypass (cp.async.cg, LDGSTS.BYPASS), bypass_zfill (with a src-size "
+           "operand, LDGSTS.BYPASS.ZFILL); null or empty otherwise or when unknown (optional column)"),
     ]
 )
 #: ACCESSES columns a reader may leave out.

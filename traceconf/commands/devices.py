@@ -39,9 +39,25 @@ def _details(rules: RuleSet) -> str:
         m = rules.matrix
         lines.append(f"  matrix        {'/'.join(sorted(m.kinds))}: one group per matrix, {m.lanes} lanes x "
                      f"{m.row_bytes}-byte rows")
+    for op, rule in sorted(rules.ops.items()):
+        lines.append(f"  op {op:<12} " + _op_text(rule))
     if rules.notes:
         lines.append("  notes         " + " ".join(rules.notes.split()))
     return "\n".join(lines)
+
+
+def _op_text(rule) -> str:
+    """One operation rule (``[atomic_ops.OP]``, ``[copy_ops.OP]``) in words."""
+    parts = []
+    if rule.merge_same_word is not None:
+        parts.append("same-word lanes " + ("merge" if rule.merge_same_word else "each cost a pass"))
+    if rule.group_passes == "placements":
+        parts.append("a group's passes are its distinct (row, chunk XOR lane position) destinations")
+    if rule.plus_plain:
+        parts.append("plus the access as the kind without this operation")
+    if rule.passes > 1:
+        parts.append(f"served {rule.passes} times")
+    return "; ".join(parts) or "as its kind"
 
 
 def devices(name: Annotated[Optional[str], typer.Argument(

@@ -105,7 +105,7 @@ class SharedContents:
         self.data = np.zeros(total, dtype=np.uint8)
         self.taint = np.full(total, _UNSET, dtype=np.uint8)
 
-    def _place(self, cta_index: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
+    def place(self, cta_index: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
         """(threads, byte index) of the lanes whose access lies inside their CTA's shared memory."""
         chosen = np.flatnonzero(lanes)
         offset = offsets[chosen]
@@ -128,13 +128,13 @@ class SharedContents:
         """Values and taints per thread (unknown where outside the CTA's shared memory or not a lane)."""
         values = np.zeros(len(offsets), dtype=np.uint64)
         bits = np.full(len(offsets), taint.UNMODELLED, dtype=np.uint64)
-        chosen, start = self._place(cta_index, offsets, size, lanes)
+        chosen, start = self.place(cta_index, offsets, size, lanes)
         if len(chosen):
             values[chosen], bits[chosen] = gather(self.data, self.taint, start, size)
         return values, bits
 
     def store(self, cta_index, offsets, size, values, bits, lanes) -> None:
-        chosen, start = self._place(cta_index, offsets, size, lanes)
+        chosen, start = self.place(cta_index, offsets, size, lanes)
         scatter(self.data, self.taint, start, size, np.broadcast_to(values, (len(offsets),))[chosen],
                 np.broadcast_to(bits, (len(offsets),))[chosen])
 

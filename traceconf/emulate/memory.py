@@ -25,8 +25,10 @@ from traceconf.emulate.intops import FLOAT_TYPES, SIGNED_TYPES, TYPE_BITS
 from traceconf.emulate.operands import Context, address_reader, param_symbol, reader, register_key, \
     split_destinations
 from traceconf.emulate.program import Slot
+from traceconf.emulate.regions import NO_DESTINATION
 from traceconf.ptx.opcodes import SHARED_ACCESS_KINDS, uncounted_shared_op
 from traceconf.errors import InputError
+from traceconf.kinds import COPY_OPS
 from traceconf.schemas import KIND_CODES, OP_CODES
 
 U64 = np.uint64
@@ -328,8 +330,9 @@ def _store(slot, ctx, row, modifiers):
 
 #: Address taints that make ptxas treat an address as possibly different between lanes.
 VARYING = taint.THREAD | taint.LOADED | taint.UNMODELLED | taint.BRANCH
-SPIN_REASON = ("ptxas implements a 64-bit shared atom.{op} as an LDS.64 + ATOMS.CAST.SPIN.64 retry loop: its "
-               "wavefronts depend on how often lanes collide at run time")
+SPIN_REASON = ("ptxas implements a 64-bit shared atom.{op} as an LDS.64 + ATOMS.CAST.SPIN.64 retry loop, which "
+               "the PTX does not contain: its passes follow the lanes' collisions and values; the SASS level "
+               "(--level sass) runs the loop")
 
 
 def hardware_atomic(row: dict, ctx: Context, keys: list[str], address_index: int) -> tuple[str, bool, bool]:
@@ -458,7 +461,37 @@ def _copy(slot, ctx, row, modifiers):
         return lambda m, mask: None
     size_operand = operands[2] if len(operands) > 2 else None
     size = int(size_operand["value"]) if size_operand and size_operand["kind"] == "imm" else access_bytes(row)
-    return _shared_access(slot, ctx, 0, SHARED_ACCESS_KINDS[row["opcode"]], size, generic=False)
+    kind = SHARED_ACCESS_KINDS[row["opcode"]]
+    if "cg" not in modifiers:        # .ca: a zero-fill does not change its counts (docs/hardware.md)
+        return _shared_access(slot, ctx, 0, kind, size, generic=False)
+    # cp.async.cg is LDGSTS.BYPASS; a src-size (or ignore-src) operand that may zero-fill makes it .ZFILL
+    extra = operands[3:len(operands) - any("cache_hint" in m for m in modifiers)]   # without a cache-policy
+    if not extra or extra[0]["kind"] != "reg":
+        full = not extra or (extra[0]["kind"] == "imm" and int(extra[0]["value"]) == size)
+        return _shared_access(slot, ctx, 0, kind, size, generic=False, op="bypass" if full else "bypass_zfill")
+    # A register: ptxas drops the .ZFILL when every write of it gives 0 or cp-size (``mov.u32 %r, 16``,
+    # Triton's ``selp.b32 %r, 16, 0, %p``), which the program tells on the first run (the machine has it).
+    record = {op: _shared_access(slot, ctx, 0, kind, size, generic=False, op=op) for op in COPY_OPS}
+    key, chosen = register_key(extra[0]["name"], slot), []
+
+    def run(m, mask):
+        if not chosen:
+            chosen.append(record[_register_copy_op(m.program, key, size)])
+        chosen[0](m, mask)
+    return run
+
+
+def _register_copy_op(program, key: str, size: int) -> str:
+    """``bypass`` if every instruction writing register ``key`` gives 0 or ``size`` (a ``mov`` or ``selp`` of
+    immediates: ptxas emits LDGSTS.BYPASS with an ignore-src predicate), else ``bypass_zfill``."""
+    writes = [slot.row for slot in program.slots if (slot.row["operands"] or [{}])[0].get("kind") == "reg"
+              and slot.row["opcode"] not in NO_DESTINATION
+              and key in (register_key(n, slot) for n in split_destinations(slot.row["operands"][0]))]
+    sources = {"mov": slice(1, 2), "selp": slice(1, 3)}
+    known = writes and all(row["opcode"] in sources and all(
+        o["kind"] == "imm" and int(o["value"]) in (0, size) for o in row["operands"][sources[row["opcode"]]])
+        for row in writes)
+    return "bypass" if known else "bypass_zfill"
 
 
 def _mbarrier(slot, ctx, row, modifiers):

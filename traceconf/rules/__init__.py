@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from traceconf.errors import InputError
-from traceconf.kinds import KINDS
+from traceconf.kinds import ATOMIC_OPS, COPY_OPS, KINDS, OPS_OF_KIND
 from traceconf.tomlfile import key_line, parse_toml
 
 __all__ = ["RuleSet", "LaunchLimits", "RuleFileError", "LaneGroupRule", "PairingRule", "MatrixRule",
@@ -41,7 +41,7 @@ WIDTHS = (1, 2, 4, 8, 16)
 _MISSING = object()
 _TOP_KEYS = {"name", "title", "products", "vendor", "evidence", "notes", "alias_of", "warp_size", "banks", "bank_bytes",
              "row_bytes", "broadcast", "split_bytes", "merge_stores", "merge_same_word", "lane_groups", "pairing",
-             "matrix", "atomic_ops", "limits"}
+             "matrix", "atomic_ops", "copy_ops", "limits"}
 #: Keys that do not change the bank rules (an alias setting only these repeats its base's rules).
 _DESCRIPTIVE_KEYS = {"name", "title", "products", "vendor", "evidence", "notes", "alias_of", "limits"}
 _LIMIT_KEYS = {"threads_per_block", "block", "grid", "shared_bytes_per_block", "source"}
@@ -66,12 +66,28 @@ class LaneGroupRule:
         return nbytes in self.bytes and (self.kinds is None or kind in self.kinds)
 
 
-@dataclass(frozen=True)
-class AtomicOpRule:
-    """``[atomic_ops.OP]``: an atomic operation served unlike the kind ``atom`` as a whole."""
+#: How the passes of a lane group are counted: ``banks``, the busiest bank's distinct rows (every access);
+#: ``placements``, the distinct (row, chunk XOR lane position) of the group's distinct destinations (an
+#: LDGSTS.BYPASS fill on sm_90: docs/rules.md).
+GROUP_PASSES = ("banks", "placements")
 
-    merge_same_word: bool | None = None    # None: as [merge_same_word] says for atom
+
+@dataclass(frozen=True)
+class OpRule:
+    """``[atomic_ops.OP]`` / ``[copy_ops.OP]``: an operation served unlike its kind as a whole."""
+
+    merge_same_word: bool | None = None    # None: as [merge_same_word] says for the kind
     passes: int = 1                        # the access is served this many times (wavefronts and ideal)
+    group_passes: str = "banks"            # GROUP_PASSES: how a lane group's passes are counted
+    plus_plain: bool = False               # served once more as the kind without this operation
+
+    @property
+    def servings(self) -> tuple[str, ...]:
+        """How each serving of the access counts its groups' passes, in order (docs/rules.md, step 4)."""
+        return (self.group_passes, "banks") if self.plus_plain else (self.group_passes,)
+
+
+PLAIN = OpRule()
 
 
 @dataclass(frozen=True)
@@ -153,7 +169,7 @@ class RuleSet:
     matrix: MatrixRule | None
     source: str = "builtin"
     same_rules_as: str | None = None       # the rule set whose rules this alias repeats unchanged
-    atomic_ops: dict = field(default_factory=dict)  # op -> AtomicOpRule: how one atomic operation is served
+    ops: dict = field(default_factory=dict)  # op -> OpRule: how one atomic or copy operation is served
     products: tuple[str, ...] = ()         # product names that --device accepts for this rule set
     limits: LaunchLimits | None = None     # the launch limits of the device; None: not stated (unchecked)
 
@@ -165,17 +181,19 @@ class RuleSet:
                 return rule
         raise InputError(f"rule set {self.name!r} has no lane-group rule for {nbytes}-byte {kind} accesses")
 
+    def op_rule(self, kind: str, op: str = "") -> OpRule:
+        """How an access of ``kind`` carrying operation ``op`` is served (:data:`PLAIN` when no rule names it;
+        an operation of another kind is ignored)."""
+        return self.ops.get(op, PLAIN) if op in OPS_OF_KIND.get(kind, ()) else PLAIN
+
     def merges(self, kind: str, op: str = "") -> bool:
-        """Do lanes of one ``kind`` access (atomic ``op``) that touch the same bank word share a pass?"""
-        rule = self.atomic_ops.get(op) if kind == "atom" and op else None
-        if rule is not None and rule.merge_same_word is not None:
-            return rule.merge_same_word
-        return kind not in self.unmerged_kinds
+        """Do lanes of one ``kind`` access (operation ``op``) that touch the same bank word share a pass?"""
+        merge = self.op_rule(kind, op).merge_same_word
+        return kind not in self.unmerged_kinds if merge is None else merge
 
     def passes(self, kind: str, op: str = "") -> int:
-        """How many times an access of this kind / atomic op is served (ATOMS.CAS: 2 on sm_90)."""
-        rule = self.atomic_ops.get(op) if kind == "atom" and op else None
-        return rule.passes if rule is not None else 1
+        """How many times an access of this kind / op is served (ATOMS.CAS: 2 on sm_90)."""
+        return self.op_rule(kind, op).passes
 
     def supports(self, kind: str) -> bool:
         if kind in MATRIX_KINDS:
@@ -391,7 +409,8 @@ def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
         warp_size=warp_size, banks=banks, bank_bytes=bank_bytes, row_bytes=row_bytes, broadcast=broadcast,
         split_bytes=split_bytes, merge_stores=merge_stores, unmerged_kinds=unmerged_kinds,
         lane_groups=lane_groups, pairing=v.pairing(warp_size, lane_groups), matrix=v.matrix(warp_size),
-        source=source, same_rules_as=same_rules_as, atomic_ops=v.atomic_ops(), products=v.products(),
+        source=source, same_rules_as=same_rules_as,
+        ops={**v.op_rules("atomic_ops", ATOMIC_OPS), **v.op_rules("copy_ops", COPY_OPS)}, products=v.products(),
         limits=v.limits())
 
 
@@ -500,21 +519,29 @@ class _Validator:
             (unmerged.discard if merge else unmerged.add)(kind)
         return frozenset(unmerged)
 
-    def atomic_ops(self) -> dict:
-        from traceconf.kinds import OPS
-        table = self.data.get("atomic_ops", {})
+    def op_rules(self, key: str, operations: tuple[str, ...]) -> dict:
+        """``[atomic_ops.OP]`` or ``[copy_ops.OP]`` tables: operation -> :class:`OpRule`."""
+        what = {"atomic_ops": "atomic", "copy_ops": "copy"}[key]
+        table = self.data.get(key, {})
         if not isinstance(table, dict):
-            raise self.doc.error("atomic_ops", f"expected tables [atomic_ops.OP], got {table!r}")
+            raise self.doc.error(key, f"expected tables [{key}.OP], got {table!r}")
+        allowed = ("merge_same_word", "passes", "group_passes", "plus_plain")
         rules = {}
         for op, entry in table.items():
-            if op not in OPS[1:]:
-                raise self.doc.error("atomic_ops", f"unknown atomic operation {op!r} (operations: {', '.join(OPS[1:])})")
-            if not isinstance(entry, dict) or set(entry) - {"merge_same_word", "passes"}:
-                raise self.doc.error("atomic_ops", f"atomic_ops.{op}: allowed keys are merge_same_word and passes")
-            merge = entry.get("merge_same_word")
-            if merge is not None and not isinstance(merge, bool):
-                raise self.doc.error("atomic_ops", f"atomic_ops.{op}.merge_same_word: expected true or false")
-            rules[op] = AtomicOpRule(merge, self.integer(f"atomic_ops.{op}.passes", 1, 8, entry.get("passes", 1)))
+            if op not in operations:
+                raise self.doc.error(key, f"unknown {what} operation {op!r} (operations: {', '.join(operations)})")
+            if not isinstance(entry, dict) or set(entry) - set(allowed):
+                raise self.doc.error(key, f"{key}.{op}: allowed keys are {', '.join(allowed)}")
+            for flag in ("merge_same_word", "plus_plain"):
+                if entry.get(flag) is not None and not isinstance(entry[flag], bool):
+                    raise self.doc.error(key, f"{key}.{op}.{flag}: expected true or false")
+            group_passes = entry.get("group_passes", "banks")
+            if group_passes not in GROUP_PASSES:
+                raise self.doc.error(key, f"{key}.{op}.group_passes: expected one of {', '.join(GROUP_PASSES)}, "
+                                          f"got {group_passes!r}")
+            rules[op] = OpRule(entry.get("merge_same_word"), self.integer(f"{key}.{op}.passes", 1, 8,
+                                                                          entry.get("passes", 1)),
+                               group_passes, bool(entry.get("plus_plain", False)))
         return rules
 
     def lane_groups(self, warp_size: int) -> tuple[LaneGroupRule, ...]:

@@ -11,7 +11,10 @@ and ``SEL`` by a CTA-free predicate, as long as the exact result lies in
 64-bit result's high word is then 0).  ``ISETP`` of affine values records the
 CTA's decision.  Everything else (bitwise logic, ``.HI`` halves, carries,
 64-bit compares, ``IMNMX``...) makes a CTA-dependent result opaque.  Values
-loaded from memory are unknown at this level, so memory needs no rule.
+loaded from memory are unknown at this level, except shared memory's where a
+shared read reaches a decision (``SassContext.shared_values``,
+:mod:`traceconf.sass.dataflow`): they come back through :func:`taint.read_back`
+and, as at the PTX level, every shared access must then have a CTA-free address.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def _exact(value) -> np.ndarray:
     return signed32(value).astype(np.float64)
 
 
-def _destinations(ops: list[Operand]) -> tuple[list[str], list[Operand], list[Operand]]:
+def alu_destinations(ops: list[Operand]) -> tuple[list[str], list[Operand], list[Operand]]:
     """(register/predicate names written, sources, predicate inputs) of an ALU instruction: ``Rd, [Pout...,]
     sources..., [Pin...]``; a 64-bit destination writes its pair."""
     if not ops or ops[0].kind not in ("reg", "pred") or ops[0].negate:
@@ -123,10 +126,11 @@ def compile_sass_check(slot: Slot, ctx: SassContext) -> Check | None:
         address = next((op for op in ops if op.kind == "address"), None)
         if address is None:
             return None
-        return decision_inputs(guard, [address_reader(address, ctx, wide_base=False)])
+        return decision_inputs(guard, [address_reader(address, ctx, wide_base=False)],
+                               cta_free_addresses=ctx.shared_values)
     if family in COMPARISONS:
         return _comparison(slot, ctx, ops, mods, guard)
-    names, sources, inputs = _destinations(ops)
+    names, sources, inputs = alu_destinations(ops)
     if not names:
         return None
     wide = "WIDE" in mods

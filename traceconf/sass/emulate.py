@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from traceconf.emulate.alu import SHARED_WINDOW_BASE
+from traceconf.emulate.contents import SharedContents
 from traceconf.emulate.driver import EmulationResult, extent_note
 from traceconf.emulate.grid import Consume, Emulator, Progress, run_grid
 from traceconf.emulate.launch import Launch, resolve_block, resolve_grid, resolve_params
@@ -32,6 +33,7 @@ from traceconf.errors import InputError
 from traceconf.sass.listing import SassModule, arch_number, default_param_base
 from traceconf.sass.opcodes import shared_op
 from traceconf.sass.classes import compile_sass_checks
+from traceconf.sass.dataflow import shared_values_matter
 from traceconf.sass.control import reconvergence_targets
 from traceconf.sass.operands import SassContext
 from traceconf.sass.semantics import compile_instruction
@@ -60,6 +62,12 @@ class SassMachine(Machine):
     @staticmethod
     def line_of(row: dict) -> int | None:
         return row.get("line")
+
+    def shared_contents(self) -> SharedContents:
+        """The kernel's shared bytes per CTA come from the binary (the listing has no PTX layout)."""
+        if self._shared is None:
+            self._shared = SharedContents(len(self.ctas), self.ctx.shared_bytes)
+        return self._shared
 
 
 class SassFindings(Findings):
@@ -139,6 +147,10 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
                       base, SHARED_WINDOW_BASE[64] >> 32, pc_index)
     ctx.reconvergence = reconvergence_targets(rows, pc_index)
     slots = [Slot(row=row) for row in rows]
+    _set_targets(slots, ctx, labels)       # the branch targets, which the dataflow below follows
+    ctx.shared_values = layout_bytes is not None and \
+        shared_values_matter(rows, [_successors(slots, index) for index in range(len(slots))])
+    ctx.shared_bytes = layout_bytes or 0
     compiled = [compile_instruction(slot, ctx, labels) for slot in slots]
     for slot, op in zip(slots, compiled):
         slot.target = getattr(op, "target", None)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from traceconf.emulate import taint
+from traceconf.emulate import intops, taint
+from traceconf.emulate.contents import atomic
 from traceconf.sass.opcodes import ALWAYS, shared_op
-from traceconf.sass.operands import Operand, SassContext, pair_name, reader, write_register
+from traceconf.sass.operands import M32, Operand, SassContext, pair_name, read_register, reader, write_register
 
 U64 = np.uint64
 
@@ -37,11 +38,7 @@ def _loaded(destinations: list[Operand], count: int):
     names = []
     for op in destinations:
         if op.kind == "reg" and op.name not in ("RZ", "URZ"):
-            base = op.name
-            names.append(base)
-            for _ in range(count - 1):
-                base = pair_name(base)
-                names.append(base)
+            names.extend(_registers(op, count))
         elif op.kind == "pred":
             names.append(op.name)
 
@@ -60,13 +57,14 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
     generic = op.space != ALWAYS and op.kind != "cp_async"
     # LDGSTS [shared], [global]: the shared side is the first address operand
     read = address_reader(address, ctx, wide_base=generic and any(w for *_, w in address.registers))
-    kind_code = op.kind_code
+    kind_code, op_code = op.kind_code, op.op_code
     matrices = op.matrices
     row_lanes = 8 * matrices
     destinations = ops[:address_index] if op.kind in ("ld", "ldmatrix", "atom") else []
     registers_written = max(1, op.bytes // 4) if op.kind == "ld" else (matrices if op.kind == "ldmatrix" else
                                                                        max(1, op.bytes // 4))
     write_loaded = _loaded(destinations, registers_written) if destinations else None
+    contents = _contents_semantics(op, opcode, ops, address_index, ctx, write_loaded) if ctx.shared_values else None
     window = U64(ctx.window_high) << U64(32)
     base = U64(ctx.shared_base)
 
@@ -86,10 +84,140 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
                 raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
                 # the reserved window start maps to byte 0; an address inside the reserved part stays as is
                 offsets = np.where(raw >= int(base), raw - int(base), raw)
-                m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes)
+                if contents:                # it writes its destinations itself (the others' are loaded values)
+                    lanes = contents(m, mask, lanes, offsets, bits)
+                m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes, op_code)
+                if contents:
+                    return
+            elif contents and op.kind != "ld":          # it may have written any byte of its CTA
+                m.shared_contents().forget(m.cta_index[lanes])
         if write_loaded:
             write_loaded(m, mask)
     return run
+
+
+def _read_back(content_bits, address_bits):
+    """Taint of a value read from shared memory, as the PTX level's loads have it: ``taint.read_back`` of
+    what was stored, and opaque in the CTA where the address depends on it (whether a known value is there
+    at all may change with the CTA)."""
+    bits = taint.read_back(content_bits) | taint.THREAD
+    return np.where((address_bits & taint.CTA_ANY) != 0, bits | taint.CTA | taint.CTA_OPAQUE, bits)
+
+
+def _registers(first: Operand, count: int) -> list[str]:
+    """``count`` consecutive registers from ``first`` (a pair, a quad)."""
+    names = [first.name]
+    for _ in range(count - 1):
+        names.append(pair_name(names[-1]))
+    return names
+
+
+def _value_of(m, names: list[str]) -> list[tuple]:
+    """(value, taint) of each 8-byte half of the registers ``names`` (two 32-bit registers per half)."""
+    halves = []
+    for low in range(0, len(names), 2):
+        value, bits = read_register(m, names[low])
+        value = m.full(value) & M32
+        bits = m.full(bits)
+        if low + 1 < len(names):
+            high, high_bits = read_register(m, names[low + 1])
+            value = value | ((m.full(high) & M32) << U64(32))
+            bits = bits | m.full(high_bits)
+        halves.append((value, bits))
+    return halves
+
+
+def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int, ctx: SassContext, write_loaded):
+    """``apply(m, mask, lanes, offsets, address_bits) -> lanes to record``: what the access does to shared
+    memory's contents and to its destinations (``lanes`` from the contents, the rest of ``mask`` loaded values:
+    ``write_loaded``), when the kernel keeps them (``ctx.shared_values``)."""
+    size, registers = op.bytes, max(1, op.bytes // 4)
+    sources = ops[address_index + 1:]
+    signed = next((int(m[1:]) for m in opcode.split(".")[1:] if m in ("S8", "S16")), 0)
+    first_destination = ops[0] if address_index and ops[0].kind == "reg" else None
+
+    def chunks(m, offsets):
+        """(offsets, bytes) of the 8-byte pieces of each lane's access."""
+        return [(offsets + 8 * k, min(size, 8)) for k in range(max(1, size // 8))]
+
+    def load(m, mask, lanes, offsets, bits):
+        if write_loaded:
+            write_loaded(m, mask)
+        if first_destination is None:
+            return lanes
+        names = _registers(first_destination, registers)
+        contents = m.shared_contents()
+        for k, (at, width) in enumerate(chunks(m, offsets)):
+            value, content_bits = contents.load(m.cta_index, at, width, lanes)
+            if signed:             # LDS.S8 / LDS.S16: the register holds the sign-extended 32-bit value
+                value = intops.bits_of(intops.signed(value, signed)) & M32
+            value_bits = _read_back(content_bits, bits)
+            for half, name in enumerate(names[2 * k:2 * k + 2]):
+                write_register(m, name, (value >> U64(32 * half)) & M32, value_bits, lanes)
+        return lanes
+
+    def store(m, mask, lanes, offsets, bits):
+        contents = m.shared_contents()
+        halves = _value_of(m, _registers(sources[0], registers)) if sources and sources[0].kind == "reg" else \
+            [(U64(0), taint.LOADED)] * max(1, size // 8)
+        for (at, width), (value, value_bits) in zip(chunks(m, offsets), halves):
+            contents.store(m.cta_index, at, width, value, value_bits | (bits & taint.CTA_ANY), lanes)
+        return lanes
+
+    def clobber(m, mask, lanes, offsets, bits):
+        """What the access writes is not modelled (other atomics, STSM, the async LDGSTS): unknown from now."""
+        if write_loaded:
+            write_loaded(m, mask)
+        for at, width in chunks(m, offsets):
+            m.shared_contents().store(m.cta_index, at, width, U64(0), taint.LOADED, lanes)
+        return lanes
+
+    if op.kind == "ld":
+        return load
+    if op.kind == "st":
+        return store
+    if op.kind == "atom" and "SPIN" in opcode.split("."):
+        return _spin(size, first_destination, sources, write_loaded)
+    return None if op.kind == "ldmatrix" else clobber
+
+
+def _spin(size: int, destination: Operand | None, sources: list[Operand], write_loaded):
+    """ATOMS.CAST.SPIN(.64) Rd, [a], Rcompare, Rnew, the compare-and-store of ptxas's retry loop for the
+    atomics shared memory lacks (64-bit add/min/max/and/or).  In one pass per 128-byte lane group (16 lanes
+    of 8 bytes), the lowest active lane of each bank serves; the others fail and the loop retries them.
+    Served lanes compare and store in lane order; Rd is 1 where the stored word was the expected one.  This
+    reproduces every atomics2.cu Source page (executions and wavefronts, docs/hardware.md).  Only the served
+    lanes reach the banks: they are the access recorded."""
+    words = max(size, 4)
+    group_lanes = 128 // words
+    registers = max(1, size // 4)
+
+    def apply(m, mask, lanes, offsets, bits):
+        contents = m.shared_contents()
+        threads = np.flatnonzero(lanes)
+        unit = (offsets[threads] // words) % group_lanes                     # the bank(s) of the word
+        _, first = np.unique(threads // group_lanes * group_lanes + unit, return_index=True)
+        served = np.zeros(m.size, dtype=bool)
+        served[threads[first]] = True
+        (compare, compare_bits), = _value_of(m, _registers(sources[0], registers))
+        (new, new_bits), = _value_of(m, _registers(sources[1], registers))
+        success = np.zeros(m.size, dtype=np.uint64)
+        success_bits = np.where(lanes & ~served, taint.ZERO, taint.LOADED).astype(np.uint64)   # unserved: fail
+        chosen, start = contents.place(m.cta_index, offsets, size, served)
+        if len(chosen):
+            old, old_bits = atomic(contents.data, contents.taint, start, "cas", 8 * size, False, False,
+                                   compare[chosen], compare_bits[chosen], new[chosen], new_bits[chosen])
+            success[chosen] = old == (compare[chosen] & U64((1 << 8 * size) - 1))
+            success_bits[chosen] = _read_back(old_bits | compare_bits[chosen], bits[chosen])
+        if write_loaded:                    # the sources are read: the destinations may be written now
+            write_loaded(m, mask)
+        if destination is not None:
+            names = _registers(destination, registers)
+            write_register(m, names[0], success, success_bits, lanes)
+            for name in names[1:]:
+                write_register(m, name, U64(0), success_bits, lanes)
+        return served
+    return apply
 
 
 def other_memory(ops, mods, loads: bool):

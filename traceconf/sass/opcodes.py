@@ -1,4 +1,4 @@
-"""SASS opcodes that can touch shared memory: access kind, bytes per lane, matrix count.
+"""SASS opcodes that can touch shared memory: access kind, bytes per lane, matrix count, operation.
 
 Traces name instructions by their SASS mnemonic (``LDS.U.128``, ``STS``,
 ``LDSM.16.M88.4``, ``ATOMS.CAS.64``...).  The shared-memory space is decided by
@@ -52,7 +52,7 @@ class SharedOp:
     bytes: int
     matrices: int
     space: str  # ALWAYS or IN_WINDOW
-    op: str = ""  # atomics: the operation (schemas.OPS), "" otherwise
+    op: str = ""  # atomics: the operation; LDGSTS.BYPASS: bypass(_zfill) (kinds.OPS); "" otherwise
 
     @property
     def kind_code(self) -> int:
@@ -90,6 +90,9 @@ def shared_op(opcode: str) -> SharedOp | None:
     op = ""
     if kind == "atom":
         op = next((_ATOMIC_MODIFIERS[m] for m in modifiers if m in _ATOMIC_MODIFIERS), "add")
+    elif kind == "cp_async" and "BYPASS" in modifiers:
+        # cp.async.cg; .ZFILL where the src-size may zero-fill part of the copy (on .ca forms it changes nothing)
+        op = "bypass_zfill" if "ZFILL" in modifiers else "bypass"
     return SharedOp(opcode, kind, width, matrices, space, op)
 
 

@@ -130,6 +130,10 @@ class SassContext:
         self.unknown_opcodes: dict[str, int] = {}
         self.reconvergence: dict[int, int] = {}     # SYNC/BRK/CONT pc -> slot index (set by the driver)
         self.param_names = [p["name"] for p in params]
+        # shared memory's contents are kept (STS stores, LDS and atomics read back) only where a shared read
+        # can change a count (traceconf.sass.dataflow); set by the driver, with the shared bytes per CTA
+        self.shared_values = False
+        self.shared_bytes = 0
 
 
 # --------------------------------------------------------------------------- reading operands

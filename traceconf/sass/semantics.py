@@ -41,6 +41,9 @@ NO_OPS = frozenset({"NOP", "BSSY", "BSYNC", "WARPSYNC", "SSY", "PBK", "PCNT", "P
                     "UCGABAR_WAIT", "CGAERRBAR", "ACQBULK", "USETMAXREG", "ELECT_NOOP", "BPT", "SETCTAID",
                     "DMMA", "HMMA", "IMMA", "BMMA", "HGMMA", "IGMMA", "QGMMA", "WARPGROUP", "UBLKCP", "UTMALDG",
                     "UTMASTG", "UTMAPF", "UTMACCTL", "UTMACMDFLUSH", "UBLKPF", "UBLKRED"})
+#: Instructions that write shared memory without per-lane addresses (TMA and bulk copies into it, mbarrier
+#: objects): where the kernel keeps shared memory's contents, everything of the CTA is unknown after them.
+OPAQUE_SHARED_WRITERS = frozenset({"UTMALDG", "UBLKCP", "SYNCS", "ARRIVES"})
 #: Floating-point families: results are FLOAT-tainted (not evaluated).
 FLOAT_FAMILIES = frozenset({"FADD", "FMUL", "FFMA", "FMNMX", "FSET", "FCHK", "FRND", "FSWZADD", "MUFU", "DADD",
                             "DMUL", "DFMA", "DMNMX", "DSET", "HADD2", "HMUL2", "HFMA2", "HMNMX2", "HSET2", "F2F",
@@ -745,6 +748,10 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
         return Compiled(jump(slot, guard, EXIT), True, slot)
     if family == "BAR" and not any(x in mods for x in ("ARV", "ARRIVE")):
         return Compiled(barrier(slot, guard, ops, mods, ctx), True, slot)
+    if family in OPAQUE_SHARED_WRITERS and ctx.shared_values:
+        def forget(m, mask):
+            m.shared_contents().forget(m.cta_index[m.valid if mask is None else mask])
+        return Compiled(with_guard(forget, guard, slot), False, slot)       # it changes shared memory
     if family in NO_OPS or family == "BAR":
         return Compiled(lambda m, active, mask: None, False, slot)
 

@@ -367,7 +367,7 @@ class _Pivot:
             codes = pc.index_in(names, value_set=_OP_SET)
             if codes.null_count:
                 bad = int(np.flatnonzero(codes.is_null().to_numpy(zero_copy_only=False))[0])
-                raise InputError(f"unknown atomic operation {names[bad].as_py()!r} (expected one of "
+                raise InputError(f"unknown operation {names[bad].as_py()!r} (expected one of "
                                  f"{', '.join(OPS[1:])} or empty)", **self._where(row0 + bad))
             return codes.to_numpy(zero_copy_only=False).astype(np.int8), None
         if name != "kind":

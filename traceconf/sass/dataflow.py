@@ -1,0 +1,90 @@
+"""Does a value read from shared memory reach a decision?  A backward dataflow over a SASS kernel.
+
+The SASS emulator keeps shared memory's contents (what STS stored, what LDS and the atomics read back) only
+when a shared read can decide where control goes: when the register it writes is, at that point, *relevant*,
+i.e. reaches through some path of computations the condition of a branch (or exit) before being overwritten.
+ptxas's CAS retry loop for 64-bit atomics is the case in point: the ATOMS.CAST.SPIN result decides the branch
+back to its LDS.64.  Everywhere else a shared read stays an unknown loaded value, as before (an address or a
+guard computed from one is reported unresolved), and CTA classes keep their affine shared addresses
+(:mod:`traceconf.sass.classes`).  ptxas reuses physical registers, so relevance is followed along the control
+flow (a flow-insensitive closure would join unrelated lifetimes of one register); guards are not followed, so
+a guarded write never hides an older value.  Erring either way is safe: a value not kept is only ever unknown,
+never wrong.
+"""
+
+from __future__ import annotations
+
+from traceconf.sass.classes import CONTROL, alu_destinations
+from traceconf.sass.opcodes import shared_op
+from traceconf.sass.operands import ZERO_REGS, TRUE_PREDICATES, Operand, pair_name, parse_operand
+
+#: Shared accesses whose destinations receive what shared memory held.
+READS = frozenset({"ld", "ldmatrix", "atom"})
+
+
+def _registers(op: Operand, count: int = 1) -> set[str]:
+    """The registers an operand names: ``count`` consecutive ones from it (pairs of .64 operands included)."""
+    if op.kind == "address":
+        names = [n for name, _, wide in op.registers for n in ([name, pair_name(name)] if wide else [name])]
+    elif op.kind in ("reg", "pred") and op.name:
+        names = [op.name]
+        for _ in range(max(count, 2 if op.wide else 1) - 1):
+            names.append(pair_name(names[-1]))
+    else:
+        return set()
+    return {n for n in names if n not in ZERO_REGS and n not in TRUE_PREDICATES}
+
+
+def _effect(row: dict, ops: list[Operand]) -> tuple[set, set, set, bool]:
+    """(registers written, registers their values come from, registers that decide where control goes, shared
+    read)."""
+    family, mods = row["opcode"], list(row["modifiers"] or [])
+    if family in CONTROL:
+        guard = {row["guard"].lstrip("!")} - TRUE_PREDICATES if row.get("guard") else set()
+        return set(), set(), guard | {n for op in ops if op.kind in ("pred", "reg") for n in _registers(op)}, False
+    where = next((i for i, op in enumerate(ops) if op.kind == "address"), None)
+    if where is not None:
+        access = shared_op(".".join([family, *mods]))
+        count = (access.matrices or max(1, access.bytes // 4)) if access else 1      # LDSM: a register per matrix
+        written = {n for op in ops[:where] for n in _registers(op, count)}
+        # an atomic's result also follows its operands (a CAS succeeds by its compare value)
+        sources = {n for op in ops[where + 1:] for n in _registers(op, count)} if access and access.kind == "atom" \
+            else set()
+        return written, sources, set(), access is not None and access.kind in READS
+    names, sources, inputs = alu_destinations(ops)
+    written = set(names) | ({pair_name(names[0])} if "WIDE" in mods and names else set())
+    return written, {n for op in sources + inputs for n in _registers(op)}, set(), False
+
+
+def shared_values_matter(rows: list[dict], successors: list[list[int]]) -> bool:
+    """True when the register some shared read writes is relevant right after it: it may decide a branch.
+    ``successors[i]``: the instructions that may run after instruction ``i`` (the emulator's control flow)."""
+    effects = [_effect(row, [parse_operand(text) for text in row["operands"] or []]) for row in rows]
+    if not any(read for *_, read in effects):
+        return False
+    successors = [[j for j in following if j < len(rows)] for following in successors]   # past the end: exit
+    predecessors: list[list[int]] = [[] for _ in rows]
+    for i, following in enumerate(successors):
+        for j in following:
+            predecessors[j].append(i)
+    relevant_in: list[set] = [set() for _ in rows]
+
+    def relevant_out(i: int) -> set:
+        return set().union(*(relevant_in[j] for j in successors[i]))
+
+    todo, waiting = list(range(len(rows))), set(range(len(rows)))     # a worklist, last instruction first
+    while todo:
+        i = todo.pop()
+        waiting.discard(i)
+        written, sources, sinks, _ = effects[i]
+        out = relevant_out(i)
+        guarded = bool(rows[i].get("guard")) and rows[i]["guard"] not in TRUE_PREDICATES
+        kept = out if guarded else out - written              # a guarded write may leave the old value
+        new = kept | sinks | (sources if written & out else set())
+        if new != relevant_in[i]:
+            relevant_in[i] = new
+            for j in predecessors[i]:
+                if j not in waiting:
+                    waiting.add(j)
+                    todo.append(j)
+    return any(read and written & relevant_out(i) for i, (written, _, _, read) in enumerate(effects))
