@@ -98,7 +98,7 @@ def test_opaque_use_of_the_cta_index_runs_every_cta():
     module = kernel_module("""
         mov.u32 %r1, %tid.x;
         mov.u32 %r2, %ctaid.x;
-        and.b32 %r3, %r2, 3;
+        rem.u32 %r3, %r2, 4;
         shl.b32 %r4, %r3, 2;
         mad.lo.s32 %r5, %r1, 4, %r4;
         st.shared.u32 [%r5], %r1;
