@@ -21,8 +21,11 @@ from traceconf.sass import toolchain
 REPO = Path(__file__).resolve().parents[1]
 SCALE_HW = REPO / "tests" / "data" / "hw" / "scale"
 LAUNCHES = tomllib.loads((SCALE_HW / "launches.toml").read_text())["launch"]
-SOURCE = {row["launch"]: row for row in csv.DictReader(open(SCALE_HW / "kernel_vs_source.csv", newline=""))
-          if row["run"] == "0"}
+RUNS = list(csv.DictReader(open(SCALE_HW / "kernel_vs_source.csv", newline="")))
+SOURCE = {row["launch"]: row for row in RUNS if row["run"] == "0"}
+#: launches with LDGSTS whose Source-page figure is the same in every run (at scale the BYPASS rows move)
+STABLE_LDGSTS = sorted(launch for launch, row in SOURCE.items() if int(row["source_inst_ldgsts"] or 0)
+                       and len({r["source_wf_ldgsts"] for r in RUNS if r["launch"] == launch}) == 1)
 #: our kinds → the Source page's operation columns (LDSM is a load, STSM a store there)
 COLUMNS = {"ld": "ld", "ldmatrix": "ld", "st": "st", "stmatrix": "st", "atom": "atom"}
 
@@ -30,9 +33,8 @@ pytestmark = pytest.mark.skipif(toolchain.find_tool("ptxas") is None or toolchai
                                 reason="the SASS level needs ptxas (CUDA toolkit) and nvdisasm (nvidia-cuda-nvdisasm)")
 
 
-@pytest.mark.parametrize("launch", LAUNCHES, ids=[launch["id"] for launch in LAUNCHES])
-def test_predictions_equal_the_source_page_at_scale(launch):
-    measured = SOURCE[launch["id"]]
+def predict(launch: dict) -> Counter:
+    """Wavefronts per Source-page operation, predicted as a user's run does (default level: SASS)."""
     params = {str(index): int(spec["value"]) for index, spec in enumerate(launch["params"]) if "value" in spec}
     path = REPO / "tests" / "fixtures" / launch["file"].replace(".cu", ".sm_90.ptx")
     analyses, failures = run_file(path, [launch["kernel"]], LaunchRequest(
@@ -43,7 +45,22 @@ def test_predictions_equal_the_source_page_at_scale(launch):
     assert analysis.launch["level"] == "sass" and "partial" not in analysis.launch, analysis.notes
     predicted = Counter()
     for row in analysis.results.to_pylist():
-        if row["kind"] in COLUMNS:
-            predicted[COLUMNS[row["kind"]]] += row["wavefronts"]
+        predicted[COLUMNS.get(row["kind"], row["kind"])] += row["wavefronts"]
+    return predicted
+
+
+@pytest.mark.parametrize("launch", LAUNCHES, ids=[launch["id"] for launch in LAUNCHES])
+def test_predictions_equal_the_source_page_at_scale(launch):
+    measured, predicted = SOURCE[launch["id"]], predict(launch)
     for op in ("ld", "st", "atom"):
         assert predicted[op] == int(measured[f"source_wf_{op}"] or 0), (op, analysis.launch)
+
+
+@pytest.mark.parametrize("launch_id", STABLE_LDGSTS)
+@pytest.mark.xfail(strict=True, reason="LDGSTS.BYPASS of these pipelines: the Source page counts 16 per execution "
+                   "for hgemm's contiguous 512-B copies (ldgsts.cu's count 4) and 23.3 on average for the cp.async "
+                   "matmul's, varying between runs at scale: not a function of the shared addresses "
+                   "(docs/hardware.md, 'LDGSTS')")
+def test_ldgsts_of_multistage_pipelines_is_a_known_gap(launch_id):
+    launch = next(item for item in LAUNCHES if item["id"] == launch_id)
+    assert predict(launch)["cp_async"] == int(SOURCE[launch_id]["source_wf_ldgsts"])
