@@ -86,7 +86,9 @@ def _rule(family: str, mods: list[str], sources: list[Operand], carries: bool) -
     if carries or "X" in mods or "HI" in mods or "SAT" in mods:
         return None
     count = len(sources)
-    read = (32,) * count
+    # no read widths to check: a SASS register that depends on the CTA index affinely holds a value below
+    # 2**31 (each rule checks its result), and readers apply -/~ before the rule sees the value
+    read = ()
     if family in COPIES and count == 1:
         return Rule(lambda v: _exact(v[0]), 32, read_bits=read)
     if family in SUMS and count >= 2:
@@ -95,8 +97,7 @@ def _rule(family: str, mods: list[str], sources: list[Operand], carries: bool) -
         if "WIDE" in mods:
             # the 64-bit result uses the operands' declared signedness, and the addend is the whole pair
             factor = _unsigned if "U32" in mods else _exact
-            return Rule(lambda v: factor(v[0]) * factor(v[1]) + (_pair(v[2]) if len(v) > 2 else 0.0), 32, (1, 2),
-                        read_bits=(32, 32, 64))
+            return Rule(lambda v: factor(v[0]) * factor(v[1]) + (_pair(v[2]) if len(v) > 2 else 0.0), 32, (1, 2))
         return Rule(lambda v: _exact(v[0]) * _exact(v[1]) + (_exact(v[2]) if len(v) > 2 else 0.0), 32, (1, 2),
                     read_bits=read)
     if family in SHIFTED_SUMS and count == 3 and sources[2].kind == "imm":
@@ -138,7 +139,7 @@ def compile_sass_check(slot: Slot, ctx: SassContext) -> Check | None:
     if family in ("SEL", "USEL") and len(sources) == 2 and len(inputs) == 1 and len(names) == 1:
         # SEL Rd, a, b, P: the selector may decide per class, never per CTA
         rule = Rule(lambda v: np.where((np.asarray(v[2], dtype=np.uint64) & U64(1)) == 1, _exact(v[0]),
-                                       _exact(v[1])), 32, cta_free=(3,), read_bits=(32, 32))
+                                       _exact(v[1])), 32, cta_free=(3,))
     else:
         # a trailing PT/!PT is a constant operand (LOP3's), any other predicate input a carry
         carries = len(names) > 1 or any(op.name not in ("PT", "UPT") for op in inputs)
