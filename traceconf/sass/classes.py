@@ -86,13 +86,12 @@ def _rule(family: str, mods: list[str], sources: list[Operand], carries: bool) -
     if carries or "X" in mods or "HI" in mods or "SAT" in mods:
         return None
     count = len(sources)
-    # no read widths to check: a SASS register that depends on the CTA index affinely holds a value below
-    # 2**31 (each rule checks its result), and readers apply -/~ before the rule sees the value
-    read = ()
+    # no read widths (Rule.read_bits) to check: a SASS register that depends on the CTA index affinely holds a
+    # value below 2**31 (each rule checks its result), and readers apply -/~ before the rule sees the value
     if family in COPIES and count == 1:
-        return Rule(lambda v: _exact(v[0]), 32, read_bits=read)
+        return Rule(lambda v: _exact(v[0]), 32)
     if family in SUMS and count >= 2:
-        return Rule(lambda v: sum(_exact(x) for x in v), 32, read_bits=read)
+        return Rule(lambda v: sum(_exact(x) for x in v), 32)
     if family in PRODUCTS and count in (2, 3):
         if "WIDE" in mods:
             # the 64-bit result uses the operands' declared signedness, and the addend is the whole pair
@@ -102,15 +101,15 @@ def _rule(family: str, mods: list[str], sources: list[Operand], carries: bool) -
                     read_bits=read)
     if family in SHIFTED_SUMS and count == 3 and sources[2].kind == "imm":
         shift = float(2 ** (sources[2].value & 0x1F))
-        return Rule(lambda v: _exact(v[0]) * shift + _exact(v[1]), 32, cta_free=(3,), read_bits=read)
+        return Rule(lambda v: _exact(v[0]) * shift + _exact(v[1]), 32, cta_free=(3,))
     if (family in ("SHF", "USHF") and "L" in mods and count >= 2) or (family == "SHL" and count == 2):
         # SHF.L Rd, lo, amount, hi: the low word of (hi:lo) << amount is lo << amount (amount below 32)
-        return Rule(_shifted, 32, cta_free=(2,), read_bits=read)
+        return Rule(_shifted, 32, cta_free=(2,))
     if family in ("LOP3", "ULOP3") and count == 4 and sources[3].kind == "imm" and sources[3].value & 0xFF == 0xC0:
         # a & b with b a low-bit mask (ptxas masks 16-bit CTA indices with 0xffff): a itself while a <= mask
         mask = sources[1].value if sources[1].kind == "imm" else None
         if mask is not None and mask > 0 and not (mask + 1) & mask:
-            return Rule(lambda v: low_mask(_exact(v[0]), mask), 32, cta_free=(2, 3), read_bits=read)
+            return Rule(lambda v: low_mask(_exact(v[0]), mask), 32, cta_free=(2, 3))
     return None
 
 
