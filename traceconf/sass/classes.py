@@ -97,8 +97,7 @@ def _rule(family: str, mods: list[str], sources: list[Operand], carries: bool) -
             # the 64-bit result uses the operands' declared signedness, and the addend is the whole pair
             factor = _unsigned if "U32" in mods else _exact
             return Rule(lambda v: factor(v[0]) * factor(v[1]) + (_pair(v[2]) if len(v) > 2 else 0.0), 32, (1, 2))
-        return Rule(lambda v: _exact(v[0]) * _exact(v[1]) + (_exact(v[2]) if len(v) > 2 else 0.0), 32, (1, 2),
-                    read_bits=read)
+        return Rule(lambda v: _exact(v[0]) * _exact(v[1]) + (_exact(v[2]) if len(v) > 2 else 0.0), 32, (1, 2))
     if family in SHIFTED_SUMS and count == 3 and sources[2].kind == "imm":
         shift = float(2 ** (sources[2].value & 0x1F))
         return Rule(lambda v: _exact(v[0]) * shift + _exact(v[1]), 32, cta_free=(3,))
