@@ -165,3 +165,40 @@ def test_analyze_a_fatbin_and_a_shared_library(binary):
     result = invoke("analyze", SASS / binary, *TRANSPOSE, "--param", "2=1024", "--format", "json")
     assert result.exit_code == 0, result.output
     assert totals(result.stdout) == EXPECTED
+
+
+@needs_tools
+def test_an_error_in_the_assembled_sass_names_the_ptx_line(tmp_path):
+    """ptxas's listing is nobody's file: an error at one of its instructions points at the PTX line it came from."""
+    ptx = tmp_path / "strided.ptx"
+    ptx.write_text(STRIDED)
+    result = invoke("analyze", ptx, "--block", "64", "--level", "sass")
+    assert result.exit_code == 2, result.output
+    store = STRIDED.splitlines().index("    st.shared.f32 [%r6], %f1;") + 1
+    assert result.stderr.startswith(f"{ptx}:{store}: kernel _Z7stridedPfi: the shared-memory address at SASS "), result.stderr
+    assert "--param stride=VALUE" in result.stderr
+
+
+STRIDED = """.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry _Z7stridedPfi(
+    .param .u64 __cudaparm__Z7stridedPfi_out,
+    .param .u32 __cudaparm__Z7stridedPfi_stride
+)
+{
+    .reg .b32 %r<7>;
+    .reg .f32 %f<2>;
+    .shared .align 4 .b8 buf[8192];
+    ld.param.u32 %r1, [__cudaparm__Z7stridedPfi_stride];
+    mov.u32 %r2, %tid.x;
+    mul.lo.u32 %r3, %r2, %r1;
+    shl.b32 %r4, %r3, 2;
+    mov.f32 %f1, 0f3F800000;
+    mov.u32 %r5, buf;
+    add.u32 %r6, %r5, %r4;
+    st.shared.f32 [%r6], %f1;
+    ret;
+}
+"""
