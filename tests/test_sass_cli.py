@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -202,3 +204,32 @@ STRIDED = """.version 7.0
     ret;
 }
 """
+
+
+def test_parse_a_listing_piped_is_one_row_per_line_and_writes_atomically(tmp_path):
+    """Piped (narrow terminal or none), the table keeps each instruction on one line with the readable kernel
+    name; JSON is one kernel per line; -o writes the SASS table (never over the input)."""
+    import pyarrow.parquet as pq
+
+    from traceconf.sass.analyze import load_sass_input
+    listing = SASS / "transpose.sm_90.nvdisasm.sass"
+    table = CliRunner().invoke(app, ["parse", str(listing)], env={"COLUMNS": "60"})
+    assert table.exit_code == 0, table.output
+    lines = table.stdout.splitlines()
+    assert lines[0].endswith("SASS sm_90, 2 kernel(s), 16 shared-memory instruction(s)") and len(lines) == 2 + 16
+    assert all(line.startswith(("transpose_tile<0>", "transpose_tile<1>")) for line in lines[2:])
+    assert "transpose_tile<1>   35  0x0230  transpose.cu:15  STS [R16+0x420], R11  4" in lines
+    document = invoke("parse", listing, "--format", "json")
+    assert document.exit_code == 0 and len(document.stdout.splitlines()) == 2 + 2
+    assert {k["kernel"] for k in json.loads(document.stdout)} == set(EXPECTED)
+    written = invoke("parse", listing, "-o", tmp_path / "s.parquet")
+    assert written.exit_code == 0 and [p.name for p in tmp_path.iterdir()] == ["s.parquet"]
+    assert pq.read_table(tmp_path / "s.parquet").equals(load_sass_input(listing).instructions)
+    assert invoke("parse", listing, "-o", tmp_path / "s.csv").exit_code == 0
+    assert '"LDC","","R1; c[0x0][0x28]"' in (tmp_path / "s.csv").read_text()
+    copy = tmp_path / "copy.sass"
+    copy.write_bytes(listing.read_bytes())
+    refused = subprocess.run([sys.executable, "-m", "traceconf", "parse", str(copy), "-o", str(copy)],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "the output is the input file" in refused.stderr
+    assert copy.read_bytes() == listing.read_bytes()
