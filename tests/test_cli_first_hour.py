@@ -273,3 +273,32 @@ def test_tma_copies_and_wgmma_operands_are_named_not_dropped(tmp_path):
     result = run("analyze", matmul, "--grid", "4,4", "--block", "128", "-p", "3=256", "-p", "4=256", "-p", "5=256")
     assert result.exit_code == 0, result.output
     assert "wgmma reads its A/B operands from shared memory through matrix descriptors" in result.stdout
+
+
+def test_ptx_8_5_abi_directives_parse_and_analyse(tmp_path):
+    """A public parser's sample: `.callprototype ... .abi_preserve 4 .abi_preserve_control 2;` in a kernel body."""
+    path = tmp_path / "abi.ptx"
+    path.write_text(""".version 8.5
+.target sm_90
+.address_size 64
+.visible .func (.param .b32 r) f(.param .b32 x) .abi_preserve 8 .abi_preserve_control 4
+{
+    ret;
+}
+.visible .entry k() .abi_preserve 2
+{
+    .reg .b32 %r<3>;
+    .shared .align 4 .b8 buf[512];
+    entry_proto: .callprototype _ (.param .u32 p) .abi_preserve 4 .abi_preserve_control 2;
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 3;
+    st.shared.u32 [%r2], %r1;
+    ret;
+}
+""")
+    parsed = run("parse", path)
+    assert parsed.exit_code == 0, parsed.output
+    assert "1 kernel(s), 1 shared-memory instruction(s)" in parsed.stdout
+    result = run("analyze", path, "--block", "32", "--level", "ptx", "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert results(result.stdout)["k"]["totals"]["st"]["wavefronts"] == 2       # 8-byte stride: 2-way
