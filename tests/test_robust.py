@@ -389,6 +389,22 @@ def test_missing_tool_is_one_line(monkeypatch, tmp_path):
         tools.run_tool("nvdisasm", ["--help"])
 
 
+def test_only_the_tools_module_starts_programs():
+    """Every external program runs through traceconf.tools.run_tool (no shell, a timeout, its own folder)."""
+    import ast
+    package = Path(__file__).resolve().parents[1] / "traceconf"
+    starters = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n.split(".")[0] in ("subprocess", "pty") for n in names) or (
+                    isinstance(node, ast.Attribute) and node.attr in ("system", "popen", "spawnv", "execv")
+                    and isinstance(node.value, ast.Name) and node.value.id == "os"):
+                starters.append(str(path.relative_to(package)))
+    assert sorted(set(starters)) == ["tools.py"]
+
+
 def test_failing_and_slow_tools_are_one_line(tmp_path):
     from traceconf import tools
     script = tmp_path / "tool.sh"
