@@ -108,6 +108,18 @@ def test_block_over_maxntid_is_refused(ptx):
     assert "allows at most .maxntid (64, 1, 1)" in result.stderr
 
 
+def test_reqntid_gives_the_block_and_refuses_another(tmp_path):
+    path = tmp_path / "req.ptx"
+    path.write_text(PTX.replace(".visible .entry plain(\n    .param .u64 plain_param_0\n)\n",
+                                ".visible .entry plain(\n    .param .u64 plain_param_0\n)\n.reqntid 128, 1, 1\n"))
+    taken = run("analyze", path, "-k", "plain", "-f", "json")
+    assert taken.exit_code == 0, taken.output
+    assert results(taken.stdout)["plain"]["launch"]["block"] == [128, 1, 1]
+    refused = run("analyze", path, "-k", "plain", "--block", "64")
+    assert refused.exit_code == 2
+    assert "kernel plain requires .reqntid (128, 1, 1) but the launch block is (64, 1, 1)" in refused.stderr
+
+
 def test_demangled_and_partial_kernel_names(ptx):
     for pattern in ("strided", "strided(float*, int)", "_Z7stridedPfi", "stri"):
         result = run("analyze", ptx, "-k", pattern, "--param", "stride=1", "-f", "json")
