@@ -499,14 +499,18 @@ _loc = st.builds("{} {} {} {}".format, st.just(".loc"), _integers, _integers, _i
 @given(st.one_of(_declaration, _loc))
 def test_statement_shapes_match_lark(text):
     """`.reg .b32 %r<9>;`-like declarations and `.loc f l c`: the shape or the grammar, same records."""
-    reader = shapes.ShapeReader(ptx_parser())
+    _shapes_agree_with_lark(text, "body_items", shapes.ShapeReader(ptx_parser()).read_statement)
+
+
+def _shapes_agree_with_lark(text: str, start: str, read) -> None:
+    """``read`` gives the records the grammar gives from ``start``, or rejects what the grammar rejects."""
     try:
-        reference = ptx_parser().parse(text, start="body_items")
+        reference = ptx_parser().parse(text, start=start)
     except Exception:   # noqa: BLE001 - an invalid statement must be rejected by both
         with pytest.raises(shapes.NotParsed):
-            reader.read_statement(text)
+            read(text)
         return
-    assert repr(reader.read_statement(text)) == repr(reference)
+    assert repr(read(text)) == repr(reference)
 
 
 _module_statement = st.one_of(
@@ -527,14 +531,7 @@ _module_statement = st.one_of(
 def test_module_statement_shapes_match_lark(text):
     """`.file 1 "a.cu"`, `.version`, `.target`, `.address_size` and module variables: the shape or the grammar,
     the same records; a statement the grammar rejects is rejected by the shapes too."""
-    reader = shapes.ShapeReader(ptx_parser())
-    try:
-        reference = ptx_parser().parse(text, start="start")
-    except Exception:   # noqa: BLE001 - an invalid statement must be rejected by both
-        with pytest.raises(shapes.NotParsed):
-            reader.read_module_statement(text)
-        return
-    assert repr(reader.read_module_statement(text)) == repr(reference)
+    _shapes_agree_with_lark(text, "start", shapes.ShapeReader(ptx_parser()).read_module_statement)
 
 
 # Generated bodies: drawn from one hypothesis-seeded Random each (hypothesis' own per-draw
