@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from enum import Enum
@@ -149,6 +150,10 @@ def parse(ptx: Annotated[Path, typer.Argument(
         _parse_sass(ptx, format, output)
         return
     module = parse_file(ptx)
+    # The parse leaves ~10^5 young objects, all acyclic (freed by reference counts alone), that the next
+    # collections and the one at exit would scan: a fifth of the command's time on a large file.  Frozen,
+    # the collector skips them (and the imported modules).
+    gc.freeze()
     if output is not None:
         with atomic_output(output, inputs=[ptx]) as temporary:
             _write(module.instructions, temporary, output.suffix.lower())
