@@ -83,6 +83,18 @@ def timed(argv: list[str], tree: Path = REPO) -> float:
     return float(done.stderr.strip().splitlines()[-1])
 
 
+def whole_command(argv: list[str], tree: Path, repeat: int) -> float:
+    """Median CPU seconds of ``traceconf ARGV`` as a user runs it, with the package of ``tree``."""
+    def one() -> float:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-m", "traceconf", *argv], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=True, cwd=tempfile.gettempdir(),
+                       env={**os.environ, "PYTHONPATH": str(tree)})
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return statistics.median(one() for _ in range(repeat))
+
+
 def after_startup(argv: list[str], path: Path, tiny: Path, repeat: int, tree: Path = REPO
                   ) -> tuple[float, float, float]:
     """(median, first quartile, third quartile) of the CPU time ``argv`` spends on ``path`` after start-up,
@@ -138,6 +150,10 @@ def main() -> None:
                     old, old_spread = rate(["parse", "--format", fmt], path, lines, args.baseline_tree)
                     print(f"      the same in {args.baseline_tree}: {old:,.0f} lines/s {old_spread} "
                           f"(this tree ×{command / old:.2f})")
+                    whole = [whole_command(["parse", "--format", fmt, str(path)], tree, args.repeat)
+                             for tree in (REPO, args.baseline_tree)]
+                    print(f"      whole command, start-up and exit included: {whole[0]:.3f} CPU-s, "
+                          f"{args.baseline_tree} {whole[1]:.3f} CPU-s")
 
 if __name__ == "__main__":
     main()
