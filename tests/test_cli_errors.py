@@ -73,3 +73,11 @@ def test_bad_data(data_files, data, message):
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) <= 3
+
+
+def test_help_lists_every_exit_status():
+    from traceconf.errors import EXIT_GATE, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_UNVERIFIABLE
+    text = " ".join(_run("--help").stdout.split())
+    for status, meaning in ((EXIT_OK, "ok"), (EXIT_GATE, "--fail-on-excess exceeded"), (EXIT_INPUT, "bad input"),
+                            (EXIT_UNVERIFIABLE, "--fail-on-excess unverifiable"), (EXIT_INTERNAL, "internal error")):
+        assert f"{status} {meaning}" in text, (status, meaning)

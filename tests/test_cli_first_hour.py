@@ -108,6 +108,18 @@ def test_block_over_maxntid_is_refused(ptx):
     assert "allows at most .maxntid (64, 1, 1)" in result.stderr
 
 
+def test_reqntid_gives_the_block_and_refuses_another(tmp_path):
+    path = tmp_path / "req.ptx"
+    path.write_text(PTX.replace(".visible .entry plain(\n    .param .u64 plain_param_0\n)\n",
+                                ".visible .entry plain(\n    .param .u64 plain_param_0\n)\n.reqntid 128, 1, 1\n"))
+    taken = run("analyze", path, "-k", "plain", "-f", "json")
+    assert taken.exit_code == 0, taken.output
+    assert results(taken.stdout)["plain"]["launch"]["block"] == [128, 1, 1]
+    refused = run("analyze", path, "-k", "plain", "--block", "64")
+    assert refused.exit_code == 2
+    assert "kernel plain requires .reqntid (128, 1, 1) but the launch block is (64, 1, 1)" in refused.stderr
+
+
 def test_demangled_and_partial_kernel_names(ptx):
     for pattern in ("strided", "strided(float*, int)", "_Z7stridedPfi", "stri"):
         result = run("analyze", ptx, "-k", pattern, "--param", "stride=1", "-f", "json")
@@ -273,3 +285,32 @@ def test_tma_copies_and_wgmma_operands_are_named_not_dropped(tmp_path):
     result = run("analyze", matmul, "--grid", "4,4", "--block", "128", "-p", "3=256", "-p", "4=256", "-p", "5=256")
     assert result.exit_code == 0, result.output
     assert "wgmma reads its A/B operands from shared memory through matrix descriptors" in result.stdout
+
+
+def test_ptx_8_5_abi_directives_parse_and_analyse(tmp_path):
+    """A public parser's sample: `.callprototype ... .abi_preserve 4 .abi_preserve_control 2;` in a kernel body."""
+    path = tmp_path / "abi.ptx"
+    path.write_text(""".version 8.5
+.target sm_90
+.address_size 64
+.visible .func (.param .b32 r) f(.param .b32 x) .abi_preserve 8 .abi_preserve_control 4
+{
+    ret;
+}
+.visible .entry k() .abi_preserve 2
+{
+    .reg .b32 %r<3>;
+    .shared .align 4 .b8 buf[512];
+    entry_proto: .callprototype _ (.param .u32 p) .abi_preserve 4 .abi_preserve_control 2;
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 3;
+    st.shared.u32 [%r2], %r1;
+    ret;
+}
+""")
+    parsed = run("parse", path)
+    assert parsed.exit_code == 0, parsed.output
+    assert "1 kernel(s), 1 shared-memory instruction(s)" in parsed.stdout
+    result = run("analyze", path, "--block", "32", "--level", "ptx", "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert results(result.stdout)["k"]["totals"]["st"]["wavefronts"] == 2       # 8-byte stride: 2-way

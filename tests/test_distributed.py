@@ -323,3 +323,24 @@ def test_large_tracez_is_cut_into_cta_ranges(tmp_path):
     first_line = share[0][1]
     offset = first_line - whole[0][1]
     assert body[offset:offset + 4] == share[0][0].split(b"\n")[:4] and body[offset + 3] == b"thread block = 5,0,0"
+
+
+def test_results_folder_inside_an_input_folder_is_refused(tmp_path):
+    """Results written into a canonical dataset's folder would be read back as accesses next time: refused before
+    any work, through the CLI too; a folder beside the input is fine and holds only complete files."""
+    import pyarrow.dataset as ds
+    from traceconf.errors import InputError
+    ds.write_dataset(samples.expected_accesses("k_a").to_table(), tmp_path / "accesses", format="parquet",
+                     partitioning=["kernel"], partitioning_flavor="hive")
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "accesses").rglob("*"))
+    for output in (tmp_path / "accesses", tmp_path / "accesses" / "results"):
+        with pytest.raises(InputError, match="the results folder is inside the input folder"):
+            run_many((p for p in [tmp_path / "accesses"]), None, LaunchRequest(), RULES, output=output)
+    cli = subprocess.run([sys.executable, "-m", "traceconf", "analyze", str(tmp_path / "accesses"), "-o",
+                          str(tmp_path / "accesses")], capture_output=True, text=True)
+    assert cli.returncode == 2 and "the results folder is inside the input folder" in cli.stderr
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "accesses").rglob("*")) == before
+    analyses, failures, _ = run_many([tmp_path / "accesses"], None, LaunchRequest(), RULES, output=tmp_path / "out")
+    assert failures == [] and len(analyses) == 1
+    names = sorted(p.name for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert names[0] == MANIFEST and len(names) == 2 and names[1].endswith(".parquet")

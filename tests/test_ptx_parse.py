@@ -499,14 +499,39 @@ _loc = st.builds("{} {} {} {}".format, st.just(".loc"), _integers, _integers, _i
 @given(st.one_of(_declaration, _loc))
 def test_statement_shapes_match_lark(text):
     """`.reg .b32 %r<9>;`-like declarations and `.loc f l c`: the shape or the grammar, same records."""
-    reader = shapes.ShapeReader(ptx_parser())
+    _shapes_agree_with_lark(text, "body_items", shapes.ShapeReader(ptx_parser()).read_statement)
+
+
+def _shapes_agree_with_lark(text: str, start: str, read) -> None:
+    """``read`` gives the records the grammar gives from ``start``, or rejects what the grammar rejects."""
     try:
-        reference = ptx_parser().parse(text, start="body_items")
+        reference = ptx_parser().parse(text, start=start)
     except Exception:   # noqa: BLE001 - an invalid statement must be rejected by both
         with pytest.raises(shapes.NotParsed):
-            reader.read_statement(text)
+            read(text)
         return
-    assert repr(reader.read_statement(text)) == repr(reference)
+    assert repr(read(text)) == repr(reference)
+
+
+_module_statement = st.one_of(
+    st.builds("{}{}{}{}{}".format, st.just(".file"), st.sampled_from([" ", "\t", "  "]), _integers,
+              st.sampled_from([' "a.cu"', '\t"/tmp/x y.cu"', ' "<command-line>"', ' "a\\"b"', ' "', " a.cu"]),
+              st.sampled_from(["", ", 1700000000, 1234", ",12", ", 0x10 , 5", ",", ", x"])),
+    st.builds("{} {}".format, st.sampled_from([".version", ".version\t"]),
+              st.sampled_from(["2.1", "8.5", "10.0", "1", "8.x", "9.10"])),
+    st.builds("{} {}".format, st.just(".target"),
+              st.sampled_from(["sm_90", "sm_90a", "sm_10, map_f64_to_f32", "sm_20 ,texmode_independent", "sm_89, debug",
+                               "SM_90", "sm_90,", "sm-90"])),
+    st.builds("{} {}".format, st.just(".address_size"), st.sampled_from(["64", "32", "0x40", "0777", "16", "64U"])),
+    _declaration.filter(lambda text: ".reg" not in text))
+
+
+@settings(max_examples=150, deadline=None)
+@given(_module_statement)
+def test_module_statement_shapes_match_lark(text):
+    """`.file 1 "a.cu"`, `.version`, `.target`, `.address_size` and module variables: the shape or the grammar,
+    the same records; a statement the grammar rejects is rejected by the shapes too."""
+    _shapes_agree_with_lark(text, "start", shapes.ShapeReader(ptx_parser()).read_module_statement)
 
 
 # Generated bodies: drawn from one hypothesis-seeded Random each (hypothesis' own per-draw

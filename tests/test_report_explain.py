@@ -160,3 +160,13 @@ def test_explain_cli_on_a_real_accelsim_trace(tmp_path):
     missing = CliRunner().invoke(app, ["explain", str(trace), "-k", "mult_gpu", "-i", "0x999"])
     assert missing.exit_code == 2 and "no shared-memory instruction" in missing.stderr
 
+
+
+def test_explain_names_the_choices_when_kernel_or_instruction_is_wrong():
+    from pathlib import Path
+    trace = Path(__file__).resolve().parents[1] / "traces" / "accelsim-v4-mode0.traceg"
+    kernel = CliRunner().invoke(app, ["explain", str(trace), "-k", "bank_patterns_x", "-i", "0x10"])
+    assert kernel.exit_code == 2 and "did you mean 'bank_patterns'?" in kernel.stderr
+    instruction = CliRunner().invoke(app, ["explain", str(trace), "-k", "bank_patterns", "-i", "1"])
+    assert instruction.exit_code == 2
+    assert "no shared-memory instruction of the kernel matches; it has 16 (0x10), 32 (0x20)," in instruction.stderr

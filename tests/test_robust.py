@@ -179,6 +179,23 @@ def test_launches_the_hardware_refuses(args, message):
     _clean_error(_run("analyze", TRANSPOSE, *args), message)
 
 
+def test_largest_grid_on_a_cta_dependent_kernel_ends_cleanly():
+    """`--grid 65535,65535,64` (2^38 CTAs, within every limit) on a kernel whose accesses depend on %ctaid: once a
+    2 TiB allocation traceback; now a clean end (counted, or one located line per kernel), never a crash or a kill.
+    The address space is capped so that a regression fails here instead of exhausting the machine."""
+    import resource
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+
+    kernel = FIXTURES / "scale" / "ctaid.sm_90.ptx"
+    result = subprocess.run([sys.executable, "-m", "traceconf", "analyze", str(kernel), "-k", "ctaid_row",
+                             "--block", "256", "--grid", "65535,65535,64", "--param", "2=64", "--level", "ptx"],
+                            capture_output=True, text=True, timeout=300, preexec_fn=cap)
+    assert result.returncode in (0, 2) and "Traceback" not in result.stderr, result.stderr
+    assert all(line.startswith(f"{kernel}") for line in result.stderr.splitlines()), result.stderr
+
+
 def test_huge_static_shared_array_is_refused_before_emulation(tmp_path):
     path = _edited(tmp_path, "[4096];", "[1099511627775];")
     _clean_error(_run("analyze", path, "--block", "32,8"),
@@ -370,6 +387,22 @@ def test_missing_tool_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr(tools, "CUDA_BIN", tmp_path / "nowhere")
     with pytest.raises(tools.ToolError, match="nvdisasm not found on PATH .*pip install nvidia-cuda-nvdisasm"):
         tools.run_tool("nvdisasm", ["--help"])
+
+
+def test_only_the_tools_module_starts_programs():
+    """Every external program runs through traceconf.tools.run_tool (no shell, a timeout, its own folder)."""
+    import ast
+    package = Path(__file__).resolve().parents[1] / "traceconf"
+    starters = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n.split(".")[0] in ("subprocess", "pty") for n in names) or (
+                    isinstance(node, ast.Attribute) and node.attr in ("system", "popen", "spawnv", "execv")
+                    and isinstance(node.value, ast.Name) and node.value.id == "os"):
+                starters.append(str(path.relative_to(package)))
+    assert sorted(set(starters)) == ["tools.py"]
 
 
 def test_failing_and_slow_tools_are_one_line(tmp_path):

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from test_cli_first_hour import PTX
 from traceconf.cli import app
 from traceconf.sass import toolchain
 
@@ -182,3 +185,48 @@ def test_analyze_a_fatbin_and_a_shared_library(binary):
     result = invoke("analyze", SASS / binary, *TRANSPOSE, "--param", "2=1024", "--format", "json")
     assert result.exit_code == 0, result.output
     assert totals(result.stdout) == EXPECTED
+
+
+@needs_tools
+def test_an_error_in_the_assembled_sass_names_the_ptx_line(tmp_path):
+    """ptxas's listing is nobody's file: an error at one of its instructions points at the PTX line it came from."""
+    ptx = tmp_path / "strided.ptx"
+    ptx.write_text(STRIDED)
+    result = invoke("analyze", ptx, "--block", "64", "--level", "sass")
+    assert result.exit_code == 2, result.output
+    store = STRIDED.splitlines().index("    st.shared.f32 [%r6], %f1;") + 1
+    assert result.stderr.startswith(f"{ptx}:{store}: kernel _Z7stridedPfi: the shared-memory address at SASS "), result.stderr
+    assert "--param stride=VALUE" in result.stderr
+
+
+#: the first-hour test file's old-nvcc kernel, without its .maxntid (any block will do)
+STRIDED = PTX.split(".visible .entry plain")[0].replace(".maxntid 64, 1, 1\n", "")
+
+
+def test_parse_a_listing_piped_is_one_row_per_line_and_writes_atomically(tmp_path):
+    """Piped (narrow terminal or none), the table keeps each instruction on one line with the readable kernel
+    name; JSON is one kernel per line; -o writes the SASS table (never over the input)."""
+    import pyarrow.parquet as pq
+
+    from traceconf.sass.analyze import load_sass_input
+    listing = SASS / "transpose.sm_90.nvdisasm.sass"
+    table = CliRunner().invoke(app, ["parse", str(listing)], env={"COLUMNS": "60"})
+    assert table.exit_code == 0, table.output
+    lines = table.stdout.splitlines()
+    assert lines[0].endswith("SASS sm_90, 2 kernel(s), 16 shared-memory instruction(s)") and len(lines) == 2 + 16
+    assert all(line.startswith(("transpose_tile<0>", "transpose_tile<1>")) for line in lines[2:])
+    assert "transpose_tile<1>   35  0x0230  transpose.cu:15  STS [R16+0x420], R11  4" in lines
+    document = invoke("parse", listing, "--format", "json")
+    assert document.exit_code == 0 and len(document.stdout.splitlines()) == 2 + 2
+    assert {k["kernel"] for k in json.loads(document.stdout)} == set(EXPECTED)
+    written = invoke("parse", listing, "-o", tmp_path / "s.parquet")
+    assert written.exit_code == 0 and [p.name for p in tmp_path.iterdir()] == ["s.parquet"]
+    assert pq.read_table(tmp_path / "s.parquet").equals(load_sass_input(listing).instructions)
+    assert invoke("parse", listing, "-o", tmp_path / "s.csv").exit_code == 0
+    assert '"LDC","","R1; c[0x0][0x28]"' in (tmp_path / "s.csv").read_text()
+    copy = tmp_path / "copy.sass"
+    copy.write_bytes(listing.read_bytes())
+    refused = subprocess.run([sys.executable, "-m", "traceconf", "parse", str(copy), "-o", str(copy)],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "the output is the input file" in refused.stderr
+    assert copy.read_bytes() == listing.read_bytes()

@@ -165,3 +165,37 @@ def test_empty_warp_and_cta_order_as_indexed(tmp_path):
     [(kt, got)] = read_all(path)
     assert kt.launch["warps_per_cta"] == 3
     assert_same(got, samples.expected_accesses())
+
+
+@pytest.mark.parametrize("content_size", [True, False])
+def test_decompression_bomb_sub_chunk_is_refused_in_bounded_memory(tmp_path, monkeypatch, content_size):
+    """A few KiB of zstd that expands to 8 MiB (x thousands), with or without its size in the frame header, is
+    refused at the per-sub-chunk limit (here lowered to 1 MiB) rather than decompressed whole."""
+    import tracemalloc
+
+    import zstandard
+
+    from traceconf.traces import tracez
+    monkeypatch.setattr(tracez, "MAX_SUBCHUNK_BYTES", 1 << 20)
+    good = tmp_path / "good.tracez"
+    good.write_bytes(samples.tracez(samples.traceg(version=5), subchunk_insts=0, dictionary=False))
+    with TracezFile(good) as file:
+        insts, offset, counts = next(file.ctas())["warps"][0]
+    data = good.read_bytes()
+    (size,) = struct.unpack("<I", data[offset + 8:offset + 12])
+    bomb = zstandard.ZstdCompressor(level=19, write_content_size=content_size).compress(b"A" * (8 << 20))
+    assert len(bomb) * 1000 < 8 << 20
+    # the first warp's only sub-chunk becomes the bomb; the index moves with it (later warps' offsets are off,
+    # but the first warp is read, and refused, first)
+    body = data[:offset + 8] + struct.pack("<I", len(bomb)) + bomb + data[offset + 12 + size:-8]
+    index_offset = struct.unpack("<Q", data[-8:])[0] + len(bomb) - size
+    path = tmp_path / "kernel-1.tracez"
+    path.write_bytes(body + struct.pack("<Q", index_offset))
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError, match=r"sub-chunk 0 expands to .* past the limit of 1 MiB per sub-chunk"):
+            read_all(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, peak                      # never the 8 MiB text

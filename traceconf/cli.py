@@ -36,6 +36,8 @@ COMMAND_MODULES = (
 app = typer.Typer(
     name="traceconf",
     help="Find where GPU kernels lose time to shared-memory bank conflicts — from PTX or traces, no GPU needed.",
+    epilog="Exit status: 0 ok, 1 --fail-on-excess exceeded, 2 bad input, 3 --fail-on-excess unverifiable "
+           "(unresolved accesses), 70 internal error (please report).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -58,7 +60,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
           debug: bool = typer.Option(False, "--debug", help="Show the traceback of an internal error.")) -> None:
     """traceconf: shared-memory bank-conflict analysis.
 
-    Exit status: 0 ok, 1 a --fail-on-excess gate exceeded, 2 bad input, 70 internal error (please report).
+    Exit status: see the app's epilog (docs/reports.md, "Exit status and errors").
     """
     if debug:
         os.environ["TRACECONF_DEBUG"] = "1"

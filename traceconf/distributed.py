@@ -29,7 +29,6 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
-import os
 import re
 import sys
 import time
@@ -42,6 +41,7 @@ import pyarrow.parquet as pq
 
 from traceconf.errors import InputError
 from traceconf.names import matches
+from traceconf.outputs import atomic_output, check_results_folder, write_text
 from traceconf.pipeline import KernelAnalysis, KernelFailure, LaunchRequest, run_file, run_trace
 
 MANIFEST = "_manifest.json"
@@ -508,15 +508,11 @@ def partition_path(output: Path, source: str, kernel: str) -> Path:
     return output / _slug(source) / f"{_slug(kernel)}.parquet"
 
 
-def _write_atomic(path: Path, writer: Callable[[Path], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.parent / f".{path.name}.{os.getpid()}.tmp"
+def _make_folder(folder: Path) -> None:
     try:
-        writer(temporary)
-        os.replace(temporary, path)
+        folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise InputError(f"cannot write results: {error.strerror or error}", str(path)) from None
+        raise InputError(f"cannot write results: {error.strerror or error}", str(folder)) from None
 
 
 class Dataset:
@@ -547,7 +543,9 @@ class Dataset:
         for analysis in analyses:
             path = partition_path(self.output, analysis.input_path, analysis.kernel)
             table = results_table([analysis], self.devices)
-            _write_atomic(path, lambda tmp, table=table: pq.write_table(table, tmp))
+            _make_folder(path.parent)
+            with atomic_output(path) as temporary:
+                pq.write_table(table, temporary)
             paths.append(str(path.relative_to(self.output)))
         return paths
 
@@ -567,7 +565,8 @@ class Dataset:
         body = {"format": "traceconf results dataset 1", "devices": self.devices,
                 "partitions": "<input slug>/<kernel slug>.parquet: RESULT_ROWS of one kernel of one input",
                 "units": units, "missing": missing}
-        _write_atomic(self.output / MANIFEST, lambda tmp: tmp.write_text(json.dumps(body, indent=1)))
+        _make_folder(self.output)
+        write_text(self.output / MANIFEST, json.dumps(body, indent=1))
 
 
 @dataclass
@@ -596,6 +595,9 @@ def run_many(inputs: Iterable[str | Path], kernels: list[str] | None, launch: La
     """
     executor = executor or Executor()
     start = time.perf_counter()
+    inputs = list(inputs)
+    if output is not None:
+        check_results_folder(output, [*inputs, *expand_inputs(inputs)[0]])
     units, failures = plan(inputs, kernels, rows_per_unit, tracez_bytes_per_unit)
     summary = RunSummary(units=len(units), notes=list(executor.notes))
     devices = [rules.name for rules in rule_sets]

@@ -37,6 +37,17 @@ def check_not_input(output: str | Path, inputs: Iterable[str | Path]) -> None:
             raise InputError(f"the output is the input file {source}: choose another output path", file=str(output))
 
 
+def check_results_folder(output: str | Path, inputs: Iterable[str | Path]) -> None:
+    """Refuse a results folder that is an input folder or lies inside one: its files would be read back as
+    part of that input (a canonical Parquet dataset would take the results for accesses)."""
+    target = Path(output).resolve()
+    for source in inputs:
+        folder = Path(source)
+        if folder.is_dir() and (target == folder.resolve() or folder.resolve() in target.parents):
+            raise InputError(f"the results folder is inside the input folder {source}: choose a folder outside it",
+                             file=str(output))
+
+
 def check_writable(output: str | Path) -> None:
     """Refuse, before any work, an output whose folder is missing or not writable, or that is a folder."""
     path = Path(output)

@@ -17,7 +17,7 @@ from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhausti
                                         fail, launch_request, report_failures, run_file, stdout_console)
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error
 from traceconf.rules import load_rule_sets
-from traceconf.names import matches
+from traceconf.names import matches, no_match_message
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,9 +45,21 @@ def resolve_instruction(info: pa.Table, spec: str, path: str) -> tuple[int, list
         raise InputError(f"--instruction {spec!r}: expected an instruction id, L<ptx line>, FILE:LINE or a 0x pc",
                          file=path)
     if not matches:
-        raise InputError(f"--instruction {spec}: no shared-memory instruction of the kernel matches", file=path)
+        raise InputError(f"--instruction {spec}: no shared-memory instruction of the kernel matches; it has "
+                         + _listing(rows), file=path)
     ids = [int(r["instruction"]) for r in matches]
     return ids[0], ids[1:]
+
+
+def _listing(rows: list[dict], shown: int = 8) -> str:
+    """The kernel's shared-memory instructions as --instruction takes them (id, then line or pc)."""
+    def one(row: dict) -> str:
+        where = [f"L{row['ptx_line']}" if row.get("ptx_line") is not None else None,
+                 f"{row['pc']:#x}" if row.get("pc") is not None else None,
+                 f"{Path(row['source_file']).name}:{row['source_line']}" if row.get("source_file") else None]
+        return f"{row['instruction']} ({', '.join(w for w in where if w)})" if any(where) else str(row["instruction"])
+    more = f" and {len(rows) - shown} more" if len(rows) > shown else ""
+    return (", ".join(one(r) for r in rows[:shown]) + more) if rows else "none"
 
 
 def _ptx_executions(file: Path, kernel: str, launch, rules, level: str = "ptx",
@@ -80,7 +92,7 @@ def _trace_executions(file: Path, kernel: str, spec: str, rules) -> tuple[pa.Tab
             info = trace_instruction_info(trace)
             break
     if info is None:
-        raise InputError(f"no kernel matches {kernel!r}; kernels in the trace: {', '.join(names)}", file=str(file))
+        raise InputError(no_match_message(kernel, names), file=str(file))
     ident, _ = resolve_instruction(info, spec, str(file))
     parts = []
     for trace in open_trace(file):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from enum import Enum
@@ -66,24 +67,20 @@ def _kernel_summary(row: dict) -> dict:
 
 
 def _table(module: PtxModule) -> None:
-    """Plain aligned text, one instruction per line (never folded: grep and diff read it), kernels by their
-    readable name; fast for files of millions of lines."""
+    """The PTX kernels' shared-memory instructions as plain text, one per line, kernels by their readable name."""
     c = _columns(module)
     out = sys.stdout
     out.write(f"{module.path}: PTX {module.version or '?'}, {module.target or '?'}, {module.address_size}-bit, "
               f"{len(module.kernel_names())} kernel(s), {len(c['kernel'])} shared-memory instruction(s)\n")
-    rows = [("kernel", "#", "PTX line", "source", "instruction", "bytes", "operands")]
+    rows = []
     for i, kernel in enumerate(c["kernel"]):
         source = f"{Path(c['source_file'][i]).name}:{c['source_line'][i]}" if c["source_file"][i] else ""
         opcode = c["opcode_text"][i] + ("  (generic)" if c["state_space"][i] == "generic" else "")
         guard = f"@{'!' if c['guard_negated'][i] else ''}{c['guard'][i]} " if c["guard"][i] else ""
         rows.append((short_name(kernel, 40), str(c["instruction"][i]), str(c["ptx_line"][i]), source,
                      guard + opcode, str(c["access_bytes"][i]), ", ".join(c["operands"][i])))
-    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]) - 1)]
-    right = (False, True, True, False, False, True)
-    for row in rows:
-        cells = [cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right)]
-        out.write("  ".join(cells + [row[-1]]).rstrip() + "\n")
+    _plain_table(("kernel", "#", "PTX line", "source", "instruction", "bytes", "operands"),
+                 (False, True, True, False, False, True), rows)
     for row in module.kernels.to_pylist():
         name, shared = row["kernel"], row["shared"]
         if shared:
@@ -92,27 +89,37 @@ def _table(module: PtxModule) -> None:
             out.write(f"{short_name(name)} shared: {described}\n")
 
 
-def _write(module: PtxModule, output: Path, suffix: str) -> None:
+def _plain_table(header: tuple[str, ...], right: tuple[bool, ...], rows: list[tuple[str, ...]]) -> None:
+    """Aligned plain text, one row per line, never folded (grep and diff read it; fast for millions of rows):
+    every column but the last padded to its widest cell, right-aligned where ``right`` says."""
+    rows = [header, *rows]
+    widths = [max(len(row[k]) for row in rows) for k in range(len(header) - 1)]
+    write = sys.stdout.write
+    for row in rows:
+        cells = [cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right)]
+        write("  ".join(cells + [row[-1]]).rstrip() + "\n")
+
+
+def _write(table, output: Path, suffix: str) -> None:
+    """INSTRUCTIONS or SASS_INSTRUCTIONS as Parquet, or as CSV, which has no nested types: modifiers are joined
+    with '.', operands with '; ' (their text), other lists with ' '."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as pa_csv
     import pyarrow.parquet as pq
 
-    table = module.instructions
-    if suffix == ".csv":
-        # CSV has no nested types: lists and operands become their text.
-        flat = {}
-        for name in table.column_names:
-            column = table.column(name)
-            if name == "operands":
-                flat[name] = pa.array(["; ".join(op["text"] for op in ops) for ops in column.to_pylist()])
-            elif pa.types.is_list(column.type):
-                flat[name] = pc.binary_join(column, ".") if name == "modifiers" else pc.binary_join(column, " ")
-            else:
-                flat[name] = column
-        pa_csv.write_csv(pa.table(flat), output)
-    else:
+    if suffix != ".csv":
         pq.write_table(table, output)
+        return
+    flat = {}
+    for name in table.column_names:
+        column = table.column(name)
+        if name == "operands" and pa.types.is_struct(column.type.value_type):
+            column = pa.array([[op["text"] for op in ops] for ops in column.to_pylist()], pa.list_(pa.string()))
+        if pa.types.is_list(column.type):
+            column = pc.binary_join(column, {"modifiers": ".", "operands": "; "}.get(name, " "))
+        flat[name] = column
+    pa_csv.write_csv(pa.table(flat), output)
 
 
 def parse(ptx: Annotated[Path, typer.Argument(
@@ -143,9 +150,13 @@ def parse(ptx: Annotated[Path, typer.Argument(
         _parse_sass(ptx, format, output)
         return
     module = parse_file(ptx)
+    # The parse leaves ~10^5 young objects, all acyclic (freed by reference counts alone), that the next
+    # collections and the one at exit would scan: a fifth of the command's time on a large file.  Frozen,
+    # the collector skips them (and the imported modules).
+    gc.freeze()
     if output is not None:
         with atomic_output(output, inputs=[ptx]) as temporary:
-            _write(module, temporary, output.suffix.lower())
+            _write(module.instructions, temporary, output.suffix.lower())
     if format is Format.json:
         typer.echo(_json(module))
     else:
@@ -153,58 +164,39 @@ def parse(ptx: Annotated[Path, typer.Argument(
 
 
 def _parse_sass(path: Path, format: Format, output: Optional[Path]) -> None:
-    """SASS listings and CUDA binaries: SASS_KERNELS and the shared-memory rows of SASS_INSTRUCTIONS."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.csv as pa_csv
-    import pyarrow.parquet as pq
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
+    """SASS listings and CUDA binaries: SASS_KERNELS and the shared-memory rows of SASS_INSTRUCTIONS, in the
+    PTX path's forms (one JSON line per kernel, a plain table of one instruction per line)."""
+    from traceconf.outputs import atomic_output
     from traceconf.sass.analyze import load_sass_input
     from traceconf.sass.emulate import is_shared
     from traceconf.sass.opcodes import shared_op
 
     module = load_sass_input(path)
     if output is not None:
-        table = module.instructions
-        try:
-            if output.suffix.lower() == ".csv":
-                flat = {name: (pc.binary_join(table.column(name), "." if name == "modifiers" else "; ")
-                               if pa.types.is_list(table.column(name).type) else table.column(name))
-                        for name in table.column_names}
-                pa_csv.write_csv(pa.table(flat), output)
-            else:
-                pq.write_table(table, output)
-        except OSError as error:
-            raise InputError(f"cannot write: {error.strerror or error}", str(output)) from None
+        with atomic_output(output, inputs=[path]) as temporary:
+            _write(module.instructions, temporary, output.suffix.lower())
     rows = [r for r in module.instructions.to_pylist() if is_shared(r)]
+    for r in rows:
+        r["opcode_text"] = ".".join([r["opcode"], *r["modifiers"]])
     if format is Format.json:
         kernels = []
         for name in module.kernel_names():
             summary = dict(module.kernel(name))
             summary["shared_instructions"] = [
                 {"instruction": r["instruction"], "pc": r["pc"], "source_file": r["source_file"],
-                 "source_line": r["source_line"], "ptx_line": r["ptx_line"],
-                 "opcode": ".".join([r["opcode"], *r["modifiers"]]),
-                 "access_bytes": shared_op(".".join([r["opcode"], *r["modifiers"]])).bytes,
+                 "source_line": r["source_line"], "ptx_line": r["ptx_line"], "opcode": r["opcode_text"],
+                 "access_bytes": shared_op(r["opcode_text"]).bytes,
                  "guard": ("!" if r["guard_negated"] else "") + r["guard"] if r["guard"] else None,
                  "operands": r["operands"], "text": r["text"]} for r in rows if r["kernel"] == name]
-            kernels.append(summary)
-        typer.echo(json.dumps(kernels, indent=2))
+            kernels.append(json.dumps(summary))
+        typer.echo("[\n" + ",\n".join(kernels) + "\n]" if kernels else "[]")
         return
-    table = Table(title=f"{path}: SASS {module.arch or '?'}, {len(module.kernel_names())} kernel(s)",
-                  title_justify="left")
-    for column, justify in (("kernel", "left"), ("#", "right"), ("pc", "right"), ("source", "left"),
-                            ("instruction", "left"), ("bytes", "right")):
-        table.add_column(column, justify=justify, overflow="fold")
-    for r in rows:
-        source = f"{Path(r['source_file']).name}:{r['source_line']}" if r["source_file"] else ""
-        opcode = ".".join([r["opcode"], *r["modifiers"]])
-        table.add_row(*(escape(cell) for cell in (r["kernel"], str(r["instruction"]), f"{r['pc']:#06x}", source,
-                                                   r["text"], str(shared_op(opcode).bytes))))
-    Console().print(table)
+    sys.stdout.write(f"{path}: SASS {module.arch or '?'}, {len(module.kernel_names())} kernel(s), "
+                     f"{len(rows)} shared-memory instruction(s)\n")
+    _plain_table(("kernel", "#", "pc", "source", "instruction", "bytes"), (False, True, True, False, False, True),
+                 [(short_name(r["kernel"], 40), str(r["instruction"]), f"{r['pc']:#06x}",
+                   f"{Path(r['source_file']).name}:{r['source_line']}" if r["source_file"] else "", r["text"],
+                   str(shared_op(r["opcode_text"]).bytes)) for r in rows])
 
 
 def register(app: typer.Typer) -> None:

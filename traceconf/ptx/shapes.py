@@ -2,9 +2,10 @@ r"""Common statement shapes read without the LALR machinery (part of the fast pa
 
 A Lark parse costs ~0.3 ms of set-up however short the text; a file has
 thousands of distinct operand texts (every register, every ``[%rd8+4]``, every
-label) and hundreds of distinct ``.loc`` and ``.reg`` lines.  Most of them have
-one of a handful of shapes — register, name, immediate, ``[base+offset]``,
-``{a, b, c, d}``, ``.loc f l c``, a one-name declaration — which one regular
+label), hundreds of distinct ``.loc`` and ``.reg`` lines and dozens of ``.file`` lines.  Most of them
+have one of a handful of shapes — register, name, immediate, ``[base+offset]``,
+``{a, b, c, d}``, ``.loc f l c``, a one-name declaration, the module header's
+``.version``/``.target``/``.address_size``/``.file`` — which one regular
 expression each recognises.  The regexes are assembled from the grammar's own
 terminal regexes (and its blanks, not Python's ``\s``), and the tokens they
 yield go to the grammar's transformer methods, so the records are the ones Lark
@@ -81,6 +82,15 @@ class ShapeReader:
                 rf"{_B}+({ident}|{reg})(?:{_B}*<{_B}*({int_}){_B}*>)?((?:{_B}*\[{_B}*(?:{int_})?{_B}*\])*){_B}*;"),
              self._declaration),
         ]
+        # Module level: the header lines every file has, nvcc's .file table and one-name variables.
+        self.module_shapes = [
+            (re.compile(rf"\.file{_B}+({int_}){_B}+({t('STRING')})((?:{_B}*,{_B}*{int_})*)"), self._file),
+            (re.compile(rf"\.version{_B}+({t('VERSION_NUMBER')})"), self._version),
+            (re.compile(rf"\.target{_B}+({t('TARGET_NAME')}(?:{_B}*,{_B}*{t('TARGET_NAME')})*)"), self._target),
+            (re.compile(rf"\.address_size{_B}+({int_})"), self._address_size),
+            self.statement_shapes[1],
+        ]
+        self.target_separator = re.compile(rf"{_B}*,{_B}*")
         self.attribute = re.compile(rf"\.align{_B}+({int_})|({t('VECTOR')})|({t('TYPE')})")
         self.dimension = re.compile(rf"\[{_B}*({int_})?{_B}*\]")
         self.linkage = re.compile(t("LINKAGE"))
@@ -132,6 +142,11 @@ class ShapeReader:
         """Records of one body statement (``.loc 1 5 2``, ``.reg .b32 %r<9>;`` or any other)."""
         return self._read(text, self.statement_shapes, "body_items")
 
+    def read_module_statement(self, text: str) -> list:
+        """Records of one module-level statement (``.file``, ``.version``, a declaration ...); ``text`` holds
+        no blanks at either end."""
+        return self._read(text, self.module_shapes, "start")
+
     def _read(self, text: str, shapes: list, start: str):
         for regex, build in shapes:
             match = regex.fullmatch(text)
@@ -159,6 +174,18 @@ class ShapeReader:
     @staticmethod
     def _loc(match):
         return [loc_record(*match.groups())]
+
+    def _file(self, match):
+        return [self.t.file_directive(self._token(match, 1, "INT"), Token("STRING", match.group(2)))]
+
+    def _version(self, match):
+        return [self.t.version(Token("VERSION_NUMBER", match.group(1)))]
+
+    def _target(self, match):
+        return [self.t.target(*(Token("TARGET_NAME", name) for name in self.target_separator.split(match.group(1))))]
+
+    def _address_size(self, match):
+        return [self.t.address_size(self._token(match, 1, "INT"))]
 
     def _declaration(self, match):
         t = self.t

@@ -16,7 +16,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from functools import lru_cache
@@ -94,9 +93,12 @@ def tool_version(name: str) -> str:
     tool = find_tool(name)
     if tool is None:
         return ""
+    from traceconf.tools import ToolError
+    from traceconf.tools import run_tool as run   # the one way to run a program (no shell, timeout, own folder)
+
     try:
-        out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
+        out = run(name, ["--version"], timeout=30, program=tool, check=False).stdout
+    except ToolError:
         return ""
     match = re.search(r"V(\d+\.\d+\.\d+)", out)
     return match.group(1) if match else out.strip().splitlines()[-1] if out.strip() else ""

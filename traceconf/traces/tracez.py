@@ -47,6 +47,9 @@ _TB = struct.Struct("<11I")
 _WARP = struct.Struct("<IIQ")
 #: A kernel header is a few hundred bytes; a NUL this far in means the file is no .tracez.
 _HEADER_LIMIT = 1 << 20
+#: Most a sub-chunk may expand to.  The writer's 2,048 lines take a few MiB; zstd expands up to ~32,000x, so a
+#: hostile file of a few KiB could otherwise claim (and have decompress() allocate) gigabytes at once.
+MAX_SUBCHUNK_BYTES = 256 << 20
 
 
 def is_tracez(path: str | Path) -> bool:
@@ -176,7 +179,7 @@ class TracezFile:
                 self._corrupt(f"sub-chunk of {size} bytes runs into the index", offset)
             frame = self._read(offset + 4, size, "sub-chunk")
             try:
-                text = self._zstd.decompress(frame)
+                text = self._decompress(frame, number, offset)
             except self._zstd_error as error:
                 self._corrupt(f"sub-chunk {number} does not decompress: {error}", offset)
             lines = text.count(b"\n") + 1 if text else 0
@@ -187,6 +190,29 @@ class TracezFile:
             if self._progress is not None:
                 self._progress(self._base + offset, self._total)
             yield text + b"\n" if text else b""
+
+    def _decompress(self, frame: bytes, number: int, offset: int) -> bytes:
+        """One sub-chunk's text, never more than :data:`MAX_SUBCHUNK_BYTES` (checked before anything is allocated
+        when the frame states its size, as the writer's do; streamed in 1 MiB pieces when it does not)."""
+        import zstandard
+
+        def too_large(size: str):
+            self._corrupt(f"sub-chunk {number} expands to {size} bytes, past the limit of "
+                          f"{MAX_SUBCHUNK_BYTES >> 20} MiB per sub-chunk", offset)
+
+        claimed = zstandard.frame_content_size(frame)
+        if claimed > MAX_SUBCHUNK_BYTES:
+            too_large(f"{claimed:,}")
+        if claimed >= 0:
+            return self._zstd.decompress(frame)
+        pieces, total = [], 0
+        with self._zstd.stream_reader(frame) as reader:
+            while piece := reader.read(1 << 20):
+                total += len(piece)
+                if total > MAX_SUBCHUNK_BYTES:
+                    too_large("more than that many")
+                pieces.append(piece)
+        return b"".join(pieces)
 
     # ------------------------------------------------------------------ the equivalent .traceg
     def header_lines(self) -> list[str]:
