@@ -96,6 +96,38 @@ def test_param_by_index_applies_only_to_kernels_that_have_it(ptx):
     assert found["plain"]["launch"]["params"] == {}
 
 
+def test_new_nvcc_parameters_are_spelled_by_index_in_the_launch_line_and_messages(tmp_path):
+    # <kernel>_param_N (new nvcc, Triton) is spelled N, the key --param takes, not the mangled name
+    path = tmp_path / "bound.ptx"
+    path.write_text(""".version 8.0
+.target sm_90
+.address_size 64
+.visible .entry _Z5boundPfi(
+    .param .u64 _Z5boundPfi_param_0,
+    .param .u32 _Z5boundPfi_param_1
+)
+{
+    .reg .b32 %r<6>;
+    .reg .pred %p<2>;
+    .shared .align 4 .b8 buf[512];
+    ld.param.u32 %r1, [_Z5boundPfi_param_1];
+    mov.u32 %r2, %tid.x;
+    setp.ge.u32 %p1, %r2, %r1;
+    @%p1 bra DONE;
+    shl.b32 %r3, %r2, 2;
+    mov.u32 %r4, buf;
+    add.u32 %r5, %r4, %r3;
+    st.shared.u32 [%r5], %r2;
+DONE:
+    ret;
+}
+""")
+    missing = run("analyze", path, "--block", "32", "--level", "ptx")
+    assert missing.exit_code == 2 and "pass --param 1=VALUE" in missing.stderr, missing.stderr
+    given = run("analyze", path, "--block", "32", "--level", "ptx", "--param", "1=16")
+    assert given.exit_code == 0 and "params 1=16" in given.stdout and "_param_1=" not in given.stdout
+
+
 def test_param_no_kernel_has_is_an_error(ptx):
     result = run("analyze", ptx, "--block", "32", "--param", "7=1")
     assert result.exit_code == 2

@@ -221,7 +221,11 @@ def missing_params_message(kernel: str, what: str, where: str, names: list[str])
 
 
 def param_spelling(kernel: str, name: str) -> str:
-    """The shortest ``--param`` key for a PTX parameter: an old nvcc's ``__cudaparm_<kernel>_<name>`` is named
-    by its source name (:func:`parameter_name` accepts it); other names as written."""
+    """The shortest ``--param`` key for a PTX parameter (:func:`parameter_name` accepts each): an old nvcc's
+    ``__cudaparm_<kernel>_<name>`` by its source name, new nvcc's and Triton's ``<kernel>_param_<N>`` by its
+    index N (their parameters are numbered from 0 in order); other names as written."""
     prefix = f"__cudaparm_{kernel}_"
-    return name[len(prefix):] if name.startswith(prefix) and name[len(prefix):] else name
+    if name.startswith(prefix) and name[len(prefix):]:
+        return name[len(prefix):]
+    index = name.removeprefix(f"{kernel}_param_")
+    return index if index != name and index.isdigit() else name
