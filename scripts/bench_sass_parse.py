@@ -59,11 +59,11 @@ def bench_launch() -> None:
     from traceconf.emulate import Launch, emulate
     from traceconf.engine import analyze, summarize
     from traceconf.rules import load_rule_set
-    from traceconf.sass import toolchain
+    from traceconf import tools
     from traceconf.sass.analyze import assemble_ptx
     from traceconf.sass.emulate import emulate_sass
 
-    if toolchain.find_tool("ptxas") is None or toolchain.find_tool("nvdisasm") is None:
+    if tools.locate("ptxas") is None or tools.locate("nvdisasm") is None:
         print("launch: skipped (needs ptxas and nvdisasm)")
         return
     rules = load_rule_set("sm_90")

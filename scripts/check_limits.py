@@ -120,8 +120,8 @@ def main() -> None:
     options = parser.parse_args()
     levels = options.levels.split(",")
     if "sass" in levels:
-        from traceconf.sass import toolchain
-        if toolchain.find_tool("ptxas") is None or toolchain.find_tool("nvdisasm") is None:
+        from traceconf import tools
+        if tools.locate("ptxas") is None or tools.locate("nvdisasm") is None:
             print("no ptxas/nvdisasm: the SASS level is not checked")
             levels.remove("sass")
     files = options.files or sorted((REPO / "tests" / "fixtures").rglob("*.ptx")) + \

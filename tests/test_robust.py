@@ -384,9 +384,15 @@ def test_missing_tool_is_one_line(monkeypatch, tmp_path):
     from traceconf import tools
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setattr(tools, "CUDA_BIN", tmp_path / "nowhere")
-    with pytest.raises(tools.ToolError, match="nvdisasm not found on PATH .*pip install nvidia-cuda-nvdisasm"):
-        tools.run_tool("nvdisasm", ["--help"])
+    monkeypatch.setattr(tools, "wheel_bin_dirs", lambda: [])
+    tools.locate.cache_clear()
+    try:
+        with pytest.raises(tools.ToolError, match="nvdisasm not found .searched PATH.*pip install nvidia-cuda-nvdisasm"):
+            tools.run_tool("nvdisasm", ["--help"])
+    finally:
+        tools.locate.cache_clear()
 
 
 def test_only_the_tools_module_starts_programs():

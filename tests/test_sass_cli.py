@@ -12,16 +12,16 @@ from typer.testing import CliRunner
 
 from test_cli_first_hour import PTX
 from traceconf.cli import app
-from traceconf.sass import toolchain
+from traceconf import tools
 
 REPO = Path(__file__).resolve().parents[1]
 CUDA = REPO / "tests" / "fixtures" / "cuda"
 SASS = REPO / "tests" / "data" / "sass"
 HW_SASS = REPO / "tests" / "data" / "hw" / "sass"
 TRANSPOSE = ["--block", "32,8", "--grid", "32,32"]          # transpose_tile<...>(out, in, width)
-HAVE_TOOLS = toolchain.find_tool("ptxas") is not None and toolchain.find_tool("nvdisasm") is not None
+HAVE_TOOLS = tools.locate("ptxas") is not None and tools.locate("nvdisasm") is not None
 needs_tools = pytest.mark.skipif(not HAVE_TOOLS, reason="needs ptxas and nvdisasm (CUDA toolkit or NVIDIA pip wheels)")
-needs_cuobjdump = pytest.mark.skipif(toolchain.find_tool("cuobjdump") is None or toolchain.find_tool("nvdisasm") is None,
+needs_cuobjdump = pytest.mark.skipif(tools.locate("cuobjdump") is None or tools.locate("nvdisasm") is None,
                                      reason="needs cuobjdump and nvdisasm (CUDA toolkit or NVIDIA pip wheels)")
 
 
@@ -88,7 +88,7 @@ def test_auto_falls_back_to_ptx_with_a_note_for_devices_ptxas_does_not_target():
 
 
 def test_missing_ptxas_with_level_sass_names_how_to_get_one(monkeypatch):
-    monkeypatch.setattr(toolchain, "find_tool", lambda name: None)
+    monkeypatch.setattr(tools, "locate", lambda name: None)
     result = invoke("analyze", CUDA / "transpose.sm_90.ptx", *TRANSPOSE, "--level", "sass")
     assert result.exit_code == 2
     assert "ptxas not found" in result.output and "pip install nvidia-cuda-nvcc" in result.output

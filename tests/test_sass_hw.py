@@ -28,14 +28,14 @@ from traceconf.kinds import UNCOUNTED
 from traceconf.emulate import Launch
 from traceconf.engine import analyze, summarize
 from traceconf.rules import load_rule_set
-from traceconf.sass import toolchain
+from traceconf import tools
 
 REPO = Path(__file__).resolve().parents[1]
 CUDA = REPO / "tests" / "fixtures" / "cuda"
 HW = REPO / "tests" / "data" / "hw"
 
 pytestmark = pytest.mark.skipif(
-    toolchain.find_tool("ptxas") is None or toolchain.find_tool("nvdisasm") is None,
+    tools.locate("ptxas") is None or tools.locate("nvdisasm") is None,
     reason="needs ptxas and nvdisasm (CUDA toolkit, or pip install nvidia-cuda-nvcc nvidia-cuda-nvdisasm)")
 
 #: The launches ptxas rewrote (fused shared accesses): exact at SASS level, skipped at PTX level.

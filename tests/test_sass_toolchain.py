@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from traceconf.errors import InputError
+from traceconf import tools
 from traceconf.sass import toolchain
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,12 +29,12 @@ def isolated(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setenv("TRACECONF_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(toolchain, "_wheel_bin_dirs", lambda: [tmp_path / "wheel" / "bin"])
-    monkeypatch.setattr(toolchain, "search_dirs", _without_system(toolchain.search_dirs))
-    toolchain.find_tool.cache_clear()
+    monkeypatch.setattr(tools, "wheel_bin_dirs", lambda: [tmp_path / "wheel" / "bin"])
+    monkeypatch.setattr(tools, "search_dirs", _without_system(tools.search_dirs))
+    tools.locate.cache_clear()
     toolchain.tool_version.cache_clear()
     yield tmp_path
-    toolchain.find_tool.cache_clear()
+    tools.locate.cache_clear()
     toolchain.tool_version.cache_clear()
 
 
@@ -42,21 +43,21 @@ def _without_system(search):
 
 
 def test_search_order_path_then_cuda_home_then_wheels(isolated):
-    assert toolchain.find_tool("ptxas") is None
+    assert tools.locate("ptxas") is None
     wheel = _fake_tool(isolated / "wheel" / "bin", "ptxas", "exit 0\n")
-    toolchain.find_tool.cache_clear()
-    assert toolchain.find_tool("ptxas") == str(wheel)
+    tools.locate.cache_clear()
+    assert tools.locate("ptxas") == str(wheel)
     home = _fake_tool(isolated / "cuda" / "bin", "ptxas", "exit 0\n")
-    toolchain.find_tool.cache_clear()
-    assert toolchain.find_tool("ptxas") == str(home)
+    tools.locate.cache_clear()
+    assert tools.locate("ptxas") == str(home)
     first = _fake_tool(isolated / "path", "ptxas", "exit 0\n")
-    toolchain.find_tool.cache_clear()
-    assert toolchain.find_tool("ptxas") == str(first)
+    tools.locate.cache_clear()
+    assert tools.locate("ptxas") == str(first)
 
 
 def test_missing_tool_names_how_to_get_it(isolated):
     with pytest.raises(InputError, match=r"ptxas not found .*pip install nvidia-cuda-nvcc"):
-        toolchain.require_tool("ptxas")
+        tools.find_tool("ptxas")
 
 
 def test_assemble_runs_ptxas_once_per_ptx_arch_and_options(isolated):
@@ -64,7 +65,7 @@ def test_assemble_runs_ptxas_once_per_ptx_arch_and_options(isolated):
     # a stand-in ptxas: records its arguments, writes "-o FILE" with the arguments as content
     _fake_tool(isolated / "path", "ptxas", f'echo "$@" >> {log}\n'
                'while [ $# -gt 0 ]; do if [ "$1" = "-o" ]; then shift; echo cubin > "$1"; fi; shift; done\n')
-    toolchain.find_tool.cache_clear()
+    tools.locate.cache_clear()
     ptx = b".version 8.0\n.target sm_90\n"
     assert toolchain.assemble(ptx, "sm_90") == b"cubin\n"
     assert toolchain.assemble(ptx, "sm_90") == b"cubin\n"
@@ -81,7 +82,7 @@ def test_assemble_runs_ptxas_once_per_ptx_arch_and_options(isolated):
 def test_tool_failures_are_one_line_and_located(isolated):
     _fake_tool(isolated / "path", "ptxas",
                'echo "ptxas /tmp/x/input.ptx, line 12; error   : Unknown symbol \'%r9\'" >&2\nexit 1\n')
-    toolchain.find_tool.cache_clear()
+    tools.locate.cache_clear()
     with pytest.raises(InputError) as caught:
         toolchain.assemble(b".version 8.0\n", "sm_90", what="k.ptx")
     assert (caught.value.file, caught.value.line) == ("k.ptx", 12)

@@ -284,8 +284,8 @@ def test_cli_time_limit_labels_the_counts_partial_and_says_how_to_go_on():
 ], ids=["ptx", "sass"])
 def test_cli_exhaustive_and_classes_print_the_same_totals(args):
     if "sass" in args:
-        from traceconf.sass import toolchain
-        if toolchain.find_tool("ptxas") is None or toolchain.find_tool("nvdisasm") is None:
+        from traceconf import tools
+        if tools.locate("ptxas") is None or tools.locate("nvdisasm") is None:
             pytest.skip("no ptxas/nvdisasm for the SASS level")
     args = [*args, "--format", "json"]
     import json

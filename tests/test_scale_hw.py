@@ -16,7 +16,7 @@ import pytest
 
 from traceconf.pipeline import LaunchRequest, run_file
 from traceconf.rules import load_rule_set
-from traceconf.sass import toolchain
+from traceconf import tools
 
 REPO = Path(__file__).resolve().parents[1]
 SCALE_HW = REPO / "tests" / "data" / "hw" / "scale"
@@ -29,7 +29,7 @@ STABLE_LDGSTS = sorted(launch for launch, row in SOURCE.items() if int(row["sour
 #: our kinds → the Source page's operation columns (LDSM is a load, STSM a store there)
 COLUMNS = {"ld": "ld", "ldmatrix": "ld", "st": "st", "stmatrix": "st", "atom": "atom"}
 
-pytestmark = pytest.mark.skipif(toolchain.find_tool("ptxas") is None or toolchain.find_tool("nvdisasm") is None,
+pytestmark = pytest.mark.skipif(tools.locate("ptxas") is None or tools.locate("nvdisasm") is None,
                                 reason="the SASS level needs ptxas (CUDA toolkit) and nvdisasm (nvidia-cuda-nvdisasm)")
 
 
@@ -53,7 +53,7 @@ def predict(launch: dict) -> Counter:
 def test_predictions_equal_the_source_page_at_scale(launch):
     measured, predicted = SOURCE[launch["id"]], predict(launch)
     for op in ("ld", "st", "atom"):
-        assert predicted[op] == int(measured[f"source_wf_{op}"] or 0), (op, analysis.launch)
+        assert predicted[op] == int(measured[f"source_wf_{op}"] or 0), op
 
 
 @pytest.mark.parametrize("launch_id", STABLE_LDGSTS)

@@ -10,10 +10,10 @@ from test_scale import LAUNCHES, SCALE, TRICKY, TRICKY_GRIDS
 from traceconf.emulate import grid as scheduler
 from traceconf.pipeline import LaunchRequest
 from traceconf.rules import load_rule_sets
-from traceconf.sass import toolchain
+from traceconf import tools
 from traceconf.sass.analyze import run_ptx_at_level
 
-pytestmark = pytest.mark.skipif(toolchain.find_tool("ptxas") is None or toolchain.find_tool("nvdisasm") is None,
+pytestmark = pytest.mark.skipif(tools.locate("ptxas") is None or tools.locate("nvdisasm") is None,
                                 reason="the SASS level needs ptxas (CUDA toolkit) and nvdisasm (nvidia-cuda-nvdisasm)")
 
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -24,14 +26,14 @@ from traceconf.errors import InputError
 
 #: Default seconds one tool run may take.
 DEFAULT_TIMEOUT = 120.0
-#: Where CUDA's tools are looked for after PATH (``$CUDA_HOME/bin`` first when set).
+#: Where CUDA's tools are looked for after PATH and ``$CUDA_HOME``/``$CUDA_PATH``, before the pip wheels.
 CUDA_BIN = Path("/usr/local/cuda/bin")
-#: How the tools that do not come with every CUDA install are installed.
+#: How to get each tool.
 INSTALL_HINTS = {
-    "cuobjdump": "pip install nvidia-cuda-cuobjdump, or install the CUDA toolkit",
-    "nvdisasm": "pip install nvidia-cuda-nvdisasm, or install the CUDA toolkit",
-    "ptxas": "install the CUDA toolkit (or pip install nvidia-cuda-nvcc)",
-    "nvcc": "install the CUDA toolkit (or pip install nvidia-cuda-nvcc)",
+    "ptxas": "install the CUDA toolkit or `pip install nvidia-cuda-nvcc` (or `pip install 'traceconf[sass]'`)",
+    "cuobjdump": "install the CUDA toolkit or `pip install nvidia-cuda-cuobjdump` (or `pip install 'traceconf[sass]'`)",
+    "nvdisasm": "install the CUDA toolkit or `pip install nvidia-cuda-nvdisasm` (or `pip install 'traceconf[sass]'`)",
+    "nvcc": "install the CUDA toolkit (or `pip install nvidia-cuda-nvcc`)",
 }
 #: Characters of a tool's stderr kept in the one-line message.
 MESSAGE_CHARS = 300
@@ -50,17 +52,44 @@ class ToolResult:
     returncode: int = 0
 
 
-def find_tool(name: str) -> str:
-    """The path of ``name``: PATH, then ``$CUDA_HOME/bin``, then /usr/local/cuda/bin; ToolError if absent."""
-    found = shutil.which(name)
-    if found:
-        return found
-    for folder in ([Path(os.environ["CUDA_HOME"]) / "bin"] if os.environ.get("CUDA_HOME") else []) + [CUDA_BIN]:
-        candidate = folder / name
+def wheel_bin_dirs() -> list[Path]:
+    """``site-packages/nvidia/*/bin`` of NVIDIA's pip wheels (cu12: nvidia/cuda_nvcc/bin; cu13: nvidia/cu13/bin)."""
+    found = []
+    for entry in sys.path:
+        base = Path(entry) / "nvidia"
+        if base.is_dir():
+            found += sorted(p for p in base.glob("*/bin") if p.is_dir())
+    return found
+
+
+def search_dirs() -> list[Path]:
+    """Where tools are looked for, in order: PATH, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, /usr/local/cuda/bin,
+    the pip wheels."""
+    dirs = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    for variable in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(variable):
+            dirs.append(Path(os.environ[variable]) / "bin")
+    dirs.append(CUDA_BIN)
+    return dirs + wheel_bin_dirs()
+
+
+@lru_cache(maxsize=None)
+def locate(name: str) -> str | None:
+    """Absolute path of the tool ``name`` (first in :func:`search_dirs`), or None."""
+    for directory in search_dirs():
+        candidate = directory / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
-    hint = INSTALL_HINTS.get(name, "install it or put it on PATH")
-    raise ToolError(f"{name} not found on PATH or in {CUDA_BIN}: {hint}")
+    return shutil.which(name)
+
+
+def find_tool(name: str) -> str:
+    """The path of ``name``; a ToolError saying where it was looked for and how to get it when absent."""
+    found = locate(name)
+    if found is None:
+        raise ToolError(f"{name} not found (searched PATH, $CUDA_HOME/bin, {CUDA_BIN} and the NVIDIA pip wheels): "
+                        f"{INSTALL_HINTS.get(name, 'install it or put it on PATH')}")
+    return found
 
 
 @contextmanager

@@ -84,6 +84,7 @@ def sass_arch(rules) -> str | None:
 
 def choose_level(level: str, rule_sets: list) -> tuple[str, str | None, str | None]:
     """(level to use, architecture to assemble for, note) for PTX input."""
+    from traceconf import tools
     from traceconf.sass import toolchain
 
     if level not in LEVELS:
@@ -91,10 +92,10 @@ def choose_level(level: str, rule_sets: list) -> tuple[str, str | None, str | No
     if level == "ptx":
         return "ptx", None, None
     arches = {sass_arch(rules) for rules in rule_sets}
-    ptxas = toolchain.find_tool("ptxas")
+    ptxas = tools.locate("ptxas")
     if level == "sass":
-        toolchain.require_tool("ptxas")
-        toolchain.require_tool("nvdisasm")
+        tools.find_tool("ptxas")
+        tools.find_tool("nvdisasm")
     reasons = []
     if None in arches:
         names = ", ".join(r.name for r in rule_sets if sass_arch(r) is None)
@@ -102,9 +103,9 @@ def choose_level(level: str, rule_sets: list) -> tuple[str, str | None, str | No
     elif len(arches) > 1:
         reasons.append("the rule sets name several architectures (one SASS per run)")
     elif ptxas is None:
-        reasons.append("no ptxas found (" + toolchain.HOW_TO_GET["ptxas"] + ")")
-    elif toolchain.find_tool("nvdisasm") is None:
-        reasons.append("no nvdisasm found (" + toolchain.HOW_TO_GET["nvdisasm"] + ")")
+        reasons.append("no ptxas found (" + tools.INSTALL_HINTS["ptxas"] + ")")
+    elif tools.locate("nvdisasm") is None:
+        reasons.append("no nvdisasm found (" + tools.INSTALL_HINTS["nvdisasm"] + ")")
     else:
         targets = toolchain.ptxas_targets()
         arch = next(iter(arches))

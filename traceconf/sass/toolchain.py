@@ -1,10 +1,11 @@
 """Finding and running NVIDIA's tools: ptxas (PTX → cubin), cuobjdump and nvdisasm (cubin → SASS text).
 
-Search order for each tool: ``PATH``, ``$CUDA_HOME/bin`` (and ``$CUDA_PATH``),
-``/usr/local/cuda/bin``, then the ``bin`` folders of the NVIDIA pip wheels
-(``nvidia-cuda-nvcc``, ``nvidia-cuda-cuobjdump``, ``nvidia-cuda-nvdisasm``;
-``pip install 'traceconf[sass]'`` installs them).  Tools run without a shell,
-with an argument list, a timeout and a private temporary folder.  ptxas
+Tools are found and run by :mod:`traceconf.tools` (search order: ``PATH``,
+``$CUDA_HOME/bin`` and ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin``, then the
+``bin`` folders of the NVIDIA pip wheels ``nvidia-cuda-nvcc``,
+``nvidia-cuda-cuobjdump``, ``nvidia-cuda-nvdisasm``, which
+``pip install 'traceconf[sass]'`` installs; no shell, an argument list, a
+timeout and a private temporary folder).  ptxas
 output is cached per (PTX hash, architecture, options, ptxas version) in the
 user cache folder (``$TRACECONF_CACHE`` or ``$XDG_CACHE_HOME/traceconf`` or
 ``~/.cache/traceconf``), and so is the disassembly of a binary (per binary hash and tool versions).
@@ -15,57 +16,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
-import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 from traceconf.errors import InputError
+from traceconf.tools import find_tool, locate
 
 TIMEOUT_S = 120
-HOW_TO_GET = {
-    "ptxas": "install the CUDA toolkit or `pip install nvidia-cuda-nvcc` (or `pip install 'traceconf[sass]'`)",
-    "cuobjdump": "install the CUDA toolkit or `pip install nvidia-cuda-cuobjdump` (or `pip install 'traceconf[sass]'`)",
-    "nvdisasm": "install the CUDA toolkit or `pip install nvidia-cuda-nvdisasm` (or `pip install 'traceconf[sass]'`)",
-}
-
-
-def _wheel_bin_dirs() -> list[Path]:
-    """``site-packages/nvidia/*/bin`` (cu12 wheels: nvidia/cuda_nvcc/bin; cu13: nvidia/cu13/bin)."""
-    found = []
-    for entry in sys.path:
-        base = Path(entry) / "nvidia"
-        if base.is_dir():
-            found += sorted(p for p in base.glob("*/bin") if p.is_dir())
-    return found
-
-
-def search_dirs() -> list[Path]:
-    dirs = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
-    for variable in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(variable):
-            dirs.append(Path(os.environ[variable]) / "bin")
-    dirs.append(Path("/usr/local/cuda/bin"))
-    return dirs + _wheel_bin_dirs()
-
-
-@lru_cache(maxsize=None)
-def find_tool(name: str) -> str | None:
-    """Absolute path of ``name`` (ptxas, cuobjdump, nvdisasm) or None."""
-    for directory in search_dirs():
-        candidate = directory / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return shutil.which(name)
-
-
-def require_tool(name: str) -> str:
-    tool = find_tool(name)
-    if tool is None:
-        raise InputError(f"{name} not found (searched PATH, $CUDA_HOME/bin, /usr/local/cuda/bin and the NVIDIA pip "
-                         f"wheels): {HOW_TO_GET[name]}")
-    return tool
 
 
 _PTXAS_LOCATION = re.compile(r", line (\d+); (?:error|fatal)\s*:\s*(.*)")
@@ -76,7 +34,7 @@ def run_tool(name: str, arguments: list[str], what: str, cwd: str | None = None,
     (located at ``file``:LINE when the tool names an input line, as ptxas does)."""
     from traceconf.tools import run_tool as run   # no shell, argument list, timeout, private folder
 
-    done = run(name, arguments, folder=Path(cwd) if cwd else None, timeout=TIMEOUT_S, program=require_tool(name),
+    done = run(name, arguments, folder=Path(cwd) if cwd else None, timeout=TIMEOUT_S, program=find_tool(name),
                file=file, check=False)
     if done.returncode != 0:
         message = next((line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()),
@@ -90,7 +48,7 @@ def run_tool(name: str, arguments: list[str], what: str, cwd: str | None = None,
 
 @lru_cache(maxsize=None)
 def tool_version(name: str) -> str:
-    tool = find_tool(name)
+    tool = locate(name)
     if tool is None:
         return ""
     from traceconf.tools import ToolError
@@ -171,8 +129,8 @@ def _disassemble(binary: bytes, what: str) -> tuple[str, str]:
     with tempfile.TemporaryDirectory(prefix="traceconf-") as work:
         path = Path(work) / "input.bin"
         path.write_bytes(binary)
-        elf = run_tool("cuobjdump", ["-elf", str(path)], what, cwd=work) if find_tool("cuobjdump") else ""
-        if is_cubin(binary) and find_tool("nvdisasm"):
+        elf = run_tool("cuobjdump", ["-elf", str(path)], what, cwd=work) if locate("cuobjdump") else ""
+        if is_cubin(binary) and locate("nvdisasm"):
             listing = run_tool("nvdisasm", ["-g", "-gp", "-c", str(path)], what, cwd=work)
         else:
             listing = run_tool("cuobjdump", ["-sass", str(path)], what, cwd=work)
