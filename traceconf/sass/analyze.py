@@ -53,7 +53,7 @@ def assemble_ptx(path: str | Path, arch: str, options: list[str] | None = None, 
     listing, elf = toolchain.disassemble(cubin, f"{path} (assembled for {arch})")
     module = with_elf_facts(parse_text(listing, path), elf_facts(elf))
     _name_params(module, ptx_module)
-    module.path = path
+    module.path, module.from_ptx = path, True
     return module, ptx_module
 
 

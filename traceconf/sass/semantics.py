@@ -27,8 +27,8 @@ from traceconf.emulate import taint
 from traceconf.emulate.simt import EXIT, Compiled, with_guard
 from traceconf.sass.control import (RECONVERGE_JUMPS, barrier, both, branch_if_divergent, guard_of, jump,
                                     return_to_register, target_of)
-from traceconf.sass.memory import other_memory, shared_memory
-from traceconf.sass.opcodes import shared_op
+from traceconf.sass.memory import global_memory, other_memory, shared_memory
+from traceconf.sass.opcodes import global_op, shared_op
 from traceconf.sass.operands import (M32, Operand, SassContext, pair_name, parse_operand, read_register, reader,
                                      signed32, taint_of, write_register, writer)
 from traceconf.sass.warp import match, redux, shfl, vote
@@ -758,6 +758,8 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
     body = None
     if shared_op(full) is not None:
         body = shared_memory(full, ops, mods, ctx, slot)
+    if body is None and global_op(full) is not None:
+        body = global_memory(full, ops, mods, ctx, slot)
     if body is None and family in _ALU and _ALU[family] is not None:
         try:
             body = _ALU[family](ops, mods, ctx)
@@ -780,6 +782,8 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
 def _written(ops: list[Operand], mods: list[str]) -> tuple[str, ...]:
     """The registers an instruction may write: its leading register (with the pair or quad its width
     implies) and the predicates right after it (at worst a few more than it writes: their taint only grows)."""
+    if ops and ops[0].kind == "pred" and ops[0].name in ("PT", "UPT") and len(ops) > 1 and ops[1].kind == "reg":
+        ops = ops[1:]                   # ATOMG.E.ADD PT, Rd, [a], Rb: the register after the (unwritten) PT
     if not ops or ops[0].kind not in ("reg", "pred") or ops[0].negate:
         return ()
     names = [ops[0].name]
