@@ -370,7 +370,7 @@ class Machine(ThreadState):
         """True (and reported) when a shared access cannot be evaluated."""
         self.check_known(slot, bits, f"shared-memory {what}")
         if bits & int(taint.UNKNOWN):
-            self.report_unresolved(slot, f"{what} depends on {taint.describe(bits)}")
+            self.report_unresolved(slot, f"{what} depends on {self.findings.why(bits)}")
             return True
         return False
 
@@ -433,7 +433,7 @@ class Machine(ThreadState):
         if not threads.any():
             return
         self.pc[threads] = EXIT
-        why = reason or f"branch condition depends on {taint.describe(bits)}"
+        why = reason or f"branch condition depends on {self.findings.why(bits)}"
         self.findings.stopped(slot, f"not analysed past {self.where(slot.row)}: {why}",
                               self.findings.reachable_shared(self.program, self.pc_of(slot)))
 

@@ -216,6 +216,8 @@ def run_sass_file(path: str | Path, kernels: list[str] | None, launch: LaunchReq
                   progress: Progress | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
     """A SASS listing or CUDA binary."""
     module = load_sass_input(path)
+    names = select_kernels(module.kernel_names(), kernels or launch.kernel_patterns(), str(path))
+    launch.check_params([module.kernel(name) for name in names], str(path))   # a --data/--param no kernel has
     return run_sass_module(module, kernels, launch, rule_sets, progress)
 
 
