@@ -399,3 +399,23 @@ def test_without_any_data_the_reason_names_the_pointer_read_through():
     result = run([TID, *POINTERS, "IMAD.WIDE R2, R0, 0x4, R20", "LDG.E R6, [R2.64]", "STS [R6], RZ"])
     (entry,) = result.unresolved
     assert "the kernel reads global memory through param@0x8, which has no --data" in entry["reason"]
+
+
+def test_f32_arithmetic_on_data_is_exact_as_the_ptx_levels():
+    """With --data, FFMA / FMUL / FADD (sign modifiers on the bit pattern) / FMNMX / FSETP give the IEEE results
+    (traceconf.emulate.floatops): their bit patterns, shifted down, are shared addresses; a compare guards a
+    store.  Without data the same arithmetic stays unknown."""
+    x = (1.5 * np.arange(32) - 7).astype(np.float32)
+    body = [TID, *POINTERS, "IMAD.WIDE R2, R0, 0x4, R4", "LDG.E R6, [R2.64]",
+            "FFMA R7, R6, 2, 0.25", "SHF.R.U32.HI R8, RZ, 0x14, R7", "STS [R8], RZ",
+            "FADD R9, -|R6|, 0.5", "SHF.R.U32.HI R10, RZ, 0x14, R9", "STS [R10], RZ",
+            "FMNMX R11, R6, 20, PT", "FMUL R11, R11, 0x40000000", "SHF.R.U32.HI R12, RZ, 0x14, R11", "STS [R12], RZ",
+            "FSETP.GT.AND P0, PT, R6, 10, PT", "IMAD.SHL.U32 R13, R0, 0x4, RZ", "@P0 STS [R13], RZ"]
+
+    def top(values):
+        return (np.asarray(values, dtype=np.float32).view(np.uint32) >> 20).tolist()
+    result = _with_shared_memory(body, data={"0": _buffer(x, np.float32)})
+    assert _addresses(result) == [top(x * np.float32(2) + np.float32(0.25)), top(np.float32(0.5) - np.abs(x)),
+                                  top(np.minimum(x, np.float32(20)) * np.float32(2)),
+                                  np.where(x > 10, 4 * np.arange(32), -1).tolist()]
+    assert _with_shared_memory(body).unresolved

@@ -5,7 +5,8 @@ in :mod:`.memory`, control flow in :mod:`.control`, operand readers and writers 
 Integer, logic, predicate, move, conversion and warp instructions are
 evaluated exactly on every thread (32-bit registers, 64-bit pairs, carries
 through predicates).  Floating-point arithmetic is not evaluated: its results
-carry :data:`taint.FLOAT`.  The integer-division idiom ptxas emits
+carry :data:`taint.FLOAT` (with ``--data``, f32 FADD/FMUL/FFMA/FSETP/FMNMX are,
+as the PTX level's: :mod:`.floats`).  The integer-division idiom ptxas emits
 (``I2F.U32.RP`` → ``MUFU.RCP`` → ``F2I.FTZ.U32.TRUNC``, then integer
 corrections) is evaluated in float32 without that taint, because its integer
 correction steps make the final quotient exact for any reciprocal within the
@@ -27,6 +28,7 @@ from traceconf.emulate import taint
 from traceconf.emulate.simt import EXIT, Compiled, with_guard
 from traceconf.sass.control import (RECONVERGE_JUMPS, barrier, both, branch_if_divergent, guard_of, jump,
                                     return_to_register, target_of)
+from traceconf.sass.floats import compile_float
 from traceconf.sass.memory import global_memory, other_memory, shared_memory
 from traceconf.sass.opcodes import global_op, shared_op
 from traceconf.sass.operands import (M32, Operand, SassContext, pair_name, parse_operand, read_register, reader,
@@ -760,6 +762,8 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
         body = shared_memory(full, ops, mods, ctx, slot)
     if body is None and global_op(full) is not None:
         body = global_memory(full, ops, mods, ctx, slot)
+    if body is None and family in FLOAT_FAMILIES:
+        body = compile_float(family, ops, mods, ctx)
     if body is None and family in _ALU and _ALU[family] is not None:
         try:
             body = _ALU[family](ops, mods, ctx)
