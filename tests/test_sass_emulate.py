@@ -419,3 +419,14 @@ def test_f32_arithmetic_on_data_is_exact_as_the_ptx_levels():
                                   top(np.minimum(x, np.float32(20)) * np.float32(2)),
                                   np.where(x > 10, 4 * np.arange(32), -1).tolist()]
     assert _with_shared_memory(body).unresolved
+
+
+def test_a_store_under_an_unknown_predicate_may_have_happened():
+    """``@P0 STS`` with P0 from a load without data: unresolved, and the word it may have written is unknown
+    to the LDS after it, whichever way the emulated predicate came out (either polarity)."""
+    for guard in ("@P0", "@!P0"):
+        body = [TID, *POINTERS, "IMAD.SHL.U32 R2, R0, 0x4, RZ", "STS [R2], R0", "LDG.E R3, [R4.64]",
+                "ISETP.EQ.U32.AND P0, PT, R3, 0x7, PT", "MOV R5, 0x64", f"{guard} STS [R2], R5", "LDS R6, [R2]",
+                "STS [R6+0x200], RZ"]
+        result = _with_shared_memory(body, data={"1": _buffer(np.zeros(1), np.uint32)})
+        assert sorted(u["ptx"] for u in result.unresolved) == sorted([f"{guard} STS [R2], R5", "STS [R6+0x200], RZ"])

@@ -753,7 +753,7 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
     if family in OPAQUE_SHARED_WRITERS and ctx.shared_values:
         def forget(m, mask):
             m.shared_contents().forget(m.cta_index[m.valid if mask is None else mask])
-        return Compiled(with_guard(forget, guard, slot), False, slot)       # it changes shared memory
+        return Compiled(with_guard(forget, guard, slot, writes_memory=True), False, slot)   # it changes shared memory
     if family in NO_OPS or family == "BAR":
         return Compiled(lambda m, active, mask: None, False, slot)
 
@@ -780,7 +780,14 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
                 ctx.unknown_opcodes[full] = ctx.unknown_opcodes.get(full, 0) + 1
             body = _unknown(ops, bits)
     return Compiled(with_guard(body, guard, slot if shared_op(full) is not None else None,
-                               _written(ops, mods) if guard is not None else ()), False, slot)
+                               _written(ops, mods) if guard is not None else (), writes_memory(full)), False, slot)
+
+
+def writes_memory(full: str) -> bool:
+    """Whether the instruction (``LDS.U.128``: opcode and modifiers) may store to shared or global memory."""
+    shared, other = shared_op(full), global_op(full)
+    return (shared is not None and shared.kind in ("st", "atom", "stmatrix", "cp_async")) or \
+        (other is not None and other.kind != "ld")
 
 
 def _written(ops: list[Operand], mods: list[str]) -> tuple[str, ...]:
