@@ -147,7 +147,7 @@ def _sign_extend(values: np.ndarray, size: int) -> np.ndarray:
     return intops.bits_of(intops.signed(values, 8 * size)) if size < 8 else values
 
 
-class _Reads:
+class Reads:
     """Values of ``count`` consecutive elements read by the located lanes (unknown where nothing is known)."""
 
     def __init__(self, m, count: int):
@@ -159,9 +159,9 @@ class _Reads:
         self.bits[index] = np.where(lanes, bits, self.bits[index])
 
 
-def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is_signed: bool) -> _Reads:
+def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is_signed: bool) -> Reads:
     shared_lanes, offsets, global_lanes, address, bits = located
-    reads = _Reads(m, count)
+    reads = Reads(m, count)
     known = (bits & taint.UNKNOWN) == 0
     if shared_lanes is not None:
         lanes = shared_lanes & known
@@ -185,7 +185,7 @@ def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is
     return reads
 
 
-def located_by_cta(m, reads: _Reads, bits) -> None:
+def located_by_cta(m, reads: Reads, bits) -> None:
     """Reads at an address that depends on the CTA index are opaque in it: whether a lane reads a known value
     at all (written bytes, a --data buffer) may change with the CTA."""
     by_cta = m.full(bits) & taint.CTA_ANY
@@ -193,7 +193,7 @@ def located_by_cta(m, reads: _Reads, bits) -> None:
         reads.bits = [np.where(by_cta != 0, b | taint.CTA | taint.CTA_OPAQUE, b) for b in reads.bits]
 
 
-def read_global(m, ctx, slot: Slot, reads: _Reads, lanes: np.ndarray, address: np.ndarray, bits: np.ndarray,
+def read_global(m, ctx, slot: Slot, reads: Reads, lanes: np.ndarray, address: np.ndarray, bits: np.ndarray,
                 size: int, is_signed: bool, type_name: str, exact_type: bool = True) -> None:
     """What the global ``lanes`` read, element after element (``size`` bytes each, ``len(reads.values)`` of them),
     put into ``reads``: the bytes of the --data buffer the address lies in; unknown elsewhere, noted with the

@@ -10,13 +10,13 @@ they load is unknown.
 
 from __future__ import annotations
 
-import numpy as np
-
 from dataclasses import replace
+
+import numpy as np
 
 from traceconf.emulate import intops, taint
 from traceconf.emulate.contents import atomic
-from traceconf.emulate.memory import (_Reads, atomic_global, atomic_shared, global_without_data, located_by_cta,
+from traceconf.emulate.memory import (Reads, atomic_global, atomic_shared, global_without_data, located_by_cta,
                                       read_global, write_global)
 from traceconf.sass.opcodes import ALWAYS, atomic_operation, element_of, global_op, shared_op
 from traceconf.sass.operands import M32, Operand, SassContext, pair_name, read_register, reader, write_register
@@ -159,7 +159,7 @@ def global_access(opcode: str, ops: list[Operand], address_index: int, ctx: Sass
     size_mask = U64((1 << (8 * piece)) - 1)
 
     def load(m, lanes, address, bits):
-        reads = _Reads(m, pieces)
+        reads = Reads(m, pieces)
         # SASS says the width (and sign below 32 bits), not whether the bits are a float or an integer
         read_global(m, ctx, slot, reads, lanes, address, bits, piece, op.signed, op.type_name, exact_type=False)
         located_by_cta(m, reads, bits)
@@ -173,8 +173,7 @@ def global_access(opcode: str, ops: list[Operand], address_index: int, ctx: Sass
         write_global(ctx, lanes, address, bits, [value & size_mask for value, _ in halves],
                      [value_bits for _, value_bits in halves], piece)
 
-    operands = [reader(source, ctx, op.bytes == 8) for source in sources[:2]]
-    operands += [lambda m: (U64(0), taint.ZERO)] * (2 - len(operands))
+    operands = _atomic_operands(sources, ctx, op.bytes == 8)
 
     def atom(m, lanes, address, bits):
         old = np.zeros(m.size, dtype=np.uint64)
@@ -184,14 +183,23 @@ def global_access(opcode: str, ops: list[Operand], address_index: int, ctx: Sass
             write_global(ctx, lanes, address, bits, [U64(0)] * pieces, [taint.FLOAT] * pieces, piece)
             old_bits[:] = taint.FLOAT
         else:
-            (b, b_bits), (c, c_bits) = ((m.full(value), m.full(value_bits)) for value, value_bits in
-                                        (read(m) for read in operands))
-            atomic_global(ctx, lanes, address, bits, op.op, op.bytes, op.signed, False, (b, b_bits, c, c_bits),
-                          old, old_bits)
+            atomic_global(ctx, lanes, address, bits, op.op, op.bytes, op.signed, False, operands(m), old, old_bits)
         for k in range(pieces):
             _write_piece(m, names, k, old, old_bits, lanes)
 
     return {"ld": load, "st": store, "atom": atom}[op.kind]
+
+
+def _atomic_operands(sources: list[Operand], ctx: SassContext, wide: bool, one_each: bool = False):
+    """``m -> (b, b taint, c, c taint)`` per thread of an atomic's ``Rb[, Rc]`` (pairs when ``wide``; 0 where
+    absent); ``one_each``: b is 1 (``ATOMS.POPC.INC``: an add of 1 per lane)."""
+    readers = [lambda m: (U64(1), taint.ZERO)] if one_each else [reader(source, ctx, wide) for source in sources[:2]]
+    readers += [lambda m: (U64(0), taint.ZERO)] * (2 - len(readers))
+
+    def read(m):
+        (b, b_bits), (c, c_bits) = (operand(m) for operand in readers)
+        return m.full(b), m.full(b_bits), m.full(c), m.full(c_bits)
+    return read
 
 
 def _write_piece(m, names: list[str], k: int, value, bits, lanes) -> None:
@@ -295,19 +303,15 @@ def _atomic(opcode: str, destination: Operand | None, sources: list[Operand], ct
     if operation is None or is_float or size not in (4, 8):
         return None
     names = _registers(destination, size // 4) if destination is not None else []
-    operands = [reader(source, ctx, size == 8) for source in sources[:2]]
-    if operation == "popc_inc":          # atomicAdd(p, 1) with the result unused: an add of 1 per lane
-        operation, operands = "add", [lambda m: (U64(1), taint.ZERO)]
-    operands += [lambda m: (U64(0), taint.ZERO)] * (2 - len(operands))
+    operands = _atomic_operands(sources, ctx, size == 8, one_each=operation == "popc_inc")
+    operation = "add" if operation == "popc_inc" else operation    # atomicAdd(p, 1), the result unused
 
     def apply(m, mask, lanes, offsets, bits):
         if write_loaded:
             write_loaded(m, mask)
-        (b, b_bits), (c, c_bits) = ((m.full(value), m.full(value_bits)) for value, value_bits in
-                                    (read(m) for read in operands))
         old = np.zeros(m.size, dtype=np.uint64)
         old_bits = np.full(m.size, taint.LOADED, dtype=np.uint64)
-        atomic_shared(m, lanes, offsets, bits, operation, size, signed, False, (b, b_bits, c, c_bits), old, old_bits)
+        atomic_shared(m, lanes, offsets, bits, operation, size, signed, False, operands(m), old, old_bits)
         _write_piece(m, names, 0, old, old_bits, lanes)
         return lanes
     return apply
