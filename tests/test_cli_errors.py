@@ -7,6 +7,11 @@ import sys
 
 import pytest
 
+from traceconf import tools
+
+needs_ptxas = pytest.mark.skipif(tools.locate("ptxas") is None or tools.locate("nvdisasm") is None,
+                                 reason="needs ptxas and nvdisasm")
+
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "traceconf", *args], capture_output=True, text=True)
@@ -66,10 +71,10 @@ def data_files(tmp_path):
     ("0={d}/floats.npy", "reads .u8 values from parameter _Z7hist256PKhPji_param_0, but --data gives it float32"),
     ("0", "--data: expected NAME_OR_INDEX=SOURCE"),
 ])
-def test_bad_data(data_files, data, message):
-    from tests.conftest import FIXTURES
-    result = _run("analyze", str(FIXTURES / "cuda" / "datadep.sm_90.ptx"), "-k", "hist256", "--block", "256",
-                  "--grid", "2", "--param", "2=8192", "--data", data.format(d=data_files))
+@pytest.mark.parametrize("level", ["ptx", pytest.param("sass", marks=needs_ptxas)])
+def test_bad_data(data_files, data, message, level):
+    """The same one line at both levels (at the SASS level a load is named by its pc)."""
+    result = _bad_data(data_files, data, level)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) <= 3
@@ -81,3 +86,18 @@ def test_help_lists_every_exit_status():
     for status, meaning in ((EXIT_OK, "ok"), (EXIT_GATE, "--fail-on-excess exceeded"), (EXIT_INPUT, "bad input"),
                             (EXIT_UNVERIFIABLE, "--fail-on-excess unverifiable"), (EXIT_INTERNAL, "internal error")):
         assert f"{status} {meaning}" in text, (status, meaning)
+
+
+def _bad_data(data_files, data: str, level: str) -> subprocess.CompletedProcess:
+    from tests.conftest import FIXTURES
+    return _run("analyze", str(FIXTURES / "cuda" / "datadep.sm_90.ptx"), "-k", "hist256", "--block", "256",
+                "--grid", "2", "--param", "2=8192", "--data", data.format(d=data_files), "--level", level)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("data", ["0={d}/short.npy", "0={d}/floats.npy"])
+def test_bad_data_at_sass_level_is_located_at_the_ptx_line_of_the_load(data_files, data):
+    """The SASS came from the PTX: the error names the PTX line ptxas recorded for the LDG, as the PTX level does."""
+    import re
+    where = {level: _bad_data(data_files, data, level).stderr.split(": kernel ")[0] for level in ("ptx", "sass")}
+    assert re.fullmatch(r".*datadep\.sm_90\.ptx:\d+", where["ptx"]) and where["sass"] == where["ptx"], where

@@ -122,3 +122,37 @@ def test_shared_memory_holds_what_was_stored_without_any_data():
     assert not result.unresolved
     lanes = np.arange(32)
     assert result.accesses.address[-1].tolist() == (256 + 8 * (31 - (lanes ^ 1))).tolist()
+
+
+GUARDED_STORE = """
+    ld.param.u64 %rd1, [p0];
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    st.shared.u32 [%r2], %r1;
+    ld.global.u32 %r3, [%rd1];
+    setp.eq.u32 %p1, %r3, 7;
+    @%p1 st.shared.u32 [%r2], 100;
+    ld.shared.u32 %r5, [%r2];
+    shl.b32 %r6, %r5, 2;
+    st.shared.u32 [%r6+512], %r1;
+    ret;"""
+
+
+@pytest.mark.parametrize("flag", [None, 7, 6])
+def test_a_store_under_an_unknown_predicate_may_have_happened(flag):
+    """``@%p st`` with %p from data nobody gave: the store is unresolved and what it may have overwritten is
+    unknown (never the value before it, whichever way the emulated predicate came out); with the data the
+    predicate decides."""
+    from test_emulate_support import kernel_module, run
+    from traceconf.emulate.data import DataBuffer
+    module = kernel_module(GUARDED_STORE, params=".param .u64 p0", shared=".shared .align 4 .b8 buf[2048];\n")
+    data = {} if flag is None else {"p0": DataBuffer(np.full(1, flag, np.uint32), "flag")}
+    result = run(module, data=data)
+    if flag is None:
+        assert [u["ptx"] for u in result.unresolved] == ["@%p1 st.shared.u32 [%r2], 100",
+                                                         "st.shared.u32 [%r6+512], %r1"]
+        assert "p0, which has no --data" in result.unresolved[0]["reason"]
+        return
+    assert not result.unresolved
+    stored = 100 if flag == 7 else np.arange(32)
+    assert result.accesses.address[-1].tolist() == (512 + 4 * np.broadcast_to(stored, 32)).tolist()

@@ -230,3 +230,31 @@ def test_parse_a_listing_piped_is_one_row_per_line_and_writes_atomically(tmp_pat
                              capture_output=True, text=True)
     assert refused.returncode == 2 and "the output is the input file" in refused.stderr
     assert copy.read_bytes() == listing.read_bytes()
+
+
+HIST = ["-k", "hist256", "--block", "256", "--grid", "2", "--param", "2=8192",
+        "--data", f"0={CUDA / 'datadep_hist_uniform.npy'}", "--format", "json"]
+
+
+@needs_tools
+def test_data_is_analysed_at_the_sass_level_by_default():
+    """--data no longer sends the analysis to the PTX level: auto assembles the PTX as without data, and the
+    data's 809 ATOMS wavefronts (the H100's) come out at both levels."""
+    auto = invoke("analyze", CUDA / "datadep.sm_90.ptx", *HIST)
+    ptx = invoke("analyze", CUDA / "datadep.sm_90.ptx", *HIST, "--level", "ptx")
+    assert auto.exit_code == 0 and ptx.exit_code == 0, (auto.output, ptx.output)
+    (sass_result,), (ptx_result,) = json.loads(auto.stdout)["results"], json.loads(ptx.stdout)["results"]
+    assert sass_result["launch"]["level"] == "sass" and "level" not in ptx_result["launch"]
+    assert sass_result["totals"]["atom"]["wavefronts"] == ptx_result["totals"]["atom"]["wavefronts"] == 809
+    assert not sass_result["unresolved"]
+
+
+def test_data_on_a_sass_listing_names_parameters_by_offset_and_checks_them():
+    """A cuobjdump listing of the measured binary: --data by index (param@0x0), exact; a key no kernel has is
+    the PTX level's one-line error."""
+    result = invoke("analyze", HW_SASS / "datadep.sass", *HIST)
+    assert result.exit_code == 0, result.output
+    (found,) = json.loads(result.stdout)["results"]
+    assert found["totals"]["atom"]["wavefronts"] == 809 and "param@0x0" in found["launch"]["data"]
+    bad = invoke("analyze", HW_SASS / "datadep.sass", *HIST[:-2], "--data", "nosuch=random:u8:16")
+    assert bad.exit_code == 2 and "--data nosuch: no selected kernel has such a parameter" in bad.output

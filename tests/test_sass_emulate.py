@@ -271,12 +271,12 @@ CAS_LOOP = [TID, "STS.64 [RZ], RZ", "BAR.SYNC 0x0", "IADD3 R6, R0, 0x1, RZ", "MO
             "LDS.64 R10, [RZ]", "STS [R10], RZ"]
 
 
-def _with_shared_memory(body: list[str], size: int = 4096):
+def _with_shared_memory(body: list[str], size: int = 4096, **launch):
     import pyarrow as pa
     module = parse_text(listing(body), "t.sass")
     column = module.kernels.schema.get_field_index("shared_bytes")
     module.kernels = module.kernels.set_column(column, "shared_bytes", pa.array([size], pa.int64()))
-    return emulate_sass(module, "k", Launch(block=(32, 1, 1), grid=(1, 1, 1), params={}))
+    return emulate_sass(module, "k", Launch(**{"block": (32, 1, 1), "grid": (1, 1, 1), "params": {}, **launch}))
 
 
 def test_a_cas_retry_loop_runs_as_often_as_the_lanes_collide():
@@ -325,3 +325,108 @@ def test_kept_shared_values_round_trip_sign_extended_and_wide():
     result = _with_shared_memory(body, 8192)
     assert not result.unresolved, result.unresolved
     assert result.accesses.address[-1].tolist() == (0x800 + 16 * np.arange(32)).tolist()
+
+
+# --------------------------------------------------------------------------- --data: global memory's contents
+
+def _buffer(values, dtype):
+    from traceconf.emulate.data import DataBuffer
+    return DataBuffer(np.asarray(values, dtype=dtype), f"test buffer ({np.dtype(dtype).name})")
+
+
+#: sm_75 parameters start at c[0x0][0x160]: param@0x0 and param@0x8 are the kernel's two pointers.
+POINTERS = ["LDC.64 R4, c[0x0][0x160]", "LDC.64 R20, c[0x0][0x168]"]
+
+
+def _addresses(result) -> list[list[int]]:
+    assert not result.unresolved, result.unresolved
+    return [row.tolist() for row in result.accesses.address]
+
+
+def test_global_loads_read_the_data_buffers_sign_extended_and_wide():
+    """LDG of every width reads the --data buffer the pointer parameter (c[0x0][0x160]) points to: .S16
+    sign-extends, .U8 zero-extends, .64/.128 fill their pair/quad; each value is then a shared address."""
+    words = np.arange(4 * 32, dtype=np.uint32) * 3
+    body = [TID, *POINTERS,
+            "IMAD.WIDE R2, R0, 0x2, R4", "LDG.E.S16 R6, desc[UR4][R2.64]", "IADD3 R6, R6, 0x100, RZ", "STS [R6], RZ",
+            "IADD3 R2, P0, R0, R20, RZ", "LEA.HI.X.SX32 R3, R0, R21, 0x1, P0", "LDG.E.U8 R7, [R2.64]", "STS [R7], RZ",
+            "IMAD.WIDE R2, R0, 0x8, R4", "LDG.E.64 R8, [R2.64+0x200]", "STS [R9], RZ",
+            "IMAD.WIDE R2, R0, 0x10, R4", "LDG.E.128 R12, [R2.64+0x200]", "STS [R15], RZ"]
+    data = np.concatenate([(-np.arange(32)).astype(np.int16).view(np.uint8), np.zeros(0x200 - 64, np.uint8),
+                           words.view(np.uint8)])
+    result = _with_shared_memory(body, data={"0": _buffer(data, np.uint8),
+                                             "1": _buffer(0xF0 + np.arange(32) % 16, np.uint8)})
+    lanes = np.arange(32)
+    assert _addresses(result) == [(0x100 - lanes).tolist(), (0xF0 + lanes % 16).tolist(),
+                                  words[2 * lanes + 1].tolist(), words[4 * lanes + 3].tolist()]
+    assert any("param@0x0 = test buffer" in note for note in result.notes)
+
+
+def test_global_stores_and_atomics_write_back_and_return_the_old_value():
+    """STG stores what LDG reads back; ATOMG returns the old value, lanes in order (ADD: 16 + lane); CAS swaps
+    for the first lane only (its ``[R4]`` is the pair: .E addressing); REDG adds; ATOMS does the same in
+    shared memory, POPC.INC adding one per lane."""
+    body = [TID, *POINTERS, "IMAD.WIDE R2, R0, 0x4, R4", "IADD3 R6, R0, 0x10, RZ", "STG.E [R2.64], R6",
+            "LDG.E R7, [R2.64]", "STS [R7], RZ",                                              # t + 16
+            "MOV R8, 0x1", "ATOMG.E.ADD.STRONG.GPU PT, R9, [R4.64], R8", "STS [R9], RZ",        # 16 + t
+            "MOV R12, 0x11", "IADD3 R13, R0, 0x64, RZ", "IADD3 R4, R4, 0x4, RZ",
+            "ATOMG.E.CAS.STRONG.GPU PT, R11, [R4], R12, R13", "STS [R11], RZ",                 # 17, then 100
+            "REDG.E.ADD.STRONG.GPU [R2.64+0x80], R0", "LDG.E R10, [R2.64+0x80]", "STS [R10], RZ",   # 0 + t
+            "STS [RZ], RZ", "ATOMS.ADD R14, [RZ], R8", "IMAD.SHL.U32 R14, R14, 0x4, RZ", "STS [R14+0x200], RZ",
+            "ATOMS.POPC.INC.32 RZ, [RZ]", "LDS R15, [RZ]", "STS [R15+0x400], RZ"]
+    result = _with_shared_memory(body, data={"0": _buffer(np.zeros(64), np.uint32)})
+    lanes = np.arange(32)
+    addresses = [row for row in _addresses(result) if row != [0] * 32]
+    assert addresses == [(lanes + 16).tolist(), (lanes + 16).tolist(), [17] + [100] * 31, lanes.tolist(),
+                         (0x200 + 4 * lanes).tolist(), [0x400 + 64] * 32]
+
+
+def test_reads_without_data_stay_unknown_naming_the_parameter():
+    """param@0x8 has no --data: what is read through it stays unknown, the reason and a note name it."""
+    body = [TID, *POINTERS, "IMAD.WIDE R2, R0, 0x4, R20", "LDG.E R6, [R2.64]", "STS [R6], RZ"]
+    result = _with_shared_memory(body, data={"0": _buffer(np.zeros(32), np.uint32)})
+    (entry,) = result.unresolved
+    assert "param@0x8, which has no --data" in entry["reason"]
+    assert any(note.startswith("SASS 0x0040 (LDG.E R6, [R2.64]) reads global memory through parameter param@0x8")
+               for note in result.notes), result.notes
+    # a pointer given a value but no buffer: outside every --data buffer
+    result = _with_shared_memory(body, data={"0": _buffer(np.zeros(32), np.uint32)}, params={"1": 1 << 20})
+    assert any("reads global memory outside every --data buffer" in note for note in result.notes), result.notes
+    assert result.unresolved
+
+
+def test_without_any_data_the_reason_names_the_pointer_read_through():
+    result = run([TID, *POINTERS, "IMAD.WIDE R2, R0, 0x4, R20", "LDG.E R6, [R2.64]", "STS [R6], RZ"])
+    (entry,) = result.unresolved
+    assert "the kernel reads global memory through param@0x8, which has no --data" in entry["reason"]
+
+
+def test_f32_arithmetic_on_data_is_exact_as_the_ptx_levels():
+    """With --data, FFMA / FMUL / FADD (sign modifiers on the bit pattern) / FMNMX / FSETP give the IEEE results
+    (traceconf.emulate.floatops): their bit patterns, shifted down, are shared addresses; a compare guards a
+    store.  Without data the same arithmetic stays unknown."""
+    x = (1.5 * np.arange(32) - 7).astype(np.float32)
+    body = [TID, *POINTERS, "IMAD.WIDE R2, R0, 0x4, R4", "LDG.E R6, [R2.64]",
+            "FFMA R7, R6, 2, 0.25", "SHF.R.U32.HI R8, RZ, 0x14, R7", "STS [R8], RZ",
+            "FADD R9, -|R6|, 0.5", "SHF.R.U32.HI R10, RZ, 0x14, R9", "STS [R10], RZ",
+            "FMNMX R11, R6, 20, PT", "FMUL R11, R11, 0x40000000", "SHF.R.U32.HI R12, RZ, 0x14, R11", "STS [R12], RZ",
+            "FSETP.GT.AND P0, PT, R6, 10, PT", "IMAD.SHL.U32 R13, R0, 0x4, RZ", "@P0 STS [R13], RZ"]
+
+    def top(values):
+        return (np.asarray(values, dtype=np.float32).view(np.uint32) >> 20).tolist()
+    result = _with_shared_memory(body, data={"0": _buffer(x, np.float32)})
+    assert _addresses(result) == [top(x * np.float32(2) + np.float32(0.25)), top(np.float32(0.5) - np.abs(x)),
+                                  top(np.minimum(x, np.float32(20)) * np.float32(2)),
+                                  np.where(x > 10, 4 * np.arange(32), -1).tolist()]
+    assert _with_shared_memory(body).unresolved
+
+
+def test_a_store_under_an_unknown_predicate_may_have_happened():
+    """``@P0 STS`` with P0 from a load without data: unresolved, and the word it may have written is unknown
+    to the LDS after it, whichever way the emulated predicate came out (either polarity)."""
+    for guard in ("@P0", "@!P0"):
+        body = [TID, *POINTERS, "IMAD.SHL.U32 R2, R0, 0x4, RZ", "STS [R2], R0", "LDG.E R3, [R4.64]",
+                "ISETP.EQ.U32.AND P0, PT, R3, 0x7, PT", "MOV R5, 0x64", f"{guard} STS [R2], R5", "LDS R6, [R2]",
+                "STS [R6+0x200], RZ"]
+        result = _with_shared_memory(body, data={"1": _buffer(np.zeros(1), np.uint32)})
+        assert sorted(u["ptx"] for u in result.unresolved) == sorted([f"{guard} STS [R2], R5", "STS [R6+0x200], RZ"])

@@ -101,15 +101,21 @@ def _normalise(text: str, base: int = 0) -> str:
 @pytest.mark.parametrize("launch, params, measured", [c for c in _cases() if c.values[0]["static_addresses"]])
 def test_per_sass_instruction_wavefronts_equal_the_source_page(launch, params, measured):
     _, emulation, results, rows = _predict(launch["id"])
-    page = _source_page(launch["id"])
-    by_pc = {row["pc"]: row for row in rows.values()}
+    predicted = Counter()
+    for row in results:
+        predicted[rows[row["instruction"]]["pc"]] += row["wavefronts"]
+    assert_source_page(launch["id"], list(rows.values()), predicted)
+
+
+def assert_source_page(launch_id: str, rows: list[dict], predicted: Counter) -> None:
+    """Predicted wavefronts per pc (``predicted``) equal the Source page's "L1 Wavefronts Shared" of every pc, and
+    the page lists exactly the kernel's instructions (``rows``), with the SASS text we emulated."""
+    page = _source_page(launch_id)
+    by_pc = {row["pc"]: row for row in rows}
     assert sorted(page) == sorted(by_pc), "the Source page lists the instructions we emulated"
     for pc, (text, _) in page.items():
         assert _normalise(text).split()[:1] == _normalise(by_pc[pc]["text"]).split()[:1] or \
             _normalise(text).split()[1:2] == _normalise(by_pc[pc]["text"]).split()[:1], (hex(pc), text)
-    predicted = Counter()
-    for row in results:
-        predicted[rows[row["instruction"]]["pc"]] += row["wavefronts"]
     measured_by_pc = {pc: wavefronts for pc, (_, wavefronts) in page.items() if wavefronts}
     assert {pc: n for pc, n in predicted.items() if n} == measured_by_pc
 

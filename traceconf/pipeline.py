@@ -524,14 +524,6 @@ def run_file(path: str | Path, kernels: list[str] | None, launch: LaunchRequest,
     SASS when a suitable ptxas exists (see :mod:`traceconf.sass.analyze`).
     """
     fmt = input_format(path)
-    if launch.data and (fmt in ("sass", "cuda_binary") or (fmt == "ptx" and level == "sass")):
-        raise InputError("--data (buffer contents) is modelled by the PTX emulator only: analyse the PTX with "
-                         "--level ptx (or auto)", file=str(path))
-    if fmt == "ptx" and level == "auto" and launch.data:
-        done, failed = run_ptx(path, kernels, launch, rule_sets, progress)
-        for analysis in done:
-            analysis.notes.append("analysed at PTX level: buffer contents (--data) are modelled by the PTX emulator")
-        return done, failed
     if fmt == "ptx":
         if level != "ptx":
             from traceconf.sass.analyze import run_ptx_at_level

@@ -182,11 +182,14 @@ class GlobalContents:
             offset[mine] = delta[mine].astype(np.int64)
         return which, offset
 
-    def mismatch(self, address: np.ndarray, lanes: np.ndarray, type_name: str) -> Buffer | None:
+    def mismatch(self, address: np.ndarray, lanes: np.ndarray, type_name: str, exact_type: bool = True
+                 ) -> Buffer | None:
         """A buffer the lanes read whose dtype cannot be what a ``type_name`` load reads (None: all can).
 
         ``b`` types read raw bits from anything; otherwise floats must be read as floats and integers as
-        integers, and a load may read several whole elements (packed) but not part of one."""
+        integers, and a load may read several whole elements (packed) but not part of one.  Without
+        ``exact_type`` only the width is the load's (SASS ``LDG.E.U16`` reads a short or a half alike): it
+        must not read part of an element."""
         if type_name.startswith("b"):
             return None
         from traceconf.emulate.intops import TYPE_BITS
@@ -195,8 +198,8 @@ class GlobalContents:
         which, _ = self.owner(address)
         for index in np.unique(which[lanes & (which >= 0)]).tolist():
             buffer = self.buffers[index]
-            if (buffer.dtype.kind == "f") != is_float or size < buffer.dtype.itemsize or \
-                    (is_float and size != buffer.dtype.itemsize):
+            if size < buffer.dtype.itemsize or (exact_type and ((buffer.dtype.kind == "f") != is_float or
+                                                                (is_float and size != buffer.dtype.itemsize))):
                 return buffer
         return None
 

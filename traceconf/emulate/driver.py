@@ -83,7 +83,7 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
     params = resolve_params(launch, kernel_row)
     program = link(module, kernel, path)
     module_rows = [slot.row for slot in program.slots]
-    memory = _global_contents(resolve_data(launch, kernel_row), params, kernel_row, module_rows)
+    memory = global_contents(resolve_data(launch, kernel_row), params, kernel_row, _writes_global(module_rows))
     declarations = [variable for name in program.functions for variable in module.kernel(name).get("shared") or []]
     layout = lay_out(declarations, int(launch.dynamic_smem))
     param_rows = kernel_row.get("params") or []
@@ -108,10 +108,7 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
     checks = compile_checks(program, ctx) if launch.classes and not serial else None
     outcome = run_grid(Emulator(kernel, launch.warp_size, block, grid, machine, findings, checks, serial),
                        launch, progress, consume)
-    notes = []
-    if memory is not None:
-        notes += [f"data: {buffer.name} = {buffer.description}" for buffer in memory.buffers]
-        notes += [f"{why}: its values stay unknown (pass --data for it)" for why in memory.unserved.values()]
+    notes = data_notes(memory)
     notes += _extent_note(findings.extent, layout, launch.dynamic_smem)
     notes += findings.stop_notes
     return EmulationResult.of(outcome, findings, _assumed_extern_size(layout, findings.extent, launch.dynamic_smem),
@@ -123,9 +120,10 @@ def _writes_global(rows: list[dict]) -> bool:
     return any(row["opcode"] in ("st", "red", "atom") and space_of(row) in ("global", "generic") for row in rows)
 
 
-def _global_contents(data: dict, params: dict[str, int], kernel_row: dict,
-                     module_rows: list[dict]) -> GlobalContents | None:
-    """The --data buffers; a pointer without a --param value gets an address of its own (params is updated)."""
+def global_contents(data: dict, params: dict[str, int], kernel_row: dict, written: bool) -> GlobalContents | None:
+    """The --data buffers of a launch, at either level; a pointer without a --param value gets an address of its
+    own (``params`` is updated), the same at both levels.  ``written``: some instruction of the kernel may
+    store to global memory (the level's answer)."""
     if not data:
         return None
     names = [p["name"] for p in kernel_row.get("params") or []]
@@ -137,7 +135,15 @@ def _global_contents(data: dict, params: dict[str, int], kernel_row: dict,
         buffers.append(Buffer(name=name, base=params[name], data=raw,
                               taint=np.full(len(raw), compress(np.array([taint.ZERO]))[0], dtype=np.uint8),
                               dtype=given.array.dtype, description=given.description))
-    return GlobalContents(buffers, written=_writes_global(module_rows))
+    return GlobalContents(buffers, written=written)
+
+
+def data_notes(memory: GlobalContents | None) -> list[str]:
+    """What the --data buffers were, and which reads found none."""
+    if memory is None:
+        return []
+    return [f"data: {buffer.name} = {buffer.description}" for buffer in memory.buffers] + \
+        [f"{why}: its values stay unknown (pass --data for it)" for why in memory.unserved.values()]
 
 
 def extent_note(highest: int, places: list[str], shared_bytes: int, extern_offset: int | None,

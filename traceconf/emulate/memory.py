@@ -27,7 +27,6 @@ from traceconf.emulate.operands import Context, address_reader, param_symbol, re
 from traceconf.emulate.program import Slot
 from traceconf.emulate.regions import NO_DESTINATION
 from traceconf.ptx.opcodes import SHARED_ACCESS_KINDS, uncounted_shared_op
-from traceconf.errors import InputError
 from traceconf.kinds import COPY_OPS
 from traceconf.schemas import KIND_CODES, OP_CODES
 
@@ -147,7 +146,7 @@ def _sign_extend(values: np.ndarray, size: int) -> np.ndarray:
     return intops.bits_of(intops.signed(values, 8 * size)) if size < 8 else values
 
 
-class _Reads:
+class Reads:
     """Values of ``count`` consecutive elements read by the located lanes (unknown where nothing is known)."""
 
     def __init__(self, m, count: int):
@@ -159,9 +158,9 @@ class _Reads:
         self.bits[index] = np.where(lanes, bits, self.bits[index])
 
 
-def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is_signed: bool) -> _Reads:
+def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is_signed: bool) -> Reads:
     shared_lanes, offsets, global_lanes, address, bits = located
-    reads = _Reads(m, count)
+    reads = Reads(m, count)
     known = (bits & taint.UNKNOWN) == 0
     if shared_lanes is not None:
         lanes = shared_lanes & known
@@ -179,54 +178,67 @@ def _read_memory(m, ctx: Context, slot: Slot, located, count: int, size: int, is
                 values, content_bits = contents.load(m.cta_index, offsets + index * size, size, lanes)
                 reads.put(index, lanes, _sign_extend(values, size) if is_signed else values,
                           taint.read_back(content_bits) | taint.THREAD)
-    if global_lanes is not None and ctx.memory is not None:
-        lanes = global_lanes & known
-        if lanes.any():
-            wrong = ctx.memory.mismatch(address, lanes, slot.row.get("type") or "b32")
-            if wrong is not None:
-                row = slot.row
-                raise InputError(
-                    f"kernel {ctx.kernel}: PTX line {row['ptx_line']} reads .{row.get('type')} values from parameter "
-                    f"{wrong.name}, but --data gives it {wrong.dtype.name} elements ({wrong.description})",
-                    file=ctx.path, line=row["ptx_line"], source_line=row["text"])
-            for index in range(count):
-                values, content_bits, served, past = ctx.memory.load(address + U64(index * size), size, lanes)
-                if past is not None:
-                    buffer, offset = past
-                    row = slot.row
-                    raise InputError(
-                        f"kernel {ctx.kernel}: PTX line {row['ptx_line']} reads bytes {offset}..{offset + size - 1} of "
-                        f"parameter {buffer.name}, but --data gives it only {len(buffer.data)} bytes "
-                        f"({buffer.description})", file=ctx.path, line=row["ptx_line"], source_line=row["text"])
-                reads.put(index, served, _sign_extend(values, size) if is_signed else values,
-                          taint.read_back(content_bits | (taint.CTA if ctx.memory.written else taint.ZERO))
-                          | taint.THREAD)
-                _note_unserved(m, ctx, slot, lanes & ~served, bits)
-    if global_lanes is not None and (ctx.memory is None or not (global_lanes & known).all()):
-        _note_unserved(m, ctx, slot, global_lanes & ~known if ctx.memory is not None else global_lanes, bits)
-    located_by_cta = m.full(bits) & taint.CTA_ANY
-    if located_by_cta.any():
-        # whether a lane reads a known value at all (written bytes, a --data buffer) may change with the CTA
-        reads.bits = [np.where(located_by_cta != 0, b | taint.CTA | taint.CTA_OPAQUE, b) for b in reads.bits]
+    if global_lanes is not None:
+        read_global(m, ctx, slot, reads, global_lanes, address, bits, size, is_signed, slot.row.get("type") or "b32")
+    located_by_cta(m, reads, bits)
     return reads
 
 
-def _global_without_data(slot: Slot, ctx: Context, address_index: int, write):
-    """A global load with no --data at all: unknown values; the first execution notes which pointer
-    parameters the kernel reads through (named in the reasons of what the values make unresolved)."""
-    address = address_reader(slot.row["operands"][address_index], slot, ctx)
+def located_by_cta(m, reads: Reads, bits) -> None:
+    """Reads at an address that depends on the CTA index are opaque in it: whether a lane reads a known value
+    at all (written bytes, a --data buffer) may change with the CTA."""
+    by_cta = m.full(bits) & taint.CTA_ANY
+    if by_cta.any():
+        reads.bits = [np.where(by_cta != 0, b | taint.CTA | taint.CTA_OPAQUE, b) for b in reads.bits]
+
+
+def read_global(m, ctx, slot: Slot, reads: Reads, lanes: np.ndarray, address: np.ndarray, bits: np.ndarray,
+                size: int, is_signed: bool, type_name: str, exact_type: bool = True) -> None:
+    """What the global ``lanes`` read, element after element (``size`` bytes each, ``len(reads.values)`` of them),
+    put into ``reads``: the bytes of the --data buffer the address lies in; unknown elsewhere, noted with the
+    pointer parameter named (the PTX and SASS levels both read global memory here).  ``exact_type``: the
+    type name says integer or float (PTX); False where only its width is known (SASS ``LDG.E.U16``)."""
+    known = (bits & taint.UNKNOWN) == 0
+    if ctx.memory is not None:
+        served_lanes = lanes & known
+        if served_lanes.any():
+            row = slot.row
+            wrong = ctx.memory.mismatch(address, served_lanes, type_name, exact_type)
+            if wrong is not None:
+                raise m._error(row, f"kernel {ctx.kernel}: {m.where(row)} reads .{type_name} values from parameter "
+                                    f"{wrong.name}, but --data gives it {wrong.dtype.name} elements "
+                                    f"({wrong.description})")
+            for index in range(len(reads.values)):
+                values, content_bits, served, past = ctx.memory.load(address + U64(index * size), size, served_lanes)
+                if past is not None:
+                    buffer, offset = past
+                    raise m._error(row, f"kernel {ctx.kernel}: {m.where(row)} reads bytes {offset}..{offset + size - 1} "
+                                        f"of parameter {buffer.name}, but --data gives it only {len(buffer.data)} "
+                                        f"bytes ({buffer.description})")
+                reads.put(index, served, _sign_extend(values, size) if is_signed else values,
+                          taint.read_back(content_bits | (taint.CTA if ctx.memory.written else taint.ZERO))
+                          | taint.THREAD)
+                _note_unserved(m, ctx, slot, served_lanes & ~served, bits)
+    if ctx.memory is None or not (lanes & known).all():
+        _note_unserved(m, ctx, slot, lanes & ~known if ctx.memory is not None else lanes, bits)
+
+
+def global_without_data(address, param_names: list[str], write):
+    """A global load with no --data at all (either level; ``address``: its reader): unknown values; the first
+    execution notes which pointer parameters the kernel reads through (named in the reasons of what the values
+    make unresolved)."""
     noted = []
 
     def run(m, mask):
         if not noted:
             noted.append(True)
             bits = int(np.bitwise_or.reduce(np.atleast_1d(address(m)[1])))
-            m.findings.loads_through(taint.missing_params(bits, ctx.param_names))
+            m.findings.loads_through(taint.missing_params(bits, param_names))
         write(m, mask)
     return run
 
 
-def _note_unserved(m, ctx: Context, slot: Slot, lanes: np.ndarray, bits: np.ndarray) -> None:
+def _note_unserved(m, ctx, slot: Slot, lanes: np.ndarray, bits: np.ndarray) -> None:
     if ctx.memory is None or not lanes.any():
         return
     m.findings.loads_through(taint.missing_params(int(np.bitwise_or.reduce(bits[lanes])), ctx.param_names))
@@ -236,7 +248,7 @@ def _note_unserved(m, ctx: Context, slot: Slot, lanes: np.ndarray, bits: np.ndar
     missing = taint.missing_params(int(np.bitwise_or.reduce(bits[lanes])), ctx.param_names)
     through = f"through parameter{'s' if len(missing) > 1 else ''} {', '.join(missing)}, which ha" \
         f"{'ve' if len(missing) > 1 else 's'} no --data" if missing else "outside every --data buffer"
-    ctx.memory.unserved[row["instruction"]] = f"PTX line {row['ptx_line']} reads global memory {through}"
+    ctx.memory.unserved[row["instruction"]] = f"{m.where(row)} reads global memory {through}"
 
 
 def _write_memory(m, ctx: Context, located, values: list, value_bits: list, size: int) -> None:
@@ -249,14 +261,28 @@ def _write_memory(m, ctx: Context, located, values: list, value_bits: list, size
             contents.store(m.cta_index, offsets + index * size, size, value, vbits | (bits & taint.CTA_ANY), lanes)
         if (shared_lanes & unknown).any():          # could have written any byte of its CTA
             contents.forget(m.cta_index[shared_lanes & unknown])
-    if global_lanes is not None and ctx.memory is not None and global_lanes.any():
-        lanes = global_lanes & ~unknown
-        for index, (value, vbits) in enumerate(zip(values, value_bits)):
-            ctx.memory.store(address + U64(index * size), size, value, vbits | (bits & taint.CTA_ANY), lanes)
-        # a pointer without a value is a buffer without --data: distinct from every given buffer
-        wild = global_lanes & ((bits & (taint.UNKNOWN & ~taint.PARAMS)) != 0)
-        if wild.any():
-            ctx.memory.forget()
+    if global_lanes is not None:
+        write_global(ctx, global_lanes, address, bits, values, value_bits, size)
+
+
+def write_global(ctx, lanes: np.ndarray, address: np.ndarray, bits: np.ndarray, values: list, value_bits: list,
+                 size: int) -> None:
+    """Global ``lanes`` store ``values`` (consecutive elements of ``size`` bytes) into the --data buffers their
+    addresses lie in (both levels store here); a store through an unknown pointer may have hit any of them."""
+    if ctx.memory is None or not lanes.any():
+        return
+    known = lanes & ((bits & taint.UNKNOWN) == 0)
+    for index, (value, vbits) in enumerate(zip(values, value_bits)):
+        ctx.memory.store(address + U64(index * size), size, value, vbits | (bits & taint.CTA_ANY), known)
+    # a pointer without a value is a buffer without --data: distinct from every given buffer
+    forget_if_wild(ctx, lanes, bits)
+
+
+def forget_if_wild(ctx, lanes: np.ndarray, bits: np.ndarray) -> None:
+    """A write through an address unknown for another reason than a pointer without --data may have changed
+    any --data buffer: their contents become unknown."""
+    if (lanes & ((bits & (taint.UNKNOWN & ~taint.PARAMS)) != 0)).any():
+        ctx.memory.forget()
 
 
 def _load(slot, ctx, row, modifiers):
@@ -266,7 +292,7 @@ def _load(slot, ctx, row, modifiers):
         return _load_param(slot, ctx, row)
     write = _loaded_destinations(row, slot)
     if space == "global" and ctx.memory is None and address_index is not None:
-        return _global_without_data(slot, ctx, address_index, write)
+        return global_without_data(address_reader(row["operands"][address_index], slot, ctx), ctx.param_names, write)
     if space not in ("shared", "generic", "global") or address_index is None:
         return lambda m, mask: write(m, mask)        # local, const, texture: contents not modelled
     keys = [register_key(n, slot) if n and n != "_" else None for n in split_destinations(row["operands"][0])]
@@ -403,32 +429,56 @@ def _atomic(slot, ctx, row, modifiers):
         b, b_bits, c, c_bits = m.full(b), m.full(b_bits), m.full(c), m.full(c_bits)
         old = np.zeros(m.size, dtype=np.uint64)
         old_bits = np.full(m.size, taint.LOADED, dtype=np.uint64)
-        known = (bits & taint.UNKNOWN) == 0
-        if shared_lanes is not None and ctx.shared_values and shared_lanes.any():
-            contents = m.shared_contents()
-            inside = (offsets >= 0) & (offsets + size <= contents.bytes_per_cta)
-            chosen = np.flatnonzero(shared_lanes & known & inside)
-            start = m.cta_index[chosen] * contents.bytes_per_cta + offsets[chosen]
-            values, value_bits = atomic(contents.data, contents.taint, start, op, 8 * size, is_signed, is_float,
-                                        b[chosen], b_bits[chosen], c[chosen], c_bits[chosen])
-            old[chosen], old_bits[chosen] = values, taint.read_back(value_bits | (bits[chosen] & taint.CTA_ANY)) | taint.THREAD
-            if (shared_lanes & ~known).any():
-                contents.forget(m.cta_index[shared_lanes & ~known])
-        if global_lanes is not None and ctx.memory is not None and global_lanes.any():
-            which, offset = ctx.memory.owner(address)
-            for index, buffer in enumerate(ctx.memory.buffers):
-                chosen = np.flatnonzero(global_lanes & known & (which == index) & (offset >= 0)
-                                        & (offset + size <= len(buffer.data)))
-                values, value_bits = atomic(buffer.data, buffer.taint, offset[chosen], op, 8 * size, is_signed,
-                                            is_float, b[chosen], b_bits[chosen], c[chosen], c_bits[chosen])
-                old[chosen], old_bits[chosen] = values, taint.read_back(value_bits | taint.CTA) | taint.THREAD
-            if (global_lanes & ((bits & (taint.UNKNOWN & ~taint.PARAMS)) != 0)).any():
-                ctx.memory.forget()
+        if shared_lanes is not None and ctx.shared_values:
+            atomic_shared(m, shared_lanes, offsets, bits, op, size, is_signed, is_float, (b, b_bits, c, c_bits),
+                          old, old_bits)
+        if global_lanes is not None:
+            atomic_global(ctx, global_lanes, address, bits, op, size, is_signed, is_float, (b, b_bits, c, c_bits),
+                          old, old_bits)
         if is_signed:
             old = _sign_extend(old, size)
         for key in keys:
             m.write(key, old, old_bits, mask)
     return run
+
+
+def atomic_shared(m, lanes: np.ndarray, offsets: np.ndarray, bits: np.ndarray, op: str, size: int, is_signed: bool,
+                  is_float: bool, operands: tuple, old: np.ndarray, old_bits: np.ndarray) -> None:
+    """Shared ``lanes`` apply one atomic each (thread order) to their CTA's shared memory; the old values and
+    their taints go into ``old``/``old_bits`` (both levels run shared atomics here).  A lane at an unknown
+    address may have changed any byte of its CTA."""
+    if not lanes.any():
+        return
+    b, b_bits, c, c_bits = operands
+    contents = m.shared_contents()
+    known = (bits & taint.UNKNOWN) == 0
+    inside = (offsets >= 0) & (offsets + size <= contents.bytes_per_cta)
+    chosen = np.flatnonzero(lanes & known & inside)
+    start = m.cta_index[chosen] * contents.bytes_per_cta + offsets[chosen]
+    values, value_bits = atomic(contents.data, contents.taint, start, op, 8 * size, is_signed, is_float,
+                                b[chosen], b_bits[chosen], c[chosen], c_bits[chosen])
+    old[chosen] = values
+    old_bits[chosen] = taint.read_back(value_bits | (bits[chosen] & taint.CTA_ANY)) | taint.THREAD
+    if (lanes & ~known).any():
+        contents.forget(m.cta_index[lanes & ~known])
+
+
+def atomic_global(ctx, lanes: np.ndarray, address: np.ndarray, bits: np.ndarray, op: str, size: int,
+                  is_signed: bool, is_float: bool, operands: tuple, old: np.ndarray, old_bits: np.ndarray) -> None:
+    """Global ``lanes`` apply one atomic each (thread order) to the --data buffers their addresses lie in; old
+    values as :func:`atomic_shared` (both levels).  Another CTA may change the word: the old value depends on
+    the CTA."""
+    if ctx.memory is None or not lanes.any():
+        return
+    b, b_bits, c, c_bits = operands
+    known = (bits & taint.UNKNOWN) == 0
+    which, offset = ctx.memory.owner(address)
+    for index, buffer in enumerate(ctx.memory.buffers):
+        chosen = np.flatnonzero(lanes & known & (which == index) & (offset >= 0) & (offset + size <= len(buffer.data)))
+        values, value_bits = atomic(buffer.data, buffer.taint, offset[chosen], op, 8 * size, is_signed, is_float,
+                                    b[chosen], b_bits[chosen], c[chosen], c_bits[chosen])
+        old[chosen], old_bits[chosen] = values, taint.read_back(value_bits | taint.CTA) | taint.THREAD
+    forget_if_wild(ctx, lanes, bits)
 
 
 def _matrix(slot, ctx, row, modifiers):

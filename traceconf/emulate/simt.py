@@ -42,7 +42,7 @@ from traceconf.emulate import taint
 from traceconf.emulate.alu import compile_alu, unknown_result
 from traceconf.emulate.contents import SharedContents
 from traceconf.emulate.memory import compile_memory
-from traceconf.emulate.regions import branch_region, immediate_post_dominators, successors
+from traceconf.emulate.regions import MEMORY_WRITES, branch_region, immediate_post_dominators, successors
 from traceconf.emulate.operands import Context, reader, register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.state import ThreadState
@@ -91,12 +91,16 @@ def guard_reader(slot: Slot, ctx: Context):
     return condition
 
 
-def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str, ...] = ()):
+def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str, ...] = (),
+               writes_memory: bool = False):
     """Run ``body(m, mask)`` on the threads whose guard holds; the guard's taint follows the writes, and goes
     to the ``destinations`` (register keys) of the threads where the guard fails too: whether they were
     overwritten depends on the guard (a guard false on the CTA index's account in CTA 0 may hold in another).
     ``shared``: the slot, when it may access shared memory: a guard that depends on the CTA index ties the
-    counts to it even where it holds in no thread here."""
+    counts to it even where it holds in no thread here.  A thread whose guard is unknown may run the
+    instruction or not: it runs, so what it writes carries the guard's taint and its shared access is
+    unresolved (:meth:`Machine.record_access`); memory it may have written (``writes_memory``) becomes
+    unknown, as under a branch of unknown direction (:meth:`Machine.forget_memory`)."""
     if guard is None:
         return lambda m, active, mask: body(m, mask)
 
@@ -108,7 +112,10 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
         m.guard_taint = np.where(active, bits, taint.ZERO)
         if shared is not None and (m.guard_taint & taint.CTA_ANY).any():
             m.findings.cta_dependent(shared, "shared-memory predicate (active mask)")
-        body(m, active & holds)
+        unknown = active & ((bits & taint.UNKNOWN) != 0)
+        body(m, active & (holds | unknown))
+        if writes_memory and unknown.any():
+            m.forget_memory(unknown)
         skipped = active & ~holds
         for key in destinations:
             if key in m.taints:
@@ -151,7 +158,7 @@ def _compile_slot(slot: Slot, ctx: Context) -> Compiled:
     operands = row["operands"] or []
     destinations = tuple(register_key(name, slot) for name in split_destinations(operands[0])) \
         if guard is not None and operands and operands[0]["kind"] in ("reg", "vector") else ()
-    return Compiled(with_guard(body, guard, shared, destinations), False, slot)
+    return Compiled(with_guard(body, guard, shared, destinations, opcode in MEMORY_WRITES), False, slot)
 
 
 def _collective(body, slot: Slot):
@@ -370,7 +377,7 @@ class Machine(ThreadState):
         """True (and reported) when a shared access cannot be evaluated."""
         self.check_known(slot, bits, f"shared-memory {what}")
         if bits & int(taint.UNKNOWN):
-            self.report_unresolved(slot, f"{what} depends on {taint.describe(bits)}")
+            self.report_unresolved(slot, f"{what} depends on {self.findings.why(bits)}")
             return True
         return False
 
@@ -419,21 +426,26 @@ class Machine(ThreadState):
         if region.writes_carry:
             self.carry_taint = np.where(lanes, self.carry_taint | extra, self.carry_taint)
         if region.writes_memory:
-            if self._shared is not None:
-                self._shared.forget(self.cta_index[lanes])
-            if self.ctx.memory is not None:
-                self.ctx.memory.forget()
+            self.forget_memory(lanes)
         self.pc[lanes] = region.rejoin
         self.doubt[lanes] = region.rejoin
         self.any_doubt = True
         return True
+
+    def forget_memory(self, lanes: np.ndarray) -> None:
+        """``lanes`` may have stored anywhere they could: their CTAs' shared memory and every --data buffer
+        become unknown."""
+        if self._shared is not None:
+            self._shared.forget(self.cta_index[lanes])
+        if self.ctx.memory is not None:
+            self.ctx.memory.forget()
 
     def stop(self, slot: Slot, threads: np.ndarray, bits: int, reason: str | None = None) -> None:
         """Stop ``threads`` at an instruction whose outcome is unknown; report what they can no longer reach."""
         if not threads.any():
             return
         self.pc[threads] = EXIT
-        why = reason or f"branch condition depends on {taint.describe(bits)}"
+        why = reason or f"branch condition depends on {self.findings.why(bits)}"
         self.findings.stopped(slot, f"not analysed past {self.where(slot.row)}: {why}",
                               self.findings.reachable_shared(self.program, self.pc_of(slot)))
 

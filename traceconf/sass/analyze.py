@@ -53,7 +53,7 @@ def assemble_ptx(path: str | Path, arch: str, options: list[str] | None = None, 
     listing, elf = toolchain.disassemble(cubin, f"{path} (assembled for {arch})")
     module = with_elf_facts(parse_text(listing, path), elf_facts(elf))
     _name_params(module, ptx_module)
-    module.path = path
+    module.path, module.from_ptx = path, True
     return module, ptx_module
 
 
@@ -209,31 +209,16 @@ def run_sass_module(module, kernels: list[str] | None, launch: LaunchRequest, ru
             done.append(analyze_sass_kernel(module, name, launch, rule_sets, progress, ptx_module, input_format,
                                             extra_notes))
         except Exception as error:   # one kernel's failure, whatever it is, never hides the others
-            if ptx_module is not None and isinstance(error, InputError):
-                _locate_in_ptx(error, module, ptx_module, name)
             failed.append(kernel_failure(name, error, str(module.path)))
     return done, failed
-
-
-def _locate_in_ptx(error: InputError, module, ptx_module, kernel: str) -> None:
-    """SASS assembled from the user's PTX: an error at a line of ptxas's listing (which nobody sees, and which
-    is no line of the PTX file the error names) is moved to the PTX line that instruction came from."""
-    if error.line is None or error.file != str(module.path):
-        return
-    row = next((r for r in module.instructions_of(kernel)
-                if r["line"] == error.line and r["text"] == error.source_line), None)
-    if row is None:
-        return
-    ptx_line = row.get("ptx_line")
-    texts = {r["ptx_line"]: r["text"] for r in ptx_module.instructions_of(kernel)}
-    error.line, error.column = ptx_line, None
-    error.source_line = texts.get(ptx_line) if ptx_line is not None else None
 
 
 def run_sass_file(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
                   progress: Progress | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
     """A SASS listing or CUDA binary."""
     module = load_sass_input(path)
+    names = select_kernels(module.kernel_names(), kernels or launch.kernel_patterns(), str(path))
+    launch.check_params([module.kernel(name) for name in names], str(path))   # a --data/--param no kernel has
     return run_sass_module(module, kernels, launch, rule_sets, progress)
 
 

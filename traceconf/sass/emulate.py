@@ -24,14 +24,14 @@ import numpy as np
 
 from traceconf.emulate.alu import SHARED_WINDOW_BASE
 from traceconf.emulate.contents import SharedContents
-from traceconf.emulate.driver import EmulationResult, extent_note
+from traceconf.emulate.driver import EmulationResult, data_notes, extent_note, global_contents
 from traceconf.emulate.grid import Consume, Emulator, Progress, run_grid
-from traceconf.emulate.launch import Launch, resolve_block, resolve_grid, resolve_params
+from traceconf.emulate.launch import Launch, resolve_block, resolve_data, resolve_grid, resolve_params
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.simt import Findings, Machine
 from traceconf.errors import InputError
 from traceconf.sass.listing import SassModule, arch_number, default_param_base
-from traceconf.sass.opcodes import shared_op
+from traceconf.sass.opcodes import global_op, shared_op
 from traceconf.sass.classes import compile_sass_checks
 from traceconf.sass.dataflow import shared_values_matter
 from traceconf.sass.control import reconvergence_targets
@@ -59,9 +59,10 @@ class SassMachine(Machine):
 
     where = staticmethod(_where)
 
-    @staticmethod
-    def line_of(row: dict) -> int | None:
-        return row.get("line")
+    def line_of(self, row: dict) -> int | None:
+        """The line of the input file: the PTX line ptxas recorded when the SASS came from the PTX, else the
+        listing's."""
+        return row.get("ptx_line") if self.ctx.from_ptx else row.get("line")
 
     def shared_contents(self) -> SharedContents:
         """The kernel's shared bytes per CTA come from the binary (the listing has no PTX layout)."""
@@ -121,6 +122,12 @@ def _successors(slots: list[Slot], index: int) -> list[int]:
     return [index + 1]
 
 
+def writes_global(rows: list[dict]) -> bool:
+    """Whether some instruction may write global memory (STG, ATOMG, REDG; generic ST/ATOM/RED may too)."""
+    return any((op := global_op(".".join([row["opcode"], *(row["modifiers"] or [])]))) is not None and op.kind != "ld"
+               for row in rows)
+
+
 def kernel_params(kernel_row: dict) -> list[dict]:
     return list(kernel_row.get("params") or [])
 
@@ -138,6 +145,8 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
         raise InputError(f"kernel {kernel}: SASS runs 32-lane warps; warp size {launch.warp_size} does not apply")
     values = resolve_params(launch, decl)
     rows = module.instructions_of(kernel)
+    # the --data buffers get the addresses the PTX level gives them (pointers without a --param value)
+    memory = global_contents(resolve_data(launch, decl), values, decl, writes_global(rows))
     pc_index = {int(row["pc"]): index for index, row in enumerate(rows)}
     labels = {label: index for index, row in enumerate(rows) for label in row.get("labels") or []}
     base = reserved_shared(arch)
@@ -146,10 +155,13 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
     ctx = SassContext(kernel, path, arch, kernel_row.get("param_base") or default_param_base(arch), params, values,
                       base, SHARED_WINDOW_BASE[64] >> 32, pc_index)
     ctx.reconvergence = reconvergence_targets(rows, pc_index)
+    ctx.memory = memory
+    ctx.from_ptx = module.from_ptx
     slots = [Slot(row=row) for row in rows]
     _set_targets(slots, ctx, labels)       # the branch targets, which the dataflow below follows
-    ctx.shared_values = layout_bytes is not None and \
-        shared_values_matter(rows, [_successors(slots, index) for index in range(len(slots))])
+    # shared memory holds values where a shared read decides a branch, and wherever --data gives values to keep
+    ctx.shared_values = layout_bytes is not None and (memory is not None or shared_values_matter(
+        rows, [_successors(slots, index) for index in range(len(slots))]))
     ctx.shared_bytes = layout_bytes or 0
     compiled = [compile_instruction(slot, ctx, labels) for slot in slots]
     for slot, op in zip(slots, compiled):
@@ -171,8 +183,12 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
         return SassMachine(program, compiled, ctx, ctas, block, grid, 32, (layout_bytes or 0, 0), launch.max_steps,
                            findings, watch)
 
-    checks = compile_sass_checks(program, ctx) if launch.classes else None
-    outcome = run_grid(Emulator(kernel, 32, block, grid, machine, findings, checks), launch, progress, consume)
+    # CTAs that communicate through global memory (counters, spin locks) run one after the other
+    serial = memory is not None and memory.written
+    checks = compile_sass_checks(program, ctx) if launch.classes and not serial else None
+    outcome = run_grid(Emulator(kernel, 32, block, grid, machine, findings, checks, serial), launch, progress,
+                       consume)
+    notes += data_notes(memory)
     if findings.extent:
         # SASS does not declare extern arrays: accesses past the static shared memory are the dynamic part.
         places = [f"SASS {row['pc']:#06x}" for _, row in sorted(findings.extent.values(), key=lambda e: e[1]["pc"])]

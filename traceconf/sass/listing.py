@@ -101,6 +101,7 @@ class SassModule:
     instructions: pa.Table
     kernels: pa.Table
     notes: list[str] = field(default_factory=list)
+    from_ptx: bool = False      # ``path`` is the PTX ptxas assembled (errors cite its lines: -gp's ptx_line)
 
     def kernel_names(self) -> list[str]:
         return self.kernels.column("kernel").to_pylist()

@@ -1,17 +1,24 @@
-"""SASS memory instructions: shared accesses recorded per warp, everything else gives loaded values.
+"""SASS memory instructions: shared accesses recorded per warp; global memory through the PTX level's model.
 
 ``LDS``/``STS``/``ATOMS``/``LDSM``/``STSM``/``LDGSTS`` always address the shared window; generic
 ``LD``/``ST``/``ATOM``/``RED`` do for the lanes whose address came from it (``SR_SWINHI``).  Width, kind
-and matrix count come from :func:`traceconf.sass.opcodes.shared_op`.
+and matrix count come from :func:`traceconf.sass.opcodes.shared_op`.  ``LDG``/``STG``/``ATOMG``/``REDG``
+(and the other lanes of the generic ones) read and write the ``--data`` buffers with the PTX level's
+functions (:mod:`traceconf.emulate.memory`: one memory model for both levels); without ``--data`` what
+they load is unknown.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from traceconf.emulate import intops, taint
 from traceconf.emulate.contents import atomic
-from traceconf.sass.opcodes import ALWAYS, shared_op
+from traceconf.emulate.memory import (Reads, atomic_global, atomic_shared, global_without_data, located_by_cta,
+                                      read_global, write_global)
+from traceconf.sass.opcodes import ALWAYS, atomic_operation, element_of, global_op, shared_op
 from traceconf.sass.operands import M32, Operand, SassContext, pair_name, read_register, reader, write_register
 
 U64 = np.uint64
@@ -48,6 +55,15 @@ def _loaded(destinations: list[Operand], count: int):
     return write
 
 
+def global_address_reader(op: Operand, ctx: SassContext, extended: bool):
+    """Per-thread global address of ``[R2.64+0x10]``; with ``.E`` (64-bit addressing) a base register written
+    without ``.64`` is the pair too (``ATOMG.E.CAS ... [R2]``, listings before sm_90)."""
+    explicit = any(wide for *_, wide in op.registers)
+    registers = [(name, scale, wide or (extended and not explicit and index == 0))
+                 for index, (name, scale, wide) in enumerate(op.registers)]
+    return address_reader(replace(op, registers=registers), ctx, wide_base=False)
+
+
 def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassContext, slot):
     op = shared_op(opcode)
     address_index = next((i for i, o in enumerate(ops) if o.kind == "address"), None)
@@ -65,6 +81,8 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
                                                                        max(1, op.bytes // 4))
     write_loaded = _loaded(destinations, registers_written) if destinations else None
     contents = _contents_semantics(op, opcode, ops, address_index, ctx, write_loaded) if ctx.shared_values else None
+    # the lanes of a generic access outside the shared window go to global memory (with --data)
+    elsewhere = global_access(opcode, ops, address_index, ctx, slot) if generic and ctx.memory is not None else None
     window = U64(ctx.window_high) << U64(32)
     base = U64(ctx.shared_base)
 
@@ -75,9 +93,17 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
             lanes = lanes & (m.lane < row_lanes)
         bits = m.full(bits)
         value = m.full(value)
+        outside = None
         if generic:
-            lanes = lanes & ((bits & taint.SHARED_WINDOW) != 0)
+            inside = (bits & taint.SHARED_WINDOW) != 0
+            outside = lanes & ~inside
+            lanes = lanes & inside
             value = value - window
+        shared(m, mask, lanes, value, bits)
+        if elsewhere is not None and outside.any():
+            elsewhere(m, outside, value + window, bits)
+
+    def shared(m, mask, lanes, value, bits):
         if lanes.any():
             selected = bits[lanes] if lanes is not m.valid else bits
             if not m.address_unknown(slot, int(np.bitwise_or.reduce(selected)), "address"):
@@ -94,6 +120,92 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
         if write_loaded:
             write_loaded(m, mask)
     return run
+
+
+def global_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassContext, slot):
+    """``LDG``/``STG``/``ATOMG``/``REDG``: the --data buffers (``ctx.memory``) read and written per lane; without
+    --data, loads give unknown values (the pointer parameters read through are named in the reasons)."""
+    op = global_op(opcode)
+    address_index = next((i for i, o in enumerate(ops) if o.kind == "address"), None)
+    if op is None or address_index is None:
+        return None
+    read = global_address_reader(ops[address_index], ctx, "E" in mods)
+    if ctx.memory is None:
+        if not op.result:
+            return lambda m, mask: None
+        return global_without_data(read, ctx.param_names, _loaded(ops[:address_index], max(1, op.bytes // 4)))
+    access = global_access(opcode, ops, address_index, ctx, slot)
+
+    def run(m, mask):
+        value, bits = read(m)
+        access(m, m.valid if mask is None else mask, m.full(value), m.full(bits))
+    return run
+
+
+def global_destinations(ops: list[Operand], address_index: int) -> list[Operand]:
+    """The register an access writes what memory held into (``ATOMG.E.ADD PT, R4, [...]``: after the predicate)."""
+    return [op for op in ops[:address_index] if op.kind == "reg"][:1]
+
+
+def global_access(opcode: str, ops: list[Operand], address_index: int, ctx: SassContext, slot):
+    """``access(m, lanes, addresses, address taints)`` of the global lanes of a load, store or atomic, through the
+    PTX level's global memory (:mod:`traceconf.emulate.memory`)."""
+    op = global_op(opcode)
+    registers = max(1, op.bytes // 4)
+    piece, pieces = min(op.bytes, 8), max(1, op.bytes // 8)          # values move in 64-bit pieces
+    destination = global_destinations(ops, address_index)
+    names = _registers(destination[0], registers) if destination and op.result else []
+    sources = ops[address_index + 1:]
+    size_mask = U64((1 << (8 * piece)) - 1)
+
+    def load(m, lanes, address, bits):
+        reads = Reads(m, pieces)
+        # SASS says the width (and sign below 32 bits), not whether the bits are a float or an integer
+        read_global(m, ctx, slot, reads, lanes, address, bits, piece, op.signed, op.type_name, exact_type=False)
+        located_by_cta(m, reads, bits)
+        for k in range(pieces):
+            _write_piece(m, names, k, reads.values[k], reads.bits[k], lanes)
+
+    def store(m, lanes, address, bits):
+        source = sources[0] if sources and sources[0].kind == "reg" else None
+        halves = _value_of(m, _registers(source, registers)) if source is not None else \
+            [(m.full(U64(0)), m.full(taint.UNMODELLED))] * pieces
+        write_global(ctx, lanes, address, bits, [value & size_mask for value, _ in halves],
+                     [value_bits for _, value_bits in halves], piece)
+
+    operands = _atomic_operands(sources, ctx, op.bytes == 8)
+
+    def atom(m, lanes, address, bits):
+        old = np.zeros(m.size, dtype=np.uint64)
+        old_bits = np.full(m.size, taint.LOADED, dtype=np.uint64)
+        if op.is_float or op.bytes > 8:
+            # floating-point atomics (FTZ, the hardware's rounding) are not evaluated: the word becomes unknown
+            write_global(ctx, lanes, address, bits, [U64(0)] * pieces, [taint.FLOAT] * pieces, piece)
+            old_bits[:] = taint.FLOAT
+        else:
+            atomic_global(ctx, lanes, address, bits, op.op, op.bytes, op.signed, False, operands(m), old, old_bits)
+        for k in range(pieces):
+            _write_piece(m, names, k, old, old_bits, lanes)
+
+    return {"ld": load, "st": store, "atom": atom}[op.kind]
+
+
+def _atomic_operands(sources: list[Operand], ctx: SassContext, wide: bool, one_each: bool = False):
+    """``m -> (b, b taint, c, c taint)`` per thread of an atomic's ``Rb[, Rc]`` (pairs when ``wide``; 0 where
+    absent); ``one_each``: b is 1 (``ATOMS.POPC.INC``: an add of 1 per lane)."""
+    readers = [lambda m: (U64(1), taint.ZERO)] if one_each else [reader(source, ctx, wide) for source in sources[:2]]
+    readers += [lambda m: (U64(0), taint.ZERO)] * (2 - len(readers))
+
+    def read(m):
+        (b, b_bits), (c, c_bits) = (operand(m) for operand in readers)
+        return m.full(b), m.full(b_bits), m.full(c), m.full(c_bits)
+    return read
+
+
+def _write_piece(m, names: list[str], k: int, value, bits, lanes) -> None:
+    """The ``k``-th 64-bit piece of a value into its (up to) two 32-bit registers of ``names``."""
+    for half, name in enumerate(names[2 * k:2 * k + 2]):
+        write_register(m, name, (value >> U64(32 * half)) & M32, bits, lanes)
 
 
 def _read_back(content_bits, address_bits):
@@ -134,7 +246,7 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
     size, registers = op.bytes, max(1, op.bytes // 4)
     sources = ops[address_index + 1:]
     signed = next((int(m[1:]) for m in opcode.split(".")[1:] if m in ("S8", "S16")), 0)
-    first_destination = ops[0] if address_index and ops[0].kind == "reg" else None
+    first_destination = next((o for o in ops[:address_index] if o.kind == "reg"), None)     # ATOM PT, Rd, [a]...
 
     def chunks(m, offsets):
         """(offsets, bytes) of the 8-byte pieces of each lane's access."""
@@ -151,9 +263,7 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
             value, content_bits = contents.load(m.cta_index, at, width, lanes)
             if signed:             # LDS.S8 / LDS.S16: the register holds the sign-extended 32-bit value
                 value = intops.bits_of(intops.signed(value, signed)) & M32
-            value_bits = _read_back(content_bits, bits)
-            for half, name in enumerate(names[2 * k:2 * k + 2]):
-                write_register(m, name, (value >> U64(32 * half)) & M32, value_bits, lanes)
+            _write_piece(m, names, k, value, _read_back(content_bits, bits), lanes)
         return lanes
 
     def store(m, mask, lanes, offsets, bits):
@@ -178,7 +288,33 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
         return store
     if op.kind == "atom" and "SPIN" in opcode.split("."):
         return _spin(size, first_destination, sources, write_loaded)
+    if op.kind == "atom":
+        return _atomic(opcode, first_destination, sources, ctx, write_loaded) or clobber
     return None if op.kind == "ldmatrix" else clobber
+
+
+def _atomic(opcode: str, destination: Operand | None, sources: list[Operand], ctx: SassContext, write_loaded):
+    """ATOMS.ADD/INC/DEC/CAS/EXCH/MIN/MAX/AND/OR/XOR Rd, [a], Rb[, Rc] and ATOMS.POPC.INC (each lane adds 1):
+    the PTX level's shared atomics (lanes in thread order, :func:`traceconf.emulate.memory.atomic_shared`), the
+    old value into Rd.  None where the result is not evaluated (floating point, an operation without one)."""
+    modifiers = opcode.split(".")[1:]
+    operation = atomic_operation(modifiers)
+    size, signed, is_float = element_of(modifiers)
+    if operation is None or is_float or size not in (4, 8):
+        return None
+    names = _registers(destination, size // 4) if destination is not None else []
+    operands = _atomic_operands(sources, ctx, size == 8, one_each=operation == "popc_inc")
+    operation = "add" if operation == "popc_inc" else operation    # atomicAdd(p, 1), the result unused
+
+    def apply(m, mask, lanes, offsets, bits):
+        if write_loaded:
+            write_loaded(m, mask)
+        old = np.zeros(m.size, dtype=np.uint64)
+        old_bits = np.full(m.size, taint.LOADED, dtype=np.uint64)
+        atomic_shared(m, lanes, offsets, bits, operation, size, signed, False, operands(m), old, old_bits)
+        _write_piece(m, names, 0, old, old_bits, lanes)
+        return lanes
+    return apply
 
 
 def _spin(size: int, destination: Operand | None, sources: list[Operand], write_loaded):

@@ -69,6 +69,11 @@ _ATOMIC_MODIFIERS = {"POPC": "popc_inc", "CAS": "cas", "CAST": "cas", "ADD": "ad
                      "EXCH": "exch", "MIN": "min", "MAX": "max", "AND": "and", "OR": "or", "XOR": "xor"}
 
 
+def atomic_operation(modifiers: list[str]) -> str | None:
+    """The operation an atomic's modifiers name (None: none, e.g. ``ATOMS.ARRIVE``)."""
+    return next((_ATOMIC_MODIFIERS[m] for m in modifiers if m in _ATOMIC_MODIFIERS), None)
+
+
 @lru_cache(maxsize=4096)
 def shared_op(opcode: str) -> SharedOp | None:
     """The shared-memory access an opcode performs, or None if it never touches shared memory."""
@@ -89,7 +94,7 @@ def shared_op(opcode: str) -> SharedOp | None:
                 width = int(match.group(1)) // 8
     op = ""
     if kind == "atom":
-        op = next((_ATOMIC_MODIFIERS[m] for m in modifiers if m in _ATOMIC_MODIFIERS), "add")
+        op = atomic_operation(modifiers) or "add"
     elif kind == "cp_async" and "BYPASS" in modifiers:
         # cp.async.cg; .ZFILL where the src-size may zero-fill part of the copy (on .ca forms it changes nothing)
         op = "bypass_zfill" if "ZFILL" in modifiers else "bypass"
@@ -106,3 +111,52 @@ def uncounted_op(opcode: str) -> tuple[str, str] | None:
     """(label, why) for a SASS opcode of shared-memory work that is not counted (:data:`traceconf.kinds.UNCOUNTED`)."""
     label = _UNCOUNTED.get(opcode.upper().split(".")[0])
     return (label, UNCOUNTED[label]) if label else None
+
+
+#: Families that read or write global memory (generic ones: the lanes outside the shared window), with the kind
+#: of access and whether a destination register receives what memory held.
+_GLOBAL_FAMILIES = {"LDG": ("ld", True), "LD": ("ld", True), "STG": ("st", False), "ST": ("st", False),
+                    "ATOMG": ("atom", True), "ATOM": ("atom", True), "REDG": ("atom", False), "RED": ("atom", False)}
+_SIGNED = frozenset({"S8", "S16", "S32", "S64"})
+
+
+@dataclass(frozen=True)
+class GlobalOp:
+    """How one SASS opcode accesses global memory (the lanes of a generic one outside the shared window)."""
+
+    kind: str            # ld | st | atom
+    bytes: int           # per lane
+    signed: bool         # .S8/.S16 loads sign-extend; .S32 min/max compare signed
+    is_float: bool       # .F32/.F16x2/.BF16...: a floating-point atomic
+    op: str              # atomics: add, cas, exch, min, ...
+    result: bool         # a destination register receives what memory held
+
+    @property
+    def type_name(self) -> str:
+        """The PTX type name of the element read, as far as SASS tells: the width, and signedness below 32 bits."""
+        bits = 8 * self.bytes
+        return f"{'s' if self.signed else 'u'}{bits}" if self.bytes < 4 else f"b{bits}"
+
+
+def element_of(modifiers: list[str], width: int = 4) -> tuple[int, bool, bool]:
+    """(bytes, signed, float) of the element a memory opcode's modifiers name (``.U8``, ``.S16``, ``.64``,
+    ``.S32``, ``.F32``...; ``width`` when none does)."""
+    for modifier in modifiers:
+        match = _WIDTH.fullmatch(modifier)
+        if match:
+            width = int(match.group(1)) // 8
+    is_float = any(m.startswith(("F16", "F32", "F64", "BF16", "E4M3", "E5M2")) for m in modifiers)
+    return width, bool(_SIGNED & set(modifiers)), is_float
+
+
+@lru_cache(maxsize=4096)
+def global_op(opcode: str) -> GlobalOp | None:
+    """The global-memory access an opcode performs (LDG.E.U8, STG.E.128, ATOMG.E.CAS.STRONG.GPU, REDG.E.ADD...),
+    or None if it never touches global memory through a lane address."""
+    family, *modifiers = opcode.upper().split(".")
+    if family not in _GLOBAL_FAMILIES:
+        return None
+    kind, result = _GLOBAL_FAMILIES[family]
+    width, signed, is_float = element_of(modifiers)
+    op = (atomic_operation(modifiers) or "add") if kind == "atom" else ""
+    return GlobalOp(kind, width, signed, is_float, op, result)

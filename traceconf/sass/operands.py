@@ -134,6 +134,8 @@ class SassContext:
         # can change a count (traceconf.sass.dataflow); set by the driver, with the shared bytes per CTA
         self.shared_values = False
         self.shared_bytes = 0
+        self.memory = None                      # GlobalContents: the --data buffers (None: global memory unknown)
+        self.from_ptx = False                   # the input file is the PTX the SASS was assembled from
 
 
 # --------------------------------------------------------------------------- reading operands

@@ -5,7 +5,8 @@ in :mod:`.memory`, control flow in :mod:`.control`, operand readers and writers 
 Integer, logic, predicate, move, conversion and warp instructions are
 evaluated exactly on every thread (32-bit registers, 64-bit pairs, carries
 through predicates).  Floating-point arithmetic is not evaluated: its results
-carry :data:`taint.FLOAT`.  The integer-division idiom ptxas emits
+carry :data:`taint.FLOAT` (with ``--data``, f32 FADD/FMUL/FFMA/FSETP/FMNMX are,
+as the PTX level's: :mod:`.floats`).  The integer-division idiom ptxas emits
 (``I2F.U32.RP`` → ``MUFU.RCP`` → ``F2I.FTZ.U32.TRUNC``, then integer
 corrections) is evaluated in float32 without that taint, because its integer
 correction steps make the final quotient exact for any reciprocal within the
@@ -27,8 +28,9 @@ from traceconf.emulate import taint
 from traceconf.emulate.simt import EXIT, Compiled, with_guard
 from traceconf.sass.control import (RECONVERGE_JUMPS, barrier, both, branch_if_divergent, guard_of, jump,
                                     return_to_register, target_of)
-from traceconf.sass.memory import other_memory, shared_memory
-from traceconf.sass.opcodes import shared_op
+from traceconf.sass.floats import compile_float
+from traceconf.sass.memory import global_memory, other_memory, shared_memory
+from traceconf.sass.opcodes import global_op, shared_op
 from traceconf.sass.operands import (M32, Operand, SassContext, pair_name, parse_operand, read_register, reader,
                                      signed32, taint_of, write_register, writer)
 from traceconf.sass.warp import match, redux, shfl, vote
@@ -751,13 +753,17 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
     if family in OPAQUE_SHARED_WRITERS and ctx.shared_values:
         def forget(m, mask):
             m.shared_contents().forget(m.cta_index[m.valid if mask is None else mask])
-        return Compiled(with_guard(forget, guard, slot), False, slot)       # it changes shared memory
+        return Compiled(with_guard(forget, guard, slot, writes_memory=True), False, slot)   # it changes shared memory
     if family in NO_OPS or family == "BAR":
         return Compiled(lambda m, active, mask: None, False, slot)
 
     body = None
     if shared_op(full) is not None:
         body = shared_memory(full, ops, mods, ctx, slot)
+    if body is None and global_op(full) is not None:
+        body = global_memory(full, ops, mods, ctx, slot)
+    if body is None and family in FLOAT_FAMILIES:
+        body = compile_float(family, ops, mods, ctx)
     if body is None and family in _ALU and _ALU[family] is not None:
         try:
             body = _ALU[family](ops, mods, ctx)
@@ -774,12 +780,21 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
                 ctx.unknown_opcodes[full] = ctx.unknown_opcodes.get(full, 0) + 1
             body = _unknown(ops, bits)
     return Compiled(with_guard(body, guard, slot if shared_op(full) is not None else None,
-                               _written(ops, mods) if guard is not None else ()), False, slot)
+                               _written(ops, mods) if guard is not None else (), writes_memory(full)), False, slot)
+
+
+def writes_memory(full: str) -> bool:
+    """Whether the instruction (``LDS.U.128``: opcode and modifiers) may store to shared or global memory."""
+    shared, other = shared_op(full), global_op(full)
+    return (shared is not None and shared.kind in ("st", "atom", "stmatrix", "cp_async")) or \
+        (other is not None and other.kind != "ld")
 
 
 def _written(ops: list[Operand], mods: list[str]) -> tuple[str, ...]:
     """The registers an instruction may write: its leading register (with the pair or quad its width
     implies) and the predicates right after it (at worst a few more than it writes: their taint only grows)."""
+    if ops and ops[0].kind == "pred" and ops[0].name in ("PT", "UPT") and len(ops) > 1 and ops[1].kind == "reg":
+        ops = ops[1:]                   # ATOMG.E.ADD PT, Rd, [a], Rb: the register after the (unwritten) PT
     if not ops or ops[0].kind not in ("reg", "pred") or ops[0].negate:
         return ()
     names = [ops[0].name]

@@ -1,0 +1,138 @@
+"""32-bit floating point at the SASS level, exact where the PTX level's is: FADD, FMUL, FFMA, FSETP, FMNMX.
+
+These map one to one onto PTX ``add``/``mul``/``fma``/``setp``/``min``/``max`` ``.f32`` with the same
+rounding (``.RN`` by default, ``.RZ``/``.RM``/``.RP``), ``.FTZ`` and ``.SAT``, so they use the PTX level's
+IEEE arithmetic (:mod:`traceconf.emulate.floatops`); a lane it cannot reproduce bit for bit keeps the
+``FLOAT`` taint.  SASS float operands carry their own sign modifiers: ``-R2`` negates and ``|R2|`` takes the
+absolute value of the bit pattern (not the integer); an immediate written in decimal (``0.5``, ``1``,
+``-INF``) is a float, one in hex a bit pattern.  Other floating point (``MUFU``, conversions, 64-bit and
+half types) stays unknown, as before.
+
+Only with ``--data`` (``ctx.memory``): without buffer contents the operands of float arithmetic are loaded,
+unknown values, and evaluating every lane would only slow the data-free path down.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from traceconf.emulate import floatops, taint
+from traceconf.sass.operands import M32, Operand, SassContext, parse_operand, reader, writer
+
+U64 = np.uint64
+SIGN = U64(0x8000_0000)
+_ROUNDINGS = {"RN": "rn", "RZ": "rz", "RM": "rm", "RP": "rp"}
+_COMPARISONS = frozenset({"EQ", "NE", "LT", "LE", "GT", "GE", "EQU", "NEU", "LTU", "LEU", "GTU", "GEU", "NUM", "NAN"})
+_COMBINE = {"AND": np.logical_and, "OR": np.logical_or, "XOR": np.logical_xor}
+_WIDE = frozenset({"F64", "F16", "BF16", "F16x2", "BF16_V2", "H0_H0", "H1_H1"})
+
+
+def _literal(text: str) -> U64 | None:
+    """The f32 bit pattern of a decimal float immediate (``0.5``, ``1``, ``-INF``, ``+QNAN``), else None."""
+    body = text.lstrip("+-").upper()
+    negative = text.startswith("-")
+    if body in ("INF", "QNAN", "NAN"):
+        value = math.inf if body == "INF" else math.nan
+    else:
+        try:
+            value = float(body)
+        except ValueError:
+            return None
+    return U64(int(np.float32(-value if negative else value).view(np.uint32)))
+
+
+def float_reader(op: Operand, ctx: SassContext):
+    """``m -> (f32 bits, taint)`` of a float operand: sign modifiers on the bit pattern, decimal immediates as
+    floats; None for an operand it cannot read."""
+    if op.kind in ("float", "imm") and not op.text.lower().startswith(("0x", "-0x")):
+        bits = _literal(op.text)
+        return None if bits is None else (lambda m: (bits, taint.ZERO))
+    if op.kind == "imm":                           # hex: the bit pattern itself
+        bits = U64(op.value & 0xFFFF_FFFF)
+        return lambda m: (bits, taint.ZERO)
+    if op.kind not in ("reg", "const"):
+        return None
+    text = op.text.strip()
+    negate, absolute = text.startswith("-"), "|" in text
+    plain = reader(parse_operand(text.lstrip("-").strip("|")), ctx, False)
+
+    def read(m):
+        value, bits = plain(m)
+        value = np.asarray(value, dtype=np.uint64) & M32
+        if absolute:
+            value = value & ~SIGN
+        if negate:
+            value = value ^ SIGN
+        return value, bits
+    return read
+
+
+def _sources(ops: list[Operand], ctx: SassContext):
+    readers = [float_reader(op, ctx) for op in ops]
+    return None if any(read is None for read in readers) else readers
+
+
+def _result(dest: Operand, sources, compute):
+    """Rd = compute(operand bits...): exact lanes as they are, the others FLOAT-tainted."""
+    write = writer(dest)
+
+    def run(m, mask):
+        pairs = [read(m) for read in sources]
+        bits = taint.ZERO
+        for _, b in pairs:
+            bits = bits | b
+        values, exact = compute([value for value, _ in pairs])
+        write(m, np.asarray(values, dtype=np.uint64), bits | np.where(exact, taint.ZERO, taint.FLOAT), mask)
+    return run
+
+
+def compile_float(family: str, ops: list[Operand], mods: list[str], ctx: SassContext):
+    """The exact run of a float instruction, or None where it stays unknown (see the module docstring)."""
+    if ctx.memory is None or _WIDE & set(mods) or not ops or ops[0].kind not in ("reg", "pred"):
+        return None
+    rounding = next((_ROUNDINGS[m] for m in mods if m in _ROUNDINGS), None)
+    ftz, sat = "FTZ" in mods, "SAT" in mods
+    family = family.removesuffix("32I")              # FADD32I / FMUL32I / FFMA32I: a 32-bit immediate operand
+    if family in ("FADD", "FMUL") and len(ops) == 3 and (sources := _sources(ops[1:], ctx)):
+        op = "add" if family == "FADD" else "mul"
+        return _result(ops[0], sources, lambda v: floatops.arithmetic(op, v[0], v[1], 32, rounding, ftz, sat))
+    if family == "FFMA" and len(ops) == 4 and (sources := _sources(ops[1:], ctx)):
+        return _result(ops[0], sources, lambda v: floatops.fma(v[0], v[1], v[2], 32, rounding, ftz, sat))
+    if family == "FMNMX" and len(ops) == 4 and ops[3].kind == "pred" and (sources := _sources(ops[1:3], ctx)):
+        return _min_max(ops[0], sources, reader(ops[3], ctx), ftz, "NAN" in mods)
+    if family == "FSETP" and len(ops) >= 5 and (sources := _sources(ops[2:4], ctx)):
+        comparison = next((m for m in mods if m in _COMPARISONS), None)
+        if comparison is not None:
+            combine = next((_COMBINE[m] for m in mods if m in _COMBINE), np.logical_and)
+            return _setp(ops[:2], sources, reader(ops[4], ctx), comparison.lower(), combine, ftz)
+    return None
+
+
+def _min_max(dest: Operand, sources, predicate, ftz: bool, propagate_nan: bool):
+    """FMNMX Rd, a, b, P: the minimum where P holds, else the maximum (PTX min/max .f32)."""
+    write = writer(dest)
+
+    def run(m, mask):
+        (a, ab), (b, bb), (p, pb) = sources[0](m), sources[1](m), predicate(m)
+        low, low_exact = floatops.minimum_maximum("min", a, b, 32, ftz, propagate_nan)
+        high, high_exact = floatops.minimum_maximum("max", a, b, 32, ftz, propagate_nan)
+        take_min = (np.asarray(p, dtype=np.uint64) & U64(1)) == 1
+        exact = np.where(take_min, low_exact, high_exact)
+        write(m, np.where(take_min, low, high), ab | bb | pb | np.where(exact, taint.ZERO, taint.FLOAT), mask)
+    return run
+
+
+def _setp(dests: list[Operand], sources, condition, comparison: str, combine, ftz: bool):
+    """FSETP.cmp.combine Pd, Pq, a, b, Pc: Pd = (a cmp b) combine Pc, Pq = !(a cmp b) combine Pc (as ISETP)."""
+    outs = [writer(op) for op in dests]
+
+    def run(m, mask):
+        (a, ab), (b, bb), (c, cb) = sources[0](m), sources[1](m), condition(m)
+        result = floatops.compare(comparison, a, b, 32, ftz)
+        holds = (np.asarray(c, dtype=np.uint64) & U64(1)) == 1
+        bits = ab | bb | cb
+        outs[0](m, combine(result, holds).astype(np.uint64), bits, mask)
+        outs[1](m, combine(~np.asarray(result), holds).astype(np.uint64), bits, mask)
+    return run
