@@ -141,7 +141,7 @@ def test_loop_trip_count_from_a_parameter_and_ntid():
     assert len(result.accesses) == 5 * 2
     last = result.accesses.address[-1]
     assert last.tolist() == (4 * (4 * 64 + 32 + LANE)).tolist()
-    with pytest.raises(InputError, match=r"k_param_0.*--param k_param_0=VALUE"):
+    with pytest.raises(InputError, match=r"k_param_0.*--param 0=VALUE"):
         run(module, block=(64, 1, 1))
 
 
