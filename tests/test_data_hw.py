@@ -153,6 +153,25 @@ def test_without_data_the_position_only_accesses_are_exact_and_the_rest_flagged(
     assert texts and all(any(fragment in text for fragment in flagged) for text in texts), texts
 
 
+#: the PTX fragments above as SASS opcodes
+SASS_FRAGMENTS = {"atom.shared": "ATOMS", "ld.shared": "LDS"}
+
+
+@needs_ptxas
+@pytest.mark.parametrize("launch_id", sorted(POSITION_ONLY))
+def test_without_data_at_sass_level_the_position_only_accesses_are_exact_and_the_rest_flagged(launch_id):
+    """The default level explores a branch on unknown data as the PTX level does: what the data cannot change
+    stays exact at the SASS level too, the rest is unresolved, never guessed."""
+    launch, measured = LAUNCHES[launch_id], MEASURED[launch_id]
+    exact, flagged = POSITION_ONLY[launch_id]
+    analysis, totals = predict(launch, None, level="sass")
+    assert analysis.launch["level"] == "sass"
+    for kind in exact:
+        assert totals[kind] == int(measured[f"hw_wf_{kind}"]), kind
+    texts = {u["ptx"] for u in analysis.unresolved}
+    assert texts and all(any(SASS_FRAGMENTS[f] in text for f in flagged) for text in texts), texts
+
+
 def test_key_scatter_without_data_counts_the_fill_and_read_back(tmp_path):
     analysis, totals = predict(LAUNCHES["datadep_key_scatter"], None)
     # slot[i] = ~0 and out[i] = slot[i] follow from i; slot[key[i]] = i does not

@@ -184,6 +184,17 @@ def test_loaded_values_make_addresses_unresolved_with_the_reason():
     assert [u["reason"] for u in result.unresolved] == ["address depends on data loaded from memory"]
 
 
+def test_a_branch_on_loaded_data_is_explored_and_what_follows_stays_exact():
+    # the store under the branch is unresolved (its lanes are unknown), R5 written there is unknown afterwards,
+    # the store after the reconvergence point at a thread-only address is counted for every lane
+    body = [TID, "LDG.E R2, desc[UR4][R4.64]", "ISETP.GE.AND P0, PT, R2, 0x10, PT", "IMAD.SHL.U32 R3, R0, 0x4, RZ",
+            "MOV R5, R3", "@P0 BRA 0x90", "IADD3 R5, R3, 0x80, RZ", "STS [R3+0x100], RZ", "NOP",
+            "STS [R3], RZ", "STS [R5+0x200], RZ"]
+    result = run(body)
+    assert [u["ptx"] for u in result.unresolved] == ["STS [R3+0x100], RZ", "STS [R5+0x200], RZ"], result.unresolved
+    assert len(result.accesses) == 1 and result.accesses.address[0].tolist() == (4 * LANES).tolist()
+
+
 def test_unknown_opcode_is_a_note_and_taints_never_crashes():
     result = run([TID, "FROBNICATE.X R2, R0, 0x1", "STS [R2], RZ", "STS [R0.X4], RZ"])
     assert "SASS opcode FROBNICATE.X is not modelled: its results are treated as unknown" in result.notes

@@ -19,6 +19,7 @@ go on); :func:`branch_region` returns None otherwise, and the lanes stop.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from traceconf.emulate.operands import register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
@@ -31,6 +32,18 @@ NO_DESTINATION = frozenset({"st", "red", "bar", "barrier", "bra", "brx", "call",
                             "cp.async", "tensormap", "multimem", "st.async", "red.async"})
 MEMORY_WRITES = frozenset({"st", "red", "atom", "stmatrix", "cp", "sured", "sust", "st.async", "red.async",
                            "multimem"})
+
+
+@dataclass(frozen=True)
+class ControlFacts:
+    """What region finding needs to know about one instruction set's instructions (PTX: :data:`PTX_FACTS`; SASS:
+    ``traceconf.sass.emulate.SASS_FACTS``)."""
+
+    successors: Callable[[list[Slot], int], list[int]]     # flat pcs that may follow (len(slots): leaves)
+    written: Callable[[Slot], list[str]]                  # register keys the instruction may write
+    is_shared: Callable[[Slot], bool]                     # may access shared memory
+    writes_memory: Callable[[Slot], bool]                 # may store to memory (shared or global)
+    writes_carry: Callable[[Slot], bool]                  # writes the carry flag (PTX .cc)
 
 
 def successors(slots: list[Slot], index: int) -> list[int]:
@@ -51,7 +64,7 @@ def successors(slots: list[Slot], index: int) -> list[int]:
     return [index + 1]
 
 
-def immediate_post_dominators(slots: list[Slot]) -> list[int | None]:
+def immediate_post_dominators(slots: list[Slot], successors=successors) -> list[int | None]:
     """ipdom[pc] (``len(slots)`` = the kernel's exit; None where no path leads out: an endless loop).
 
     Cooper, Harvey & Kennedy's iterative dominator algorithm on the reversed control-flow graph.
@@ -117,13 +130,15 @@ class Region:
     writes_carry: bool
 
 
-def branch_region(program: Program, ipdom: list[int | None], branch: int) -> Region | None:
+def branch_region(program: Program, ipdom: list[int | None], branch: int, facts: "ControlFacts | None" = None
+                  ) -> Region | None:
+    facts = facts or PTX_FACTS
     slots = program.slots
     end = len(slots)
     rejoin = ipdom[branch]
     if rejoin is None or rejoin >= end:
         return None
-    seen, todo = set(), [t for t in successors(slots, branch)]
+    seen, todo = set(), [t for t in facts.successors(slots, branch)]
     while todo:
         index = todo.pop()
         if index in seen or index == rejoin:
@@ -131,24 +146,32 @@ def branch_region(program: Program, ipdom: list[int | None], branch: int) -> Reg
         if index >= end or index > rejoin:
             return None            # leaves the kernel or lies above the rejoin point: not sound to skip
         seen.add(index)
-        todo.extend(successors(slots, index))
+        todo.extend(facts.successors(slots, index))
     pcs = sorted(seen)
     registers: list[str] = []
     for index in pcs:
-        row = slots[index].row
-        operands = row["operands"] or []
-        if row["opcode"] in NO_DESTINATION or not operands or operands[0]["kind"] not in ("reg", "vector"):
-            continue
-        for name in split_destinations(operands[0]):
-            if name and name != "_":
-                key = register_key(name.lstrip("!"), slots[index])
-                if key not in registers:
-                    registers.append(key)
-    return Region(
-        branch=branch, rejoin=rejoin, pcs=pcs, registers=registers,
-        shared_slots=[slots[i] for i in pcs if may_access_shared(slots[i].row["opcode"], slots[i].row["state_space"])],
-        writes_memory=any(slots[i].row["opcode"] in MEMORY_WRITES for i in pcs),
-        writes_carry=any("cc" in (slots[i].row["modifiers"] or []) for i in pcs))
+        for key in facts.written(slots[index]):
+            if key not in registers:
+                registers.append(key)
+    return Region(branch=branch, rejoin=rejoin, pcs=pcs, registers=registers,
+                  shared_slots=[slots[i] for i in pcs if facts.is_shared(slots[i])],
+                  writes_memory=any(facts.writes_memory(slots[i]) for i in pcs),
+                  writes_carry=any(facts.writes_carry(slots[i]) for i in pcs))
+
+
+def _ptx_written(slot: Slot) -> list[str]:
+    row = slot.row
+    operands = row["operands"] or []
+    if row["opcode"] in NO_DESTINATION or not operands or operands[0]["kind"] not in ("reg", "vector"):
+        return []
+    return [register_key(name.lstrip("!"), slot) for name in split_destinations(operands[0]) if name and name != "_"]
+
+
+PTX_FACTS = ControlFacts(
+    successors=successors, written=_ptx_written,
+    is_shared=lambda slot: may_access_shared(slot.row["opcode"], slot.row["state_space"]),
+    writes_memory=lambda slot: slot.row["opcode"] in MEMORY_WRITES,
+    writes_carry=lambda slot: "cc" in (slot.row["modifiers"] or []))
 
 
 def read_registers(program: Program) -> frozenset[str]:

@@ -42,7 +42,7 @@ from traceconf.emulate import taint
 from traceconf.emulate.alu import compile_alu, unknown_result
 from traceconf.emulate.contents import SharedContents
 from traceconf.emulate.memory import compile_memory
-from traceconf.emulate.regions import MEMORY_WRITES, branch_region, immediate_post_dominators, successors
+from traceconf.emulate.regions import MEMORY_WRITES, PTX_FACTS, branch_region, immediate_post_dominators
 from traceconf.emulate.operands import Context, reader, register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.state import ThreadState
@@ -152,7 +152,7 @@ def _compile_slot(slot: Slot, ctx: Context) -> Compiled:
         if body is None:
             body = compile_warp(slot, ctx)
             if body is not None:
-                body = _collective(body, slot)
+                body = collective(body, PTX_FACTS.written(slot))
         body = body or unknown_result(row, slot, ctx, taint.UNMODELLED)
     shared = slot if may_access_shared(opcode, row["state_space"]) else None
     operands = row["operands"] or []
@@ -161,12 +161,9 @@ def _compile_slot(slot: Slot, ctx: Context) -> Compiled:
     return Compiled(with_guard(body, guard, shared, destinations, opcode in MEMORY_WRITES), False, slot)
 
 
-def _collective(body, slot: Slot):
-    """A warp-collective result is unknown in warps with lanes on an unknown side of a branch (they may take part)."""
-    operands = slot.row["operands"] or []
-    keys = [register_key(n, slot) for n in split_destinations(operands[0])] if operands and \
-        operands[0]["kind"] in ("reg", "vector") else []
-
+def collective(body, keys):
+    """A warp-collective result (in registers ``keys``) is unknown in warps with lanes on an unknown side of a
+    branch: they may take part."""
     def run(m, mask):
         body(m, mask)
         if m.any_doubt:
@@ -486,6 +483,7 @@ class Findings:
     """Unresolved instructions, CTA dependence and extents, shared by every chunk of one emulation."""
 
     where = staticmethod(ptx_where)
+    facts = PTX_FACTS            # the instruction set's control-flow facts (branch regions, reachability)
 
     def __init__(self, program: Program, layout_bytes: int):
         self.pc_index = {id(slot): index for index, slot in enumerate(program.slots)}
@@ -532,8 +530,8 @@ class Findings:
     def region(self, program: Program, branch: int):
         if branch not in self._regions:
             if self._ipdom is None:
-                self._ipdom = immediate_post_dominators(program.slots)
-            self._regions[branch] = branch_region(program, self._ipdom, branch)
+                self._ipdom = immediate_post_dominators(program.slots, self.facts.successors)
+            self._regions[branch] = branch_region(program, self._ipdom, branch, self.facts)
         return self._regions[branch]
 
     def stopped(self, slot: Slot, reason: str, reachable: list[Slot]) -> None:
@@ -562,13 +560,13 @@ class Findings:
         if start in self._reach_cache:
             return self._reach_cache[start]
         slots = program.slots
-        seen, todo = set(), list(successors(slots, start))
+        seen, todo = set(), list(self.facts.successors(slots, start))
         while todo:
             index = todo.pop()
             if index in seen or index >= len(slots):
                 continue
             seen.add(index)
-            todo.extend(successors(slots, index))
-        found = [slots[i] for i in sorted(seen) if may_access_shared(slots[i].row["opcode"], slots[i].row["state_space"])]
+            todo.extend(self.facts.successors(slots, index))
+        found = [slots[i] for i in sorted(seen) if self.facts.is_shared(slots[i])]
         self._reach_cache[start] = found
         return found

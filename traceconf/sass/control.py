@@ -2,7 +2,10 @@
 
 Threads that take a branch get the target's slot index as their pc, the others the next one; the
 scheduler (:mod:`traceconf.emulate.simt`) runs the lowest pc first, which reconverges them.  A branch
-condition that depends on unknown data stops the warps that reach it (reported, never guessed).
+condition that depends on unknown data is explored as at the PTX level (:mod:`traceconf.emulate.regions`, with
+the SASS control-flow facts of :mod:`traceconf.sass.emulate`): the unknown lanes skip to the reconvergence
+point with what the region writes made unknown; where no such region exists the warps stop (reported, never
+guessed).
 """
 
 from __future__ import annotations

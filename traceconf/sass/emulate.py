@@ -28,6 +28,7 @@ from traceconf.emulate.driver import EmulationResult, data_notes, extent_note, g
 from traceconf.emulate.grid import Consume, Emulator, Progress, run_grid
 from traceconf.emulate.launch import Launch, resolve_block, resolve_data, resolve_grid, resolve_params
 from traceconf.emulate.program import Program, Slot
+from traceconf.emulate.regions import ControlFacts
 from traceconf.emulate.simt import Findings, Machine
 from traceconf.errors import InputError
 from traceconf.sass.listing import SassModule, arch_number, default_param_base
@@ -36,7 +37,7 @@ from traceconf.sass.classes import compile_sass_checks
 from traceconf.sass.dataflow import shared_values_matter
 from traceconf.sass.control import reconvergence_targets
 from traceconf.sass.operands import SassContext
-from traceconf.sass.semantics import compile_instruction
+from traceconf.sass.semantics import compile_instruction, writes_memory, written_registers
 
 #: Instructions that move shared memory through descriptors, not lane addresses (counted nowhere).
 DESCRIPTOR_SHARED = frozenset({"HGMMA", "IGMMA", "QGMMA", "BGMMA", "UTMALDG", "UTMASTG", "UBLKCP", "UTMAREDG",
@@ -71,36 +72,6 @@ class SassMachine(Machine):
         return self._shared
 
 
-class SassFindings(Findings):
-    """Findings keyed by SASS instruction; reachability follows SASS branches."""
-
-    where = staticmethod(_where)
-
-    @staticmethod
-    def entry(row: dict, reason: str) -> dict:
-        return {"instruction": int(row["instruction"]), "ptx": row["text"], "ptx_line": row.get("ptx_line"),
-                "pc": int(row["pc"]), "reason": reason, "executions": 0, "uncounted": False}
-
-    def region(self, program: Program, branch: int):
-        """SASS branches are not explored (the control-flow facts are PTX's): unknown lanes stop."""
-        return None
-
-    def reachable_shared(self, program: Program, start: int) -> list[Slot]:
-        if start in self._reach_cache:
-            return self._reach_cache[start]
-        slots = program.slots
-        seen, todo = set(), list(_successors(slots, start))
-        while todo:
-            index = todo.pop()
-            if index in seen or index >= len(slots):
-                continue
-            seen.add(index)
-            todo.extend(_successors(slots, index))
-        found = [slots[i] for i in sorted(seen) if is_shared(slots[i].row)]
-        self._reach_cache[start] = found
-        return found
-
-
 def is_shared(row: dict) -> bool:
     return shared_op(".".join([row["opcode"], *(row["modifiers"] or [])])) is not None
 
@@ -114,12 +85,33 @@ def _successors(slots: list[Slot], index: int) -> list[int]:
         return ([slot.target] if slot.target is not None else []) + following
     if family in ("BRX", "JMX"):
         return list(range(len(slots)))      # an indirect branch may go anywhere
+    end = len(slots)                         # past the last instruction: the thread has left the kernel
     if family in ("EXIT", "KILL"):
-        return following
+        return [end] + following
     if family == "RET":
-        # returns go back after some call: every instruction after a CALL
-        return [i + 1 for i, s in enumerate(slots) if s.row["opcode"] == "CALL"] + following
+        # returns go back after some call: every instruction after a CALL (or, from the kernel, out of it)
+        return [i + 1 for i, s in enumerate(slots) if s.row["opcode"] == "CALL"] + [end] + following
     return [index + 1]
+
+
+#: Branch regions and reachability over SASS: data-dependent branches are explored as at the PTX level.
+SASS_FACTS = ControlFacts(successors=_successors, written=lambda slot: list(written_registers(slot.row)),
+                          is_shared=lambda slot: is_shared(slot.row),
+                          writes_memory=lambda slot: writes_memory(".".join([slot.row["opcode"],
+                                                                             *(slot.row["modifiers"] or [])])),
+                          writes_carry=lambda slot: False)      # carries live in predicate registers
+
+
+class SassFindings(Findings):
+    """Findings keyed by SASS instruction; regions and reachability follow SASS branches."""
+
+    where = staticmethod(_where)
+    facts = SASS_FACTS
+
+    @staticmethod
+    def entry(row: dict, reason: str) -> dict:
+        return {"instruction": int(row["instruction"]), "ptx": row["text"], "ptx_line": row.get("ptx_line"),
+                "pc": int(row["pc"]), "reason": reason, "executions": 0, "uncounted": False}
 
 
 def writes_global(rows: list[dict]) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from traceconf.emulate import taint
-from traceconf.emulate.simt import EXIT, Compiled, with_guard
+from traceconf.emulate.simt import EXIT, Compiled, collective, with_guard
 from traceconf.sass.control import (RECONVERGE_JUMPS, barrier, both, branch_if_divergent, guard_of, jump,
                                     return_to_register, target_of)
 from traceconf.sass.floats import compile_float
@@ -769,6 +769,8 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
             body = _ALU[family](ops, mods, ctx)
         except (IndexError, AttributeError, ValueError, TypeError):
             body = None
+        if body is not None and family in _COLLECTIVES:
+            body = collective(body, written_registers(row))
     if body is None:
         if family in GLOBAL_LOADS or family in ("LD", "ATOM", "ATOMS", "LDS", "LDSM", "LDG", "LDL"):
             body = other_memory(ops, mods, True)
@@ -780,27 +782,40 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
                 ctx.unknown_opcodes[full] = ctx.unknown_opcodes.get(full, 0) + 1
             body = _unknown(ops, bits)
     return Compiled(with_guard(body, guard, slot if shared_op(full) is not None else None,
-                               _written(ops, mods) if guard is not None else (), writes_memory(full)), False, slot)
+                               written_registers(row) if guard is not None else (), writes_memory(full)), False, slot)
+
+
+#: Stores without a lane-address access kind: surfaces, local memory, TMA and bulk copies into shared memory.
+_OTHER_WRITES = frozenset({"SUST", "SURED", "STL", "STAS", "UBLKCP", "UTMALDG", "UTMAREDG", "UBLKRED"})
 
 
 def writes_memory(full: str) -> bool:
     """Whether the instruction (``LDS.U.128``: opcode and modifiers) may store to shared or global memory."""
     shared, other = shared_op(full), global_op(full)
     return (shared is not None and shared.kind in ("st", "atom", "stmatrix", "cp_async")) or \
-        (other is not None and other.kind != "ld")
+        (other is not None and other.kind != "ld") or full.split(".")[0] in _OTHER_WRITES
 
 
-def _written(ops: list[Operand], mods: list[str]) -> tuple[str, ...]:
+#: Warp collectives: lanes on an unknown side of a branch may take part in them.
+_COLLECTIVES = frozenset({"SHFL", "VOTE", "VOTEU", "MATCH", "REDUX"})
+#: Matrix instructions: their destination is a group of registers the modifiers do not spell (HMMA.16816.F32
+#: writes four), so four are taken.
+_MATRIX_FAMILIES = frozenset({"HMMA", "IMMA", "DMMA", "BMMA"})
+
+
+def written_registers(row: dict) -> tuple[str, ...]:
     """The registers an instruction may write: its leading register (with the pair or quad its width
     implies) and the predicates right after it (at worst a few more than it writes: their taint only grows)."""
+    ops = [parse_operand(o) for o in row["operands"] or []]
+    mods = list(row["modifiers"] or [])
     if ops and ops[0].kind == "pred" and ops[0].name in ("PT", "UPT") and len(ops) > 1 and ops[1].kind == "reg":
         ops = ops[1:]                   # ATOMG.E.ADD PT, Rd, [a], Rb: the register after the (unwritten) PT
     if not ops or ops[0].kind not in ("reg", "pred") or ops[0].negate:
         return ()
     names = [ops[0].name]
     if ops[0].kind == "reg":
-        width = 4 if "128" in mods or "4" in mods else 2 if ("64" in mods or "WIDE" in mods or "2" in mods
-                                                              or ops[0].wide) else 1
+        width = 4 if "128" in mods or "4" in mods or row["opcode"] in _MATRIX_FAMILIES else \
+            2 if ("64" in mods or "WIDE" in mods or "2" in mods or ops[0].wide) else 1
         for _ in range(width - 1):
             names.append(pair_name(names[-1]))
     names += [op.name for op in ops[1:3] if op.kind == "pred" and not op.negate]
