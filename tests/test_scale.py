@@ -388,3 +388,33 @@ def test_a_guarded_write_skipped_in_cta_0_still_ties_its_register_to_the_cta_ind
         analysis, results = _results(module, "k", LaunchRequest(block=(32, 1, 1), grid=(300, 1, 1),
                                                                 classes=classes))
         assert results.column("wavefronts").to_pylist() == [100 * 1 + 200 * 2], analysis.launch
+
+
+#: loaded data (unknown without --data) mixed with the CTA index: its uses are explored or unresolved alike in
+#: every CTA, so they need no affinity; the bounds check beside it still decides the classes
+UNKNOWN_AND_CTA = """
+        mov.u32 %r1, %tid.x;
+        mul.lo.s32 %r5, %r1, 8;
+        mov.u32 %r2, %ctaid.x;
+        ld.param.u64 %rd1, [p];
+        ld.global.u32 %r3, [%rd1];
+        add.s32 %r4, %r3, %r2;
+        setp.lt.u32 %p1, %r4, 40;
+        @%p1 bra SKIP;
+        st.shared.u32 [%r5+16], %r1;
+        SKIP:
+        setp.lt.u32 %p2, %r2, 40;
+        @%p2 st.shared.u32 [%r5+20], %r1;
+        shl.b32 %r6, %r4, 2;
+        st.shared.u32 [%r6], %r1;
+        ret;"""
+
+
+def test_unknown_data_mixed_with_the_cta_index_keeps_classes_and_counts_exactly(monkeypatch):
+    from traceconf.analyses.results import unresolved_summary
+    monkeypatch.setattr(driver, "CHUNK_THREADS", 128)
+    module = kernel_module(UNKNOWN_AND_CTA, params=".param .u64 p", shared=".shared .align 4 .b8 buf[4096];\n")
+    classes, fast, slow = _exhaustive_and_classes(module, "k", block=(32, 1, 1), grid=(300, 1, 1))
+    exhaustive, _ = _results(module, "k", LaunchRequest(block=(32, 1, 1), grid=(300, 1, 1), classes=False))
+    assert fast.equals(slow) and unresolved_summary(classes) == unresolved_summary(exhaustive)
+    assert classes.launch["class_count"] and classes.launch["analysed_ctas"] < 100, classes.launch

@@ -77,3 +77,14 @@ def test_a_guard_that_depends_on_the_cta_index_opaquely_makes_what_it_guards_opa
         result = emulate_sass(module, "k", Launch(block=(32, 1, 1), grid=(300, 1, 1), classes=classes))
         totals.append(int((count_wavefronts(result.accesses, rules)[0] * result.weights).sum()))
     assert totals == [200 * 1 + 100 * 2] * 2
+
+
+def test_sass_unknown_data_mixed_with_the_cta_index_counts_exactly(monkeypatch, tmp_path):
+    from test_scale import UNKNOWN_AND_CTA
+    from traceconf.analyses.results import unresolved_summary
+    monkeypatch.setattr(scheduler, "CHUNK_THREADS", 128)
+    path = tmp_path / "unknown.ptx"
+    path.write_text(kernel_text(UNKNOWN_AND_CTA, params=".param .u64 p", shared=".shared .align 4 .b8 buf[4096];\n"))
+    fast, slow = _both(path, "k", block=(32, 1, 1), grid=(300, 1, 1))
+    assert fast.results.equals(slow.results) and unresolved_summary(fast) == unresolved_summary(slow)
+    assert fast.launch["class_count"], fast.launch

@@ -129,6 +129,19 @@ def _cta_lanes(bits, size: int, active: np.ndarray) -> np.ndarray:
     return active & ((_full(bits, size) & CTA) != 0)
 
 
+def _unknown(bits, size: int) -> np.ndarray:
+    """Lanes whose value is unknown to the emulator (and not opaque: that one may be known in another CTA)."""
+    bits = _full(bits, size)
+    return ((bits & taint.UNKNOWN) != 0) & ((bits & OPAQUE) == 0)
+
+
+def _varies(bits, size: int, active: np.ndarray) -> np.ndarray:
+    """Active lanes where a condition may differ between the CTAs of a box: it depends on the CTA index other
+    than through recorded decisions, and is not unknown anyway (an unknown condition is explored or stops,
+    alike in every CTA)."""
+    return active & ((_full(bits, size) & (CTA | OPAQUE)) != 0) & ~_unknown(bits, size)
+
+
 def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> Check:
     """An instruction writing ``keys`` from ``sources`` (readers ``m -> (value, bits)``; ``guard``: ``m ->
     (holds, bits)``).  ``rule`` is None (the result is not affine: CTA-dependent results become opaque) or a
@@ -137,11 +150,14 @@ def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> C
     def before(m, active):
         pairs = [s(m) for s in sources]
         size = m.size
-        cta = [_cta_lanes(b, size, active) for _, b in pairs]
+        # a result that is unknown anyway (loaded data, ...) needs no affinity: every use of it is explored or
+        # unresolved, alike in every CTA, whatever its value
+        known = active & ~np.logical_or.reduce([_unknown(b, size) for _, b in pairs]) if pairs else active
+        cta = [_cta_lanes(b, size, known) for _, b in pairs]
         touched = np.logical_or.reduce(cta) if cta else np.zeros(size, dtype=bool)
         # a guard that depends on the CTA index other than through decisions decides whether the write happens:
         # the destination is opaque in every lane it guards, written here or not
-        guarded = active & ((_full(guard(m)[1], size) & (CTA | OPAQUE)) != 0) if guard is not None else None
+        guarded = _varies(guard(m)[1], size, active) if guard is not None else None
         if guarded is not None:
             touched = touched | guarded
         if not touched.any():
@@ -185,7 +201,9 @@ def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=No
         opaque = active & ((both & OPAQUE) != 0)
         if opaque.any():
             m.watch.unclassable(opaque)
-        affine = active & ((both & CTA) != 0) & ~opaque
+        # an unknown operand makes the result unknown: its branch is explored (or its access unresolved) alike in
+        # every CTA, so no decision is recorded for it
+        affine = active & ((both & CTA) != 0) & ~opaque & ~_unknown(both, size)
         if not affine.any():
             return None
         vx, vy = exact(_full(x, size)), exact(_full(y, size))
@@ -215,10 +233,10 @@ def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool =
         executing = active
         if guard is not None:
             holds, bits = guard(m)
-            bad |= active & ((_full(bits, size) & (CTA | OPAQUE)) != 0)
+            bad |= _varies(bits, size, active)
             executing = active & _full(holds, size)     # a class-constant guard: the same lanes in every CTA
         for operand in constant:
-            bad |= active & ((_full(operand(m)[1], size) & (CTA | OPAQUE)) != 0)
+            bad |= _varies(operand(m)[1], size, active)
         for address in addresses:
             bad |= executing & ((_full(address(m)[1], size) & forbidden) != 0)
         if bad.any():
