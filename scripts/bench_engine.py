@@ -33,7 +33,7 @@ from traceconf.accesses import INACTIVE, WarpAccesses, from_table  # noqa: E402
 from traceconf.engine import analyze  # noqa: E402
 from traceconf.reference import execution_cost  # noqa: E402
 from traceconf.rules import load_rule_set  # noqa: E402
-from traceconf.schemas import ACCESSES, KIND_CODES, KINDS  # noqa: E402
+from traceconf.schemas import KIND_CODES, KINDS  # noqa: E402
 
 LANE = np.arange(32)
 
@@ -89,15 +89,8 @@ def random_warps(n: int, seed: int = 2) -> WarpAccesses:
 
 
 def long_table(acc: WarpAccesses) -> pa.Table:
-    """The same executions as a long ACCESSES table (one row per active lane), built with numpy."""
-    rows, lanes = np.nonzero(acc.address != INACTIVE)
-    kinds = pa.DictionaryArray.from_arrays(pa.array(acc.kind[rows].astype(np.int32)), pa.array(KINDS))
-    return pa.table({
-        "kernel": pa.repeat(pa.scalar(acc.kernel), len(rows)),
-        "cta": acc.cta[rows], "warp": acc.warp[rows], "execution": acc.execution[rows],
-        "instruction": acc.instruction[rows], "lane": lanes.astype(np.int16), "address": acc.address[rows, lanes],
-        "bytes": acc.bytes[rows], "kind": kinds.cast(pa.string()), "matrices": acc.matrices[rows],
-    }, schema=ACCESSES)
+    """The same executions as a long ACCESSES table (one row per active lane)."""
+    return acc.to_table()
 
 
 def timed(function, *args):
