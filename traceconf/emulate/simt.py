@@ -265,12 +265,12 @@ class Machine(ThreadState):
     """Thread state plus the scheduler and the logs of one chunk."""
 
     def __init__(self, program: Program, compiled: list[Compiled], ctx: Context, ctas, block, grid,
-                 warp_size: int, layout_sizes, max_steps: int, findings: "Findings", watch=None, limits=None):
+                 warp_size: int, layout_sizes, max_steps: int, findings: "Findings", watch=None):
         super().__init__(ctas, block, grid, warp_size, layout_sizes)
         self.program, self.compiled, self.ctx = program, compiled, ctx
         self.max_steps = max_steps
         self.watch = watch              # classes.Watch: CTA-class bookkeeping around each step (or None)
-        self.limits = limits            # launch.Limits: time and memory, polled every LIMIT_POLL_STEPS
+        self.limits = None              # launch.Limits, set by the scheduler: polled every LIMIT_POLL_STEPS
         self.findings = findings
         self.pc = np.where(self.valid, 0, EXIT).astype(np.int64)
         self.resume = np.zeros(self.size, dtype=np.int64)
