@@ -342,3 +342,21 @@ def test_memo_survives_hash_collisions(monkeypatch):
             ("ld", 4, 0, [4096 + 128 * lane for lane in LANES]), ("ld", 4, 0, [-1] * 31 + [0]),
             ("st", 4, 0, [0] * 32), ("ld", 4, 0, [0] * 32)]
     assert costs(SM90, rows) == [(32, 1, 32), (1, 1, 1), (32, 1, 32), (1, 1, 1), (1, 1, 1), (1, 1, 1)]
+
+
+def test_the_reference_reads_the_rule_data_not_the_engines_rule_methods():
+    """The reference must not share the engine's grouping code (a bug there would pass both): in
+    traceconf/reference.py the rule set is only ever read as ``rules.data``, and nothing of traceconf
+    but the RuleSet type is imported."""
+    import ast
+    from pathlib import Path
+
+    import traceconf.reference as reference
+
+    tree = ast.parse(Path(reference.__file__).read_text(encoding="utf-8"))
+    used = {node.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "rules"}
+    assert used == {"data"}
+    imported = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for alias in node.names if (node.module or "").startswith("traceconf")}
+    assert imported == {("traceconf.rules", "RuleSet")}

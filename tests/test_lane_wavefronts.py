@@ -38,8 +38,8 @@ def expected_groups(rules, kind, nbytes, matrices, address) -> list[set[int]]:
 def one_pass(rules, kind, width, accesses: dict[int, int]) -> bool:
     """Can the rules serve these lane accesses (lane → aligned byte address) in a single pass?"""
     if rules.broadcast == "single_word":
-        return reference._single_word_steps(rules, accesses) == 1
-    return reference._multicast_passes(rules, accesses, width, merge=rules.merges(kind)) == 1
+        return reference._single_word_steps(rules.data, accesses) == 1
+    return reference._multicast_passes(rules.data, accesses, width, merge=rules.merges(kind)) == 1
 
 
 def check_assignment(rules, rows):

@@ -1,9 +1,13 @@
-"""Scalar reference: the rule sets applied one warp at a time, with dicts and loops.
+"""Scalar reference: the rule files applied one warp at a time, with dicts and loops.
 
 Written to be read next to ``../shared/reference/bank_rules.md`` (§1.1 for the
-single-word broadcast, §4.3 for phases, pairing and matrices), not to be fast.
-The vectorized engine (:mod:`traceconf.engine`) must agree with it on every
-execution; the property tests check that for every builtin rule set.
+single-word broadcast, §4.3 for phases, pairing and matrices) and ``docs/rules.md``
+(the file format), not to be fast.  It reads a rule set's merged TOML keys
+(:attr:`traceconf.rules.RuleSet.data`) itself and never calls the grouping,
+merging or serving code that :class:`~traceconf.rules.RuleSet` gives the engine, so a
+mistake there cannot hide behind the same mistake here.  The vectorized engine
+(:mod:`traceconf.engine`) must agree with it on every execution; the property
+tests check that for every builtin rule set.
 """
 
 from __future__ import annotations
@@ -11,6 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from traceconf.rules import RuleSet
+
+#: docs/rules.md: the kinds ``merge_stores = false`` stops merging (every write access counts).
+_WRITES = ("st", "atom", "stmatrix", "cp_async")
+#: docs/rules.md: ``[atomic_ops.OP]`` rules serve ``atom`` accesses, ``[copy_ops.OP]`` rules ``cp_async`` ones.
+_OP_TABLE_OF_KIND = {"atom": "atomic_ops", "cp_async": "copy_ops"}
 
 
 @dataclass(frozen=True)
@@ -25,29 +34,38 @@ def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addres
     """Cost of one warp-level execution; ``addresses[lane]`` is a byte address or -1 (inactive); ``op``
     the operation of an ``atom`` or ``cp_async`` (its merging, passes and servings may differ:
     ``[atomic_ops]``, ``[copy_ops]``)."""
+    data = rules.data
     lane_address = {lane: a for lane, a in enumerate(addresses) if a != -1}
+    op_rule = data.get(_OP_TABLE_OF_KIND.get(kind, ""), {}).get(op, {}) if op else {}
 
     # Accesses wider than split_bytes are separate requests of split_bytes each (CC 1.x: 32-bit requests).
-    width = min(nbytes, rules.split_bytes)
+    width = min(nbytes, data.get("split_bytes", 16))
     requests = nbytes // width
 
-    if rules.matrix is not None and kind in rules.matrix.kinds:
+    matrix = data.get("matrix")
+    extra = 0
+    if matrix is not None and kind in matrix["kinds"]:
         # One group per 8x8 matrix: lanes 8j..8j+7 supply its row addresses.
-        per = rules.matrix.lanes
+        per = matrix["lanes"]
         groups = [list(range(j * per, (j + 1) * per)) for j in range(matrices)]
-        extra = 0
     else:
-        rule = rules.lane_group_rule(kind, width)
-        groups = [list(g) for g in rule.groups]
-        extra = rule.extra_wavefronts
-        pairing = rules.pairing
-        if pairing is not None and pairing.applies(kind, width) and _paired(lane_address, pairing.partners):
-            f = pairing.factor
+        entry = _lane_group_entry(data, kind, width)
+        groups = _groups(entry, data["warp_size"])
+        extra = entry.get("extra_wavefronts", 0)
+        pairing = data.get("pairing")
+        if (pairing is not None and kind in pairing["kinds"] and width >= pairing["min_bytes"]
+                and _paired(lane_address, pairing["partners"])):
+            f = pairing["factor"]
             groups = [sum(groups[k:k + f], []) for k in range(0, len(groups), f)]
 
+    merge = op_rule.get("merge_same_word")
+    if merge is None:
+        merge = data.get("merge_same_word", {}).get(kind, not (kind in _WRITES and not data.get("merge_stores", True)))
+    servings = [op_rule.get("group_passes", "banks")] + (["banks"] if op_rule.get("plus_plain") else [])
+
     wavefronts = ideal = max_ways = 0
-    # A ZFILL copy is served twice: its placements, then as a plain copy (rules.op_rule(...).servings).
-    for serving in rules.op_rule(kind, op).servings:
+    # A ZFILL copy is served twice: its placements, then as a plain copy.
+    for serving in servings:
         for request in range(requests):
             for group in groups:
                 accesses = {lane: lane_address[lane] - lane_address[lane] % width + request * width
@@ -55,17 +73,31 @@ def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addres
                 if not accesses:
                     continue
                 if serving == "placements":
-                    passes = _placement_passes(rules, accesses, group, width)
-                elif rules.broadcast == "single_word":
-                    passes = _single_word_steps(rules, accesses)
+                    passes = _placement_passes(data, accesses, group, width)
+                elif data.get("broadcast", "multicast") == "single_word":
+                    passes = _single_word_steps(data, accesses)
                 else:
-                    passes = _multicast_passes(rules, accesses, width, merge=rules.merges(kind, op))
+                    passes = _multicast_passes(data, accesses, width, merge=merge)
                 passes += extra
                 wavefronts += passes
                 ideal += 1
                 max_ways = max(max_ways, passes)
-    repeat = rules.passes(kind, op)
+    repeat = op_rule.get("passes", 1)
     return ExecutionCost(wavefronts * repeat, ideal * repeat, max_ways)
+
+
+def _lane_group_entry(data: dict, kind: str, width: int) -> dict:
+    """The first ``[[lane_groups]]`` table that lists the width and (when it lists kinds) the kind."""
+    for entry in data["lane_groups"]:
+        if width in entry["bytes"] and ("kinds" not in entry or kind in entry["kinds"]):
+            return entry
+    raise ValueError(f"rule set {data['name']!r} has no lane group for {width}-byte {kind} accesses")
+
+
+def _groups(entry: dict, warp_size: int) -> list[list[int]]:
+    if "groups" in entry:
+        return [list(group) for group in entry["groups"]]
+    return [list(range(start, start + entry["lanes"])) for start in range(0, warp_size, entry["lanes"])]
 
 
 def _paired(lane_address: dict[int, int], partners) -> bool:
@@ -75,35 +107,37 @@ def _paired(lane_address: dict[int, int], partners) -> bool:
     return any(ok(x) for x in partners)
 
 
-def _multicast_passes(rules: RuleSet, accesses: dict[int, int], width: int, merge: bool) -> int:
+def _multicast_passes(data: dict, accesses: dict[int, int], width: int, merge: bool) -> int:
     """Busiest bank's count of distinct bank rows (same row = multicast / merged write; ``merge`` false:
     every lane's access counts on its own, e.g. shared atomics on sm_90)."""
+    bank_bytes, banks, row_bytes = data["bank_bytes"], data["banks"], data["row_bytes"]
     rows_of_bank: dict[int, set] = {}
     for lane, address in accesses.items():
         # The pieces of a ``width``-byte access at ``address`` are the bank words it overlaps, and only
         # those: a 1- or 2-byte access touches one word whatever its offset inside it (sm_90 measured).
-        for word in range(address // rules.bank_bytes, (address + width - 1) // rules.bank_bytes + 1):
-            bank = word % rules.banks
-            row = word * rules.bank_bytes // rules.row_bytes
-            rows_of_bank.setdefault(bank, set()).add(row if merge else (row, lane, word))
+        for word in range(address // bank_bytes, (address + width - 1) // bank_bytes + 1):
+            rows_of_bank.setdefault(word % banks, set()).add(
+                word * bank_bytes // row_bytes if merge else (word * bank_bytes // row_bytes, lane, word))
     return max(len(rows) for rows in rows_of_bank.values())
 
 
-def _placement_passes(rules: RuleSet, accesses: dict[int, int], group: list[int], width: int) -> int:
+def _placement_passes(data: dict, accesses: dict[int, int], group: list[int], width: int) -> int:
     """Distinct placements (row, chunk XOR position) of the group's distinct destinations, each written by
     its lowest lane; ``chunk`` is the ``width``-byte unit of the destination in its row, ``position`` the
     writing lane's place in the group (sm_90 cp.async.cg, docs/rules.md)."""
+    row_bytes = data["row_bytes"]
     writer: dict[int, int] = {}
     for lane in sorted(accesses):
         writer.setdefault(accesses[lane], lane)
-    return len({(address // rules.row_bytes, address % rules.row_bytes // width ^ group.index(lane))
+    return len({(address // row_bytes, address % row_bytes // width ^ group.index(lane))
                 for address, lane in writer.items()})
 
 
-def _single_word_steps(rules: RuleSet, accesses: dict[int, int]) -> int:
+def _single_word_steps(data: dict, accesses: dict[int, int]) -> int:
     """CC 1.x guide procedure (§1.1) with the stated choices: broadcast the word most lanes want (lowest
     word on ties), serve every lane of that word and the lowest remaining lane of each other bank."""
-    remaining = {lane: address // rules.bank_bytes for lane, address in accesses.items()}
+    bank_bytes, banks = data["bank_bytes"], data["banks"]
+    remaining = {lane: address // bank_bytes for lane, address in accesses.items()}
     steps = 0
     while remaining:
         steps += 1
@@ -112,9 +146,9 @@ def _single_word_steps(rules: RuleSet, accesses: dict[int, int]) -> int:
             lanes_of_word.setdefault(word, []).append(lane)
         broadcast = max(lanes_of_word, key=lambda w: (len(lanes_of_word[w]), -w))
         served = set(lanes_of_word[broadcast])
-        banks_served = {broadcast % rules.banks}
+        banks_served = {broadcast % banks}
         for lane in sorted(remaining):
-            bank = remaining[lane] % rules.banks
+            bank = remaining[lane] % banks
             if bank not in banks_served:
                 banks_served.add(bank)
                 served.add(lane)

@@ -172,6 +172,8 @@ class RuleSet:
     ops: dict = field(default_factory=dict)  # op -> OpRule: how one atomic or copy operation is served
     products: tuple[str, ...] = ()         # product names that --device accepts for this rule set
     limits: LaunchLimits | None = None     # the launch limits of the device; None: not stated (unchecked)
+    # the validated keys, aliases merged: what the scalar reference (traceconf.reference) reads on its own
+    data: dict = field(default_factory=dict, compare=False, repr=False)
 
 
     def lane_group_rule(self, kind: str, nbytes: int) -> LaneGroupRule:
@@ -411,7 +413,7 @@ def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
         lane_groups=lane_groups, pairing=v.pairing(warp_size, lane_groups), matrix=v.matrix(warp_size),
         source=source, same_rules_as=same_rules_as,
         ops={**v.op_rules("atomic_ops", ATOMIC_OPS), **v.op_rules("copy_ops", COPY_OPS)}, products=v.products(),
-        limits=v.limits())
+        limits=v.limits(), data=data)
 
 
 class _Validator:
