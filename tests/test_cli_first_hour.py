@@ -346,3 +346,23 @@ def test_ptx_8_5_abi_directives_parse_and_analyse(tmp_path):
     result = run("analyze", path, "--block", "32", "--level", "ptx", "-f", "json")
     assert result.exit_code == 0, result.output
     assert results(result.stdout)["k"]["totals"]["st"]["wavefronts"] == 2       # 8-byte stride: 2-way
+
+
+def test_help_of_the_package_shows_the_api():
+    """``help(traceconf)`` lists the entry points although they are imported lazily (issue 24, item 10)."""
+    import pydoc
+
+    import traceconf
+
+    text = pydoc.render_doc(traceconf, renderer=pydoc.plaintext)
+    for name in ("analyze_ptx(", "analyze_sass(", "analyze_trace(", "InputError"):
+        assert name in text
+    assert {"analyze_ptx", "analyze_sass", "analyze_trace"} <= set(dir(traceconf))
+
+
+def test_shell_completion_is_offered():
+    """``traceconf --install-completion`` / ``--show-completion SHELL`` (issue 24, item 10)."""
+    runner = CliRunner()
+    assert "--install-completion" in runner.invoke(app, ["--help"]).output
+    shown = runner.invoke(app, ["--show-completion", "bash"], prog_name="traceconf")
+    assert shown.exit_code == 0 and "complete" in shown.output and "traceconf" in shown.output

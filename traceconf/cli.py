@@ -39,7 +39,7 @@ app = typer.Typer(
     epilog="Exit status: 0 ok, 1 --fail-on-excess exceeded, 2 bad input, 3 --fail-on-excess unverifiable "
            "(unresolved accesses), 70 internal error (please report).",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,           # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
 )
 
