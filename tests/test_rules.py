@@ -127,6 +127,10 @@ def test_missing_key_unknown_alias_and_unknown_device(tmp_path):
     path.write_text(GOOD.replace("row_bytes = 128\n", ""))
     with pytest.raises(RuleFileError, match="missing required key 'row_bytes'"):
         load_rule_set(str(path))
+    path.write_text('name = "scratch"\nbanks = 32\n')        # written from scratch: every missing key at once
+    with pytest.raises(RuleFileError, match="missing required keys 'title', 'vendor', 'evidence', 'warp_size', "
+                                            "'bank_bytes', 'row_bytes', 'lane_groups'$"):
+        load_rule_set(str(path))
     path.write_text('alias_of = "sm_999"\nname = "x"\n')
     with pytest.raises(RuleFileError, match="unknown builtin rule set 'sm_999'"):
         load_rule_set(str(path))

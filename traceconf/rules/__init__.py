@@ -369,9 +369,10 @@ def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
     unknown = sorted(set(doc.data) - _TOP_KEYS)
     if unknown:
         raise doc.error(unknown[0], f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
-    for key in _REQUIRED:
-        if key not in data:
-            raise RuleFileError(f"missing required key {key!r}", doc.path)
+    missing = [key for key in _REQUIRED if key not in data]
+    if missing:       # all of them at once: a file written from scratch should not take one run per key
+        raise RuleFileError(f"missing required key{'s' if len(missing) > 1 else ''} "
+                            f"{', '.join(map(repr, missing))}", doc.path)
     v = _Validator(doc, data)
     name = v.string("name")
     if expect_name is not None and name != expect_name:
