@@ -75,3 +75,11 @@ def test_short_names_collapse_template_arguments_from_the_inside():
     assert short_name(long, width=40) == "k<cute::tuple<…>, cute::Layout<…>, 3>"
     assert short_name(long, width=10) == "k<…>"
     assert short_name("x" * 80, width=20) == "x" * 19 + "…"
+
+
+def test_spacing_of_template_arguments_does_not_matter():
+    """``-k 'tmpl_copy<32,double>'`` names ``tmpl_copy<32, double>`` as c++filt spells it (issue 24, item 13)."""
+    double, single = "_Z9tmpl_copyILi32EdEvPT0_S1_", "_Z9tmpl_copyILi32EfEvPT0_S1_"
+    assert select_kernels([double, single], ["tmpl_copy<32,double>"]) == [double]
+    assert select_kernels([double, single], ["tmpl_copy<32 ,float>( float*,float*)"]) == [single]
+    assert select_kernels([double, single], ["copy<32,double"]) == [double]

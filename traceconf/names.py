@@ -106,11 +106,15 @@ def short_name(name: str, width: int = 60) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
+def _unspaced(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
 def same_kernel(a: str, b: str) -> bool:
     """Whether two spellings (mangled, demangled as c++filt or Nsight Compute prints it) name one kernel."""
     if a == b:
         return True
-    squeeze = lambda text: re.sub(r"\s+", "", qualified_name(text).replace("const", ""))  # noqa: E731
+    squeeze = lambda text: _unspaced(qualified_name(text).replace("const", ""))  # noqa: E731
     return squeeze(a) == squeeze(b)
 
 
@@ -123,11 +127,14 @@ class KernelPattern:
     def tier(self, name: str) -> int | None:
         """Index into :data:`TIERS` of the best way this pattern selects ``name``, None if it does not."""
         pattern = self.text
-        if pattern in (name, demangle(name), qualified_name(name)):
+        # spacing inside a demangled name is the demangler's choice, not the user's: ``tmpl<32,double>``
+        # names ``tmpl<32, double>``
+        squeezed, readable = _unspaced(pattern), (_unspaced(demangle(name)), _unspaced(qualified_name(name)))
+        if pattern in (name, demangle(name), qualified_name(name)) or squeezed in readable:
             return 0
         if pattern == function_name(name):
             return 1
-        if pattern in name or pattern in demangle(name):
+        if pattern in name or squeezed in readable[0]:
             return 2
         regex = self._regex()
         if regex is not None and any(regex.search(form) for form in (name, qualified_name(name), demangle(name))):
