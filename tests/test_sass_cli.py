@@ -258,3 +258,45 @@ def test_data_on_a_sass_listing_names_parameters_by_offset_and_checks_them():
     assert found["totals"]["atom"]["wavefronts"] == 809 and "param@0x0" in found["launch"]["data"]
     bad = invoke("analyze", HW_SASS / "datadep.sass", *HIST[:-2], "--data", "nosuch=random:u8:16")
     assert bad.exit_code == 2 and "--data nosuch: no selected kernel has such a parameter" in bad.output
+
+
+needs_nvcc = pytest.mark.skipif(tools.locate("nvcc") is None or tools.locate("nvdisasm") is None
+                                or tools.locate("cuobjdump") is None, reason="needs nvcc, cuobjdump and nvdisasm")
+
+
+def _executable(tmp_path: Path, *arch_options: str) -> Path:
+    """tests/fixtures/emulate/transpose.cu built as a host executable with line info (issue 24, item 4)."""
+    source = tmp_path / "transpose.cu"
+    source.write_text((REPO / "tests" / "fixtures" / "emulate" / "transpose.cu").read_text()
+                      + "\nint main() { return 0; }\n")
+    binary = tmp_path / "transpose.out"
+    subprocess.run([tools.locate("nvcc"), *arch_options, "-lineinfo", "-o", str(binary), str(source)], check=True,
+                   capture_output=True)
+    return binary
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_an_executable_keeps_the_cuda_source_lines_of_its_cubin(tmp_path):
+    binary = _executable(tmp_path, "-arch=sm_90")
+    result = invoke("analyze", binary, "-k", "transpose_unpadded", "--block", "32,8", "--grid", "32,32",
+                    "--format", "json")
+    assert result.exit_code == 0, result.output
+    [kernel] = json.loads(result.stdout)["results"]
+    lines = {row["source"] for row in kernel["instructions"]}
+    assert lines == {f"{tmp_path / 'transpose.cu'}:12", f"{tmp_path / 'transpose.cu'}:17"}
+    assert kernel["totals"]["ld"]["wavefronts"] == 4 * 262_144
+
+
+@pytest.mark.slow
+@needs_nvcc
+@pytest.mark.xfail(strict=True, reason="a binary with cubins for several architectures: the kernels of every "
+                                       "architecture are merged into one (the device's cubin must be chosen)")
+def test_a_binary_for_several_architectures_is_analysed_in_the_devices_cubin(tmp_path):
+    binary = _executable(tmp_path, "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90")
+    result = invoke("analyze", binary, "-k", "transpose_unpadded", "--block", "32,8", "--grid", "32,32",
+                    "-d", "sm_90", "--format", "json")
+    assert result.exit_code == 0, result.output
+    [kernel] = json.loads(result.stdout)["results"]
+    assert [row["ptx"] for row in kernel["instructions"] if row["kind"] == "ld"] == [
+        "LDS R11, [R17]", "LDS R13, [R17+0x20]", "LDS R19, [R17+0x40]", "LDS R21, [R17+0x60]"]

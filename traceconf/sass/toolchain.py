@@ -99,12 +99,13 @@ def assemble(ptx: bytes, arch: str, options: list[str] | tuple[str, ...] = (), w
 def disassemble(binary: bytes, what: str) -> tuple[str, str]:
     """(SASS listing with line info, ``cuobjdump -elf`` text) of a cubin, fatbin or host binary.
 
-    A cubin goes to ``nvdisasm -g -gp -c`` (CUDA and PTX line info per instruction); anything else to
-    ``cuobjdump -sass``, which finds the cubins embedded in fatbins, executables and shared libraries.
+    A cubin goes to ``nvdisasm -g -gp -c`` (CUDA and PTX line info per instruction); the cubins embedded in a
+    fatbin, executable or shared library are extracted (``cuobjdump -xelf all``) and go the same way, so
+    their line info is kept (``cuobjdump -sass`` prints none; it is the fallback without nvdisasm).
     Cached per (binary hash, tool versions): the tools take about a second to start.
     """
     key = hashlib.sha256(b"\0".join([binary, tool_version("nvdisasm").encode(), tool_version("cuobjdump").encode(),
-                                      b"disassemble-1"])).hexdigest()
+                                      b"disassemble-2"])).hexdigest()
     cached = cache_dir() / "disassembly" / key
     listing_file, elf_file = cached.with_suffix(".sass"), cached.with_suffix(".elf")
     if listing_file.is_file() and elf_file.is_file():
@@ -132,9 +133,26 @@ def _disassemble(binary: bytes, what: str) -> tuple[str, str]:
         elf = run_tool("cuobjdump", ["-elf", str(path)], what, cwd=work) if locate("cuobjdump") else ""
         if is_cubin(binary) and locate("nvdisasm"):
             listing = run_tool("nvdisasm", ["-g", "-gp", "-c", str(path)], what, cwd=work)
+        elif locate("nvdisasm") and (cubins := _embedded_cubins(path, what)):
+            listing = "".join(f"\narch = {arch}\n" + run_tool("nvdisasm", ["-g", "-gp", "-c", str(cubin)], what,
+                                                                cwd=work)
+                              for arch, cubin in cubins)
         else:
             listing = run_tool("cuobjdump", ["-sass", str(path)], what, cwd=work)
     return listing, elf
+
+
+_CUBIN_ARCH = re.compile(r"\.(sm_\d+[a-z]?)\.cubin$")
+
+
+def _embedded_cubins(path: Path, what: str) -> list[tuple[str, Path]]:
+    """(architecture, file) of each cubin a fatbin / host binary embeds, extracted next to ``path`` (a
+    binary may hold one cubin twice: the same name is extracted once)."""
+    folder = path.parent / "embedded"
+    folder.mkdir()
+    run_tool("cuobjdump", ["-xelf", "all", str(path)], what, cwd=str(folder))
+    found = [(_CUBIN_ARCH.search(cubin.name), cubin) for cubin in sorted(folder.glob("*.cubin"))]
+    return [(match.group(1), cubin) for match, cubin in found if match]
 
 
 ELF_MAGIC = b"\x7fELF"
