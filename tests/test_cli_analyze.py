@@ -65,7 +65,7 @@ def test_csv_output_and_parquet_file(fake_pipeline, tmp_path):
     result = invoke(fake_pipeline.path, "--format", "csv", "-o", out)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].startswith('"input","kernel","device","instruction"')
+    assert lines[0].startswith('"input","kernel","kernel_name","device","instruction"')
     assert len(lines) == 1 + 2 * 10
     frame = pd.read_parquet(out)
     assert frame.groupby("kernel").excess_wavefronts.sum().to_dict() == {"transpose_padded": 0,

@@ -55,8 +55,9 @@ def test_json_document_contract():
     assert [(r["kernel"], r["device"]) for r in document["results"]] == [
         ("transpose_unpadded", "sm_90"), ("transpose_unpadded", "sm_1x")]
     result = document["results"][0]
-    assert list(result) == ["kernel", "device", "launch", "totals", "partial", "unresolved_executions",
-                            "uncounted_instructions", "unresolved", "instructions"]
+    assert list(result) == ["kernel", "kernel_name", "device", "launch", "totals", "partial",
+                            "unresolved_executions", "uncounted_instructions", "unresolved", "notes", "instructions"]
+    assert result["kernel_name"] == "transpose_unpadded" and result["notes"] == transpose_analysis().notes
     assert result["partial"] is True and result["uncounted_instructions"] == 1
     assert list(result["totals"]) == list(KINDS)
     assert result["totals"]["ld"] == {"executions": 4 * 8 * SCALE, "wavefronts": 4 * 8 * 32 * SCALE,
@@ -66,8 +67,9 @@ def test_json_document_contract():
                                      "reason": "address depends on a global load", "executions": 0,
                                      "counted": False}]
     first = result["instructions"][0]
-    assert list(first) == ["instruction", "ptx", "kind", "width_bits", "source", "executions", "wavefronts",
-                           "ideal_wavefronts", "excess_wavefronts", "max_ways", "resolved"]
+    assert list(first) == ["instruction", "ptx", "kind", "width_bits", "pc", "ptx_line", "source", "executions",
+                           "wavefronts", "ideal_wavefronts", "excess_wavefronts", "max_ways", "resolved",
+                           "unresolved_reason"]
     assert first["ptx"].startswith("st.shared.f32") and first["source"] == "transpose.cu:12"
     assert result["launch"]["scale"] == SCALE
     half_warps = document["results"][1]["totals"]["ld"]       # sm_1x: two 16-lane phases per warp execution

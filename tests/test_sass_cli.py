@@ -300,3 +300,18 @@ def test_a_binary_for_several_architectures_is_analysed_in_the_devices_cubin(tmp
     [kernel] = json.loads(result.stdout)["results"]
     assert [row["ptx"] for row in kernel["instructions"] if row["kind"] == "ld"] == [
         "LDS R11, [R17]", "LDS R13, [R17+0x20]", "LDS R19, [R17+0x40]", "LDS R21, [R17+0x60]"]
+
+
+@needs_cuobjdump
+def test_json_carries_the_kernel_relative_pc_the_readable_name_and_the_notes():
+    """A script can line the JSON up with Nsight's Source page per pc and see why counts are partial
+    (issue 24, items 7 and 13)."""
+    result = invoke("analyze", SASS / "transpose.sm_90.cubin", *TRANSPOSE, "--param", "2=1024", "--format", "json")
+    assert result.exit_code == 0, result.output
+    padded = next(r for r in json.loads(result.stdout)["results"] if r["kernel"] == "_Z14transpose_tileILi1EEvPfPKfi")
+    assert padded["kernel_name"] == "transpose_tile<1>" and isinstance(padded["notes"], list)
+    first = padded["instructions"][0]
+    assert (first["pc"], first["ptx"]) == (0x220, "STS [R16], R7")
+    ptx = invoke("analyze", CUDA / "transpose.sm_90.ptx", *TRANSPOSE, "--param", "2=1024", "--format", "json")
+    notes = json.loads(ptx.stdout)["results"][0]["notes"]
+    assert any("SASS level" in note for note in notes), notes

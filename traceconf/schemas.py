@@ -215,14 +215,15 @@ INSTRUCTION_INFO = pa.schema(
 RESULT_ROWS = pa.schema(
     [
         _f("input", pa.string(), "the analysed file", False),
-        _f("kernel", pa.string(), "kernel name", False),
+        _f("kernel", pa.string(), "kernel name as the input spells it (mangled for C++: what --kernel selects)", False),
+        _f("kernel_name", pa.string(), "readable kernel name (demangled, without parameters)", False),
         _f("device", pa.string(), "rule set (device) the counts were computed for", False),
         _f("instruction", pa.int32(), "static instruction id (PTX ordinal, or trace PC id)", False),
         _f("kind", pa.string(), "ld | st | atom | ldmatrix | stmatrix | cp_async", False),
         _f("width_bits", pa.int32(), "bits accessed per lane (128 per ldmatrix/stmatrix row)", False),
         _f("text", pa.string(), "PTX instruction (or SASS text for traces)", False),
         _f("ptx_line", pa.int32(), "line in the PTX file (null for traces)"),
-        _f("pc", pa.int64(), "SASS program counter (traces; null for PTX)"),
+        _f("pc", pa.int64(), "SASS program counter, relative to the kernel's first instruction (null at the PTX level)"),
         _f("source_file", pa.string(), "CUDA source file from .loc / line info"),
         _f("source_line", pa.int32(), "CUDA source line"),
         _f("source", pa.string(), "\"file:line\" or null"),

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from traceconf.names import qualified_name
 from traceconf.pipeline import KernelAnalysis
 from traceconf.schemas import INSTRUCTION_INFO, RESULT_ROWS
 
@@ -32,6 +33,7 @@ def _missing_info(analysis: KernelAnalysis) -> pa.Table:
     n = len(ids)
     return pa.table({
         "kernel": pa.array([analysis.kernel] * n, pa.string()),
+        "kernel_name": pa.array([qualified_name(analysis.kernel)] * n, pa.string()),
         "instruction": pa.array(ids, pa.int32()),
         "text": pa.array([""] * n, pa.string()),
         "kind": rows.column("kind"),
@@ -69,6 +71,7 @@ def kernel_table(analysis: KernelAnalysis, device: str) -> pa.Table:
     return pa.table({
         "input": pa.array([analysis.input_path] * n, pa.string()),
         "kernel": pa.array([analysis.kernel] * n, pa.string()),
+        "kernel_name": pa.array([qualified_name(analysis.kernel)] * n, pa.string()),
         "device": pa.array([device] * n, pa.string()),
         "instruction": info.column("instruction"),
         "kind": info.column("kind"),

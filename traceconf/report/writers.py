@@ -17,13 +17,15 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from traceconf.errors import InputError
+from traceconf.names import qualified_name
 from traceconf.outputs import atomic_output, check_not_input, check_writable
 from traceconf.pipeline import KernelAnalysis
 from traceconf.analyses.results import COUNTS, RESULT_ROWS, kernel_table, unresolved_summary
 from traceconf.schemas import KINDS
 
 #: Per-instruction keys of the JSON document, in order (RESULT_ROWS column → JSON key).
-JSON_INSTRUCTION_KEYS = ("instruction", "ptx", "kind", "width_bits", "source", *COUNTS, "max_ways", "resolved")
+JSON_INSTRUCTION_KEYS = ("instruction", "ptx", "kind", "width_bits", "pc", "ptx_line", "source", *COUNTS, "max_ways",
+                         "resolved", "unresolved_reason")
 
 
 def _json_instruction(row: dict) -> dict:
@@ -54,6 +56,7 @@ def json_document(analyses: list[KernelAnalysis], devices: list[str]) -> dict:
             table = kernel_table(analysis, device)
             results.append({
                 "kernel": analysis.kernel,
+                "kernel_name": qualified_name(analysis.kernel),
                 "device": device,
                 "launch": analysis.launch,
                 "totals": _kind_totals(table),
@@ -61,6 +64,7 @@ def json_document(analyses: list[KernelAnalysis], devices: list[str]) -> dict:
                 "unresolved_executions": unresolved_executions,
                 "uncounted_instructions": uncounted,
                 "unresolved": unresolved,
+                "notes": list(analysis.notes),
                 "instructions": [_json_instruction(row) for row in table.to_pylist()],
             })
     return {"results": results}
