@@ -327,6 +327,25 @@ def _bfe(row, slot, ctx, modifiers, bits, is_signed):
     return _simple(row, slot, ctx, lambda v: intops.bit_field_extract(v[0], v[1], v[2], bits, is_signed))
 
 
+def _bmsk(row, slot, ctx, modifiers, bits, is_signed):
+    """bmsk.{clamp,wrap}.b32 d, a, b: ``b`` one bits from bit ``a`` (the PTX ISA's semantics, both modes)."""
+    clamp = "clamp" in modifiers
+
+    def mask(v):
+        a, b = intops.truncate(v[0], 32), intops.truncate(v[1], 32)
+        start, width = a & U64(31), b & U64(31)
+        low = (U64(0xFFFF_FFFF) << start) & U64(0xFFFF_FFFF)
+        end = start + width
+        overflow = end >= 32
+        if clamp:
+            low = np.where(a >= 32, U64(0), low)
+            overflow = overflow | (a >= 32) | (b >= 32)
+        high = np.where(overflow, U64(0), np.where(width == 0, U64(0xFFFF_FFFF),
+                                                   (U64(0xFFFF_FFFF) << (end & U64(31))) & U64(0xFFFF_FFFF)))
+        return low & (high ^ U64(0xFFFF_FFFF))
+    return _simple(row, slot, ctx, mask)
+
+
 def _bfi(row, slot, ctx, modifiers, bits, is_signed):
     return _simple(row, slot, ctx, lambda v: intops.bit_field_insert(v[0], v[1], v[2], v[3], bits))
 
@@ -343,10 +362,17 @@ def _lop3(row, slot, ctx, modifiers, bits, is_signed):
     lut = int(lut_operand["value"]) & 0xFF
     keys = _writer(row, slot)
     a, b, c = (reader(op, slot, ctx) for op in row["operands"][1:4])
+    # lop3.{and,or}.b32 d|p, a, b, c, immLut, q: p = (d != 0) and/or q
+    combine = next((_BOOL_OPS[m] for m in modifiers if m in ("and", "or")), None)
+    q = reader(row["operands"][5], slot, ctx) if combine is not None and len(row["operands"]) > 5 else None
 
     def run(m, mask):
         (x, tx), (y, ty), (z, tz) = a(m), b(m), c(m)
-        m.write(keys[0], intops.lop3(x, y, z, lut, bits), tx | ty | tz, mask)
+        result = intops.lop3(x, y, z, lut, bits)
+        m.write(keys[0], result, tx | ty | tz, mask)
+        if q is not None and len(keys) > 1:
+            other, tq = q(m)
+            m.write(keys[1], combine((result != 0).astype(np.uint64), other & U64(1)), tx | ty | tz | tq, mask)
     return run
 
 
@@ -557,7 +583,7 @@ _HANDLERS = {
     "mul": _mul, "mad": _mad, "madc": _mad, "mul24": _mul24, "mad24": _mul24, "sad": _sad,
     "div": _divide, "rem": _divide, "min": _minmax, "max": _minmax, "abs": _abs, "neg": _neg,
     "and": _logic, "or": _logic, "xor": _logic, "not": _logic, "cnot": _logic,
-    "shl": _shift, "shr": _shift, "shf": _funnel, "bfe": _bfe, "bfi": _bfi, "prmt": _prmt, "lop3": _lop3,
+    "shl": _shift, "shr": _shift, "shf": _funnel, "bfe": _bfe, "bfi": _bfi, "bmsk": _bmsk, "prmt": _prmt, "lop3": _lop3,
     "popc": _count, "clz": _count, "brev": _count, "bfind": _count,
     "setp": _setp, "set": _setp, "selp": _selp, "slct": _selp,
     "mov": _mov, "cvt": _cvt, "cvta": _cvta, "isspace": _isspace,
