@@ -114,3 +114,12 @@ def test_unmodelled_constructs_are_per_instruction_notes_not_failures():
         "address depends on a value the emulator does not model"
     assert unresolved["st.shared.u32 [%r9], %r1"] == "address depends on data loaded from memory"   # the texel
     assert len(set(result.accesses.instruction.tolist())) == 1     # st.shared.u32 [%r2] is counted
+
+
+def test_shared_memory_size_special_registers():
+    got = values("""
+        mov.u32 %r1, %dynamic_smem_size;
+        mov.u32 %r2, %total_smem_size;
+        sub.u32 %r3, %r2, %r1;
+        mad.lo.u32 %r10, %r1, 16, %r3;""", dynamic_smem=64)
+    assert got.tolist() == [64 * 16 + 4] * 32      # 64 dynamic bytes, 4 static (the kernel's `pad`)

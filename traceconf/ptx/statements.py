@@ -213,8 +213,8 @@ class StatementCache:
                     entry = EMPTY
                 elif (match := instruction(statement)) is not None:
                     entry = bodies.instruction(self._instruction(match, statement))
-                elif statement[0] == "{" and statement.count("{") == statement.count("}"):
-                    # a whole scope block on one line (inline asm: `{ .reg .pred p; setp...; selp...; }`)
+                elif statement[0] == "{" and statement.count(";") > 1 and statement.count("{") == statement.count("}"):
+                    # a whole scope block of statements on one line (inline asm: `{ .reg .pred p; setp...; }`)
                     entry = self._body_chunk(statement)
                 elif statement[0] == "{":   # a scope block, maybe with a statement on the same line
                     depth += 1
