@@ -88,23 +88,30 @@ def test_scoped_registers_are_renamed_per_block_both_paths_alike():
     assert declared == ["%r", "{1}r0", "{1}p", "{2}%r1", "{2}t", "{3}%r1"]
 
 
+def analyse_cub(*options: str) -> dict:
+    result = CliRunner().invoke(app, ["analyze", str(CUB), "--level", "ptx", "-f", "json", *options])
+    assert result.exit_code == 0, result.output
+    return {r["kernel"]: r for r in json.loads(result.stdout)["results"]}
+
+
 def test_cub_block_primitives_parse_and_every_kernel_is_analysed():
     """nvcc -arch=sm_90 -ptx tests/fixtures/cub/cub_blocks.cu (CUB of the CUDA 13 toolkit): its warp scans
     are inline PTX blocks with `d|p` destinations and scoped registers."""
     module = parse_file(CUB)
     kernels = [name for name in module.kernel_names() if "EmptyKernel" not in name]
-    assert len(kernels) == 8
+    assert len(kernels) == 13
     text = CUB.read_text()
     assert "shfl.sync.up.b32 r0|p" in text and ".reg .pred p;" in text
-    result = CliRunner().invoke(app, ["analyze", str(CUB), "--level", "ptx", "--block", "128", "-f", "json"])
-    assert result.exit_code == 0, result.output
-    found = {r["kernel"]: r for r in json.loads(result.stdout)["results"]}
+    found = analyse_cub("--block", "128")
+    found.update(analyse_cub("-k", "scan_raking_memoize_short", "--block", "96"))
+    found.update(analyse_cub("-k", "reduce_commutative_odd", "--block", "100"))
     assert set(kernels) <= set(found)
     # without --data, the kernels whose shared addresses do not depend on the input are exact
     for name in ("scan_warp_scans", "scan_raking", "reduce_warp_reductions", "reduce_raking",
-                 "load_store_transpose"):
+                 "load_store_transpose", "scan_raking_memoize_short", "reduce_commutative_odd",
+                 "load_store_warp_transpose", "exchange_shuffle_discontinuity"):
         assert not found[name]["partial"] and found[name]["totals"]["st"]["executions"] > 0, name
-    # the radix sort and histograms address shared memory by the keys: unresolved with that reason
-    for name in ("radix_sort", "histogram_atomic", "histogram_sort"):
+    # the sorts and histograms address shared memory by the keys: unresolved with that reason
+    for name in ("radix_sort", "histogram_atomic", "histogram_sort", "merge_sort_double"):
         assert found[name]["partial"]
         assert all("loaded from memory" in u["reason"] or "branch" in u["reason"] for u in found[name]["unresolved"])
