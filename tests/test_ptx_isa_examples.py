@@ -94,6 +94,7 @@ def analyse_cub(*options: str) -> dict:
     return {r["kernel"]: r for r in json.loads(result.stdout)["results"]}
 
 
+@pytest.mark.slow
 def test_cub_block_primitives_parse_and_every_kernel_is_analysed():
     """nvcc -arch=sm_90 -ptx tests/fixtures/cub/cub_blocks.cu (CUB of the CUDA 13 toolkit): its warp scans
     are inline PTX blocks with `d|p` destinations and scoped registers."""

@@ -33,6 +33,7 @@ def totals(result: dict) -> dict:
             for kind, t in result["totals"].items() if t["executions"]}
 
 
+@pytest.mark.slow
 @needs_tools
 @pytest.mark.parametrize("ldm", [32, 40])
 def test_every_shape_layout_and_type_counts_as_the_sass_level(ldm):
@@ -50,6 +51,7 @@ def test_each_wmma_instruction_says_the_sass_level_is_authoritative():
     assert [note.split(" (")[0] for note in notes] == ["PTX line 140", "PTX line 142", "PTX line 144", "PTX line 146"]
 
 
+@pytest.mark.slow
 @needs_tools
 def test_tiled_gemms_count_as_the_sass_level_and_a_float_division_changes_nothing_at_the_ptx_level():
     # n = k = 64 (4 k-steps of half and bf16, 8 of tf32), alpha = beta = 1.0f
