@@ -52,6 +52,7 @@ def test_value_and_predicate_destinations_and_other_operand_forms():
         "tex.3d.v4.s32.s32 {r1,r2,r3,r4}|p, [tex_a,{f1,f2,f3,f4}];",
         "mov.u32 ptr, A+20;",
         "cvta.shared::cta.u32 ptr, A - 4;",
+        "mov.u32 ptr, A+-8;",
         "mov.u32 ptr, A[5];",
         "ld.global.f32 d, [ugbl].unified;",
         "vmad.s32.s32.u32.sat r0, r1.h10, r2.b3210, -r3;",
@@ -65,6 +66,8 @@ def test_value_and_predicate_destinations_and_other_operand_forms():
     assert operand[2][0]["elements"] == ["r1", "r2", "r3", "r4", "p"] and operand[2][0]["text"] == "{r1,r2,r3,r4}|p"
     assert (operand[3][1]["kind"], operand[3][1]["name"], operand[3][1]["value"]) == ("symbol", "A", 20)
     assert (operand[4][1]["kind"], operand[4][1]["value"]) == ("symbol", -4)
+    assert (operand[5][1]["kind"], operand[5][1]["value"]) == ("symbol", -8)
+    operand, rows = operand[1:], rows[1:]
     assert (operand[5][1]["kind"], operand[5][1]["name"], operand[5][1]["value"]) == ("element", "A", 5)
     assert (operand[6][1]["kind"], operand[6][1]["name"]) == ("address", "ugbl")
     assert [op["name"] for op in operand[7][1:]] == ["r1.h10", "r2.b3210", "r3"] and operand[7][3]["kind"] == "neg"

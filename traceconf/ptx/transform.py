@@ -402,10 +402,11 @@ class PtxTransformer(Transformer):
         text = self.source[start:predicate.end_pos]
         return vector_operand(vector.elements + (str(predicate),), text)
 
-    def symbol_offset(self, name, sign, offset):
+    def symbol_offset(self, name, *signs_and_offset):
+        offset = signs_and_offset[-1]
         value = self._int(offset)
-        return Operand("name", str(name), negate(value) if sign.type == "MINUS" else value, None, None,
-                       self._span(name, offset))
+        negative = sum(token.type == "MINUS" for token in signs_and_offset[:-1]) % 2
+        return Operand("name", str(name), negate(value) if negative else value, None, None, self._span(name, offset))
 
     def symbol_element(self, name, _open, index, close):
         return Operand("element", str(name), self._int(index), None, None, self._span(name, close))
