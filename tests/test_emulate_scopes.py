@@ -123,3 +123,46 @@ def test_shared_memory_size_special_registers():
         sub.u32 %r3, %r2, %r1;
         mad.lo.u32 %r10, %r1, 16, %r3;""", dynamic_smem=64)
     assert got.tolist() == [64 * 16 + 4] * 32      # 64 dynamic bytes, 4 static (the kernel's `pad`)
+
+
+def szext_reference(a: int, b: int, clamp: bool, signed: bool) -> int:
+    """The PTX ISA's pseudocode of szext."""
+    b1 = b & 31
+    too_large = b >= 32 and clamp
+    mask = 0 if too_large else (0xFFFF_FFFF << b1) & 0xFFFF_FFFF
+    sign = 0 if (b1 == 0 or too_large or not signed) else (a >> ((b1 - 1) & 31)) & 1
+    return (a & ~mask & 0xFFFF_FFFF) | (mask if sign else 0)
+
+
+@pytest.mark.parametrize("mode", ["clamp", "wrap"])
+@pytest.mark.parametrize("type_", ["u32", "s32"])
+def test_szext_against_the_isa_pseudocode(mode, type_):
+    # a = 0x9e3779b9 * lane (bits of every kind), b = 40 - lane (0..40)
+    got = values(f"""
+        mov.u32 %r1, %laneid;
+        mul.lo.u32 %r2, %r1, 0x9e3779b9;
+        sub.u32 %r3, 40, %r1;
+        szext.{mode}.{type_} %r10, %r2, %r3;""")
+    expected = [szext_reference(0x9E3779B9 * lane & 0xFFFF_FFFF, 40 - lane, mode == "clamp", type_ == "s32")
+                for lane in range(32)]
+    assert got.tolist() == expected
+
+
+def test_isspacep_tells_a_shared_window_address_from_a_global_one():
+    # lanes 0-7 hold a generic address of shared `pad`, the others the global pointer parameter
+    module = kernel_module("""
+        mov.u32 %r1, %laneid;
+        mov.u64 %rd1, pad;
+        cvta.shared.u64 %rd2, %rd1;
+        ld.param.u64 %rd3, [k_param_0];
+        setp.lt.u32 %p1, %r1, 8;
+        selp.b64 %rd4, %rd2, %rd3, %p1;
+        isspacep.shared::cta %p2, %rd4;
+        isspacep.global %p3, %rd4;
+        selp.u32 %r2, 4, 0, %p2;
+        selp.u32 %r3, 8, 0, %p3;
+        add.u32 %r4, %r2, %r3;
+        st.shared.u32 [%r4], %r1;
+        ret;""", params=".param .u64 k_param_0", shared=".shared .align 4 .b8 pad[16];\n")
+    result = run(module, params={"k_param_0": 1 << 40})
+    assert result.accesses.address.tolist() == [[4] * 8 + [8] * 24]

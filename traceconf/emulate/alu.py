@@ -563,16 +563,37 @@ def _cvta(row, slot, ctx, modifiers, bits, is_signed):
     return to_shared
 
 
-def _isspace(row, slot, ctx, modifiers, bits, is_signed):
+def _isspacep(row, slot, ctx, modifiers, bits, is_signed):
+    """isspacep.{shared,shared::cta,shared::cluster,global} p, a: whether the generic address lies in the shared
+    window (known from its provenance); a global answer takes every other generic address for global, and the
+    local, const and param windows are not modelled."""
     key = _writer(row, slot)[0]
     read = reader(row["operands"][1], slot, ctx)
-    shared = "shared" in modifiers or row["state_space"] == "shared"
+    space = next((m.split("::")[0] for m in modifiers if m.split("::")[0] in ("shared", "global")), None)
+    if space is None:
+        return unknown_result(row, slot, ctx, taint.UNMODELLED)
 
     def run(m, mask):
         value, b = read(m)
         inside = ((b & taint.SHARED_WINDOW) != 0).astype(np.uint64)
-        m.write(key, inside if shared else inside ^ U64(1), b & ~taint.SHARED_WINDOW, mask)
+        m.write(key, inside if space == "shared" else inside ^ U64(1), b & ~taint.SHARED_WINDOW, mask)
     return run
+
+
+def _szext(row, slot, ctx, modifiers, bits, is_signed):
+    """szext.{clamp,wrap}.{u32,s32} d, a, b: the low ``b`` bits of ``a``, zero- or sign-extended (the ISA's
+    semantics: ``b`` >= 32 keeps all bits with .clamp and wraps modulo 32 with .wrap, 0 keeps none)."""
+    clamp = "clamp" in modifiers
+
+    def extend(v):
+        a, b = intops.truncate(v[0], 32), intops.truncate(v[1], 32)
+        width = b & U64(31)
+        too_large = (b >= 32) if clamp else np.zeros(np.shape(b), bool)
+        mask = np.where(too_large, U64(0), (U64(0xFFFF_FFFF) << width) & U64(0xFFFF_FFFF))
+        sign = (a >> ((width + U64(31)) & U64(31))) & U64(1)          # bit width - 1
+        sign = np.where((width == 0) | too_large | (not is_signed), U64(0), sign)
+        return (a & (mask ^ U64(0xFFFF_FFFF))) | np.where(sign == 1, mask, U64(0))
+    return _simple(row, slot, ctx, extend)
 
 
 _ARITHMETIC = frozenset({"add", "sub", "mul", "mad", "div", "rem", "min", "max", "abs", "neg", "fma"})
@@ -583,8 +604,9 @@ _HANDLERS = {
     "mul": _mul, "mad": _mad, "madc": _mad, "mul24": _mul24, "mad24": _mul24, "sad": _sad,
     "div": _divide, "rem": _divide, "min": _minmax, "max": _minmax, "abs": _abs, "neg": _neg,
     "and": _logic, "or": _logic, "xor": _logic, "not": _logic, "cnot": _logic,
-    "shl": _shift, "shr": _shift, "shf": _funnel, "bfe": _bfe, "bfi": _bfi, "bmsk": _bmsk, "prmt": _prmt, "lop3": _lop3,
+    "shl": _shift, "shr": _shift, "shf": _funnel, "bfe": _bfe, "bfi": _bfi, "prmt": _prmt, "lop3": _lop3,
+    "bmsk": _bmsk, "szext": _szext,
     "popc": _count, "clz": _count, "brev": _count, "bfind": _count,
     "setp": _setp, "set": _setp, "selp": _selp, "slct": _selp,
-    "mov": _mov, "cvt": _cvt, "cvta": _cvta, "isspace": _isspace,
+    "mov": _mov, "cvt": _cvt, "cvta": _cvta, "isspacep": _isspacep,
 }
