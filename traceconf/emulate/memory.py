@@ -511,7 +511,9 @@ def _wmma(slot, ctx, row, modifiers):
     write = _loaded_destinations(row, slot) if is_load else (lambda m, mask: None)
     if accesses is None:
         return write
-    ctx.notes.append(f"PTX line {row['ptx_line']} ({row['text'].split()[0]}): {WMMA_NOTE}")
+    note = f"PTX line {row['ptx_line']} ({row['text'].split()[0]}): {WMMA_NOTE}"
+    if note not in ctx.notes:           # once per instruction, however often a call inlines it
+        ctx.notes.append(note)
     operands = row["operands"]
     stride_index = 2
     stride = reader(operands[stride_index], slot, ctx) if len(operands) > stride_index else \
