@@ -137,7 +137,16 @@ def test_param_no_kernel_has_is_an_error(ptx):
 def test_block_over_maxntid_is_refused(ptx):
     result = run("analyze", ptx, "-k", "strided", "--block", "128", "--param", "stride=1")
     assert result.exit_code == 2
-    assert "allows at most .maxntid (64, 1, 1)" in result.stderr
+    assert "allows at most .maxntid (64, 1, 1) = 64 threads per block" in result.stderr
+    refused = run("analyze", ptx, "-k", "strided", "--block", "16,8", "--param", "stride=1")
+    assert refused.exit_code == 2 and "the launch block (16, 8, 1) has 128" in refused.stderr
+
+
+def test_maxntid_limits_the_thread_count_not_each_dimension(ptx):
+    # `.maxntid 64, 1, 1` (__launch_bounds__(64)): the driver accepts an 8x8 block, as it checks the product
+    result = run("analyze", ptx, "-k", "strided", "--block", "8,8", "--param", "stride=1", "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert results(result.stdout)["_Z7stridedPfi"]["launch"]["block"] == [8, 8, 1]
 
 
 def test_reqntid_gives_the_block_and_refuses_another(tmp_path):

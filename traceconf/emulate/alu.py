@@ -327,6 +327,25 @@ def _bfe(row, slot, ctx, modifiers, bits, is_signed):
     return _simple(row, slot, ctx, lambda v: intops.bit_field_extract(v[0], v[1], v[2], bits, is_signed))
 
 
+def _bmsk(row, slot, ctx, modifiers, bits, is_signed):
+    """bmsk.{clamp,wrap}.b32 d, a, b: ``b`` one bits from bit ``a`` (the PTX ISA's semantics, both modes)."""
+    clamp = "clamp" in modifiers
+
+    def mask(v):
+        a, b = intops.truncate(v[0], 32), intops.truncate(v[1], 32)
+        start, width = a & U64(31), b & U64(31)
+        low = (U64(0xFFFF_FFFF) << start) & U64(0xFFFF_FFFF)
+        end = start + width
+        overflow = end >= 32
+        if clamp:
+            low = np.where(a >= 32, U64(0), low)
+            overflow = overflow | (a >= 32) | (b >= 32)
+        high = np.where(overflow, U64(0), np.where(width == 0, U64(0xFFFF_FFFF),
+                                                   (U64(0xFFFF_FFFF) << (end & U64(31))) & U64(0xFFFF_FFFF)))
+        return low & (high ^ U64(0xFFFF_FFFF))
+    return _simple(row, slot, ctx, mask)
+
+
 def _bfi(row, slot, ctx, modifiers, bits, is_signed):
     return _simple(row, slot, ctx, lambda v: intops.bit_field_insert(v[0], v[1], v[2], v[3], bits))
 
@@ -343,10 +362,17 @@ def _lop3(row, slot, ctx, modifiers, bits, is_signed):
     lut = int(lut_operand["value"]) & 0xFF
     keys = _writer(row, slot)
     a, b, c = (reader(op, slot, ctx) for op in row["operands"][1:4])
+    # lop3.{and,or}.b32 d|p, a, b, c, immLut, q: p = (d != 0) and/or q
+    combine = next((_BOOL_OPS[m] for m in modifiers if m in ("and", "or")), None)
+    q = reader(row["operands"][5], slot, ctx) if combine is not None and len(row["operands"]) > 5 else None
 
     def run(m, mask):
         (x, tx), (y, ty), (z, tz) = a(m), b(m), c(m)
-        m.write(keys[0], intops.lop3(x, y, z, lut, bits), tx | ty | tz, mask)
+        result = intops.lop3(x, y, z, lut, bits)
+        m.write(keys[0], result, tx | ty | tz, mask)
+        if q is not None and len(keys) > 1:
+            other, tq = q(m)
+            m.write(keys[1], combine((result != 0).astype(np.uint64), other & U64(1)), tx | ty | tz | tq, mask)
     return run
 
 
@@ -537,16 +563,37 @@ def _cvta(row, slot, ctx, modifiers, bits, is_signed):
     return to_shared
 
 
-def _isspace(row, slot, ctx, modifiers, bits, is_signed):
+def _isspacep(row, slot, ctx, modifiers, bits, is_signed):
+    """isspacep.{shared,shared::cta,shared::cluster,global} p, a: whether the generic address lies in the shared
+    window (known from its provenance); a global answer takes every other generic address for global, and the
+    local, const and param windows are not modelled."""
     key = _writer(row, slot)[0]
     read = reader(row["operands"][1], slot, ctx)
-    shared = "shared" in modifiers or row["state_space"] == "shared"
+    space = next((m.split("::")[0] for m in modifiers if m.split("::")[0] in ("shared", "global")), None)
+    if space is None:
+        return unknown_result(row, slot, ctx, taint.UNMODELLED)
 
     def run(m, mask):
         value, b = read(m)
         inside = ((b & taint.SHARED_WINDOW) != 0).astype(np.uint64)
-        m.write(key, inside if shared else inside ^ U64(1), b & ~taint.SHARED_WINDOW, mask)
+        m.write(key, inside if space == "shared" else inside ^ U64(1), b & ~taint.SHARED_WINDOW, mask)
     return run
+
+
+def _szext(row, slot, ctx, modifiers, bits, is_signed):
+    """szext.{clamp,wrap}.{u32,s32} d, a, b: the low ``b`` bits of ``a``, zero- or sign-extended (the ISA's
+    semantics: ``b`` >= 32 keeps all bits with .clamp and wraps modulo 32 with .wrap, 0 keeps none)."""
+    clamp = "clamp" in modifiers
+
+    def extend(v):
+        a, b = intops.truncate(v[0], 32), intops.truncate(v[1], 32)
+        width = b & U64(31)
+        too_large = (b >= 32) if clamp else np.zeros(np.shape(b), bool)
+        mask = np.where(too_large, U64(0), (U64(0xFFFF_FFFF) << width) & U64(0xFFFF_FFFF))
+        sign = (a >> ((width + U64(31)) & U64(31))) & U64(1)          # bit width - 1
+        sign = np.where((width == 0) | too_large | (not is_signed), U64(0), sign)
+        return (a & (mask ^ U64(0xFFFF_FFFF))) | np.where(sign == 1, mask, U64(0))
+    return _simple(row, slot, ctx, extend)
 
 
 _ARITHMETIC = frozenset({"add", "sub", "mul", "mad", "div", "rem", "min", "max", "abs", "neg", "fma"})
@@ -558,7 +605,8 @@ _HANDLERS = {
     "div": _divide, "rem": _divide, "min": _minmax, "max": _minmax, "abs": _abs, "neg": _neg,
     "and": _logic, "or": _logic, "xor": _logic, "not": _logic, "cnot": _logic,
     "shl": _shift, "shr": _shift, "shf": _funnel, "bfe": _bfe, "bfi": _bfi, "prmt": _prmt, "lop3": _lop3,
+    "bmsk": _bmsk, "szext": _szext,
     "popc": _count, "clz": _count, "brev": _count, "bfind": _count,
     "setp": _setp, "set": _setp, "selp": _selp, "slct": _selp,
-    "mov": _mov, "cvt": _cvt, "cvta": _cvta, "isspace": _isspace,
+    "mov": _mov, "cvt": _cvt, "cvta": _cvta, "isspacep": _isspacep,
 }

@@ -110,7 +110,7 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
                        launch, progress, consume)
     notes = data_notes(memory)
     notes += _extent_note(findings.extent, layout, launch.dynamic_smem)
-    notes += findings.stop_notes
+    notes += findings.stop_notes + ctx.notes
     return EmulationResult.of(outcome, findings, _assumed_extern_size(layout, findings.extent, launch.dynamic_smem),
                               notes)
 

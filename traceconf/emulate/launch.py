@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -111,9 +112,11 @@ def block_and_origin(block: tuple[int, ...] | None, kernel_row: dict) -> tuple[t
         if required and _dims(required, ".reqntid", kernel) != block:
             raise InputError(f"kernel {kernel} requires .reqntid {tuple(required)} but the launch block is {block}")
         maximum = kernel_row.get("maxntid")
-        if maximum and any(b > m for b, m in zip(block, _dims(maximum, ".maxntid", kernel))):
-            raise InputError(f"kernel {kernel} allows at most .maxntid {tuple(maximum)} threads per dimension, "
-                             f"but the launch block is {block}")
+        # The driver checks the block's thread count against the product (CUDA's __launch_bounds__ is one
+        # number, `.maxntid 256, 1, 1`), not each dimension: a 16x16 block fits `.maxntid 256, 1, 1`.
+        if maximum and math.prod(block) > math.prod(_dims(maximum, ".maxntid", kernel)):
+            raise InputError(f"kernel {kernel} allows at most .maxntid {tuple(maximum)} = {math.prod(maximum)} "
+                             f"threads per block, but the launch block {block} has {math.prod(block)}")
         return block, "--block"
     if required:
         return _dims(required, ".reqntid", kernel), ".reqntid"

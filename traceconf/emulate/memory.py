@@ -27,6 +27,7 @@ from traceconf.emulate.operands import Context, address_reader, param_symbol, re
 from traceconf.emulate.program import Slot
 from traceconf.emulate.regions import NO_DESTINATION
 from traceconf.ptx.opcodes import SHARED_ACCESS_KINDS, uncounted_shared_op
+from traceconf.ptx.wmma import TYPE_BITS as WMMA_TYPE_BITS, WMMA_NOTE, default_stride, lowering, wmma_access
 from traceconf.kinds import COPY_OPS
 from traceconf.schemas import KIND_CODES, OP_CODES
 
@@ -497,6 +498,44 @@ def _matrix(slot, ctx, row, modifiers):
     return run
 
 
+def _wmma(slot, ctx, row, modifiers):
+    """wmma.load.{a,b,c} / wmma.store.d: the accesses ptxas lowers the instruction to (:mod:`traceconf.ptx.wmma`),
+    each lane at ``base + row * stride + byte``; wmma.mma moves no memory."""
+    found = wmma_access(row["opcode"], modifiers)
+    address_index = address_operand(row)
+    if found is None or address_index is None:
+        return None
+    matrix, layout, shape, type_, space = found
+    accesses = lowering(matrix, layout, shape, type_, space)
+    is_load = matrix != "d"
+    write = _loaded_destinations(row, slot) if is_load else (lambda m, mask: None)
+    if accesses is None:
+        return write
+    note = f"PTX line {row['ptx_line']} ({row['text'].split()[0]}): {WMMA_NOTE}"
+    if note not in ctx.notes:           # once per instruction, however often a call inlines it
+        ctx.notes.append(note)
+    operands = row["operands"]
+    stride_index = 2
+    stride = reader(operands[stride_index], slot, ctx) if len(operands) > stride_index else \
+        (lambda m, value=U64(default_stride(matrix, layout, shape)): (value, taint.ZERO))
+    bits_per_element = U64(WMMA_TYPE_BITS[type_])
+    locate = _locate(slot, ctx, address_index, space)
+    lowered = [(_recorder(slot, access["kind"], access["bytes"], access["matrices"]),
+                np.asarray(access["row"], np.int64), np.asarray(access["byte"], np.int64)) for access in accesses]
+
+    def run(m, mask):
+        lanes, offsets, _, _, bits = locate(m, mask)
+        step, step_bits = stride(m)
+        row_bytes = ((m.full(step) & SHARED_OFFSET_MASK) * bits_per_element // U64(8)).view(np.int64)
+        bits = bits | m.full(step_bits)
+        lane = m.lane % 32
+        for record, rows, offsets_in_row in lowered:
+            lane_rows, lane_bytes = rows[lane], offsets_in_row[lane]
+            record(m, lanes & (lane_rows >= 0), offsets + lane_rows * row_bytes + lane_bytes, bits)
+        write(m, mask)
+    return run
+
+
 def _copy(slot, ctx, row, modifiers):
     """cp.async (per-thread copies global -> shared); bulk/tensor copies are not per-lane accesses."""
     if "async" not in modifiers:
@@ -630,6 +669,6 @@ def _store_param(slot, ctx, row):
 
 _HANDLERS = {
     "ld": _load, "ldu": _load, "st": _store, "atom": _atomic, "red": _atomic,
-    "ldmatrix": _matrix, "stmatrix": _matrix, "cp": _copy,
+    "ldmatrix": _matrix, "stmatrix": _matrix, "cp": _copy, "wmma": _wmma,
     "mbarrier": _mbarrier, "tex": _texture, "tld4": _texture, "suld": _texture, "sured": _texture,
 }

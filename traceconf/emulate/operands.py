@@ -7,7 +7,7 @@ uint64 bit patterns (array or scalar) and the taint bits that go with them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -39,6 +39,7 @@ class Context:
     read_registers: frozenset | None = None  # register keys some instruction reads (None: not known)
     relevant_registers: frozenset | None = None  # registers whose values can matter (None: all of them)
     shared_values: bool = True           # some relevant register is loaded from shared memory
+    notes: list = field(default_factory=list)  # what instructions' counts rest on (the result's notes)
 
 
 _SPECIAL_ROOTS = {"%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%warpsize",

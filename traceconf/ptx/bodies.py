@@ -16,10 +16,10 @@ from itertools import chain
 
 import numpy as np
 
-from traceconf.ptx.records import Function, Instruction, Label, Loc, Variable
+from traceconf.ptx.records import Function, Instruction, Label, Loc, Scope, Variable
 
-#: Atom kinds.
-INSTRUCTION, LOC, LABEL, VARIABLE = range(4)
+#: Atom kinds (a nested ``{`` and its ``}`` are atoms too: registers declared between them are scoped).
+INSTRUCTION, LOC, LABEL, VARIABLE, SCOPE_OPEN, SCOPE_CLOSE = range(6)
 _KINDS = {Loc: LOC, Label: LABEL, Variable: VARIABLE}
 #: The entry of a line that holds nothing by itself (blank, '{', a statement's continuation).
 EMPTY = 0
@@ -52,9 +52,9 @@ class Bodies:
                 self.atoms.append(tuple(record)[1:])
                 self.kinds.append(INSTRUCTION)
                 atoms.append((len(self.atoms) - 1, record.line - 1))
-            elif kind in _KINDS:
+            elif kind in _KINDS or kind is Scope:
                 self.atoms.append(record)
-                self.kinds.append(_KINDS[kind])
+                self.kinds.append(_KINDS[kind] if kind is not Scope else SCOPE_OPEN if record.opens else SCOPE_CLOSE)
                 atoms.append((len(self.atoms) - 1, 0))
         self.entries.append(tuple(atoms))
         return len(self.entries) - 1

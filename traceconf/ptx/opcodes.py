@@ -28,13 +28,13 @@ KNOWN_OPCODES = frozenset("""
 
 #: Opcodes that can read or write memory through an address operand.
 MEMORY_OPCODES = frozenset(
-    "ld ldu st atom red ldmatrix stmatrix cp mbarrier prefetch prefetchu multimem discard applypriority".split())
+    "ld ldu st atom red ldmatrix stmatrix cp mbarrier prefetch prefetchu multimem discard applypriority wmma".split())
 
 #: PTX opcode → the access kind it makes when it touches shared memory (the one PTX table; SASS opcodes
 #: have theirs in :mod:`traceconf.sass.opcodes`).  ``cp`` counts only as ``cp.async``: a plain ``cp`` is no
 #: memory access, and :func:`opcode_info` gives it no state space.
 SHARED_ACCESS_KINDS = {"ld": "ld", "st": "st", "atom": "atom", "red": "atom", "ldmatrix": "ldmatrix",
-                       "stmatrix": "stmatrix", "cp": "cp_async"}
+                       "stmatrix": "stmatrix", "cp": "cp_async", "wmma": "ld"}
 
 SPACES = frozenset("shared global local param const".split())
 
@@ -122,6 +122,8 @@ def shared_access_kind(opcode: str, state_space: str | None, modifiers=()) -> st
     INSTRUCTIONS column (see :func:`opcode_info`)."""
     if state_space != "shared" or uncounted_shared_op(opcode, modifiers):
         return None
+    if opcode == "wmma" and modifiers is not None and "store" in modifiers:
+        return "st"          # wmma.store.d (wmma.load.{a,b,c} are loads: their LDSM lowering says ldmatrix)
     return SHARED_ACCESS_KINDS.get(opcode)
 
 

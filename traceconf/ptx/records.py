@@ -40,6 +40,15 @@ class Label(NamedTuple):
     name: str
 
 
+class Scope(NamedTuple):
+    """The start (``opens``) or end of a nested ``{ ... }`` block: registers declared in it are its own."""
+
+    opens: bool
+
+
+OPEN_SCOPE, CLOSE_SCOPE = Scope(True), Scope(False)
+
+
 class Loc(NamedTuple):
     file: int
     line: int

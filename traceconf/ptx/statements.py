@@ -39,7 +39,7 @@ from lark.exceptions import LarkError
 from traceconf.ptx.bodies import EMPTY, Bodies
 from traceconf.ptx.grammar import GRAMMAR_BLANKS, PtxParser
 from traceconf.ptx.opcodes import UnknownOpcode, opcode_info
-from traceconf.ptx.records import LINED, Function, Label, Parameter
+from traceconf.ptx.records import CLOSE_SCOPE, LINED, OPEN_SCOPE, Function, Label, Parameter
 from traceconf.ptx.scan import NextOf
 from traceconf.ptx.shapes import NotParsed, ShapeReader
 from traceconf.ptx.transform import StatementError, check_copy_size
@@ -122,6 +122,7 @@ class StatementCache:
         self.headers: dict = {}
         self.body_chunks: dict = {}
         self.bodies = Bodies()
+        self.open_scope, self.close_scope = self.bodies.entry([OPEN_SCOPE]), self.bodies.entry([CLOSE_SCOPE])
 
     # ------------------------------------------------------------ whole file
     def parse(self, text: str) -> list:
@@ -212,8 +213,12 @@ class StatementCache:
                     entry = EMPTY
                 elif (match := instruction(statement)) is not None:
                     entry = bodies.instruction(self._instruction(match, statement))
+                elif statement[0] == "{" and statement.count(";") > 1 and statement.count("{") == statement.count("}"):
+                    # a whole scope block of statements on one line (inline asm: `{ .reg .pred p; setp...; }`)
+                    entry = self._body_chunk(statement)
                 elif statement[0] == "{":   # a scope block, maybe with a statement on the same line
                     depth += 1
+                    prefix = bodies.joined(prefix, self.open_scope)
                     if len(statement) > 1:
                         lines[index] = raw.lstrip()[1:]
                         continue
@@ -228,10 +233,9 @@ class StatementCache:
                     entry = EMPTY
                     if inner:             # `cvt.u32.u64 %r1, %tmp; }` (inline asm blocks)
                         match = instruction(inner)
-                        if match is None:
-                            raise Fallback("a statement before '}' on one line")
-                        entry = bodies.instruction(self._instruction(match, inner))
-                    entries[index] = bodies.joined(prefix, entry)
+                        entry = bodies.instruction(self._instruction(match, inner)) if match is not None \
+                            else bodies.entry(self._read_statement(inner))
+                    entries[index] = bodies.joined(bodies.joined(prefix, entry), self.close_scope)
                     prefix, index = EMPTY, index + 1
                     continue
                 elif (label := self.label.match(statement)) is not None:

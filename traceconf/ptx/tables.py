@@ -19,6 +19,7 @@ import pyarrow as pa
 from traceconf.errors import InputError
 from traceconf.ptx.bodies import INSTRUCTION, LABEL, LOC, VARIABLE, Bodies
 from traceconf.ptx.records import AddressSize, DumpLine, FileDecl, Function, Operand, Target, Variable, Version
+from traceconf.ptx.scopes import rename_scoped_registers
 from traceconf.schemas import INSTRUCTIONS, KERNELS, OPERAND_TYPE
 
 #: A header line that starts a new module in a ``cuobjdump -ptx`` dump.
@@ -177,6 +178,7 @@ class TableBuilder:
 
     def _instructions(self) -> pa.Table:
         atoms, atom_lines, atom_function = self._body_atoms()
+        atoms = rename_scoped_registers(self.bodies, atoms, atom_function)
         payloads = self.bodies.atoms
         kinds = np.asarray(self.bodies.kinds, dtype=np.int8)[atoms]
         is_instruction = kinds == INSTRUCTION
@@ -330,7 +332,7 @@ class TableBuilder:
 
     def _attach_module_shared(self) -> None:
         """Module-scope shared variables each definition references (declaration order)."""
-        symbols = [op.name if op.kind == "symbol" or (op.kind == "address" and op.name and op.name[0] != "%")
+        symbols = [op.name if op.kind in ("symbol", "element") or (op.kind == "address" and op.name and op.name[0] != "%")
                    else None for op in self._operand_values]
         with_symbols = np.fromiter((name is not None for name in symbols), bool, len(symbols))
         used = with_symbols[self._element_value]

@@ -12,8 +12,8 @@ import struct
 from lark import Token, Transformer, v_args
 
 from traceconf.ptx.opcodes import TYPE_BYTES, UnknownOpcode, opcode_info
-from traceconf.ptx.records import (AddressSize, DumpLine, FileDecl, Function, Instruction, Label, Loc,
-                                   Operand, Parameter, Target, Variable, Version)
+from traceconf.ptx.records import (CLOSE_SCOPE, OPEN_SCOPE, AddressSize, DumpLine, FileDecl, Function,
+                                   Instruction, Label, Loc, Operand, Parameter, Target, Variable, Version)
 
 #: ``WARP_SZ`` is the one predefined PTX constant.
 PREDEFINED_CONSTANTS = {"WARP_SZ": 32}
@@ -331,6 +331,9 @@ class PtxTransformer(Transformer):
 
     body_items = body
 
+    def block(self, *items):
+        return [OPEN_SCOPE, *_flatten(items), CLOSE_SCOPE]
+
     def label(self, token):
         return Label(str(token)[:-1].rstrip())
 
@@ -387,8 +390,26 @@ class PtxTransformer(Transformer):
     def pred_not(self, bang, token):
         return Operand("pred_not", str(token), None, None, None, self._span(bang, token))
 
+    def negated(self, minus, token):
+        return Operand("neg", str(token), None, None, None, self._span(minus, token))
+
     def register_pair(self, first, _pipe, second):
         return vector_operand((str(first), str(second)), self._span(first, second))
+
+    def vector_predicate(self, vector, _pipe, predicate):
+        """``{d0, d1, d2, d3}|p``: the vector's registers, then the predicate."""
+        start = self.source.rindex("}", 0, predicate.start_pos) + 1 - len(vector.text)
+        text = self.source[start:predicate.end_pos]
+        return vector_operand(vector.elements + (str(predicate),), text)
+
+    def symbol_offset(self, name, *signs_and_offset):
+        offset = signs_and_offset[-1]
+        value = self._int(offset)
+        negative = sum(token.type == "MINUS" for token in signs_and_offset[:-1]) % 2
+        return Operand("name", str(name), negate(value) if negative else value, None, None, self._span(name, offset))
+
+    def symbol_element(self, name, _open, index, close):
+        return Operand("element", str(name), self._int(index), None, None, self._span(name, close))
 
     def immediate(self, *tokens):
         try:
@@ -403,6 +424,8 @@ class PtxTransformer(Transformer):
         return Operand("string", str(token)[1:-1], None, None, None, str(token))
 
     def address(self, open_bracket, *children):
+        if children[-1].type == "UNIFIED":
+            children = children[:-1]
         close = children[-1]
         text = self._span(open_bracket, close)
         base = next((c for c in children if isinstance(c, _Base)), None)
