@@ -304,3 +304,32 @@ def test_cta_independent_kernel_scales_one_cta_exactly():
     assert result.scale == 24 and result.analysed_ctas == [0] and len(result.accesses) == 2
     # the value stored depends on the CTA, the address does not: counts are exact per CTA
     assert not result.cta_dependence
+
+
+BRANCH_TABLE_BODY = """
+        mov.u32 %r1, %tid.x;
+        mov.u32 %r9, 0;
+        {jump}
+    L0:
+        shl.b32 %r2, %r1, 7;
+        st.shared.u32 [%r2], %r1;
+        bra.uni DONE;
+    L1:
+        shl.b32 %r2, %r1, 2;
+        st.shared.u32 [%r2], %r1;
+    DONE:
+        ret;"""
+
+
+def test_an_indexed_branch_is_never_taken_as_a_jump_to_its_table():
+    """``brx.idx`` through a ``.branchtargets`` table (issue 21): the branch is not followed, so the counts are
+    partial with the reason, never the table label's fall-through reported as exact; the same kernel with a
+    direct branch counts the 32-way store."""
+    shared = ".shared .align 4 .b8 buf[4096];\n"
+    direct = run(kernel_module(BRANCH_TABLE_BODY.format(jump="bra.uni L0;"), shared=shared))
+    assert len(direct.accesses) == 1 and not direct.unresolved
+    indexed = kernel_module(BRANCH_TABLE_BODY.format(jump="ts: .branchtargets L0, L1;\n        brx.idx %r9, ts;"),
+                            shared=shared)
+    result = run(indexed)
+    assert len(result.accesses) == 0
+    assert any("indirect branch (brx.idx)" in note for note in result.notes + [u["reason"] for u in result.unresolved])

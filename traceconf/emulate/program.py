@@ -94,12 +94,13 @@ def link(module, kernel: str, path: str | None = None) -> Program:
             slot = Slot(row=row, scope=scope, aliases=aliases)
             slots.append(slot)
             opcode = row["opcode"]
-            if opcode in ("bra", "brx"):
+            if opcode == "brx":
+                # its target is the index register's entry of a .branchtargets list: never the label itself
+                slot.stop_reason = "indirect branch (brx.idx) is not followed"
+                continue
+            if opcode == "bra":
                 label = _branch_label(row)
                 if label is None or label not in labels:
-                    if opcode == "brx":
-                        slot.stop_reason = "indirect branch (brx.idx) is not followed"
-                        continue
                     raise InputError(f"branch target {label!r} is not a label of {function}", file=path,
                                      line=row["ptx_line"], source_line=row["text"])
                 branches.append((len(slots) - 1, labels[label]))

@@ -213,6 +213,12 @@ def _jump_to(slot: Slot, guard, destination: int):
 
 
 def _branch(slot: Slot, ctx: Context, guard):
+    if slot.stop_reason:            # a branch not followed: the threads taking it stop, their counts partial
+        def run(m, active, mask):
+            taken, stopped = _condition(m, slot, guard, active)
+            m.stop(slot, taken, 0, slot.stop_reason)
+            m.pc[active & ~taken if stopped is None else active & ~taken & ~stopped] += 1
+        return run
     return _jump_to(slot, guard, slot.target)
 
 
