@@ -228,8 +228,7 @@ def load_rule_set(name_or_path: str | Path) -> RuleSet:
     ``"RTX 4090"``, ``mi300x``; see :func:`resolve_device`), or a user file by path (``"./my_gpu.toml"``)."""
     text = str(name_or_path)
     if isinstance(name_or_path, Path) or text.endswith(".toml") or "/" in text or "\\" in text:
-        path = Path(text).resolve()
-        return _load_file(str(path), _stamp(path))
+        return _load_file(str(Path(text).resolve()))
     return _load_builtin(resolve_device(text))
 
 
@@ -293,17 +292,9 @@ def _load_builtin(name: str) -> RuleSet:
     return _build(_read(str(path), path.read_text(encoding="utf-8")), "builtin", expect_name=name)
 
 
-def _stamp(path: Path) -> tuple[int, int] | None:
-    """(modification time, size) of a rule file: a file edited since it was read is read again."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return None           # _load_file reports why it cannot be read
-    return stat.st_mtime_ns, stat.st_size
-
-
-@lru_cache(maxsize=64)
-def _load_file(path: str, stamp: tuple[int, int] | None) -> RuleSet:
+def _load_file(path: str) -> RuleSet:
+    """A user rule file, read on every call (a page of TOML), built once per content: a file edited between
+    two calls is read again."""
     try:
         data = Path(path).read_bytes()
     except OSError as error:
@@ -319,6 +310,11 @@ def _load_file(path: str, stamp: tuple[int, int] | None) -> RuleSet:
                             line, column) from None
     if "\x00" in text:
         raise RuleFileError("not a TOML rule file: binary data (NUL byte)", path, text.count("\n", 0, text.index("\x00")) + 1)
+    return _built_file(path, text)
+
+
+@lru_cache(maxsize=64)
+def _built_file(path: str, text: str) -> RuleSet:
     return _build(_read(path, text), path)
 
 
