@@ -69,8 +69,8 @@ def make_one(emulate_every: int, crashes: Path | None = None):
     """The function that runs one input: ``one(rng, findings)``."""
     from traceconf.errors import InputError
     from traceconf.emulate.launch import LaunchRequest
-from traceconf.pipeline import analyze_kernel
-from traceconf.programs.ptx import PtxProgram
+    from traceconf.pipeline import analyze_kernel
+    from traceconf.programs.ptx import PtxProgram
     from traceconf.ptx import parse_ptx
     from traceconf.rules import load_rule_sets
 
