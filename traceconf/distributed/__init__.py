@@ -1,13 +1,14 @@
 """Many inputs, many cores, many machines: the per-kernel analysis as tasks, run by an existing engine.
 
 A suite of traces (folders, several ``kernelslist.g``, globs, partitioned canonical Parquet datasets) is
-cut into :class:`Unit` tasks — one kernel trace file of a kernelslist (a large ``.tracez`` into ranges of
+cut into :class:`~.units.Unit` tasks (:mod:`.units`) — one kernel trace file of a kernelslist (a large ``.tracez`` into ranges of
 its CTAs, which its index makes cheap to reach), one whole input that cannot be cut (an NVBit log, a PTX
 file), or a range of row groups of a canonical Parquet table.
-Every task runs :func:`analyze_unit`, which calls the single-process pipeline (``run_file`` /
-``run_trace``) on its share and returns per-instruction sums: there is one code path and several
-executors — in this process, a local process pool, or Dask (a ``LocalCluster`` of processes, or any
-existing cluster by scheduler address).  Nothing here schedules work: the executor does.
+Every task runs :func:`~.task.analyze_unit`, which calls the single-process pipeline (``run_file`` with the
+run's level and ptxas options, or ``run_trace``) on its share and returns per-instruction sums: there is one
+code path and several executors (:mod:`.executors`) — in this process, a local process pool, or Dask (a
+``LocalCluster`` of processes, or any existing cluster by scheduler address).  Nothing here schedules work:
+the executor does.  :func:`run_many` (here) plans, runs, combines and writes (:mod:`.dataset`).
 
 Shares of one kernel (row-group ranges of a large table, CTA ranges of a .tracez) are combined exactly with
 :func:`traceconf.engine.combine` (sums of executions and wavefronts, maximum of ``max_ways``).
