@@ -126,3 +126,19 @@ def test_a_data_file_is_read_once_per_run(monkeypatch, tmp_path):
                                   params={2: 4096}, data={0: str(keys)}, devices=["sm_90", "cdna3"], level="ptx")
     assert set(frame.device) == {"sm_90", "cdna3"}
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("source", [FIXTURES / "emulate" / "transpose.ptx",
+                                    FIXTURES.parent / "data" / "hw" / "sass" / "transpose.sass"],
+                         ids=["ptx", "sass listing"])
+def test_a_launch_file_selects_the_kernels_of_any_program(source, tmp_path):
+    """The kernels a launch file names are the ones analysed, whatever the program (a SASS listing analysed
+    every kernel before the two levels shared one path)."""
+    names = {"transpose.ptx": ("transpose_padded", "transpose_unpadded"),
+             "transpose.sass": ("_Z14transpose_tileILi1EEvPfPKfi", "_Z14transpose_tileILi0EEvPfPKfi")}
+    chosen, other = names[source.name]
+    launches = tmp_path / "launches.toml"
+    launches.write_text(f'[[launch]]\nkernel = "{chosen}"\nblock = [32, 8]\ngrid = [2, 2]\n')
+    rows = cli_rows(source, "--launches", launches)
+    assert set(rows.column("kernel").to_pylist()) == {chosen}
+    assert other not in set(cli_rows(source, "--launches", launches, "-k", chosen).column("kernel").to_pylist())
