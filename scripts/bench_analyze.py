@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from traceconf.emulate import Launch, emulate
+from traceconf.emulate.launch import resolve_launch
 from traceconf.engine import analyze, summarize
 from traceconf.ptx import parse_file
 from traceconf.rules import load_rule_set
@@ -47,7 +48,7 @@ def main() -> None:
           f"{'launch execs/s':>15} {'vs numpy pass':>14}  excess wavefronts")
     for file, kernel, launch in LAUNCHES:
         module = modules.setdefault(file, parse_file(str(FIXTURES / file)))
-        emulate_time, result = best_of(3, lambda: emulate(module, kernel, launch))
+        emulate_time, result = best_of(3, lambda: emulate(module, kernel, resolve_launch(launch, module.kernel(kernel))))
         analyze_time, summary = best_of(3, lambda: summarize(analyze(result.accesses, rules), scale=result.scale))
         total = emulate_time + analyze_time
         launch_executions = len(result.accesses) * result.scale

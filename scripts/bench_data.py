@@ -38,9 +38,10 @@ from pathlib import Path
 import traceconf
 assert Path(traceconf.__file__).parent.parent == Path(sys.argv[3]).resolve(), traceconf.__file__
 from traceconf.emulate import Launch, emulate
+from traceconf.emulate.launch import resolve_launch
 from traceconf.ptx import parse_file
 if sys.argv[4] == "sass":           # the SASS level: ptxas's code (assembled once, cached), its emulator
-    from traceconf.sass.analyze import assemble_ptx
+    from traceconf.programs.sass import assemble_ptx
     from traceconf.sass.emulate import emulate_sass as emulate
     parse_file = lambda path: assemble_ptx(path, "sm_90")[0]
 cuda = Path(sys.argv[1])
@@ -50,8 +51,8 @@ for launch in launches:
     params = {i: (int(p["value"]) if "value" in p else 0x7F0000000000 + i * 2**32) for i, p in
               enumerate(launch["params"])}
     module = modules.setdefault(launch["file"], parse_file(str(cuda / launch["file"].replace(".cu", ".sm_90.ptx"))))
-    spec = Launch(block=tuple(launch["block"]), grid=tuple(launch["grid"]), params=params,
-                  dynamic_smem=launch.get("dynamic_shared_bytes", 0))
+    spec = resolve_launch(Launch(block=tuple(launch["block"]), grid=tuple(launch["grid"]), params=params,
+                                 dynamic_smem=launch.get("dynamic_shared_bytes", 0)), module.kernel(launch["kernel"]))
     emulate(module, launch["kernel"], spec)          # warm-up: first-call costs are not the path's speed
     best = None
     for _ in range(int(sys.argv[2])):
@@ -98,9 +99,9 @@ def data_free(baseline: str, repeats: int, level: str = "ptx") -> None:
 
 
 def with_data(levels: tuple[str, ...]) -> None:
-    from traceconf.pipeline import LaunchRequest
+    from traceconf.emulate.launch import LaunchRequest
     from traceconf.rules import load_rule_set
-    from traceconf.sass.analyze import run_ptx_at_level
+    from traceconf.pipeline import run_file
 
     rng = np.random.default_rng(12)
     inputs = {"uniform": rng.integers(0, 256, 1 << 20).astype(np.uint8),
@@ -111,11 +112,11 @@ def with_data(levels: tuple[str, ...]) -> None:
             np.save(path, data)
             request = LaunchRequest(block=(256, 1, 1), grid=(64, 1, 1), params={"2": 1 << 20}, data={"0": str(path)})
             if level == "sass":            # assembled once beforehand: ptxas's time is not the emulator's
-                run_ptx_at_level(CUDA / "datadep.sm_90.ptx", [re.escape("_Z7hist256PKhPji")],
-                                 LaunchRequest(block=(256, 1, 1), params={"2": 0}), [load_rule_set("sm_90")], level)
+                run_file(CUDA / "datadep.sm_90.ptx", [re.escape("_Z7hist256PKhPji")],
+                         LaunchRequest(block=(256, 1, 1), params={"2": 0}), [load_rule_set("sm_90")], level=level)
             start = time.perf_counter()
-            done, failed = run_ptx_at_level(CUDA / "datadep.sm_90.ptx", [re.escape("_Z7hist256PKhPji")], request,
-                                            [load_rule_set("sm_90")], level)
+            done, failed = run_file(CUDA / "datadep.sm_90.ptx", [re.escape("_Z7hist256PKhPji")], request,
+                                    [load_rule_set("sm_90")], level=level)
             elapsed = time.perf_counter() - start
             assert not failed and not done[0].unresolved, failed or done[0].unresolved
             rows = done[0].results.to_pylist()

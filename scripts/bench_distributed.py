@@ -37,8 +37,10 @@ sys.modules["bench_traces"] = bench_traces
 _spec.loader.exec_module(bench_traces)
 
 from traceconf.analyses.results import results_table  # noqa: E402
-from traceconf.distributed import Executor, local_cluster, run_many  # noqa: E402
-from traceconf.pipeline import LaunchRequest, run_file  # noqa: E402
+from traceconf.distributed import run_many  # noqa: E402
+from traceconf.distributed.executors import Executor, local_cluster  # noqa: E402
+from traceconf.emulate.launch import LaunchRequest
+from traceconf.pipeline import run_file  # noqa: E402
 from traceconf.rules import load_rule_sets  # noqa: E402
 
 RULES = load_rule_sets(["sm_90"], "sm_90")
@@ -69,8 +71,9 @@ def make_suite(folder: Path, total_gb: float, kernel_mb: float) -> tuple[Path, i
 def rss_of_one_kernel(path: Path) -> float:
     """Peak RSS (MB) of a fresh process that runs one unit (what a worker does) on ``path``."""
     code = ("import sys, resource\n"
-            "from traceconf.distributed import Unit, analyze_unit\n"
-            "from traceconf.pipeline import LaunchRequest\n"
+            "from traceconf.distributed.task import analyze_unit\n"
+            "from traceconf.distributed.units import Unit\n"
+            "from traceconf.emulate.launch import LaunchRequest\n"
             "from traceconf.rules import load_rule_sets\n"
             "r = analyze_unit(Unit(sys.argv[1], sys.argv[1], 'kernel_file', sys.argv[1], kernel='k'), None,\n"
             "                 LaunchRequest(), load_rule_sets(['sm_90'], 'sm_90'))\n"

@@ -57,10 +57,11 @@ def bench_parse() -> None:
 
 def bench_launch() -> None:
     from traceconf.emulate import Launch, emulate
+    from traceconf.emulate.launch import resolve_launch
     from traceconf.engine import analyze, summarize
     from traceconf.rules import load_rule_set
     from traceconf import tools
-    from traceconf.sass.analyze import assemble_ptx
+    from traceconf.programs.sass import assemble_ptx
     from traceconf.sass.emulate import emulate_sass
 
     if tools.locate("ptxas") is None or tools.locate("nvdisasm") is None:
@@ -70,7 +71,8 @@ def bench_launch() -> None:
     path = REPO / "tests" / "fixtures" / "cuda" / "matmul.sm_90.ptx"
     assemble_ptx(path, "sm_90")                                       # start-up: ptxas + nvdisasm, then cached
     for tile, kernel in ((32, "_Z12matmul_tiledILi32EEvPKfS1_Pfi"), (16, "_Z12matmul_tiledILi16EEvPKfS1_Pfi")):
-        launch = Launch(block=(tile, tile, 1), grid=(4096 // tile, 4096 // tile, 1), params={"3": 4096})
+        launch = resolve_launch(Launch(block=(tile, tile, 1), grid=(4096 // tile, 4096 // tile, 1), params={"3": 4096}),
+                                assemble_ptx(path, "sm_90")[1].kernel(kernel))
 
         def sass_level():
             module, _ = assemble_ptx(path, "sm_90")

@@ -28,9 +28,10 @@ CHILD = r"""
 import json, sys, time, traceback
 from traceconf.errors import InputError
 from traceconf.ptx import parse_file
-from traceconf.pipeline import LaunchRequest, analyze_ptx_kernel
+from traceconf.emulate.launch import LaunchRequest
+from traceconf.pipeline import analyze_kernel, run_file
+from traceconf.programs.ptx import PtxProgram
 from traceconf.rules import load_rule_sets
-from traceconf.sass.analyze import run_ptx_at_level
 path, time_limit, memory_limit, level = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 rules = load_rule_sets(["sm_90"], "sm_90")
 out = []
@@ -50,14 +51,14 @@ for name in module.kernel_names():
     try:
         if level == "sass":
             # every kernel on its own, so that one kernel's ptxas error does not hide the others' outcomes
-            done, failed = run_ptx_at_level(path, [name], request, rules, "sass")
+            done, failed = run_file(path, [name], request, rules, level="sass")
             if failed and failed[0].internal:
                 raise RuntimeError(failed[0].line())
             if failed:
                 raise failed[0].error
             analysis = done[0]
         else:
-            analysis = analyze_ptx_kernel(module, name, request, rules)
+            analysis = analyze_kernel(PtxProgram(module), name, request, rules)
         outcome = "partial" if "partial" in analysis.launch else "done"
         why = analysis.launch.get("partial", "")
     except InputError as error:

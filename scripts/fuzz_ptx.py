@@ -68,7 +68,9 @@ def small(snippet: str, rng: random.Random) -> str:
 def make_one(emulate_every: int, crashes: Path | None = None):
     """The function that runs one input: ``one(rng, findings)``."""
     from traceconf.errors import InputError
-    from traceconf.pipeline import LaunchRequest, analyze_ptx_kernel
+    from traceconf.emulate.launch import LaunchRequest
+    from traceconf.pipeline import analyze_kernel
+    from traceconf.programs.ptx import PtxProgram
     from traceconf.ptx import parse_ptx
     from traceconf.rules import load_rule_sets
 
@@ -91,7 +93,7 @@ def make_one(emulate_every: int, crashes: Path | None = None):
                 block, grid = rng.choice(launches)
                 request = LaunchRequest(block=block, grid=grid, params={}, max_steps=20_000, ctas=2)
                 for kernel in module.kernel_names()[:1]:
-                    analyze_ptx_kernel(module, kernel, request, rules)
+                    analyze_kernel(PtxProgram(module), kernel, request, rules)
             findings.passed += 1
         except InputError:
             findings.input_errors += 1

@@ -46,7 +46,7 @@ def make_one(crashes: Path | None = None):
     """The function that runs one input: ``one(rng, findings)``."""
     from traceconf.errors import InputError
     from traceconf.pipeline import run_trace
-    from traceconf.rules import _load_file, load_rule_set, load_rule_sets
+    from traceconf.rules import load_rule_set, load_rule_sets
 
     seeds = seed_inputs()
     texts = [data.decode("utf-8", "replace") for name, data in seeds if not name.endswith(BINARY_SUFFIXES)]
@@ -86,8 +86,7 @@ def make_one(crashes: Path | None = None):
         try:
             if is_rule:
                 findings.count_stage("rule files")
-                _load_file.cache_clear()
-                load_rule_set(path)
+                load_rule_set(path)         # read again: rule sets are cached by content
             else:
                 findings.count_stage("traces")
                 _, failures = run_trace(path, None, rule_sets)

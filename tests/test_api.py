@@ -24,11 +24,11 @@ def test_analyze_trace_frame_has_the_documented_columns():
 
 
 def test_failures_are_kept_beside_the_results(monkeypatch):
-    def run_ptx(path, kernels, launch, rule_sets):
+    def run_file(path, kernels, launch, rule_sets, **options):
         assert launch.block == (32, 8, 1) and launch.params == {"0": 5, "n": 16}
         return [transpose_analysis()], [KernelFailure("bad", InputError("boom", "k.ptx", 3, 1))]
 
-    monkeypatch.setattr(api, "run_ptx", run_ptx)
+    monkeypatch.setattr(api, "run_file", run_file)
     with pytest.warns(UserWarning, match="k.ptx:3:1: kernel bad: boom"):
         frame = traceconf.analyze_ptx("k.ptx", block=(32, 8), params={0: 5, "n": 0x10})
     assert frame.attrs["failures"] == ["k.ptx:3:1: kernel bad: boom"]
@@ -36,7 +36,7 @@ def test_failures_are_kept_beside_the_results(monkeypatch):
 
 
 def test_every_kernel_failing_raises(monkeypatch):
-    monkeypatch.setattr(api, "run_ptx", lambda *a: ([], [KernelFailure("bad", InputError("boom", "k.ptx", 3))]))
+    monkeypatch.setattr(api, "run_file", lambda *a, **options: ([], [KernelFailure("bad", InputError("boom", "k.ptx", 3))]))
     with pytest.raises(InputError, match="boom"):
         traceconf.analyze_ptx("k.ptx", block=32)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from traceconf.pipeline import LaunchRequest
+from traceconf.emulate.launch import LaunchRequest
 from traceconf.rules import load_rule_set
 from traceconf import tools
 
@@ -75,9 +75,9 @@ def request(launch: dict, directory: Path | None) -> LaunchRequest:
 def predict(launch: dict, directory: Path | None, level: str = "ptx"):
     """The analysis of the measured launch at ``level`` (``sass``: what ptxas -arch=sm_90 made of the PTX) and
     its wavefronts per kind."""
-    from traceconf.sass.analyze import run_ptx_at_level
+    from traceconf.pipeline import run_file
     path = CUDA / launch["file"].replace(".cu", ".sm_90.ptx")
-    done, failed = run_ptx_at_level(path, [re.escape(launch["kernel"])], request(launch, directory),
+    done, failed = run_file(path, [re.escape(launch["kernel"])], request(launch, directory),
                                     [load_rule_set("sm_90")], level=level)
     assert not failed, failed[0].error
     (analysis,) = done
@@ -223,10 +223,10 @@ def _accesses(analysis) -> Counter:
 
 
 def _levels_agree(path: Path, kernel: str, launch: LaunchRequest) -> None:
-    from traceconf.sass.analyze import run_ptx_at_level
+    from traceconf.pipeline import run_file
     analyses = {}
     for level in ("ptx", "sass"):
-        done, failed = run_ptx_at_level(path, [re.escape(kernel)], launch, [load_rule_set("sm_90")], level=level)
+        done, failed = run_file(path, [re.escape(kernel)], launch, [load_rule_set("sm_90")], level=level)
         assert not failed, failed[0].error
         analyses[level] = done[0]
     ptx, sass = analyses["ptx"], analyses["sass"]

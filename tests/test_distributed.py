@@ -21,9 +21,12 @@ import pytest
 
 from test_traces_samples import samples
 from traceconf.analyses.results import results_table
-from traceconf.distributed import (MANIFEST, Executor, choose_executor, partition_path, plan, read_dataset,
-                                   run_many)
-from traceconf.pipeline import LaunchRequest, run_file
+from traceconf.distributed import run_many
+from traceconf.distributed.dataset import MANIFEST, partition_path, read_dataset
+from traceconf.distributed.executors import Executor, choose_executor
+from traceconf.distributed.units import plan
+from traceconf.emulate.launch import LaunchRequest
+from traceconf.pipeline import run_file
 from traceconf.rules import load_rule_sets
 
 RULES = load_rule_sets(["sm_90", "sm_75"], "sm_90")
@@ -129,8 +132,8 @@ def test_process_pool_gives_the_same_results(suite, expected):
 
 
 def test_without_dask_workers_fall_back_to_a_process_pool(monkeypatch):
-    import traceconf.distributed as distributed
-    monkeypatch.setattr(distributed, "dask_available", lambda: False)
+    import traceconf.distributed.executors as executors
+    monkeypatch.setattr(executors, "dask_available", lambda: False)
     executor = choose_executor(2, None)
     assert executor.kind == "processes" and "process pool" in executor.notes[0]
     with pytest.raises(Exception, match="needs Dask"):
@@ -141,7 +144,7 @@ def test_without_dask_workers_fall_back_to_a_process_pool(monkeypatch):
 @pytest.fixture
 def cluster():
     pytest.importorskip("distributed")
-    from traceconf.distributed import local_cluster
+    from traceconf.distributed.executors import local_cluster
     with local_cluster(2) as local:
         yield local
 

@@ -8,6 +8,7 @@ import pytest
 from test_emulate_support import active, kernel_module, lanes_of, run, values
 from traceconf.accesses import INACTIVE
 from traceconf.emulate import Launch, emulate
+from traceconf.emulate.launch import resolve_launch
 from traceconf.errors import InputError
 
 LANE = np.arange(32)
@@ -287,7 +288,7 @@ def test_cta_dependent_address_analyses_every_cta_or_a_stated_sample():
     assert [row[0] // 128 for row in per_cta] == [c % 4 for c in range(8)]
     assert full.cta_dependence
     seen = []
-    sample = emulate(module, "k", Launch(block=(32, 1, 1), grid=(8, 1, 1), ctas=3),
+    sample = emulate(module, "k", resolve_launch(Launch(block=(32, 1, 1), grid=(8, 1, 1), ctas=3), module.kernel("k")),
                      progress=lambda done, total: seen.append((done, total)))
     assert sample.scale is None and sample.sampled == (3, 8) and len(sample.accesses) == 3
     assert sample.analysed_ctas == [0, 4, 7] and seen[-1] == (3, 3)

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from traceconf.pipeline import LaunchRequest, run_ptx
+from traceconf.emulate.launch import LaunchRequest
+from traceconf.pipeline import run_file
 from traceconf.rules import load_rule_set
 
 PTX = Path(__file__).resolve().parent / "fixtures" / "emulate" / "bitonic_swap.ptx"
@@ -23,8 +24,8 @@ STEPS = sum(range(1, 11))          # sizes 2..1024: 1 + 2 + ... + 10 compare ste
 
 
 def analyse(data: dict | None = None, seed: int = 0):
-    done, failed = run_ptx(PTX, [re.escape(KERNEL)], LaunchRequest(block=(THREADS, 1, 1), data=data or {},
-                                                                   seed=seed), [load_rule_set("sm_90")])
+    done, failed = run_file(PTX, [re.escape(KERNEL)], LaunchRequest(block=(THREADS, 1, 1), data=data or {},
+                                                                    seed=seed), [load_rule_set("sm_90")], level="ptx")
     assert not failed, failed[0].error
     (analysis,) = done
     rows = {row["instruction"]: row for row in analysis.results.to_pylist()}
@@ -88,7 +89,7 @@ def test_ctas_sharing_a_global_counter_run_in_launch_order(tmp_path):
     np.save(tmp_path / "counter.npy", np.zeros(33, np.int32))
     launch = LaunchRequest(block=(32, 1, 1), grid=(6, 1, 1),
                            data={"0": str(tmp_path / "lock.npy"), "1": str(tmp_path / "counter.npy")})
-    done, failed = run_ptx(SPIN, None, launch, [load_rule_set("sm_90")])
+    done, failed = run_file(SPIN, None, launch, [load_rule_set("sm_90")], level="ptx")
     assert not failed and not done[0].unresolved
     # every CTA is emulated (what it loads depends on the CTAs before it), in order: CTA k counts k
     assert done[0].launch["analysed_ctas"] == 6 and done[0].launch["scale"] == 1
@@ -99,7 +100,8 @@ def test_ctas_sharing_a_global_counter_run_in_launch_order(tmp_path):
 
 
 def test_without_data_the_counter_index_is_unresolved():
-    done, failed = run_ptx(SPIN, None, LaunchRequest(block=(32, 1, 1), grid=(6, 1, 1)), [load_rule_set("sm_90")])
+    done, failed = run_file(SPIN, None, LaunchRequest(block=(32, 1, 1), grid=(6, 1, 1)), [load_rule_set("sm_90")],
+                            level="ptx")
     assert not failed
     (entry,) = done[0].unresolved
     assert "_Z9spin_lockPiS__param_1" in entry["reason"] and "--data" in entry["reason"]

@@ -11,6 +11,7 @@ import numpy as np
 
 from traceconf.accesses import INACTIVE
 from traceconf.emulate import Launch, emulate
+from traceconf.emulate.launch import resolve_launch
 from traceconf.ptx import parse_file, parse_ptx
 
 
@@ -39,7 +40,7 @@ def kernel_module(body: str, params: str = "", shared: str = "", name: str = "k"
 
 def run(module, kernel: str = "k", **launch):
     launch.setdefault("block", (32, 1, 1))
-    return emulate(module, kernel, Launch(**launch))
+    return emulate(module, kernel, resolve_launch(Launch(**launch), module.kernel(kernel)))
 
 
 def values(body: str, register: str = "%r10", **launch) -> np.ndarray:

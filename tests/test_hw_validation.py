@@ -35,7 +35,8 @@ from pathlib import Path
 
 import pytest
 
-from traceconf.pipeline import LaunchRequest, run_ptx
+from traceconf.emulate.launch import LaunchRequest
+from traceconf.pipeline import run_file
 from traceconf.ptx.opcodes import shared_access_kind
 from traceconf.ptx import parse_file
 from traceconf.rules import load_rule_set
@@ -146,7 +147,7 @@ def _triton_cases():
 
 
 def predict(path: Path, kernel: str, launch: LaunchRequest):
-    done, failed = run_ptx(path, [re.escape(kernel)], launch, [load_rule_set("sm_90")])
+    done, failed = run_file(path, [re.escape(kernel)], launch, [load_rule_set("sm_90")], level="ptx")
     assert not failed, failed[0].error
     (analysis,) = [a for a in done if a.kernel == kernel]
     totals = Counter()

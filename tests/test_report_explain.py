@@ -14,7 +14,7 @@ from conftest import shared_path
 from test_report_support import LOADS, STORES, info_rows, tile_accesses
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.cli import app
-from traceconf.commands.explain import resolve_instruction
+from traceconf.analyses.lookup import resolve_instruction
 from traceconf.engine import lane_wavefronts
 from traceconf.errors import InputError
 from traceconf.report.explain import (choose_row, execution_at, executions_of, picture,

@@ -202,3 +202,47 @@ def test_product_names_are_unique_and_not_inherited_by_aliases():
             owners[product] = rules.name
     assert load_rule_set("sm_52").products != load_rule_set("sm_50").products
     assert "h100" in load_rule_set("sm_90").products and "h100" not in load_rule_set("sm_100").products
+
+
+# --------------------------------------------------------------------------- the ptxas architecture is data
+
+
+def test_nvidia_rule_sets_name_their_ptxas_architecture():
+    arches = {rules.name: rules.arch for rules in list_rule_sets()}
+    assert arches["sm_90"] == "sm_90" and arches["sm_86"] == "sm_86"          # an alias states its own
+    assert arches["sm_2x"] is None and arches["sm_3x_8byte"] is None           # families: ptxas targets none
+    assert all(arch is None for name, arch in arches.items() if load_rule_set(name).vendor != "NVIDIA")
+
+
+def test_a_user_alias_inherits_the_architecture_and_keeps_the_sass_level(tmp_path, monkeypatch):
+    from traceconf import tools
+    from traceconf.programs import choose_level
+    from traceconf.sass import toolchain
+
+    path = tmp_path / "mine.toml"
+    path.write_text('name = "my_h100"\nalias_of = "sm_90"\ntitle = "my H100"\nevidence = "unverified"\n')
+    rules = load_rule_set(path)
+    assert rules.name == "my_h100" and rules.arch == "sm_90"
+    monkeypatch.setattr(tools, "locate", lambda name: f"/bin/{name}")      # a ptxas and nvdisasm are found
+    monkeypatch.setattr(toolchain, "ptxas_targets", lambda: {"sm_90"})
+    assert choose_level("auto", [rules]) == ("sass", "sm_90", None)
+    path.write_text('name = "my_amd"\nalias_of = "cdna3"\ntitle = "mine"\nevidence = "unverified"\n')
+    level, arch, note = choose_level("auto", [load_rule_set(path)])
+    assert (level, arch) == ("ptx", None) and "my_amd is not an NVIDIA architecture ptxas targets" in note
+
+
+def test_a_bad_architecture_names_the_key(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('alias_of = "sm_90"\nname = "bad"\narch = "hopper"\n')
+    with pytest.raises(RuleFileError, match=r"key 'arch': expected a ptxas architecture such as 'sm_90'") as error:
+        load_rule_set(path)
+    assert error.value.line == 3
+
+
+def test_a_user_rule_file_edited_between_two_calls_is_read_again(tmp_path):
+    path = tmp_path / "edited.toml"
+    path.write_text('alias_of = "sm_90"\nname = "edited"\ntitle = "first"\nevidence = "unverified"\n')
+    assert load_rule_set(path).title == "first"
+    path.write_text('alias_of = "sm_90"\nname = "edited"\ntitle = "other"\nevidence = "unverified"\n')  # same size
+    assert load_rule_set(path).title == "other"
+    assert load_rule_set(path) is load_rule_set(path)          # an unchanged file is built once

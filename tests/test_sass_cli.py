@@ -138,7 +138,7 @@ def test_older_architectures_assemble_and_agree():
 @needs_tools
 def test_python_api_levels():
     import traceconf
-    ptx = traceconf.analyze_ptx(CUDA / "types.sm_90.ptx", kernel=".*interleaved.*", block=64, grid=2)
+    ptx = traceconf.analyze_ptx(CUDA / "types.sm_90.ptx", kernel=".*interleaved.*", block=64, grid=2, level="ptx")
     sass = traceconf.analyze_ptx(CUDA / "types.sm_90.ptx", kernel=".*interleaved.*", block=64, grid=2, level="sass")
     assert set(ptx["width_bits"]) == {32} and 64 in set(sass["width_bits"])
     assert sass["pc"].notna().all() and ptx["pc"].isna().all()
@@ -208,7 +208,7 @@ def test_parse_a_listing_piped_is_one_row_per_line_and_writes_atomically(tmp_pat
     name; JSON is one kernel per line; -o writes the SASS table (never over the input)."""
     import pyarrow.parquet as pq
 
-    from traceconf.sass.analyze import load_sass_input
+    from traceconf.programs.sass import load_sass_input
     listing = SASS / "transpose.sm_90.nvdisasm.sass"
     table = CliRunner().invoke(app, ["parse", str(listing)], env={"COLUMNS": "60"})
     assert table.exit_code == 0, table.output

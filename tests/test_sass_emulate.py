@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from traceconf.emulate import Launch
+from traceconf.emulate.launch import resolve_launch
 from traceconf.errors import InputError
 from traceconf.sass.emulate import emulate_sass
 from traceconf.sass.listing import parse_text
@@ -24,7 +25,8 @@ def listing(body: list[str], arch: str = "sm_75", kernel: str = "k") -> str:
 
 def run(body: list[str], block=(32, 1, 1), grid=(1, 1, 1), params=None, arch="sm_75"):
     module = parse_text(listing(body, arch), "t.sass")
-    return emulate_sass(module, "k", Launch(block=block, grid=grid, params=params or {}))
+    return emulate_sass(module, "k", resolve_launch(Launch(block=block, grid=grid, params=params or {}),
+                                                    module.kernel("k")))
 
 
 def stored(body: list[str], register: str = "R2", **kwargs) -> np.ndarray:
@@ -268,7 +270,7 @@ def test_branch_with_a_predicate_operand_is_conditional():
 def test_a_runaway_loop_stops_at_the_step_limit_naming_the_sass_pc():
     module = parse_text(listing([TID, "STS [R0.X4], RZ", "BRA 0x10"]), "t.sass")
     with pytest.raises(InputError, match=r"exceeded max_steps=50 .* looping at SASS 0x00"):
-        emulate_sass(module, "k", Launch(block=(32, 1, 1), max_steps=50))
+        emulate_sass(module, "k", resolve_launch(Launch(block=(32, 1, 1), max_steps=50), module.kernel("k")))
 
 
 # --------------------------------------------------------------------------- shared memory's contents (CAS loops)
@@ -287,7 +289,8 @@ def _with_shared_memory(body: list[str], size: int = 4096, **launch):
     module = parse_text(listing(body), "t.sass")
     column = module.kernels.schema.get_field_index("shared_bytes")
     module.kernels = module.kernels.set_column(column, "shared_bytes", pa.array([size], pa.int64()))
-    return emulate_sass(module, "k", Launch(**{"block": (32, 1, 1), "grid": (1, 1, 1), "params": {}, **launch}))
+    launch = Launch(**{"block": (32, 1, 1), "grid": (1, 1, 1), "params": {}, **launch})
+    return emulate_sass(module, "k", resolve_launch(launch, module.kernel("k")))
 
 
 def test_a_cas_retry_loop_runs_as_often_as_the_lanes_collide():

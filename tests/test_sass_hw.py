@@ -26,6 +26,7 @@ import pytest
 from traceconf.kinds import UNCOUNTED
 
 from traceconf.emulate import Launch
+from traceconf.emulate.launch import resolve_launch
 from traceconf.engine import analyze, summarize
 from traceconf.rules import load_rule_set
 from traceconf import tools
@@ -44,7 +45,7 @@ REWRITTEN_BY_PTXAS = {"two_per_thread_interleaved", "matmul_tiled_16", "matmul_t
 
 @lru_cache(maxsize=None)
 def sass_module(stem: str):
-    from traceconf.sass.analyze import assemble_ptx
+    from traceconf.programs.sass import assemble_ptx
     return assemble_ptx(CUDA / f"{stem}.sm_90.ptx", "sm_90")[0]
 
 
@@ -63,9 +64,9 @@ def _predict(launch_id: str):
                   if item["id"] == launch_id)
     from traceconf.sass.emulate import emulate_sass
     module = sass_module(launch["file"].replace(".cu", ""))
-    emulation = emulate_sass(module, launch["kernel"], Launch(
+    emulation = emulate_sass(module, launch["kernel"], resolve_launch(Launch(
         block=tuple(launch["block"]), grid=tuple(launch["grid"]), params=_launch_params(launch["params"]),
-        dynamic_smem=launch.get("dynamic_shared_bytes", 0)))
+        dynamic_smem=launch.get("dynamic_shared_bytes", 0)), module.kernel(launch["kernel"])))
     results = summarize(analyze(emulation.accesses, load_rule_set("sm_90")), scale=emulation.scale or 1)
     rows = {row["instruction"]: row for row in module.instructions_of(launch["kernel"])}
     return launch, emulation, results.to_pylist(), rows
@@ -122,14 +123,14 @@ def assert_source_page(launch_id: str, rows: list[dict], predicted: Counter) -> 
 
 def test_the_ptxas_rewrites_are_explained_and_exact():
     """The launches the PTX level must skip: fused accesses, each explained in one line."""
-    from traceconf.pipeline import LaunchRequest
-    from traceconf.sass.analyze import run_ptx_at_level
+    from traceconf.emulate.launch import LaunchRequest
+    from traceconf.pipeline import run_file
     from test_hw_validation import _launch_params
 
     for launch in tomllib.load(open(CUDA / "kernels.toml", "rb"))["launch"]:
         if launch["id"] not in REWRITTEN_BY_PTXAS:
             continue
-        done, failed = run_ptx_at_level(
+        done, failed = run_file(
             CUDA / launch["file"].replace(".cu", ".sm_90.ptx"), [re.escape(launch["kernel"])],
             LaunchRequest(block=tuple(launch["block"]), grid=tuple(launch["grid"]),
                           params=_launch_params(launch["params"])), [load_rule_set("sm_90")], level="sass")
@@ -161,10 +162,10 @@ def _triton_cases():
 def _triton_analysis(spec_id: str):
     import json
     from test_hw_validation import _launch_params
-    from traceconf.pipeline import LaunchRequest
-    from traceconf.sass.analyze import run_ptx_at_level
+    from traceconf.emulate.launch import LaunchRequest
+    from traceconf.pipeline import run_file
     spec = json.loads((TRITON / f"{spec_id}.json").read_text())
-    done, failed = run_ptx_at_level(
+    done, failed = run_file(
         TRITON / spec["ptx"], [re.escape(spec["kernel"])],
         LaunchRequest(block=tuple(spec["block"]), grid=tuple(spec["grid"]), params=_launch_params(spec["params"]),
                       dynamic_smem=spec.get("shared_bytes", 0)), [load_rule_set("sm_90")], level="sass")
@@ -208,7 +209,7 @@ def test_ptx_level_copies_follow_ptxas_on_the_triton_matmuls(spec, measured):
     LDGSTS.BYPASS without .ZFILL; the PTX level must count the copies as the SASS level does."""
     import json
     from test_hw_validation import _launch_params, predict
-    from traceconf.pipeline import LaunchRequest
+    from traceconf.emulate.launch import LaunchRequest
     spec = json.loads((TRITON / f"{spec['id']}.json").read_text())
     _, ptx = predict(TRITON / spec["ptx"], spec["kernel"], LaunchRequest(
         block=tuple(spec["block"]), grid=tuple(spec["grid"]), params=_launch_params(spec["params"]),
@@ -220,12 +221,12 @@ def test_ptx_level_copies_follow_ptxas_on_the_triton_matmuls(spec, measured):
 def test_only_the_rewritten_launches_get_rewrite_explanations():
     """No spurious 'ptxas fused/split/removed' line on a launch whose SASS keeps the PTX accesses."""
     from test_hw_validation import _launch_params
-    from traceconf.pipeline import LaunchRequest
-    from traceconf.sass.analyze import run_ptx_at_level
+    from traceconf.emulate.launch import LaunchRequest
+    from traceconf.pipeline import run_file
 
     explained = set()
     for launch in tomllib.load(open(CUDA / "kernels.toml", "rb"))["launch"]:
-        done, _ = run_ptx_at_level(
+        done, _ = run_file(
             CUDA / launch["file"].replace(".cu", ".sm_90.ptx"), [re.escape(launch["kernel"])],
             LaunchRequest(block=tuple(launch["block"]), grid=tuple(launch["grid"]),
                           params=_launch_params(launch["params"]), dynamic_smem=launch.get("dynamic_shared_bytes", 0)),

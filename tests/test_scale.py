@@ -16,14 +16,16 @@ from test_emulate_support import kernel_module, parse_path, run
 from traceconf.emulate import grid as driver
 from traceconf.emulate.classes import Box
 from traceconf.emulate.launch import LimitReached, Limits
-from traceconf.pipeline import LaunchRequest, analyze_ptx_kernel
+from traceconf.emulate.launch import LaunchRequest
+from traceconf.pipeline import analyze_kernel
+from traceconf.programs.ptx import PtxProgram
 from traceconf.rules import load_rule_sets
 
 SCALE = FIXTURES / "scale"
 
 
 def _results(module, kernel, request: LaunchRequest, devices=("sm_90",)):
-    analysis = analyze_ptx_kernel(module, kernel, request, load_rule_sets(list(devices), "sm_90"))
+    analysis = analyze_kernel(PtxProgram(module), kernel, request, load_rule_sets(list(devices), "sm_90"))
     return analysis, analysis.results
 
 
@@ -321,7 +323,7 @@ def test_suggestion_speaks_of_the_declared_row_not_the_lane_distance():
     from traceconf.analyses.suggest import suggestions
     module = parse_path(SCALE / "row_steps.sm_90.ptx")
     rules = load_rule_sets(["sm_90"], "sm_90")
-    analysis = analyze_ptx_kernel(module, "_Z9row_stepsPf", LaunchRequest(block=(32, 1, 1)), rules)
+    analysis = analyze_kernel(PtxProgram(module), "_Z9row_stepsPf", LaunchRequest(block=(32, 1, 1)), rules)
     found = [s for _, s in suggestions(analysis, rules[0], 20) if s is not None]
     # lanes are 68 words (4 rows of 17) apart; no change of the 17-word row removes the 4-way conflict
     assert found and all(s.row_bytes == 17 * 4 for s in found)
@@ -332,7 +334,7 @@ def test_suggestion_vectorises_scalar_neighbour_reads():
     from traceconf.analyses.suggest import suggestions
     module = parse_path(SCALE / "vec_reads.sm_90.ptx")
     rules = load_rule_sets(["sm_90"], "sm_90")
-    analysis = analyze_ptx_kernel(module, "_Z9vec_readsPKfPfi", LaunchRequest(block=(128, 1, 1), params={"2": 0}),
+    analysis = analyze_kernel(PtxProgram(module), "_Z9vec_readsPKfPfi", LaunchRequest(block=(128, 1, 1), params={"2": 0}),
                                   rules)
     found = [s for _, s in suggestions(analysis, rules[0], 64) if s is not None and s.best is not None]
     assert found and all("16-byte vectors (ld.shared.v4, e.g. float4)" in s.best.label for s in found)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from traceconf.pipeline import LaunchRequest, run_file
+from traceconf.emulate.launch import LaunchRequest
+from traceconf.pipeline import run_file
 from traceconf.rules import load_rule_set
 from traceconf import tools
 

@@ -8,10 +8,10 @@ import pytest
 from test_emulate_support import kernel_text
 from test_scale import LAUNCHES, SCALE, TRICKY, TRICKY_GRIDS
 from traceconf.emulate import grid as scheduler
-from traceconf.pipeline import LaunchRequest
+from traceconf.emulate.launch import LaunchRequest
 from traceconf.rules import load_rule_sets
 from traceconf import tools
-from traceconf.sass.analyze import run_ptx_at_level
+from traceconf.pipeline import run_file
 
 pytestmark = pytest.mark.skipif(tools.locate("ptxas") is None or tools.locate("nvdisasm") is None,
                                 reason="the SASS level needs ptxas (CUDA toolkit) and nvdisasm (nvidia-cuda-nvdisasm)")
@@ -21,8 +21,8 @@ def _both(path, kernel: str, devices=("sm_90",), **launch):
     rule_sets = load_rule_sets(list(devices), "sm_90")
     out = []
     for classes in (True, False):
-        analyses, failures = run_ptx_at_level(path, [kernel], LaunchRequest(classes=classes, **launch), rule_sets,
-                                              "sass")
+        analyses, failures = run_file(path, [kernel], LaunchRequest(classes=classes, **launch), rule_sets,
+                                      level="sass")
         assert not failures and len(analyses) == 1, [f.line() for f in failures]
         assert analyses[0].launch["level"] == "sass" and "partial" not in analyses[0].launch
         out.append(analyses[0])
@@ -63,6 +63,7 @@ def test_a_guard_that_depends_on_the_cta_index_opaquely_makes_what_it_guards_opa
     # CTAs between take it, so their stores are 2-way instead of 1-way: no box may span them
     from test_sass_emulate import listing
     from traceconf.emulate import Launch
+    from traceconf.emulate.launch import resolve_launch
     from traceconf.engine import count_wavefronts
     from traceconf.sass.emulate import emulate_sass
     from traceconf.sass.listing import parse_text
@@ -74,7 +75,8 @@ def test_a_guard_that_depends_on_the_cta_index_opaquely_makes_what_it_guards_opa
     rules = load_rule_sets(["sm_90"])[0]
     totals = []
     for classes in (True, False):
-        result = emulate_sass(module, "k", Launch(block=(32, 1, 1), grid=(300, 1, 1), classes=classes))
+        launch = resolve_launch(Launch(block=(32, 1, 1), grid=(300, 1, 1), classes=classes), module.kernel("k"))
+        result = emulate_sass(module, "k", launch)
         totals.append(int((count_wavefronts(result.accesses, rules)[0] * result.weights).sum()))
     assert totals == [200 * 1 + 100 * 2] * 2
 

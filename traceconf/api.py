@@ -23,9 +23,11 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from traceconf.emulate.launch import LaunchRequest
 from traceconf.errors import InputError
-from traceconf.pipeline import KernelAnalysis, KernelFailure, LaunchRequest, run_ptx, run_trace
-from traceconf.rules import load_rule_sets
+from traceconf.pipeline import KernelAnalysis, KernelFailure, run_file, run_trace
+from traceconf.programs import DEFAULT_LEVEL
+from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
 
 __all__ = ["analyze_ptx", "analyze_sass", "analyze_trace"]
 
@@ -65,53 +67,51 @@ def _frame(analyses: list[KernelAnalysis], failures: list[KernelFailure], rule_s
 
 def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, block: Dims | None = None,
                 grid: Dims | None = None, params: Mapping[str | int, int] | None = None,
-                dynamic_smem: int | None = None, devices: Sequence[str] | str = ("sm_90",), ctas: int | None = None,
-                max_steps: int = 10_000_000, launches: str | Path | None = None, level: str = "ptx",
-                ptxas_options: Sequence[str] = (), time_limit: float | None = None,
-                memory_limit: int | None = None, exhaustive: bool = False) -> pd.DataFrame:
+                dynamic_smem: int | None = None, devices: Sequence[str] | str = (DEFAULT_DEVICE,),
+                ctas: int | None = None, max_steps: int = 10_000_000, launches: str | Path | None = None,
+                level: str = DEFAULT_LEVEL, ptxas_options: Sequence[str] = (), time_limit: float | None = None,
+                memory_limit: int | None = None, exhaustive: bool = False,
+                data: Mapping[str | int, str] | None = None, seed: int = 0) -> pd.DataFrame:
     """Emulate the PTX kernels (``kernel`` selects as ``--kernel`` does; all by default) and count wavefronts
-    per device.
+    per device: the table ``traceconf analyze FILE -o results.parquet`` writes for the same options.
 
     ``block`` defaults to the kernel's ``.reqntid``/``.maxntid``; ``params`` maps a parameter name or 0-based
-    index to its value; ``launches`` is a launch file (docs/launches.md) whose entries fill in what the
-    arguments leave out.  ``level="sass"`` (or ``"auto"``, as the CLI's default) assembles the PTX with
-    ptxas and counts what the GPU runs (``docs/sass.md``); ``"ptx"`` counts the PTX as written.
-    ``time_limit`` (seconds, default 30) and ``memory_limit`` (bytes, default half the machine) stop an
-    emulation cleanly; the frame's ``attrs["partial"]`` then lists ``kernel: why`` for each stopped kernel.
-    ``exhaustive`` emulates every CTA where CTA classes would stand for them (to check the classes).
+    index to its value; ``data`` maps a pointer parameter (name or index) to its buffer's contents as
+    ``--data`` takes them (``FILE.npy``, ``FILE:DTYPE``, ``random:DTYPE:COUNT[:LOW:HIGH]`` drawn with
+    ``seed``); ``launches`` is a launch file (docs/launches.md) whose entries fill in what the arguments
+    leave out.  ``level="auto"`` (the default, as the CLI's) assembles the PTX with ptxas and counts what the
+    GPU runs when a ptxas targets the device, ``"sass"`` insists on that (``docs/sass.md``), ``"ptx"``
+    counts the PTX as written.  ``time_limit`` (seconds, default 30) and ``memory_limit`` (bytes, default
+    half the machine) stop an emulation cleanly; the frame's ``attrs["partial"]`` then lists ``kernel: why``
+    for each stopped kernel.  ``exhaustive`` emulates every CTA where CTA classes would stand for them (to
+    check the classes).  A SASS listing or CUDA binary is analysed as :func:`analyze_sass` does.
     """
     launch = LaunchRequest.given_as(block=_dims(block, "block") if block is not None else None,
                                     grid=_dims(grid, "grid") if grid is not None else None,
                                     params={str(k): int(v) for k, v in (params or {}).items()},
                                     dynamic_smem=None if dynamic_smem is None else int(dynamic_smem), ctas=ctas,
                                     max_steps=max_steps, launches=launches, time_limit=time_limit,
-                                    memory_limit=memory_limit, classes=not exhaustive)
+                                    memory_limit=memory_limit, classes=not exhaustive,
+                                    data={str(k): str(v) for k, v in (data or {}).items()}, seed=seed)
     launch.retain = 0                  # a frame of counts: no report looks at single executions
     rule_sets = _rules(devices)
-    if level != "ptx":
-        from traceconf.sass.analyze import run_ptx_at_level
-        return _frame(*run_ptx_at_level(path, _kernels(kernel), launch, rule_sets, level, list(ptxas_options)),
-                      rule_sets)
-    return _frame(*run_ptx(path, _kernels(kernel), launch, rule_sets), rule_sets)
+    return _frame(*run_file(path, _kernels(kernel), launch, rule_sets, level=level,
+                            ptxas_options=list(ptxas_options)), rule_sets)
 
 
 def analyze_sass(path: str | Path, kernel: str | Iterable[str] | None = None, block: Dims = 32,
                  grid: Dims = (1, 1, 1), params: Mapping[str | int, int] | None = None, dynamic_smem: int = 0,
-                 devices: Sequence[str] | str = ("sm_90",), ctas: int | None = None,
+                 devices: Sequence[str] | str = (DEFAULT_DEVICE,), ctas: int | None = None,
                  max_steps: int = 10_000_000, time_limit: float | None = None, memory_limit: int | None = None,
-                 exhaustive: bool = False) -> pd.DataFrame:
+                 exhaustive: bool = False, data: Mapping[str | int, str] | None = None,
+                 seed: int = 0) -> pd.DataFrame:
     """Emulate a SASS listing (cuobjdump -sass, nvdisasm) or CUDA binary (cubin, fatbin, executable, .so);
     the arguments are :func:`analyze_ptx`'s."""
-    from traceconf.sass.analyze import run_sass_file
-    launch = LaunchRequest(block=_dims(block, "block"), grid=_dims(grid, "grid"),
-                           params={str(k): int(v) for k, v in (params or {}).items()},
-                           dynamic_smem=int(dynamic_smem), ctas=ctas, max_steps=max_steps,
-                           time_limit=time_limit, memory_limit=memory_limit, classes=not exhaustive, retain=0)
-    rule_sets = _rules(devices)
-    return _frame(*run_sass_file(path, _kernels(kernel), launch, rule_sets), rule_sets)
+    return analyze_ptx(path, kernel, block, grid, params, dynamic_smem, devices, ctas, max_steps,
+                       time_limit=time_limit, memory_limit=memory_limit, exhaustive=exhaustive, data=data, seed=seed)
 
 
-def analyze_trace(path: str | Path, devices: Sequence[str] | str = ("sm_90",),
+def analyze_trace(path: str | Path, devices: Sequence[str] | str = (DEFAULT_DEVICE,),
                   kernel: str | Iterable[str] | None = None, skip_bad: bool = False) -> pd.DataFrame:
     """Count wavefronts of a recorded trace (Accel-Sim, NVBit mem_trace, canonical Parquet/CSV) per device."""
     rule_sets = _rules(devices)

@@ -1,4 +1,4 @@
-"""The stages wired together: input → accesses → engine per device → one analysis per kernel.
+"""The stages wired together: input → program or trace → accesses → engine per device → one analysis per kernel.
 
 Nothing here computes a bank conflict or parses a byte; it only decides which
 stage runs on what, and keeps every kernel's outcome (including its failure)
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -17,8 +17,11 @@ import pyarrow as pa
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error, internal_message
 from traceconf.names import matches, select_kernels
-from traceconf.ptx.opcodes import shared_access_kind, uncounted_shared_op
+from traceconf.programs import DEFAULT_LEVEL
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS
+
+if TYPE_CHECKING:
+    from traceconf.emulate.launch import LaunchRequest
 
 Progress = Callable[[int, int], None]
 
@@ -69,158 +72,6 @@ class KernelFailure:
         if self.kernel and not message.startswith(f"kernel {self.kernel}"):
             message = f"kernel {self.kernel}: {message}"
         return f"{where + ': ' if where else 'error: '}{message}"
-
-
-# ---------------------------------------------------------------------------
-# PTX
-# ---------------------------------------------------------------------------
-
-@dataclass
-class LaunchRequest:
-    """Launch facts as the user gave them; missing ones may come from the PTX (.reqntid)."""
-
-    block: tuple[int, int, int] | None = None
-    grid: tuple[int, int, int] = (1, 1, 1)
-    params: dict[str, int] = field(default_factory=dict)
-    dynamic_smem: int = 0
-    ctas: int | None = None
-    max_steps: int = 10_000_000
-    time_limit: float | None = None          # None: the emulator's default (launch.DEFAULT_TIME_LIMIT)
-    memory_limit: int | None = None          # None: the emulator's default share of the machine
-    classes: bool = True                     # False: every CTA runs (--exhaustive)
-    retain: int | None = None                # executions kept for explain/--suggest (None: RETAINED_EXECUTIONS,
-                                             # -1: all of them)
-    data: dict[str, str] = field(default_factory=dict)   # NAME_OR_INDEX -> SOURCE (see traceconf.emulate.data)
-    seed: int = 0
-    entries: tuple = ()                     # LaunchEntry per kernel from a launch file (traceconf.launches)
-    given: frozenset[str] = frozenset()     # fields set on the command line: they win over the file
-
-    def data_for(self, kernel_row: dict) -> dict:
-        """--data buffers keyed by PTX parameter name, for the keys this kernel has (files are read here;
-        bad ones are InputErrors; :meth:`check_params` reports keys no selected kernel has)."""
-        from traceconf.emulate.data import load_source
-        from traceconf.emulate.launch import parameter_name
-        names = [p["name"] for p in kernel_row.get("params") or []]
-        found = {}
-        for key, source in self.data.items():
-            name = parameter_name(key, names, kernel_row["kernel"])
-            if name is not None:
-                found[name] = load_source(source, self.seed, f"--data {key}")
-        return found
-
-    @classmethod
-    def given_as(cls, block=None, grid=None, params=None, dynamic_smem=None, ctas=None, max_steps=10_000_000,
-                 launches=None, data=None, seed=0, time_limit=None, memory_limit=None,
-                 classes=True) -> "LaunchRequest":
-        """A launch from options where None means "not given" (a launch file or the kernel may fill it in)."""
-        from traceconf.launches import read_launch_file
-
-        given = {name for name, value in (("block", block), ("grid", grid), ("dynamic_smem", dynamic_smem),
-                                          ("ctas", ctas)) if value is not None}
-        return cls(block=block, grid=grid or (1, 1, 1), params=dict(params or {}), dynamic_smem=dynamic_smem or 0,
-                   ctas=ctas, max_steps=max_steps, entries=read_launch_file(launches) if launches else (),
-                   given=frozenset(given), data=dict(data or {}), seed=seed, time_limit=time_limit,
-                   memory_limit=memory_limit, classes=classes)
-
-    def for_kernel(self, kernel_row: dict, path: str) -> "LaunchRequest":
-        """This launch with the first launch-file entry that selects the kernel filled in."""
-        from traceconf.emulate.launch import parameter_name
-
-        name = kernel_row["kernel"]
-        entry = next((e for e in self.entries if e.selects(name)), None)
-        if entry is None:
-            return self
-        names = [p["name"] for p in kernel_row.get("params") or []]
-        unknown = [key for key in entry.params if parameter_name(key, names, name) is None]
-        if unknown:
-            raise InputError(f"launch file entry {entry.kernel!r}: kernel {name} has no parameter "
-                             f"{', '.join(unknown)} (parameters: {', '.join(names) or 'none'})", file=path)
-        fields = {key: getattr(entry, key) for key in ("block", "grid", "dynamic_smem", "ctas", "max_steps")
-                  if getattr(entry, key) is not None and key not in self.given}
-        return replace(self, **fields, params={**entry.params, **self.params}, entries=())
-
-    def kernel_patterns(self) -> list[str] | None:
-        """The kernels a launch file names (analysed when no --kernel is given), None without one."""
-        return [entry.kernel for entry in self.entries] or None
-
-    def block_for(self, kernel_row: dict, path: str) -> tuple[int, int, int]:
-        from traceconf.emulate.launch import block_and_origin
-        try:
-            return block_and_origin(self.block, kernel_row)[0]
-        except InputError as error:
-            raise InputError(error.message, file=path) from None
-
-    def params_for(self, kernel_row: dict, path: str) -> dict[str, int]:
-        """--param values keyed by PTX parameter name, for the keys this kernel has (a whole-file run gives
-        one list to every kernel; :func:`unused_params` reports keys no kernel has)."""
-        from traceconf.emulate.launch import Launch, resolve_params
-        return resolve_params(Launch(params=self.params), kernel_row, strict=False)
-
-    def emulator_launch(self, kernel_row: dict, path: str, warp_size: int, row_bytes: int = 128):
-        from traceconf.emulate import Launch
-        from traceconf.emulate.launch import DEFAULT_TIME_LIMIT
-        return Launch(block=self.block_for(kernel_row, path), grid=self.grid, params=self.params_for(kernel_row, path),
-                      dynamic_smem=self.dynamic_smem, warp_size=warp_size, ctas=self.ctas,
-                      max_steps=self.max_steps, data=self.data_for(kernel_row),
-                      time_limit=DEFAULT_TIME_LIMIT if self.time_limit is None else self.time_limit,
-                      memory_limit=self.memory_limit, classes=self.classes, row_bytes=row_bytes)
-
-    def describe(self, kernel_row: dict, path: str) -> dict:
-        from traceconf.emulate.launch import block_and_origin
-        block, origin = block_and_origin(self.block, kernel_row)
-        facts = {"block": list(block), "grid": list(self.grid), "params": self.params_for(kernel_row, path),
-                 "dynamic_smem": self.dynamic_smem}
-        if origin != "--block":
-            facts["block_from"] = origin
-        if self.data:
-            facts["data"] = {name: buffer.description for name, buffer in self.data_for(kernel_row).items()}
-        return facts
-
-    def check_params(self, kernel_rows: list[dict], path: str) -> None:
-        """Every --param key names a parameter of at least one selected kernel (one list serves them all)."""
-        for option, keys in (("--data", self.data), ("--param", self.params)):
-            self._check_keys(option, keys, kernel_rows, path)
-
-    @staticmethod
-    def _check_keys(option: str, keys, kernel_rows: list[dict], path: str) -> None:
-        from traceconf.emulate.launch import parameter_name
-        unused = [str(key) for key in keys
-                  if not any(parameter_name(key, [p["name"] for p in row.get("params") or []], row["kernel"])
-                             for row in kernel_rows)]
-        if unused:
-            listing = "; ".join(f"{row['kernel']}: {', '.join(p['name'] for p in row.get('params') or []) or 'none'}"
-                                for row in kernel_rows[:5])
-            raise InputError(f"{option} {', '.join(unused)}: no selected kernel has such a parameter ({listing})",
-                             file=path)
-
-
-def _instruction_info(module, kernel: str, ids: Iterable[int], kinds: dict[int, str],
-                      widths: dict[int, int]) -> pa.Table:
-    ordered = sorted(set(ids))
-    # Instruction ids are module-wide ordinals, i.e. row numbers of the INSTRUCTIONS table.
-    rows = module.instructions.take(pa.array(ordered, pa.int64())).to_pylist()
-    out = []
-    for ident, row in zip(ordered, rows):
-        out.append({"kernel": kernel, "instruction": ident, "text": row["text"],
-                    "kind": kinds.get(ident) or shared_access_kind(row["opcode"], row["state_space"], row["modifiers"])
-                    or (uncounted_shared_op(row["opcode"], row["modifiers"]) or (row["opcode"],))[0],
-                    "bytes": widths.get(ident, row["access_bytes"] or 0), "ptx_line": row["ptx_line"],
-                    "pc": None, "source_file": row["source_file"], "source_line": row["source_line"]})
-    return pa.Table.from_pylist(out, schema=INSTRUCTION_INFO)
-
-
-def _kernel_shared_instructions(module, kernel: str) -> tuple[list[int], list[dict]]:
-    """Ids of the kernel's shared-memory instructions, and an unresolved entry for each one that is shared-memory
-    work but no counted access (TMA copies, wgmma operands)."""
-    ids, uncounted = [], []
-    for row in module.instructions_of(kernel):
-        if shared_access_kind(row["opcode"], row["state_space"], row["modifiers"]):
-            ids.append(row["instruction"])
-        elif (found := uncounted_shared_op(row["opcode"], row["modifiers"])):
-            ids.append(row["instruction"])
-            uncounted.append({"instruction": int(row["instruction"]), "ptx": row["text"],
-                              "ptx_line": int(row["ptx_line"]), "reason": found[1]})
-    return ids, uncounted
 
 
 #: Executions kept per warp size for the reports that look at single executions (explain, --suggest);
@@ -354,36 +205,38 @@ def scale_facts(emulation, facts: dict, notes: list[str], counted: Counted, reta
         notes.append(f"reports that show single executions (explain, --suggest) see the first {kept:,} executions")
 
 
-def analyze_ptx_kernel(module, kernel: str, launch: LaunchRequest, rule_sets: list,
-                       progress: Progress | None = None) -> KernelAnalysis:
-    """Emulate one kernel once per distinct warp size, counting every batch under every rule set as it
-    comes (memory does not grow with the grid)."""
-    from traceconf.emulate import emulate
-    from traceconf.emulate.launch import static_shared_bytes
+def analyze_kernel(program, kernel: str, launch: LaunchRequest, rule_sets: list,
+                   progress: Progress | None = None) -> KernelAnalysis:
+    """One kernel of any program (:class:`traceconf.programs.base.Program`): the launch resolved once against
+    its declaration, then emulated once per distinct warp size, every batch counted under every rule set as
+    it comes (memory does not grow with the grid)."""
+    from traceconf.emulate.launch import launch_gaps
 
-    kernel_row = module.kernel(kernel)
-    path = str(module.path)
-    block = launch.block_for(kernel_row, path)
-    gaps = launch_gaps(rule_sets, block, launch.grid, static_shared_bytes(kernel_row) + launch.dynamic_smem)
+    path = program.path
+    resolved, facts = launch.resolve(program.declaration(kernel), path)
+    gaps = launch_gaps(rule_sets, resolved.block, resolved.grid,
+                       program.static_shared_bytes(kernel) + resolved.dynamic_smem)
+    gaps.update({rules.name: reason for rules in rule_sets
+                 if rules.name not in gaps and (reason := program.unsupported(rules))})
     check_some_device(gaps, rule_sets)
 
     def emulate_for(warp_size: int, row_bytes: int, consume) -> object:
-        return emulate(module, kernel, launch.emulator_launch(kernel_row, path, warp_size, row_bytes),
-                       progress=progress, consume=consume)
+        return program.emulate(kernel, replace(resolved, warp_size=warp_size, row_bytes=row_bytes), progress,
+                               consume)
 
     counted = emulate_and_count(emulate_for, rule_sets, gaps, launch.retain)
     first = counted.emulation
-    static, uncounted = _kernel_shared_instructions(module, kernel)
     unresolved = list(first.unresolved)
-    unresolved += [u for u in uncounted if u["instruction"] not in {v["instruction"] for v in unresolved}]
-    unresolved_ids = [u["instruction"] for u in unresolved]
-    info = _instruction_info(module, kernel, list(counted.kinds) + static + unresolved_ids, counted.kinds,
-                             counted.widths)
-    launch_facts = launch.describe(kernel_row, path)
-    notes = list(first.notes) + [f"not counted on {device}: {reason}" for device, reason in gaps.items()]
-    notes += launch_notes(launch_facts)
-    scale_facts(first, launch_facts, notes, counted, launch.retain)
-    return KernelAnalysis(kernel=kernel, input_path=path, input_format="ptx", launch=launch_facts,
+    seen = {u["instruction"] for u in unresolved}
+    unresolved += [u for u in program.uncounted(kernel) if u["instruction"] not in seen]
+    info = program.instruction_info(kernel, list(counted.kinds) + [u["instruction"] for u in unresolved],
+                                    counted.kinds, counted.widths)
+    facts.update(program.kernel_facts(kernel))
+    notes = list(program.notes) + list(first.notes)
+    notes += [f"not counted on {device}: {reason}" for device, reason in gaps.items()]
+    notes += launch_notes(facts) + program.kernel_notes(kernel)
+    scale_facts(first, facts, notes, counted, launch.retain)
+    return KernelAnalysis(kernel=kernel, input_path=path, input_format=program.input_format, launch=facts,
                           results=counted.results, instructions=info, unresolved=unresolved, notes=notes,
                           accesses=counted.accesses, weights=counted.weights, complete=counted.complete,
                           shared_layout=[dict(v) for v in first.shared_layout], device_gaps=gaps)
@@ -396,13 +249,6 @@ def launch_notes(facts: dict) -> list[str]:
         return []
     return [f"block {'×'.join(map(str, facts['block']))} taken from the kernel's {origin}"
             + (" (the largest block it allows): pass --block for the launch you run" if origin == ".maxntid" else "")]
-
-
-def launch_gaps(rule_sets: list, block, grid, shared_bytes: int) -> dict[str, str]:
-    """Device → why it cannot run this launch (its [limits]): such a launch is not counted for it."""
-    from traceconf.emulate.launch import launch_problem
-    return {rules.name: f"the launch cannot run: {problem}" for rules in rule_sets
-            if (problem := launch_problem(rules, block, grid, shared_bytes))}
 
 
 def count_devices(accesses, rule_sets: list, gaps: dict[str, str], scale: int = 1) -> list[pa.Table]:
@@ -430,21 +276,17 @@ def check_some_device(gaps: dict[str, str], rule_sets: list) -> None:
         raise InputError(gaps[rule_sets[0].name])
 
 
-def run_ptx(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
-            progress: Progress | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
-    """Parse a PTX file and analyse the selected kernels; failures are collected per kernel."""
-    from traceconf.ptx import parse_file
-
-    module = parse_file(str(path))
-    names = select_kernels(module.kernel_names(), kernels or launch.kernel_patterns(), str(path))
-    launch.check_params([module.kernel(name) for name in names], str(path))
+def run_program(program, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
+                progress: Progress | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
+    """Analyse the selected kernels of a program; failures are collected per kernel."""
+    names = select_kernels(program.kernel_names(), kernels or launch.kernel_patterns(), program.path)
+    launch.check_params([program.declaration(name) for name in names], program.path)
     done, failed = [], []
     for name in names:
         try:
-            done.append(analyze_ptx_kernel(module, name, launch.for_kernel(module.kernel(name), str(path)), rule_sets,
-                                           progress))
+            done.append(analyze_kernel(program, name, launch, rule_sets, progress))
         except Exception as error:   # one kernel's failure, whatever it is, never hides the others
-            failed.append(kernel_failure(name, error, str(path)))
+            failed.append(kernel_failure(name, error, program.path))
     return done, failed
 
 
@@ -516,22 +358,16 @@ def input_format(path: str | Path) -> str:
 
 
 def run_file(path: str | Path, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
-             skip_bad: bool = False, progress: Progress | None = None, level: str = "ptx",
+             skip_bad: bool = False, progress: Progress | None = None, level: str = DEFAULT_LEVEL,
              ptxas_options: list[str] | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
-    """PTX, SASS, a CUDA binary or any trace: whatever the file holds (launch options matter for PTX and SASS).
+    """Any input, one path: PTX (at ``level``, see :mod:`traceconf.programs`), SASS, a CUDA binary or any
+    trace (launch options matter for programs; ``skip_bad`` for traces)."""
+    from traceconf.programs import PROGRAM_FORMATS, open_program
 
-    ``level`` (PTX input): ``ptx`` analyses the PTX as written, ``sass`` what ptxas makes of it, ``auto`` the
-    SASS when a suitable ptxas exists (see :mod:`traceconf.sass.analyze`).
-    """
     fmt = input_format(path)
-    if fmt == "ptx":
-        if level != "ptx":
-            from traceconf.sass.analyze import run_ptx_at_level
-            return run_ptx_at_level(path, kernels, launch, rule_sets, level, ptxas_options, progress)
-        return run_ptx(path, kernels, launch, rule_sets, progress)
-    if fmt in ("sass", "cuda_binary"):
-        from traceconf.sass.analyze import run_sass_file
-        return run_sass_file(path, kernels, launch, rule_sets, progress)
+    if fmt in PROGRAM_FORMATS:
+        program = open_program(path, fmt, level, rule_sets, launch, kernels, ptxas_options)
+        return run_program(program, kernels, launch, rule_sets, progress)
     return run_trace(path, kernels, rule_sets, skip_bad, progress)
 
 

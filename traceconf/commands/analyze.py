@@ -19,10 +19,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
     TimeRemainingColumn
 
 from traceconf.errors import DATA_ERRORS, EXIT_INPUT, EXIT_INTERNAL, InputError, as_input_error
-from traceconf.rules import load_rule_sets
+from traceconf.programs import DEFAULT_LEVEL
+from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
 
 if TYPE_CHECKING:
-    from traceconf.pipeline import KernelFailure, LaunchRequest
+    from traceconf.emulate.launch import LaunchRequest
+    from traceconf.pipeline import KernelFailure
 
 # ---------------------------------------------------------------------------
 # Options shared by analyze / explain / compare-ncu
@@ -76,7 +78,6 @@ PtxasOptions = Annotated[Optional[list[str]], typer.Option(
     "--ptxas-option", help="Option passed to ptxas at SASS level (repeat), e.g. --ptxas-option=-O1.",
     rich_help_panel=LAUNCH)]
 
-DEFAULT_DEVICE = "sm_90"
 PIPE_WIDTH = 200
 
 
@@ -140,7 +141,7 @@ def launch_request(block: str | None, grid: str | None, params: list[str] | None
                    ctas: int | None, max_steps: int, launches: Path | None = None, data: list[str] | None = None,
                    seed: int = 0, time_limit: float | None = None, memory_limit: str | None = None,
                    exhaustive: bool = False) -> LaunchRequest:
-    from traceconf.pipeline import LaunchRequest
+    from traceconf.emulate.launch import LaunchRequest
 
     smem = parse_int(dynamic_smem, "--dynamic-smem") if dynamic_smem is not None else None
     if smem is not None and smem < 0:
@@ -261,7 +262,7 @@ def analyze(
     allow_unresolved: Annotated[bool, typer.Option(
         "--allow-unresolved", help="With --fail-on-excess: gate on the resolved accesses only.")] = False,
     skip_bad: SkipBad = False,
-    level: Level = "auto",
+    level: Level = DEFAULT_LEVEL,
     ptxas_option: PtxasOptions = None,
     workers: Annotated[Optional[int], typer.Option(
         "--workers", "-w", min=1, rich_help_panel=DISTRIBUTED,
@@ -275,7 +276,7 @@ def analyze(
         help="With -o FOLDER: skip the kernels whose results the folder already holds.")] = False,
 ) -> None:
     """Count shared-memory wavefronts per instruction and rank the bank-conflict hotspots."""
-    from traceconf.analyses.results import excess_by_kernel, results_table, unresolved_summary
+    from traceconf.analyses.results import results_table
     from traceconf.report.writers import check_output, csv_text, json_text, write_results
 
     dataset = output is not None and is_dataset_folder(output)
@@ -293,7 +294,8 @@ def analyze(
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
         if many:
             analyses, failures = _run_many(files, kernel, launch, rule_sets, skip_bad, workers, scheduler,
-                                           output if dataset else None, resume, format is Format.table)
+                                           output if dataset else None, resume, format is Format.table, level,
+                                           ptxas_option)
         else:
             [file] = files
             with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
@@ -325,26 +327,12 @@ def analyze(
 
     exit_for_failures(failures)
     if fail_on_excess is not None:
-        over = [(k, d, e) for k, d, e in excess_by_kernel(table) if e > fail_on_excess]
-        for kernel_name, device_name, excess in over:
-            typer.echo(f"traceconf: kernel {kernel_name} on {device_name} has {excess:,} excess wavefronts "
-                       f"(limit --fail-on-excess {fail_on_excess})", err=True)
-        if over:
-            raise typer.Exit(1)
-        stopped = [analysis.kernel for analysis in analyses if "partial" in analysis.launch]
-        if stopped:
-            typer.echo(f"traceconf: --fail-on-excess cannot vouch for {', '.join(stopped)}: the emulation stopped "
-                       "at a limit before it covered every CTA (raise --time-limit / --memory-limit)", err=True)
-            raise typer.Exit(3)
-        summaries = [s for s in (unresolved_summary(analysis) for analysis in analyses) if any(s)]
-        if summaries and not allow_unresolved:
-            counted, uncounted = sum(s[0] for s in summaries), sum(s[1] for s in summaries)
-            typer.echo(f"traceconf: --fail-on-excess cannot vouch for unresolved accesses: {counted:,} warp-level "
-                       f"execution(s) unresolved" + (f", plus {uncounted} instruction(s) whose executions could not "
-                                                     f"be counted" if uncounted else "")
-                       + "; resolve them with --data (buffer contents) or --param, or pass --allow-unresolved",
-                       err=True)
-            raise typer.Exit(3)
+        from traceconf.analyses.gate import gate
+        verdict = gate(analyses, table, fail_on_excess, allow_unresolved)
+        for reason in verdict.reasons:
+            typer.echo(f"traceconf: {reason}", err=True)
+        if not verdict.passed:
+            raise typer.Exit(1 if verdict.failure == "over" else 3)
 
 
 def is_dataset_folder(output: Path) -> bool:
@@ -353,9 +341,12 @@ def is_dataset_folder(output: Path) -> bool:
 
 
 def _run_many(files: list[Path], kernels, launch: LaunchRequest, rule_sets: list, skip_bad: bool,
-              workers: int | None, scheduler: str | None, output: Path | None, resume: bool, show: bool):
+              workers: int | None, scheduler: str | None, output: Path | None, resume: bool, show: bool,
+              level: str, ptxas_options: list[str] | None):
     """Several inputs (or a cluster, or a results folder): the units of :mod:`traceconf.distributed`."""
-    from traceconf.distributed import choose_executor, plan, run_many
+    from traceconf.distributed import run_many
+    from traceconf.distributed.executors import choose_executor
+    from traceconf.distributed.units import plan
 
     if resume and output is None:
         raise InputError("--resume needs -o FOLDER: the results folder of the run to resume")
@@ -372,7 +363,7 @@ def _run_many(files: list[Path], kernels, launch: LaunchRequest, rule_sets: list
                 bar(done[0], total)
 
         analyses, failures, summary = run_many(files, kernels, launch, rule_sets, skip_bad, executor, output,
-                                               resume, progress)
+                                               resume, progress, level=level, ptxas_options=ptxas_options)
     if output is not None:
         where = {"local": "in this process", "processes": f"on {executor.workers} local processes",
                  "dask": f"on Dask ({executor.scheduler or f'{executor.workers} local workers'})"}[executor.kind]

@@ -52,7 +52,7 @@ def compare_gpgpusim(
 ) -> None:
     """Line up GPGPU-Sim's per-PTX-line smem_bk_conflicts with the predicted wavefronts for the same PTX."""
     from traceconf.analyses.gpgpusim import BankModel, compare, rows_for_ptx
-    from traceconf.pipeline import input_format, run_ptx
+    from traceconf.pipeline import input_format, run_file
     from traceconf.report.gpgpusim import csv_text, json_document, render
     from traceconf.traces import read_gpgpusim_stats
 
@@ -71,7 +71,8 @@ def compare_gpgpusim(
                                 time_limit, memory_limit, exhaustive)
         launch.retain = -1        # GPGPU-Sim's bank model is replayed on every warp execution
         rule_sets = load_rule_sets(device)
-        analyses, failures = run_ptx(file, kernel, launch, rule_sets)
+        # GPGPU-Sim runs the PTX as written and counts per PTX line: always the PTX level
+        analyses, failures = run_file(file, kernel, launch, rule_sets, level="ptx")
     except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error
         raise fail(as_input_error(error, str(file))) from None
     comparison = compare(rows, analyses, [rules.name for rules in rule_sets], model, str(stats), str(file), name)

@@ -13,7 +13,8 @@ from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhausti
                                         check_input, exit_for_failures, fail, launch_request, report_failures,
                                         run_file, stdout_console)
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error
-from traceconf.rules import load_rule_sets
+from traceconf.programs import DEFAULT_LEVEL
+from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
 
 def compare_ncu(
     report: Annotated[Path, typer.Argument(help="CSV of: ncu -i REP --page source --csv --print-source sass[,cuda]")],
@@ -26,14 +27,14 @@ def compare_ncu(
     launches: Launches = None,
     data: Data = None,
     seed: Seed = 0,
-    device: Annotated[str, typer.Option("--device", "-d", help="Rule set of the profiled GPU.")] = "sm_90",
+    device: Annotated[str, typer.Option("--device", "-d", help="Rule set of the profiled GPU.")] = DEFAULT_DEVICE,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
     time_limit: TimeLimit = 30.0,
     memory_limit: MemoryLimit = None,
     exhaustive: Exhaustive = False,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout (table, json or csv).")] = Format.table,
-    level: Level = "auto",
+    level: Level = DEFAULT_LEVEL,
     ptxas_option: PtxasOptions = None,
     raw: Annotated[Optional[Path], typer.Option(
         "--raw", help="CSV of: ncu -i REP --page raw --csv (or --page details --csv) of the same launch: the "

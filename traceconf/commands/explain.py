@@ -6,7 +6,6 @@ trace (only the executions of the chosen instruction are kept).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -16,8 +15,8 @@ from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhausti
                                         MaxSteps, MemoryLimit, Params, PtxasOptions, Seed, TimeLimit, check_input,
                                         fail, launch_request, report_failures, run_file, stdout_console)
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error
-from traceconf.rules import load_rule_sets
-from traceconf.names import matches, no_match_message
+from traceconf.programs import DEFAULT_LEVEL, PROGRAM_FORMATS
+from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -25,45 +24,8 @@ if TYPE_CHECKING:
     from traceconf.accesses import WarpAccesses
 
 
-def resolve_instruction(info: pa.Table, spec: str, path: str) -> tuple[int, list[int]]:
-    """(instruction id, other matches) for an id, ``L123`` (PTX line), ``file.cu:42`` or ``0x1a0`` (pc)."""
-    rows = info.to_pylist()
-    spec = spec.strip()
-    line = re.fullmatch(r"[Ll](\d+)", spec)
-    source = re.fullmatch(r"(.*):(\d+)", spec)
-    if line:
-        matches = [r for r in rows if r["ptx_line"] == int(line.group(1))]
-    elif source:
-        name = Path(source.group(1)).name
-        matches = [r for r in rows if r["source_line"] == int(source.group(2))
-                   and (not name or (r["source_file"] and Path(r["source_file"]).name == name))]
-    elif re.fullmatch(r"0[xX][0-9a-fA-F]+", spec):
-        matches = [r for r in rows if r["pc"] == int(spec, 16)]
-    elif spec.isdigit():
-        matches = [r for r in rows if r["instruction"] == int(spec)]
-    else:
-        raise InputError(f"--instruction {spec!r}: expected an instruction id, L<ptx line>, FILE:LINE or a 0x pc",
-                         file=path)
-    if not matches:
-        raise InputError(f"--instruction {spec}: no shared-memory instruction of the kernel matches; it has "
-                         + _listing(rows), file=path)
-    ids = [int(r["instruction"]) for r in matches]
-    return ids[0], ids[1:]
-
-
-def _listing(rows: list[dict], shown: int = 8) -> str:
-    """The kernel's shared-memory instructions as --instruction takes them (id, then line or pc)."""
-    def one(row: dict) -> str:
-        where = [f"L{row['ptx_line']}" if row.get("ptx_line") is not None else None,
-                 f"{row['pc']:#x}" if row.get("pc") is not None else None,
-                 f"{Path(row['source_file']).name}:{row['source_line']}" if row.get("source_file") else None]
-        return f"{row['instruction']} ({', '.join(w for w in where if w)})" if any(where) else str(row["instruction"])
-    more = f" and {len(rows) - shown} more" if len(rows) > shown else ""
-    return (", ".join(one(r) for r in rows[:shown]) + more) if rows else "none"
-
-
-def _ptx_executions(file: Path, kernel: str, launch, rules, level: str = "ptx",
-                    ptxas_options: list[str] | None = None) -> tuple[pa.Table, WarpAccesses, list]:
+def _program_executions(file: Path, kernel: str, launch, rules, level: str,
+                        ptxas_options: list[str] | None) -> tuple[pa.Table, WarpAccesses, list]:
     """PTX (at the chosen level), SASS listings and CUDA binaries: emulate and keep the accesses."""
     analyses, failures = run_file(file, [kernel], launch, [rules], level=level, ptxas_options=ptxas_options)
     if failures:
@@ -74,33 +36,6 @@ def _ptx_executions(file: Path, kernel: str, launch, rules, level: str = "ptx",
                          f"({', '.join(a.kernel for a in analyses)}); name one", file=str(file))
     analysis = analyses[0]
     return analysis.instructions, analysis.accesses[rules.warp_size], analysis.unresolved
-
-
-def _trace_executions(file: Path, kernel: str, spec: str, rules) -> tuple[pa.Table, int, WarpAccesses]:
-    """Resolve the instruction on a first pass, then re-read only its executions."""
-    import numpy as np
-
-    from traceconf.accesses import WarpAccesses
-    from traceconf.pipeline import trace_instruction_info
-    from traceconf.traces import open_trace
-
-    names, info = [], None
-    for trace in open_trace(file):
-        names.append(trace.kernel)
-        if matches(trace.kernel, [kernel]):
-            trace.drain()
-            info = trace_instruction_info(trace)
-            break
-    if info is None:
-        raise InputError(no_match_message(kernel, names), file=str(file))
-    ident, _ = resolve_instruction(info, spec, str(file))
-    parts = []
-    for trace in open_trace(file):
-        if matches(trace.kernel, [kernel]):
-            parts = [chunk.take(np.nonzero(chunk.instruction == ident)[0]) for chunk in trace.chunks()]
-            break
-    parts = [p for p in parts if len(p)]
-    return info, ident, (WarpAccesses.concat(parts) if parts else WarpAccesses.empty(kernel, rules.warp_size))
 
 
 def explain(
@@ -115,7 +50,7 @@ def explain(
     execution: Annotated[Optional[int], typer.Option(
         "--execution", "-e", min=0,
         help="N-th execution of the instruction by that warp (default: the worst one).")] = None,
-    device: Annotated[str, typer.Option("--device", "-d", help="Rule set (device).")] = "sm_90",
+    device: Annotated[str, typer.Option("--device", "-d", help="Rule set (device).")] = DEFAULT_DEVICE,
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the picture as SVG.")] = None,
     block: Block = None,
     grid: Grid = None,
@@ -129,12 +64,13 @@ def explain(
     time_limit: TimeLimit = 30.0,
     memory_limit: MemoryLimit = None,
     exhaustive: Exhaustive = False,
-    level: Level = "auto",
+    level: Level = DEFAULT_LEVEL,
     ptxas_option: PtxasOptions = None,
 ) -> None:
     """Show which lane hits which bank and word in one warp execution, and which lanes collide."""
     import numpy as np
 
+    from traceconf.analyses.lookup import resolve_instruction, trace_executions
     from traceconf.engine import analyze, lane_wavefronts
     from traceconf.pipeline import input_format
     from traceconf.report.explain import choose_row, execution_at, executions_of, picture, render_terminal
@@ -143,16 +79,16 @@ def explain(
     try:
         check_input(file, folder=True)
         (rules,) = load_rule_sets([device])
-        if input_format(file) in ("ptx", "sass", "cuda_binary"):
+        if input_format(file) in PROGRAM_FORMATS:
             launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed,
                                     time_limit, memory_limit, exhaustive)
-            info, accesses, unresolved = _ptx_executions(file, kernel, launch, rules, level, ptxas_option)
+            info, accesses, unresolved = _program_executions(file, kernel, launch, rules, level, ptxas_option)
             ident, others = resolve_instruction(info, instruction, str(file))
             reason = {int(u["instruction"]): u.get("reason") for u in unresolved}.get(ident)
             if reason:
                 raise InputError(f"instruction {ident} is unresolved: {reason}", file=str(file))
         else:
-            info, ident, accesses = _trace_executions(file, kernel, instruction, rules)
+            info, ident, accesses = trace_executions(file, kernel, instruction, rules)
             others = resolve_instruction(info, instruction, str(file))[1]
         rows = executions_of(accesses, ident)
         if not len(rows):

@@ -167,7 +167,7 @@ def _parse_sass(path: Path, format: Format, output: Optional[Path]) -> None:
     """SASS listings and CUDA binaries: SASS_KERNELS and the shared-memory rows of SASS_INSTRUCTIONS, in the
     PTX path's forms (one JSON line per kernel, a plain table of one instruction per line)."""
     from traceconf.outputs import atomic_output
-    from traceconf.sass.analyze import load_sass_input
+    from traceconf.programs.sass import load_sass_input
     from traceconf.sass.emulate import is_shared
     from traceconf.sass.opcodes import shared_op
 

@@ -16,10 +16,10 @@ from traceconf.accesses import WarpAccesses
 from traceconf.emulate.classes import compile_checks
 from traceconf.emulate.contents import BUFFER_SPACING, GLOBAL_BASE, Buffer, GlobalContents, compress
 from traceconf.emulate import taint
-from traceconf.emulate.launch import Launch, resolve_block, resolve_data, resolve_grid, resolve_params
+from traceconf.emulate.launch import Launch
 from traceconf.emulate.grid import Consume, Emulator, GridOutcome, Progress, outcome_notes, run_grid
 from traceconf.emulate.layout import lay_out
-from traceconf.emulate.memory import space_of
+from traceconf.emulate.spaces import space_of
 from traceconf.emulate.operands import Context
 from traceconf.emulate.program import link
 from traceconf.emulate.regions import read_registers, value_facts
@@ -71,7 +71,8 @@ class EmulationResult:
 
 def emulate(module, kernel: str, launch: Launch, progress: Progress | None = None,
             consume: Consume | None = None) -> EmulationResult:
-    """Emulate one launch of ``kernel``; with ``consume``, each batch of accesses goes there and is dropped."""
+    """Emulate one launch of ``kernel`` (``launch`` resolved: :func:`~traceconf.emulate.launch.resolve_launch`);
+    with ``consume``, each batch of accesses goes there and is dropped."""
     path = str(getattr(module, "path", "") or "") or None
     kernel_row = module.kernel(kernel)
     if not kernel_row.get("entry", True):
@@ -79,11 +80,10 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
                          line=kernel_row.get("ptx_line"))
     if launch.warp_size < 32 or launch.warp_size % 32:
         raise InputError(f"warp size {launch.warp_size} is not supported (32 or 64)")
-    block, grid = resolve_block(launch, kernel_row), resolve_grid(launch, kernel_row)
-    params = resolve_params(launch, kernel_row)
+    block, grid, params = launch.block, launch.grid, dict(launch.params)
     program = link(module, kernel, path)
     module_rows = [slot.row for slot in program.slots]
-    memory = global_contents(resolve_data(launch, kernel_row), params, kernel_row, _writes_global(module_rows))
+    memory = global_contents(launch.data, params, kernel_row, _writes_global(module_rows))
     declarations = [variable for name in program.functions for variable in module.kernel(name).get("shared") or []]
     layout = lay_out(declarations, int(launch.dynamic_smem))
     param_rows = kernel_row.get("params") or []

@@ -1,11 +1,14 @@
-"""Launch configuration of one emulated kernel, and its checks against the kernel's declaration."""
+"""The launch: as the user gave it (:class:`LaunchRequest`), resolved against one kernel's declaration
+(:func:`resolve_launch`: block, grid, parameters by name, ``--data`` buffers loaded once), and checked
+against a device's limits.  This is the one place a launch is resolved; the emulators take the resolved
+:class:`Launch`."""
 
 from __future__ import annotations
 
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from traceconf.errors import InputError
 from traceconf.rules import LaunchLimits, RuleSet
@@ -126,14 +129,6 @@ def block_and_origin(block: tuple[int, ...] | None, kernel_row: dict) -> tuple[t
                      "(and --grid, --param as the kernel needs)")
 
 
-def resolve_block(launch: Launch, kernel_row: dict) -> tuple[int, int, int]:
-    return block_and_origin(launch.block, kernel_row)[0]
-
-
-def resolve_grid(launch: Launch, kernel_row: dict) -> tuple[int, int, int]:
-    return _dims(launch.grid, "the grid", kernel_row["kernel"])
-
-
 def data_parameter(key, kernel_row: dict) -> str:
     """The PTX name of the pointer parameter a ``--data`` key names; unknown keys are errors."""
     names = [p["name"] for p in kernel_row.get("params") or []]
@@ -147,10 +142,15 @@ def data_parameter(key, kernel_row: dict) -> str:
     return name
 
 
-def resolve_data(launch: Launch, kernel_row: dict) -> dict:
-    """Parameter name -> DataBuffer of ``--data``; the parameter must be a pointer-sized one."""
+def resolve_data(launch: Launch, kernel_row: dict, strict: bool = True) -> dict:
+    """Parameter name -> DataBuffer of ``--data``; the parameter must be a pointer-sized one.  ``strict``: a
+    key the kernel does not have is an error; otherwise it is skipped (one ``--data`` list serves every kernel
+    of a file)."""
     found = {}
+    names = [p["name"] for p in kernel_row.get("params") or []]
     for key, buffer in launch.data.items():
+        if not strict and parameter_name(key, names, kernel_row["kernel"]) is None:
+            continue
         name = data_parameter(key, kernel_row)
         row = next(p for p in kernel_row.get("params") or [] if p["name"] == name)
         if (row.get("bytes") or 8) not in (4, 8):
@@ -197,6 +197,15 @@ def resolve_params(launch: Launch, kernel_row: dict, strict: bool = True) -> dic
     return values
 
 
+def resolve_launch(launch: Launch, kernel_row: dict, strict: bool = True) -> Launch:
+    """``launch`` checked against the kernel's declaration (``kernel_row``: its ``kernel``, ``params``,
+    ``reqntid``, ``maxntid``), as the emulators take it: the block and grid as three sizes, parameter values
+    and ``--data`` buffers by parameter name (see :func:`resolve_params` for ``strict``)."""
+    return replace(launch, block=block_and_origin(launch.block, kernel_row)[0],
+                   grid=_dims(launch.grid, "the grid", kernel_row["kernel"]),
+                   params=resolve_params(launch, kernel_row, strict), data=resolve_data(launch, kernel_row, strict))
+
+
 #: For a rule set that states no ``[limits]`` (a user file): the largest launch any supported GPU accepts.
 UNSTATED_LIMITS = LaunchLimits(
     threads_per_block=1024, block=(1024, 1024, 1024), grid=((1 << 31) - 1, 65535, 65535),
@@ -216,6 +225,12 @@ def launch_problem(rules: RuleSet, block: tuple[int, int, int], grid: tuple[int,
     return (rules.limits or UNSTATED_LIMITS).problem(rules.name, block, grid, shared_bytes)
 
 
+def launch_gaps(rule_sets: list, block, grid, shared_bytes: int) -> dict[str, str]:
+    """Device → why it cannot run this launch (its [limits]): such a launch is not counted for it."""
+    return {rules.name: f"the launch cannot run: {problem}" for rules in rule_sets
+            if (problem := launch_problem(rules, block, grid, shared_bytes))}
+
+
 def missing_params_message(kernel: str, what: str, where: str, names: list[str]) -> str:
     """Why emulation stopped for want of parameters, with the shortest --param spelling that names each
     (an old nvcc's ``__cudaparm_<kernel>_<name>`` is given by its source name)."""
@@ -232,3 +247,109 @@ def param_spelling(kernel: str, name: str) -> str:
         return name[len(prefix):]
     index = name.removeprefix(f"{kernel}_param_")
     return index if index != name and index.isdigit() else name
+
+
+@dataclass
+class LaunchRequest:
+    """Launch facts as the user gave them (options, a launch file); missing ones may come from the kernel's
+    declaration (.reqntid).  :meth:`resolve` makes the :class:`Launch` of one kernel."""
+
+    block: tuple[int, int, int] | None = None
+    grid: tuple[int, int, int] = (1, 1, 1)
+    params: dict[str, int] = field(default_factory=dict)
+    dynamic_smem: int = 0
+    ctas: int | None = None
+    max_steps: int = 10_000_000
+    time_limit: float | None = None          # None: the emulator's default (DEFAULT_TIME_LIMIT)
+    memory_limit: int | None = None          # None: the emulator's default share of the machine
+    classes: bool = True                     # False: every CTA runs (--exhaustive)
+    retain: int | None = None                # executions kept for explain/--suggest (None: RETAINED_EXECUTIONS,
+                                             # -1: all of them)
+    data: dict[str, str] = field(default_factory=dict)   # NAME_OR_INDEX -> SOURCE (see traceconf.emulate.data)
+    seed: int = 0
+    entries: tuple = ()                     # LaunchEntry per kernel from a launch file (traceconf.launches)
+    given: frozenset[str] = frozenset()     # fields set on the command line: they win over the file
+    # --data key -> DataBuffer, each source read once per run (shared by the copies for_kernel makes)
+    loaded: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def given_as(cls, block=None, grid=None, params=None, dynamic_smem=None, ctas=None, max_steps=10_000_000,
+                 launches=None, data=None, seed=0, time_limit=None, memory_limit=None,
+                 classes=True) -> "LaunchRequest":
+        """A launch from options where None means "not given" (a launch file or the kernel may fill it in)."""
+        from traceconf.launches import read_launch_file
+
+        given = {name for name, value in (("block", block), ("grid", grid), ("dynamic_smem", dynamic_smem),
+                                          ("ctas", ctas)) if value is not None}
+        return cls(block=block, grid=grid or (1, 1, 1), params=dict(params or {}), dynamic_smem=dynamic_smem or 0,
+                   ctas=ctas, max_steps=max_steps, entries=read_launch_file(launches) if launches else (),
+                   given=frozenset(given), data=dict(data or {}), seed=seed, time_limit=time_limit,
+                   memory_limit=memory_limit, classes=classes)
+
+    def kernel_patterns(self) -> list[str] | None:
+        """The kernels a launch file names (analysed when no --kernel is given), None without one."""
+        return [entry.kernel for entry in self.entries] or None
+
+    def for_kernel(self, kernel_row: dict, path: str) -> "LaunchRequest":
+        """This launch with the first launch-file entry that selects the kernel filled in."""
+        name = kernel_row["kernel"]
+        entry = next((e for e in self.entries if e.selects(name)), None)
+        if entry is None:
+            return self
+        names = [p["name"] for p in kernel_row.get("params") or []]
+        unknown = [key for key in entry.params if parameter_name(key, names, name) is None]
+        if unknown:
+            raise InputError(f"launch file entry {entry.kernel!r}: kernel {name} has no parameter "
+                             f"{', '.join(unknown)} (parameters: {', '.join(names) or 'none'})", file=path)
+        fields = {key: getattr(entry, key) for key in ("block", "grid", "dynamic_smem", "ctas", "max_steps")
+                  if getattr(entry, key) is not None and key not in self.given}
+        return replace(self, **fields, params={**entry.params, **self.params}, entries=())
+
+    def buffers(self, kernel_row: dict) -> dict:
+        """--data key -> DataBuffer for the keys this kernel has; each source is read once (bad ones are
+        InputErrors; :meth:`check_params` reports keys no selected kernel has)."""
+        from traceconf.emulate.data import load_source
+        names = [p["name"] for p in kernel_row.get("params") or []]
+        found = {}
+        for key, source in self.data.items():
+            if parameter_name(key, names, kernel_row["kernel"]) is not None:
+                if key not in self.loaded:
+                    self.loaded[key] = load_source(source, self.seed, f"--data {key}")
+                found[key] = self.loaded[key]
+        return found
+
+    def resolve(self, kernel_row: dict, path: str) -> tuple[Launch, dict]:
+        """The launch of one kernel (its launch-file entry filled in, checked against its declaration
+        ``kernel_row``) and its JSON-ready facts (block and where it came from, grid, parameters,
+        ``--data`` buffers).  ``warp_size`` and ``row_bytes`` are the counting rule sets' business."""
+        request = self.for_kernel(kernel_row, path)
+        try:
+            block, origin = block_and_origin(request.block, kernel_row)
+        except InputError as error:
+            raise InputError(error.message, file=path) from None
+        launch = resolve_launch(Launch(
+            block=block, grid=request.grid, params=request.params, dynamic_smem=request.dynamic_smem,
+            ctas=request.ctas, max_steps=request.max_steps, data=request.buffers(kernel_row),
+            time_limit=DEFAULT_TIME_LIMIT if request.time_limit is None else request.time_limit,
+            memory_limit=request.memory_limit, classes=request.classes), kernel_row, strict=False)
+        facts = {"block": list(launch.block), "grid": list(request.grid), "params": dict(launch.params),
+                 "dynamic_smem": request.dynamic_smem}
+        if origin != "--block":
+            facts["block_from"] = origin
+        if request.data:
+            facts["data"] = {name: buffer.description for name, buffer in launch.data.items()}
+        return launch, facts
+
+    def check_params(self, kernel_rows: list[dict], path: str) -> None:
+        """Every --param and --data key names a parameter of at least one selected kernel (one list serves
+        them all)."""
+        for option, keys in (("--data", self.data), ("--param", self.params)):
+            unused = [str(key) for key in keys
+                      if not any(parameter_name(key, [p["name"] for p in row.get("params") or []], row["kernel"])
+                                 for row in kernel_rows)]
+            if unused:
+                listing = "; ".join(f"{row['kernel']}: "
+                                    f"{', '.join(p['name'] for p in row.get('params') or []) or 'none'}"
+                                    for row in kernel_rows[:5])
+                raise InputError(f"{option} {', '.join(unused)}: no selected kernel has such a parameter "
+                                 f"({listing})", file=path)

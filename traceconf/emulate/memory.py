@@ -26,25 +26,15 @@ from traceconf.emulate.operands import Context, address_reader, param_symbol, re
     split_destinations
 from traceconf.emulate.program import Slot
 from traceconf.emulate.regions import NO_DESTINATION
+from traceconf.emulate.spaces import SPACES, space_of
 from traceconf.ptx.opcodes import SHARED_ACCESS_KINDS, uncounted_shared_op
 from traceconf.ptx.wmma import TYPE_BITS as WMMA_TYPE_BITS, WMMA_NOTE, default_stride, lowering, wmma_access
 from traceconf.kinds import COPY_OPS
 from traceconf.schemas import KIND_CODES, OP_CODES
 
 U64 = np.uint64
-SPACES = ("shared", "global", "local", "param", "const", "tex", "surf")
 MATRIX_COUNTS = {"x1": 1, "x2": 2, "x4": 4}
 SHARED_OFFSET_MASK = U64(0xFFFF_FFFF)   # shared-window offsets are 32-bit
-
-
-def space_of(row: dict) -> str:
-    """State space named by the instruction ('generic' when none is)."""
-    for modifier in row["modifiers"] or []:
-        root = modifier.split("::")[0]
-        if root in SPACES:
-            return root
-    space = row.get("state_space")
-    return space if space and space != "generic" else "generic"
 
 
 def access_bytes(row: dict) -> int:

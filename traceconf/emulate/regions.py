@@ -23,6 +23,7 @@ from typing import Callable
 
 from traceconf.emulate.operands import register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
+from traceconf.emulate.spaces import space_of
 from traceconf.ptx.opcodes import may_access_shared
 
 #: Opcodes whose first operand is a source (or that write no register at all).
@@ -214,7 +215,6 @@ def relevant_registers(program: Program, global_values: bool, shared_values: boo
     ``global_values``).  A load into registers outside this set need not read memory: nothing it loads
     can change a count.  (``shared_values=False`` is right when, under it, no load from shared memory
     writes a relevant register: see :func:`value_facts`.)"""
-    from traceconf.emulate.memory import space_of       # memory compiles with this module's facts
     relevant: set[str] = set()
     writers: dict[str, list[list[str]]] = {}
     for slot in program.slots:
@@ -250,7 +250,6 @@ def relevant_registers(program: Program, global_values: bool, shared_values: boo
 def reads_shared_values(program: Program, relevant: frozenset[str]) -> bool:
     """Whether some load or atomic that can read shared memory writes a relevant register (else nobody
     ever needs shared memory's contents, and stores need not keep them)."""
-    from traceconf.emulate.memory import space_of
     for slot in program.slots:
         row = slot.row
         if row["opcode"] not in ("ld", "ldu", "atom", "ldmatrix") or space_of(row) not in ("shared", "generic"):

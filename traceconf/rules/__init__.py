@@ -39,11 +39,11 @@ LANE_KINDS = frozenset(KINDS) - MATRIX_KINDS
 WIDTHS = (1, 2, 4, 8, 16)
 
 _MISSING = object()
-_TOP_KEYS = {"name", "title", "products", "vendor", "evidence", "notes", "alias_of", "warp_size", "banks", "bank_bytes",
+_TOP_KEYS = {"name", "title", "products", "vendor", "arch", "evidence", "notes", "alias_of", "warp_size", "banks", "bank_bytes",
              "row_bytes", "broadcast", "split_bytes", "merge_stores", "merge_same_word", "lane_groups", "pairing",
              "matrix", "atomic_ops", "copy_ops", "limits"}
 #: Keys that do not change the bank rules (an alias setting only these repeats its base's rules).
-_DESCRIPTIVE_KEYS = {"name", "title", "products", "vendor", "evidence", "notes", "alias_of", "limits"}
+_DESCRIPTIVE_KEYS = {"name", "title", "products", "vendor", "arch", "evidence", "notes", "alias_of", "limits"}
 _LIMIT_KEYS = {"threads_per_block", "block", "grid", "shared_bytes_per_block", "source"}
 _REQUIRED = ("name", "title", "vendor", "evidence", "warp_size", "banks", "bank_bytes", "row_bytes",
              "lane_groups")
@@ -172,6 +172,7 @@ class RuleSet:
     ops: dict = field(default_factory=dict)  # op -> OpRule: how one atomic or copy operation is served
     products: tuple[str, ...] = ()         # product names that --device accepts for this rule set
     limits: LaunchLimits | None = None     # the launch limits of the device; None: not stated (unchecked)
+    arch: str | None = None                # the ptxas architecture (sm_90) of the device; None: ptxas targets none
     # the validated keys, aliases merged: what the scalar reference (traceconf.reference) reads on its own
     data: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -278,7 +279,11 @@ def resolve_device(text: str) -> str:
                         "traceconf devices; or the path of a .toml rule file)")
 
 
-def load_rule_sets(names: list[str] | None, default: str = "sm_90") -> list[RuleSet]:
+#: The device a run counts for when none is named (--device, the API's ``devices``).
+DEFAULT_DEVICE = "sm_90"
+
+
+def load_rule_sets(names: list[str] | None, default: str = DEFAULT_DEVICE) -> list[RuleSet]:
     """The rule sets the user named (``--device``, the API's ``devices``), deduplicated, in order."""
     return [load_rule_set(name) for name in dict.fromkeys(names or [default])]
 
@@ -289,8 +294,9 @@ def _load_builtin(name: str) -> RuleSet:
     return _build(_read(str(path), path.read_text(encoding="utf-8")), "builtin", expect_name=name)
 
 
-@lru_cache(maxsize=64)
 def _load_file(path: str) -> RuleSet:
+    """A user rule file, read on every call (a page of TOML), built once per content: a file edited between
+    two calls is read again."""
     try:
         data = Path(path).read_bytes()
     except OSError as error:
@@ -306,6 +312,11 @@ def _load_file(path: str) -> RuleSet:
                             line, column) from None
     if "\x00" in text:
         raise RuleFileError("not a TOML rule file: binary data (NUL byte)", path, text.count("\n", 0, text.index("\x00")) + 1)
+    return _built_file(path, text)
+
+
+@lru_cache(maxsize=64)
+def _built_file(path: str, text: str) -> RuleSet:
     return _build(_read(path, text), path)
 
 
@@ -414,7 +425,7 @@ def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
         lane_groups=lane_groups, pairing=v.pairing(warp_size, lane_groups), matrix=v.matrix(warp_size),
         source=source, same_rules_as=same_rules_as,
         ops={**v.op_rules("atomic_ops", ATOMIC_OPS), **v.op_rules("copy_ops", COPY_OPS)}, products=v.products(),
-        limits=v.limits(), data=data)
+        limits=v.limits(), arch=v.arch(), data=data)
 
 
 class _Validator:
@@ -456,6 +467,13 @@ class _Validator:
         value = self._get(key, _MISSING) if value is None else value
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise self.doc.error(key, f"expected an integer from {low} to {high}, got {value!r}")
+        return value
+
+    def arch(self) -> str | None:
+        """``arch``: the ptxas target of the device (``sm_90``, ``sm_90a``), or absent."""
+        value = self._get("arch", None)
+        if value is not None and not (isinstance(value, str) and re.fullmatch(r"sm_\d{2,3}[a-z]?", value)):
+            raise self.doc.error("arch", f"expected a ptxas architecture such as 'sm_90', got {value!r}")
         return value
 
     def limits(self) -> LaunchLimits | None:

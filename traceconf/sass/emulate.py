@@ -26,7 +26,7 @@ from traceconf.emulate.alu import SHARED_WINDOW_BASE
 from traceconf.emulate.contents import SharedContents
 from traceconf.emulate.driver import EmulationResult, data_notes, extent_note, global_contents
 from traceconf.emulate.grid import Consume, Emulator, Progress, run_grid
-from traceconf.emulate.launch import Launch, resolve_block, resolve_data, resolve_grid, resolve_params
+from traceconf.emulate.launch import Launch
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.regions import ControlFacts
 from traceconf.emulate.simt import Findings, Machine
@@ -126,19 +126,19 @@ def kernel_params(kernel_row: dict) -> list[dict]:
 
 def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Progress | None = None,
                  consume: Consume | None = None) -> EmulationResult:
-    """Emulate one launch of a SASS kernel; with ``consume``, each batch of accesses goes there and is dropped."""
+    """Emulate one launch of a SASS kernel (``launch`` resolved: :func:`~traceconf.emulate.launch.resolve_launch`);
+    with ``consume``, each batch of accesses goes there and is dropped."""
     path = module.path
     kernel_row = module.kernel(kernel)
     arch = kernel_row.get("arch") or module.arch
     params = kernel_params(kernel_row)
-    decl = {"kernel": kernel, "reqntid": None, "params": params}
-    block, grid = resolve_block(launch, decl), resolve_grid(launch, decl)
+    block, grid = launch.block, launch.grid
     if launch.warp_size != 32:
         raise InputError(f"kernel {kernel}: SASS runs 32-lane warps; warp size {launch.warp_size} does not apply")
-    values = resolve_params(launch, decl)
+    values = dict(launch.params)
     rows = module.instructions_of(kernel)
     # the --data buffers get the addresses the PTX level gives them (pointers without a --param value)
-    memory = global_contents(resolve_data(launch, decl), values, decl, writes_global(rows))
+    memory = global_contents(launch.data, values, {"kernel": kernel, "params": params}, writes_global(rows))
     pc_index = {int(row["pc"]): index for index, row in enumerate(rows)}
     labels = {label: index for index, row in enumerate(rows) for label in row.get("labels") or []}
     base = reserved_shared(arch)

@@ -146,7 +146,7 @@ def events(path: Path, options: ReadOptions) -> Iterator:
     """Reader events (see :mod:`traceconf.traces.kernel`) for a kernelslist, its folder, or one .traceg."""
     if path.is_dir():
         path = path / "kernelslist.g"
-    if head(path, 4096).lstrip().startswith(b"-kernel name"):
+    if is_kernel_file(path):
         yield from kernel_file_events(path, options, 0, None)
         return
     kernels = read_kernelslist(path)
@@ -172,9 +172,24 @@ def _inside(file: Path, folder: Path) -> bool:
 
 def _is_traceg(file: Path) -> bool:
     try:
-        return head(file, 4096).lstrip().startswith(b"-kernel name")
+        return is_kernel_file(file)
     except InputError:
         return False
+
+
+def is_kernel_file(path: Path) -> bool:
+    """Whether ``path`` is one kernel's trace (.traceg, .xz, .gz, .tracez), not a kernelslist."""
+    return head(path, 4096).lstrip().startswith(b"-kernel name")
+
+
+def kernel_header(path: Path) -> dict:
+    """The ``-key = value`` launch header of one kernel trace file (``"kernel name"`` and the others,
+    lower-case keys), read without its body."""
+    if tracez.is_tracez(path):
+        with tracez.TracezFile(path) as file:
+            return header_entries(file.header_lines(), str(path))
+    with LineBlocks(path) as blocks:
+        return read_header(blocks)
 
 
 def read_header(blocks: LineBlocks) -> dict:
