@@ -25,8 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from traceconf.emulate import Launch  # noqa: E402
+from traceconf.emulate.launch import resolve_launch  # noqa: E402
 from traceconf.ptx.wmma import LOWERING_PATH, TYPE_BITS, fragment_registers, lowering_key  # noqa: E402
-from traceconf.sass.analyze import assemble_ptx  # noqa: E402
+from traceconf.programs.sass import assemble_ptx  # noqa: E402
 from traceconf.sass.emulate import emulate_sass  # noqa: E402
 from traceconf.schemas import KINDS  # noqa: E402
 
@@ -90,7 +91,8 @@ def kernel(name: str, matrix: str, layout: str, shape: str, type_: str, space: s
 
 def lowered_accesses(module, ptx, name: str, ldm: int) -> list:
     params = [p["name"] for p in ptx.kernel(name)["params"]]
-    accesses = emulate_sass(module, name, Launch(block=(32, 1, 1), params={params[1]: ldm})).accesses
+    launch = resolve_launch(Launch(block=(32, 1, 1), params={params[1]: ldm}), module.kernel(name))
+    accesses = emulate_sass(module, name, launch).accesses
     out = []
     for index in range(len(accesses)):
         address = accesses.address[index]
