@@ -32,7 +32,7 @@ SLOW_MODULES = frozenset({
     "test_robust.py", "test_cli_errors.py", "test_sass_hw.py", "test_fuzz_smoke.py", "test_distributed.py",
     "test_scale_hw.py", "test_hw_validation.py", "test_data_hw.py", "test_traces_samples.py",
     "test_traces_tracez.py", "test_startup.py", "test_traces_fast_paths.py", "test_scale.py",
-    "test_scale_sass.py", "test_lane_wavefronts.py",
+    "test_scale_sass.py", "test_lane_wavefronts.py", "test_program_path.py",
 })
 
 
