@@ -26,7 +26,8 @@ LAYERS = {
     "traceconf.pipeline": 4, "traceconf.sass.analyze": 4, "traceconf.sass.rewrites": 2,
     "traceconf.analyses": 5, "traceconf.distributed": 5,
     "traceconf.report": 6,
-    "traceconf.api": 7, "traceconf.commands": 7,
+    "traceconf.api": 7, "traceconf.commands": 7, "traceconf.pictures": 7, "traceconf.pytest_plugin": 7,
+    "traceconf.triton": 7, "traceconf.triton.compile": 1, "traceconf.triton.records": 1,
     "traceconf.cli": 8, "traceconf.__main__": 8,
 }
 
