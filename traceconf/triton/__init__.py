@@ -87,7 +87,8 @@ def _write_inputs(work: Path, compiled: CompiledLaunch) -> tuple[Path, dict[int,
 
 
 def _table(frame: pd.DataFrame, compiled: CompiledLaunch, device: str) -> ConflictTable:
-    table = ConflictTable(frame)
+    from traceconf.triton.lines import with_python_lines
+    table = ConflictTable(with_python_lines(frame, compiled.ptx))
     table.attrs.update(frame.attrs)
     table.attrs["launch"] = compiled.facts()
     if compiled.source_file:

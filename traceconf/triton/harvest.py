@@ -78,6 +78,10 @@ def analyze_task(task: dict, device: str) -> tuple[pd.DataFrame, list[str]]:
                                      devices=[device])
     except InputError as error:
         return pd.DataFrame(), [f"{error} ({kernel.name}, {task['launch']})"]
+    ptx = kernel.cubin.with_suffix(".ptx")
+    if ptx.exists():
+        from traceconf.triton.lines import with_python_lines
+        frame = with_python_lines(frame, ptx.read_text())
     frame = frame.assign(launch=task["launch"], calls=task["calls"], cache_hash=kernel.hash,
                          triton_version=kernel.triton_version)
     return frame, [f"{line} ({task['launch']})" for line in frame.attrs.get("failures", [])]
