@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "convert",
     "parse",
     "schema",
+    "harvest",
 )
 
 app = typer.Typer(

@@ -47,6 +47,7 @@ class CompiledLaunch:
     """One launch of a compiled Triton kernel, in the terms of a SASS analysis."""
 
     name: str
+    hash: str                                      # Triton's kernel hash (its cache metadata's "hash")
     cubin: bytes
     ptx: str
     num_warps: int
@@ -159,8 +160,9 @@ def compile_launch(fn, grid, args: tuple, options: dict, arch: str) -> CompiledL
             contents[fn.arg_names.index(name)] = found[1]
     try:
         bound, specialization, opts = binder(*stand_ins, **named)
-    except TypeError as error:
-        raise InputError(f"{fn.__name__}: {error}") from None
+    except TypeError as error:          # Triton's binder is a generated function named dynamic_func
+        raise InputError(f"{fn.__name__}: {str(error).replace('dynamic_func()', 'the kernel')}") from None
+    dims = resolve_grid(grid, bound)
     try:
         compile_options, signature, constexprs, attrs = fn._pack_args(backend, named, bound, specialization, opts)
     except KeyError as error:
@@ -182,7 +184,7 @@ def compile_launch(fn, grid, args: tuple, options: dict, arch: str) -> CompiledL
     metadata = compiled.metadata
     for offset, size in enumerate((metadata.global_scratch_size, metadata.profile_scratch_size)):
         params[ptx_index + offset] = POINTER_BASE - (offset + 1) * POINTER_SPACING if size else 0
-    return CompiledLaunch(name=metadata.name, cubin=compiled.asm["cubin"], ptx=compiled.asm["ptx"],
+    return CompiledLaunch(name=metadata.name, hash=metadata.hash, cubin=compiled.asm["cubin"], ptx=compiled.asm["ptx"],
                           num_warps=metadata.num_warps, shared_bytes=metadata.shared,
-                          grid=resolve_grid(grid, bound), params=params, data=data, signature=signature,
+                          grid=dims, params=params, data=data, signature=signature,
                           triton_version=triton.__version__, source_file=inspect.getsourcefile(fn.fn) or "")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from traceconf.errors import InputError
 
@@ -109,8 +110,9 @@ def launch_record(kernel, grid, args: tuple) -> dict:
             "num_warps": kernel.metadata.num_warps, "params": [_describe(v, k) for v, k in pairs]}
 
 
-def record_launches(path: str | Path) -> None:
-    """Append a JSON line per Triton kernel launch of this process to ``path`` (call once, before the run)."""
+def record_launches(path: str | Path) -> Callable[[], None]:
+    """Append a JSON line per Triton kernel launch of this process to ``path`` (call once, before the run);
+    returns the function that stops recording."""
     from triton import knobs
     from triton.compiler.compiler import CompiledKernel
 
@@ -127,6 +129,11 @@ def record_launches(path: str | Path) -> None:
     launch_metadata.records_to, launch_metadata.wrapped = target, original
     CompiledKernel.launch_metadata = launch_metadata
     knobs.runtime.launch_enter_hook.add(_enter)
+
+    def stop() -> None:
+        CompiledKernel.launch_metadata = original
+        knobs.runtime.launch_enter_hook.remove(_enter)
+    return stop
 
 
 def _enter(metadata) -> None:

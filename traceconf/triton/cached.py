@@ -77,7 +77,10 @@ def analyze_task(task: dict, device: str) -> tuple[pd.DataFrame, list[str]]:
                                      grid=task["grid"], params=task["params"], dynamic_smem=kernel.shared_bytes,
                                      devices=[device])
     except InputError as error:
-        return pd.DataFrame(), [f"{error} ({kernel.name}, {task['launch']})"]
+        return pd.DataFrame(), [f"{error} (kernel {kernel.name}, {task['launch']})"]
+    except Exception as error:   # one kernel's failure, whatever it is, never hides the others
+        return pd.DataFrame(), [f"{kernel.cubin}: internal error on kernel {kernel.name} ({task['launch']}): "
+                                f"{error!r} (a bug: please report)"]
     ptx = kernel.cubin.with_suffix(".ptx")
     if ptx.exists():
         from traceconf.triton.lines import with_python_lines
