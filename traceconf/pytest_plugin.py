@@ -28,9 +28,12 @@ import re
 from functools import partial
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-from traceconf.report.notebook import ConflictTable, hotspot_lines
+if TYPE_CHECKING:                 # every pytest run loads the plugin: pandas and the pipeline load on first use
+    from traceconf.report.notebook import ConflictTable
 
 
 class BankConflictError(AssertionError):
@@ -41,7 +44,7 @@ def _is_triton(kernel_or_file) -> bool:
     return not isinstance(kernel_or_file, (str, Path)) and type(kernel_or_file).__module__.startswith("triton")
 
 
-def _analyse(kernel_or_file, launch, device: str) -> ConflictTable:
+def _analyse(kernel_or_file, launch, device: str) -> "ConflictTable":
     if _is_triton(kernel_or_file):
         import traceconf.triton
         if isinstance(launch, dict):
@@ -50,7 +53,7 @@ def _analyse(kernel_or_file, launch, device: str) -> ConflictTable:
     from traceconf import api
     from traceconf.pictures import explain_svg
     from traceconf.pipeline import input_format
-    from traceconf.report.notebook import SvgPicture
+    from traceconf.report.notebook import ConflictTable, SvgPicture
 
     path, options = Path(kernel_or_file), dict(launch)
     level = options.pop("level", "auto")
@@ -71,8 +74,10 @@ def _analyse(kernel_or_file, launch, device: str) -> ConflictTable:
 
 
 def check_bank_conflicts(kernel_or_file, launch, device: str = "sm_90", max_excess: int = 0,
-                         allow_unresolved: bool = False, report_dir: str | Path | None = None) -> ConflictTable:
+                         allow_unresolved: bool = False, report_dir: str | Path | None = None) -> "ConflictTable":
     """Analyse one launch and raise :class:`BankConflictError` unless it holds; returns the results."""
+    from traceconf.report.notebook import hotspot_lines
+
     table = _analyse(kernel_or_file, launch, device)
     problems = list(table.attrs.get("failures") or [])
     unresolved = table[~table["resolved"].astype(bool)] if len(table) else table
