@@ -65,15 +65,33 @@ def analyze(fn, grid, *args, num_warps: int = 4, num_stages: int = 3, device: st
 
 
 def analyze_compiled(compiled: CompiledLaunch, device: str) -> ConflictTable:
-    """The SASS analysis of one compiled launch, with its explain pictures on demand."""
+    """The SASS analysis of one compiled launch, with its explain pictures on demand.
+
+    The arrays' contents are used only when something depends on them: a first analysis runs without
+    them, and only if it leaves accesses unresolved is it run again with the buffers as data.  (With
+    data, loaded values are computed and what one CTA stores may change what another loads, so every
+    CTA is emulated: much slower, for the same counts where no address or branch reads memory.)
+    """
+    import dataclasses
+
+    from traceconf.kinds import UNCOUNTED
+
+    without = dataclasses.replace(compiled, data={})
+    frame = _analyse_sass(without, device)
+    unresolved = set(frame.loc[~frame["resolved"].astype(bool), "unresolved_reason"].dropna()) if len(frame) else set()
+    if compiled.data and unresolved - set(UNCOUNTED.values()):
+        return _table(_analyse_sass(compiled, device), compiled, device)
+    return _table(frame, without, device)
+
+
+def _analyse_sass(compiled: CompiledLaunch, device: str) -> pd.DataFrame:
     from traceconf import api
 
     with tempfile.TemporaryDirectory(prefix="traceconf-triton-") as work:
         cubin, data = _write_inputs(Path(work), compiled)
-        frame = api.analyze_sass(cubin, kernel=compiled.name, block=compiled.block, grid=compiled.grid,
-                                 params=compiled.params, dynamic_smem=compiled.shared_bytes, devices=[device],
-                                 data=data)
-    return _table(frame, compiled, device)
+        return api.analyze_sass(cubin, kernel=compiled.name, block=compiled.block, grid=compiled.grid,
+                                params=compiled.params, dynamic_smem=compiled.shared_bytes, devices=[device],
+                                data=data)
 
 
 def _write_inputs(work: Path, compiled: CompiledLaunch) -> tuple[Path, dict[int, str]]:
