@@ -147,7 +147,7 @@ def test_record_launches_writes_what_a_harvest_reads(tmp_path, cache):
     stop = record_launches(records)
     try:
         with pytest.raises(Exception):        # no GPU here: the launch itself fails after the record is written
-            kernel.launch_metadata((4, 4), 0, x, x, 256, 256, 64)
+            kernel.run(4, 4, 1, 0, None, None, None, None, None, x, x, 256, 256, 64)
     finally:
         stop()
     (record,) = [json.loads(line) for line in records.read_text().splitlines()]

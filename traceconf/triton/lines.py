@@ -18,7 +18,12 @@ _FRAME = re.compile(r"([^\s@\[\]]+):(\d+):\d+")
 
 
 def _is_library(path: str, library: Path) -> bool:
-    return Path(path).resolve().is_relative_to(library)
+    """Whether ``path`` is a file of Triton's package: here (``library``), or an installed one elsewhere (a
+    harvested kernel names the paths of the machine that compiled it)."""
+    parts = Path(path).parts
+    installed = any(parts[i] in ("site-packages", "dist-packages") and parts[i + 1] == "triton"
+                    for i in range(len(parts) - 1))
+    return installed or Path(path).resolve().is_relative_to(library)
 
 
 def python_lines(ptx: str, library: Path) -> dict[int, tuple[str, int]]:

@@ -11,9 +11,9 @@
 with one entry per PTX parameter (the arguments Triton did not fold into
 constants, in order): ``{"type": "*fp32", "dtype": "float32", "shape": [..]}``
 for a pointer, ``{"type": "i32", "value": 1000}`` for a scalar.  The hook
-wraps ``CompiledKernel.launch_metadata``, which Triton's launcher calls for
-every launch of a ``@triton.jit`` function and Inductor's launchers call
-whenever a launch-enter hook is installed (so it installs an empty one).
+wraps ``CompiledKernel.run``, the launcher through which every launch of a
+``@triton.jit`` function and of Inductor's Triton launchers goes (Inductor's
+static CUDA launcher bypasses it: docs/triton.md says how to switch it off).
 """
 
 from __future__ import annotations
@@ -113,28 +113,21 @@ def launch_record(kernel, grid, args: tuple) -> dict:
 def record_launches(path: str | Path) -> Callable[[], None]:
     """Append a JSON line per Triton kernel launch of this process to ``path`` (call once, before the run);
     returns the function that stops recording."""
-    from triton import knobs
     from triton.compiler.compiler import CompiledKernel
 
     target = Path(path)
-    original = CompiledKernel.launch_metadata
-    if getattr(original, "records_to", None) is not None:
-        original = original.wrapped
+    launcher = CompiledKernel.run          # a property: the compiled launcher, loaded on first use
 
-    def launch_metadata(self, grid, stream, *args):
-        with target.open("a") as out:
-            out.write(json.dumps(launch_record(self, grid, args)) + "\n")
-        return original(self, grid, stream, *args)
+    def recording(kernel):
+        def run(grid_0, grid_1, grid_2, stream, function, packed, metadata, enter, exit_, *args):
+            with target.open("a") as out:
+                out.write(json.dumps(launch_record(kernel, (grid_0, grid_1, grid_2), args)) + "\n")
+            return launcher.fget(kernel)(grid_0, grid_1, grid_2, stream, function, packed, metadata, enter,
+                                         exit_, *args)
+        return run
 
-    launch_metadata.records_to, launch_metadata.wrapped = target, original
-    CompiledKernel.launch_metadata = launch_metadata
-    knobs.runtime.launch_enter_hook.add(_enter)
+    CompiledKernel.run = property(recording)
 
     def stop() -> None:
-        CompiledKernel.launch_metadata = original
-        knobs.runtime.launch_enter_hook.remove(_enter)
+        CompiledKernel.run = launcher
     return stop
-
-
-def _enter(metadata) -> None:
-    """An empty launch-enter hook: with one installed, every launcher asks for the launch metadata."""
