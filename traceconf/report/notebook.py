@@ -44,7 +44,8 @@ def hotspot_lines(frame: pd.DataFrame, top: int = 10) -> list[str]:
     """One plain-text line per hotspot row (failure messages, logs)."""
     out = []
     for row in hotspots(frame, top).itertuples():
-        out.append(f"{row.kernel} on {row.device}: {row.source or '?'}  {row.text}  {row.kind}  "
+        where = row.source if isinstance(row.source, str) and row.source else "(no line info)"
+        out.append(f"{row.kernel} on {row.device}: {where}  {row.text}  {row.kind}  "
                    f"wavefronts {row.wavefronts:,}  ideal {row.ideal_wavefronts:,}  excess {row.excess_wavefronts:,}"
                    f"  {row.max_ways}-way")
     return out
