@@ -216,3 +216,28 @@ def test_read_cache_skips_group_files_and_reads_the_metadata(cache):
     compile_launch(kernels.transpose, (4, 4), (x, x, 256, 256), {"BLOCK": 64}, "sm_90")
     (kernel,) = read_cache(cache)
     assert (kernel.name, kernel.num_warps, kernel.shared_bytes, kernel.arch) == ("transpose", 4, 16384, "sm_90")
+
+
+def test_the_triton_command(tmp_path, cache):
+    def run(*options):
+        return subprocess.run([sys.executable, "-m", "traceconf", "triton", str(KERNELS), *options],
+                              capture_output=True, text=True, cwd=REPO)
+
+    out = tmp_path / "rows.csv"
+    done = run("-k", "transpose", "--grid", "4,4", "--arg", "f32[256,256]", "--arg", "f32[256,256]", "--arg", "256",
+               "--arg", "256", "--arg", "BLOCK=64", "--arg", "num_stages=2", "--fail-on-excess", "0", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"transpose  grid 4×4×1, 4 warps, 16384 B shared, Triton {triton.__version__}")
+    assert f"kernels.py:{_line('tl.store(y_ptr + rn')}" in done.stdout and "wavefronts 4,096, excess 0" in done.stdout
+    assert pd.read_csv(out).wavefronts.sum() == 4096
+    for options, message in [(["-k", "transpos", "--grid", "1"], "did you mean 'transpose'"),
+                             (["-k", "transpose", "--grid", "1", "--arg", "q8[4]"], "--arg #1: unknown element type"),
+                             (["-k", "transpose", "--grid", "0"], "--grid"),
+                             (["-k", "transpose", "--grid", "1", "--arg", "BLOCK=16", "--arg", "3"], "positional")]:
+        failed = run(*options)
+        assert failed.returncode == 2 and message in failed.stderr and "Traceback" not in failed.stderr, failed.stderr
+    broken = tmp_path / "broken.py"
+    broken.write_text("import triton\nraise RuntimeError('no GPU here either')\n")
+    failed = subprocess.run([sys.executable, "-m", "traceconf", "triton", str(broken), "-k", "k", "--grid", "1"],
+                            capture_output=True, text=True, cwd=REPO)
+    assert failed.returncode == 2 and failed.stderr.startswith(f"{broken}: importing the file failed: RuntimeError")

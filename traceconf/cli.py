@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "parse",
     "schema",
     "harvest",
+    "triton",
 )
 
 app = typer.Typer(

@@ -35,7 +35,7 @@ def harvest(
             check_output(output, [p for p in (cache, launches) if p is not None])
         table = harvest_run(cache, launches, device, workers)
         if output is not None:
-            _write(table, output)
+            write_rows(table, output)
     except InputError as error:
         raise fail(error) from None
     for (kernel, launch), rows in table.groupby(["kernel", "launch"], sort=False) if len(table) else []:
@@ -51,7 +51,8 @@ def harvest(
         raise typer.Exit(EXIT_INTERNAL if any(": internal error" in line for line in failures) else EXIT_INPUT)
 
 
-def _write(table, output: Path) -> None:
+def write_rows(table, output: Path) -> None:
+    """Every row of a results frame (extra columns included), atomically, in the format of the extension."""
     from traceconf.outputs import atomic_output
 
     with atomic_output(output) as temporary:

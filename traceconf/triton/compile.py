@@ -43,6 +43,15 @@ class Pointer:
 
 
 @dataclass
+class ArraySpec:
+    """An array argument known by its element type and shape only (the command line's ``f32[1024,1024]``):
+    a pointer without contents, like a ``meta`` tensor."""
+
+    dtype: str                   # numpy name (float32, bfloat16 ...)
+    shape: tuple[int, ...]
+
+
+@dataclass
 class CompiledLaunch:
     """One launch of a compiled Triton kernel, in the terms of a SASS analysis."""
 
@@ -105,6 +114,8 @@ def pointer_and_data(value) -> tuple[Pointer, np.ndarray | None] | None:
     """(binder stand-in, contents or None) of an array argument; None for anything else."""
     if isinstance(value, np.ndarray):
         return Pointer(value.dtype.name), np.ascontiguousarray(value)
+    if isinstance(value, ArraySpec):
+        return Pointer(value.dtype), None
     if _torch_tensor(value):
         stand_in = Pointer(str(value.dtype), int(value.storage_offset()) * int(value.element_size()))
         if value.device.type == "meta":
