@@ -16,6 +16,15 @@ SWIZZLED = REPO / "tests" / "fixtures" / "pytest_plugin" / "swizzled_transpose.p
 #: The swizzle removed: element (row, col) at row * 32 + col, so the column-wise load is a 32-way conflict.
 MUTATION = {"xor.b32 \t%r3, %r1, %r2": "mov.b32 \t%r3, %r1", "xor.b32 \t%r9, %r2, %r1": "mov.b32 \t%r9, %r2"}
 
+def _installed() -> bool:
+    from importlib.metadata import entry_points
+    return any(entry.value == "traceconf.pytest_plugin" for entry in entry_points(group="pytest11"))
+
+
+#: Loading the plugin: installed (the entry point loads it) or, from a source tree, by name; never both
+#: (pytest refuses a plugin registered under two names).
+PLUGIN = () if _installed() else ("-p", "traceconf.pytest_plugin")
+
 GATE = """
 def test_the_transpose_has_no_bank_conflicts(assert_bank_conflicts):
     assert_bank_conflicts({ptx!r}, {{"kernel": "swizzled_transpose", "params": {{0: 0x7F0000000000}}}})
@@ -46,7 +55,7 @@ def test_the_swizzled_kernel_passes_and_its_mutation_fails(pytester, level):
     gate = GATE.replace('"params"', f'"level": "{level}", "params"')
     pytester.makepyfile(test_good=gate.format(ptx=str(good)), test_bad=gate.format(ptx=str(bad)))
     pictures = pytester.path / "pictures"
-    result = pytester.runpytest_subprocess("-p", "traceconf.pytest_plugin", f"--traceconf-report-dir={pictures}")
+    result = pytester.runpytest_subprocess(*PLUGIN, f"--traceconf-report-dir={pictures}")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*BankConflictError: 992 excess wavefronts on sm_90 (allowed: 0); hotspots:*",
                                  "*swizzled_transpose on sm_90:*wavefronts 1,024  ideal 32  excess 992  32-way*",
@@ -60,7 +69,7 @@ def test_without_a_report_dir_the_picture_goes_to_the_tests_tmp_path(pytester):
     bad = pytester.path / "mutated.ptx"
     bad.write_text(mutated(SWIZZLED.read_text()))
     pytester.makepyfile(test_bad=GATE.replace('"params"', '"level": "ptx", "params"').format(ptx=str(bad)))
-    result = pytester.runpytest_subprocess("-p", "traceconf.pytest_plugin", f"--basetemp={pytester.path / 'tmp'}")
+    result = pytester.runpytest_subprocess(*PLUGIN, f"--basetemp={pytester.path / 'tmp'}")
     result.assert_outcomes(failed=1)
     (svg,) = (pytester.path / "tmp").rglob("*.svg")
     assert "test_the_transpose_has_no_bank" in str(svg)
@@ -82,7 +91,7 @@ def test_bad_input_is_a_failure(assert_bank_conflicts):
     with pytest.raises(Exception, match="no such file"):
         assert_bank_conflicts("missing.ptx", {{}})
 """)
-    result = pytester.runpytest_subprocess("-p", "traceconf.pytest_plugin")
+    result = pytester.runpytest_subprocess(*PLUGIN)
     result.assert_outcomes(passed=2)
 
 
@@ -120,5 +129,5 @@ def test_unresolved_accesses_fail_the_gate(assert_bank_conflicts):
     finally:
         traceconf.triton.compile_launch = original
 """)
-    result = pytester.runpytest_subprocess("-p", "traceconf.pytest_plugin")
+    result = pytester.runpytest_subprocess(*PLUGIN)
     result.assert_outcomes(passed=3)
