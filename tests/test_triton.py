@@ -84,6 +84,7 @@ def test_library_calls_are_attributed_to_the_authors_line():
     table = tt.analyze(kernels.row_sum_if_flag, (4,), x, np.zeros(4, np.float32), np.ones(1, np.int32), 1000,
                        BLOCK=1024)
     assert len(table) and set(table.source_line) == {_line("tl.sum(x, axis=0)")}
+    assert f"kernels.py:{_line('tl.sum(x, axis=0)')} " in table.explain().title
 
 
 def test_array_contents_resolve_what_depends_on_them():

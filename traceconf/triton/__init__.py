@@ -124,7 +124,9 @@ def explain_compiled(compiled: CompiledLaunch, device: str, instruction: int | N
         row, svg = explain_svg(cubin, compiled.name, device, instruction=instruction, block=compiled.block,
                                grid=compiled.grid, params=compiled.params, dynamic_smem=compiled.shared_bytes,
                                data=data)
-    return SvgPicture(svg, f"{compiled.name}: {row['source']} {row['text']}")
+    from traceconf.triton.lines import python_lines, triton_library
+    line = python_lines(compiled.ptx, triton_library()).get(row["ptx_line"] or 0)
+    return SvgPicture(svg, f"{compiled.name}: {':'.join(map(str, line)) if line else row['source']} {row['text']}")
 
 
 def harvest(path: str | Path | None = None, launches: str | Path | None = None, device: str = "sm_90",
