@@ -192,6 +192,9 @@ def test_a_harvest_analyses_every_kernel_at_every_launch(tmp_path, cache):
     pd.testing.assert_frame_equal(harvested[columns].reset_index(drop=True), direct[columns].reset_index(drop=True),
                                   check_dtype=False)
     assert tt.harvest(cache, records, workers=2).wavefronts.sum() == table.wavefronts.sum()
+    other = tt.harvest(cache, records, device="sm_80")
+    assert len(other) == 0 and len(other.attrs["failures"]) == 2
+    assert all("was compiled for sm_90, not for sm_80" in line for line in other.attrs["failures"])
 
 
 def test_the_harvest_command(tmp_path, cache):

@@ -134,4 +134,5 @@ def harvest(path: str | Path | None = None, launches: str | Path | None = None, 
     """Every kernel of a Triton cache (``path``, else ``TRITON_CACHE_DIR``, else ``~/.triton/cache``) at every
     recorded launch (:func:`record_launches`' JSON lines): one block of rows per kernel and launch."""
     from traceconf.triton.cached import harvest_cache
-    return harvest_cache(cache_dir(path), read_launches(launches) if launches else [], device, workers)
+    return harvest_cache(cache_dir(path), read_launches(launches) if launches else [], device, _arch(device),
+                         workers)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from traceconf.errors import InputError
 from traceconf.report.notebook import ConflictTable
-from traceconf.triton.compile import POINTER_BASE, POINTER_SPACING, scalar_bits
+from traceconf.triton.compile import POINTER_BASE, POINTER_SPACING, capability, scalar_bits
 from traceconf.triton.records import CachedKernel, read_cache
 
 #: Scratch pointers Triton appends to every kernel's parameters (global, profile).
@@ -90,10 +90,15 @@ def analyze_task(task: dict, device: str) -> tuple[pd.DataFrame, list[str]]:
     return frame, [f"{line} ({task['launch']})" for line in frame.attrs.get("failures", [])]
 
 
-def harvest_cache(path: Path, records: list[dict], device: str, workers: int = 1) -> ConflictTable:
-    kernels = read_cache(path)
-    if not kernels:
+def harvest_cache(path: Path, records: list[dict], device: str, arch: str, workers: int = 1) -> ConflictTable:
+    """Every kernel of the cache compiled for ``arch`` (the device's architecture), at every recorded launch;
+    kernels compiled for another architecture are failures (their SASS is another GPU's)."""
+    found = read_cache(path)
+    if not found:
         raise InputError("no compiled Triton kernels (NAME.cubin with NAME.json) in this folder", file=str(path))
+    kernels = [kernel for kernel in found if capability(kernel.arch) == capability(arch)]
+    others = [f"{kernel.cubin}: kernel {kernel.name} was compiled for {kernel.arch}, not for {device} "
+              f"({arch}): harvest it with --device {kernel.arch}" for kernel in found if kernel not in kernels]
     work = tasks(kernels, records)
     if workers > 1 and len(work) > 1:
         from concurrent.futures import ProcessPoolExecutor
@@ -103,7 +108,7 @@ def harvest_cache(path: Path, records: list[dict], device: str, workers: int = 1
         done = [analyze_task(task, device) for task in work]
     frames = [frame for frame, _ in done if len(frame)]
     table = ConflictTable(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
-    table.attrs["failures"] = [line for _, lines in done for line in lines]
+    table.attrs["failures"] = others + [line for _, lines in done for line in lines]
     table.attrs["kernels"] = len(kernels)
     table.attrs["launches"] = len(work)
     return table
