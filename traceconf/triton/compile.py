@@ -169,6 +169,9 @@ def compile_launch(fn, grid, args: tuple, options: dict, arch: str) -> CompiledL
         named[name] = found[0] if found else value
         if found and found[1] is not None:
             contents[fn.arg_names.index(name)] = found[1]
+    # the options JITFunction.run adds before binding (a kernel declared @triton.jit(debug=True) compiles so)
+    named["debug"] = named.get("debug", fn.debug) or triton.knobs.runtime.debug
+    named["instrumentation_mode"] = triton.knobs.compilation.instrumentation_mode
     try:
         bound, specialization, opts = binder(*stand_ins, **named)
     except TypeError as error:          # Triton's binder is a generated function named dynamic_func
