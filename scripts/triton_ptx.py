@@ -28,7 +28,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 import triton
 import triton.language as tl
 
@@ -87,25 +86,36 @@ def tt_softmax(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
     tl.store(y_ptr + row * n_cols + cols, e / tl.sum(e, axis=0), mask=cols < n_cols)
 
 
-TORCH_DTYPES = {torch.float16: ("f16", 2), torch.float32: ("f32", 4)}
+#: The constexprs of each fixture launch (also what tests/test_triton_hw.py compiles on the CPU).
+CONSTEXPRS = {"tt_matmul": dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32),
+              "tt_matmul_mma2": dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32),
+              "tt_transpose": dict(BLOCK=64), "tt_softmax": dict(BLOCK=1024)}
+#: Triton's software-pipelining depth in every fixture launch.
+NUM_STAGES = 2
 
 
-def host_random(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.Tensor:
+def host_random(shape: tuple[int, ...], dtype, seed: int):
     """Random inputs made on the host and copied over, so that no extra kernel runs."""
+    import torch
     values = np.random.default_rng(seed).random(int(np.prod(shape))).reshape(shape)
     return torch.from_numpy(values).to(dtype).cuda()
 
 
 def cases():
-    """(name, kernel, grid, num_warps, args as (value, buffer spec | None), constexprs)."""
+    """(name, kernel, grid, num_warps, args as (value, buffer spec | None), constexprs).
+
+    torch is imported here, not at the top: the kernels above are importable without it (the CPU tests
+    compile them with traceconf.triton)."""
+    import torch
+    torch_dtypes = {torch.float16: ("f16", 2), torch.float32: ("f32", 4)}
     n = 256
     a = host_random((n, n), torch.float16, 1)
     b = host_random((n, n), torch.float16, 2)
     x = host_random((n, n), torch.float32, 3)
     s = host_random((64, 1000), torch.float32, 4)
 
-    def buf(t: torch.Tensor, init: str, seed: int | None = None) -> tuple[torch.Tensor, dict]:
-        dtype, size = TORCH_DTYPES[t.dtype]
+    def buf(t, init: str, seed: int | None = None) -> tuple:
+        dtype, size = torch_dtypes[t.dtype]
         spec = {"buffer_bytes": t.numel() * size, "dtype": dtype, "init": init}
         if seed is not None:
             spec["seed"] = seed
@@ -117,16 +127,17 @@ def cases():
     def i32(v: int):
         return v, {"value": v, "type": "s32"}
 
-    gemm = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)
     return [
         ("tt_matmul", tt_matmul, (n // 64, n // 64, 1), 4,
-         [buf(a, "random", 1), buf(b, "random", 2), out((n, n), torch.float32), i32(n), i32(n), i32(n)], gemm),
+         [buf(a, "random", 1), buf(b, "random", 2), out((n, n), torch.float32), i32(n), i32(n), i32(n)],
+         CONSTEXPRS["tt_matmul"]),
         ("tt_matmul_mma2", tt_matmul_mma2, (n // 64, n // 64, 1), 2,
-         [buf(a, "random", 1), buf(b, "random", 2), out((n, n), torch.float32), i32(n), i32(n), i32(n)], gemm),
+         [buf(a, "random", 1), buf(b, "random", 2), out((n, n), torch.float32), i32(n), i32(n), i32(n)],
+         CONSTEXPRS["tt_matmul_mma2"]),
         ("tt_transpose", tt_transpose, (n // 64, n // 64, 1), 4,
-         [buf(x, "random", 3), out((n, n), torch.float32), i32(n), i32(n)], dict(BLOCK=64)),
+         [buf(x, "random", 3), out((n, n), torch.float32), i32(n), i32(n)], CONSTEXPRS["tt_transpose"]),
         ("tt_softmax", tt_softmax, (64, 1, 1), 4,
-         [buf(s, "random", 4), out((64, 1000), torch.float32), i32(1000)], dict(BLOCK=1024)),
+         [buf(s, "random", 4), out((64, 1000), torch.float32), i32(1000)], CONSTEXPRS["tt_softmax"]),
     ]
 
 
@@ -137,6 +148,7 @@ def ptx_params(ptx: str, kernel: str) -> list[str]:
 
 
 def write_outputs(out: Path, name: str, compiled, grid, num_warps: int, specs: list[dict]) -> None:
+    import torch
     ptx = compiled.asm["ptx"]
     (out / f"{name}.ptx").write_text(ptx)
     if "ttgir" in compiled.asm:
@@ -156,6 +168,7 @@ def write_outputs(out: Path, name: str, compiled, grid, num_warps: int, specs: l
 
 
 def main() -> int:
+    import torch
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--order", type=Path, help="write the launch order (JSON) here")
@@ -166,9 +179,9 @@ def main() -> int:
     for name, kernel, grid, num_warps, arguments, constexprs in cases():
         values = [value for value, _ in arguments]
         if args.compile_only:
-            compiled = kernel.warmup(*values, grid=grid, num_warps=num_warps, num_stages=2, **constexprs)
+            compiled = kernel.warmup(*values, grid=grid, num_warps=num_warps, num_stages=NUM_STAGES, **constexprs)
         else:
-            compiled = kernel[grid](*values, num_warps=num_warps, num_stages=2, **constexprs)
+            compiled = kernel[grid](*values, num_warps=num_warps, num_stages=NUM_STAGES, **constexprs)
             torch.cuda.synchronize()
         write_outputs(args.out, name, compiled, grid, num_warps, [spec for _, spec in arguments])
         order.append({"id": name, "kernel": compiled.metadata.name})

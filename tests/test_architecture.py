@@ -42,7 +42,9 @@ LAYERS = {
     # results: tables, gate, lookups, comparisons; many inputs
     "traceconf.analyses": 6, "traceconf.distributed": 6,
     "traceconf.report": 7,
-    "traceconf.api": 8, "traceconf.commands": 8,
+    "traceconf.api": 8, "traceconf.commands": 8, "traceconf.pictures": 8, "traceconf.pytest_plugin": 8,
+    # Triton: compiling and launch records are sources; the one-call analysis is an API
+    "traceconf.triton": 8, "traceconf.triton.compile": 1, "traceconf.triton.records": 1,
     "traceconf.cli": 9, "traceconf.__main__": 9,
 }
 

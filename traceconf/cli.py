@@ -31,6 +31,8 @@ COMMAND_MODULES = (
     "convert",
     "parse",
     "schema",
+    "harvest",
+    "triton",
 )
 
 app = typer.Typer(

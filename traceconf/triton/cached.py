@@ -1,0 +1,114 @@
+"""Harvest a Triton run: every cached kernel at every recorded launch, analysed from its cubin.
+
+Identical launches of a kernel (same grid and scalar arguments) are analysed
+once and counted in ``calls``.  A kernel with no recorded launch is analysed
+for one CTA with no scalar arguments (``launch`` says so); if an address or
+branch needs one, that kernel's failure names it and the others go on.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from traceconf.errors import InputError
+from traceconf.report.notebook import ConflictTable
+from traceconf.triton.compile import POINTER_BASE, POINTER_SPACING, capability, scalar_bits
+from traceconf.triton.records import CachedKernel, read_cache
+
+#: Scratch pointers Triton appends to every kernel's parameters (global, profile).
+SCRATCH_PARAMS = 2
+
+
+def launch_params(record: dict) -> dict[int, int]:
+    """PTX parameter index → value of a recorded launch (pointers get distinct aligned addresses)."""
+    params = {}
+    for index, param in enumerate(record["params"]):
+        kind = str(param.get("type", ""))
+        if kind.startswith("*"):
+            params[index] = POINTER_BASE + index * POINTER_SPACING
+        elif param.get("value") is not None:
+            params[index] = scalar_bits(kind, param["value"])
+    for scratch in range(len(record["params"]), len(record["params"]) + SCRATCH_PARAMS):
+        params[scratch] = 0
+    return params
+
+
+def _label(grid: list[int], params: list[dict]) -> str:
+    scalars = ", ".join(f"{p['value']}" for p in params if "value" in p and p["value"] is not None)
+    return f"grid {'×'.join(map(str, grid))}" + (f" ({scalars})" if scalars else "")
+
+
+def tasks(kernels: list[CachedKernel], records: list[dict]) -> list[dict]:
+    """One task per kernel and distinct launch."""
+    by_hash: dict[str, dict[str, dict]] = {}
+    for record in records:
+        key = json.dumps([record["grid"], record["params"]], sort_keys=True)
+        seen = by_hash.setdefault(record["hash"], {})
+        if key in seen:
+            seen[key]["calls"] += 1
+        else:
+            seen[key] = {"record": record, "calls": 1}
+    out = []
+    for kernel in kernels:
+        launches = by_hash.get(kernel.hash)
+        if not launches:
+            out.append({"kernel": kernel, "grid": [1, 1, 1], "params": {}, "calls": 0,
+                        "launch": "one CTA, no launch recorded"})
+        for launch in (launches or {}).values():
+            record = launch["record"]
+            out.append({"kernel": kernel, "grid": record["grid"], "params": launch_params(record),
+                        "calls": launch["calls"], "launch": _label(record["grid"], record["params"])})
+    return out
+
+
+def analyze_task(task: dict, device: str) -> tuple[pd.DataFrame, list[str]]:
+    """(rows, failure lines) of one kernel at one launch."""
+    from traceconf import api
+
+    kernel: CachedKernel = task["kernel"]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            frame = api.analyze_sass(kernel.cubin, kernel=kernel.name, block=32 * kernel.num_warps,
+                                     grid=task["grid"], params=task["params"], dynamic_smem=kernel.shared_bytes,
+                                     devices=[device])
+    except InputError as error:
+        return pd.DataFrame(), [f"{error} (kernel {kernel.name}, {task['launch']})"]
+    except Exception as error:   # one kernel's failure, whatever it is, never hides the others
+        return pd.DataFrame(), [f"{kernel.cubin}: internal error on kernel {kernel.name} ({task['launch']}): "
+                                f"{error!r} (a bug: please report)"]
+    ptx = kernel.cubin.with_suffix(".ptx")
+    if ptx.exists():
+        from traceconf.triton.lines import with_python_lines
+        frame = with_python_lines(frame, ptx.read_text())
+    frame = frame.assign(launch=task["launch"], calls=task["calls"], cache_hash=kernel.hash,
+                         triton_version=kernel.triton_version)
+    return frame, [f"{line} ({task['launch']})" for line in frame.attrs.get("failures", [])]
+
+
+def harvest_cache(path: Path, records: list[dict], device: str, arch: str, workers: int = 1) -> ConflictTable:
+    """Every kernel of the cache compiled for ``arch`` (the device's architecture), at every recorded launch;
+    kernels compiled for another architecture are failures (their SASS is another GPU's)."""
+    found = read_cache(path)
+    if not found:
+        raise InputError("no compiled Triton kernels (NAME.cubin with NAME.json) in this folder", file=str(path))
+    kernels = [kernel for kernel in found if capability(kernel.arch) == capability(arch)]
+    others = [f"{kernel.cubin}: kernel {kernel.name} was compiled for {kernel.arch}, not for {device} "
+              f"({arch}): harvest it with --device {kernel.arch}" for kernel in found if kernel not in kernels]
+    work = tasks(kernels, records)
+    if workers > 1 and len(work) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+        with ProcessPoolExecutor(min(workers, len(work))) as pool:
+            done = list(pool.map(analyze_task, work, [device] * len(work), chunksize=4))
+    else:
+        done = [analyze_task(task, device) for task in work]
+    frames = [frame for frame, _ in done if len(frame)]
+    table = ConflictTable(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
+    table.attrs["failures"] = others + [line for _, lines in done for line in lines]
+    table.attrs["kernels"] = len(kernels)
+    table.attrs["launches"] = len(work)
+    return table
