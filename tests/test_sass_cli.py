@@ -290,8 +290,6 @@ def test_an_executable_keeps_the_cuda_source_lines_of_its_cubin(tmp_path):
 
 @pytest.mark.slow
 @needs_nvcc
-@pytest.mark.xfail(strict=True, reason="a binary with cubins for several architectures: the kernels of every "
-                                       "architecture are merged into one (the device's cubin must be chosen)")
 def test_a_binary_for_several_architectures_is_analysed_in_the_devices_cubin(tmp_path):
     binary = _executable(tmp_path, "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90")
     result = invoke("analyze", binary, "-k", "transpose_unpadded", "--block", "32,8", "--grid", "32,32",
@@ -300,6 +298,13 @@ def test_a_binary_for_several_architectures_is_analysed_in_the_devices_cubin(tmp
     [kernel] = json.loads(result.stdout)["results"]
     assert [row["ptx"] for row in kernel["instructions"] if row["kind"] == "ld"] == [
         "LDS R11, [R17]", "LDS R13, [R17+0x20]", "LDS R19, [R17+0x40]", "LDS R21, [R17+0x60]"]
+    assert kernel["totals"]["ld"]["wavefronts"] == 4 * 262_144
+    assert any("sm_90 cubin (their own architecture; the binary holds sm_80, sm_90)" in n for n in kernel["notes"])
+    ampere = invoke("analyze", binary, "-k", "transpose_unpadded", "--block", "32,8", "--grid", "32,32",
+                    "-d", "sm_86", "--format", "json")
+    [kernel] = json.loads(ampere.stdout)["results"]
+    assert {row["ptx"] for row in kernel["instructions"] if row["kind"] == "ld"} >= {"LDS R11, [R16.X4]"}
+    assert any("sm_80 cubin (the newest of their major version" in n for n in kernel["notes"])
 
 
 @needs_cuobjdump
@@ -315,3 +320,19 @@ def test_json_carries_the_kernel_relative_pc_the_readable_name_and_the_notes():
     ptx = invoke("analyze", CUDA / "transpose.sm_90.ptx", *TRANSPOSE, "--param", "2=1024", "--format", "json")
     notes = json.loads(ptx.stdout)["results"][0]["notes"]
     assert any("SASS level" in note for note in notes), notes
+
+
+@needs_tools
+def test_mixed_devices_each_count_their_own_level():
+    """``-d sm_90 -d sm_75 -d sm_1x -d cdna3`` (issue 24, item 9): each NVIDIA device counts the SASS of its
+    own architecture, the others the PTX, and the notes name every device they concern."""
+    result = invoke("analyze", CUDA / "transpose.sm_75.ptx", *TRANSPOSE, "--param", "2=1024", "-d", "sm_90",
+                    "-d", "sm_75", "-d", "sm_1x", "-d", "cdna3", "--format", "json")
+    assert result.exit_code == 0, result.output
+    unpadded = [r for r in json.loads(result.stdout)["results"] if r["kernel"] == "_Z14transpose_tileILi0EEvPfPKfi"]
+    levels = {(r["device"], r["launch"].get("level", "ptx")): r for r in unpadded}
+    assert set(levels) == {("sm_90", "sass"), ("sm_75", "sass"), ("cdna3", "ptx"), ("sm_1x", "ptx")}
+    ptx_notes = " ".join(levels["cdna3", "ptx"]["notes"])
+    assert "sm_1x, cdna3 are not NVIDIA architectures ptxas targets" in ptx_notes
+    assert any("ptxas -arch=sm_75" in n for n in levels["sm_75", "sass"]["notes"])
+    assert levels["sm_90", "sass"]["totals"]["ld"]["wavefronts"] == EXPECTED["_Z14transpose_tileILi0EEvPfPKfi"][0]

@@ -40,10 +40,17 @@ class KernelAnalysis:
     notes: list[str] = field(default_factory=list)
     accesses: dict[int, WarpAccesses] = field(default_factory=dict)  # by warp size; empty for streamed traces
     device_gaps: dict[str, str] = field(default_factory=dict)  # device → why it could not count this kernel
+    # the rule sets this analysis counted (None: all that were asked for); one program per architecture
+    # counts a subset each (traceconf.programs.open_programs)
+    devices: list[str] | None = None
     # per execution of ``accesses``: how many CTAs it stands for (absent: launch["scale"] for all)
     weights: dict[int, np.ndarray] = field(default_factory=dict)
     complete: bool = True                  # ``accesses`` hold every execution (False: the first ones only)
     shared_layout: list[dict] = field(default_factory=list)  # PTX: {"name", "offset", "bytes", ...} per variable
+
+    def devices_among(self, devices: list[str]) -> list[str]:
+        """The devices of ``devices`` (the run's, in its order) that this analysis counted."""
+        return [device for device in devices if self.devices is None or device in self.devices]
 
 
 def without_kernel(message: str, kernel: str) -> str:
@@ -362,13 +369,19 @@ def run_file(path: str | Path, kernels: list[str] | None, launch: LaunchRequest,
              ptxas_options: list[str] | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
     """Any input, one path: PTX (at ``level``, see :mod:`traceconf.programs`), SASS, a CUDA binary or any
     trace (launch options matter for programs; ``skip_bad`` for traces)."""
-    from traceconf.programs import PROGRAM_FORMATS, open_program
+    from traceconf.programs import PROGRAM_FORMATS, open_programs
 
     fmt = input_format(path)
-    if fmt in PROGRAM_FORMATS:
-        program = open_program(path, fmt, level, rule_sets, launch, kernels, ptxas_options)
-        return run_program(program, kernels, launch, rule_sets, progress)
-    return run_trace(path, kernels, rule_sets, skip_bad, progress)
+    if fmt not in PROGRAM_FORMATS:
+        return run_trace(path, kernels, rule_sets, skip_bad, progress)
+    done, failed = [], []
+    for program, sets in open_programs(path, fmt, level, rule_sets, launch, kernels, ptxas_options):
+        analysed, failures = run_program(program, kernels, launch, sets, progress)
+        for analysis in analysed:
+            analysis.devices = None if len(sets) == len(rule_sets) else [rules.name for rules in sets]
+        done += analysed
+        failed += [f for f in failures if f.line() not in {known.line() for known in failed}]
+    return done, failed
 
 
 def trace_instruction_info(trace) -> pa.Table:

@@ -92,7 +92,7 @@ def kernel_table(analysis: KernelAnalysis, device: str) -> pa.Table:
 
 def results_table(analyses: list[KernelAnalysis], devices: list[str]) -> pa.Table:
     """All kernels × devices, in analysis order then device order then instruction id."""
-    parts = [kernel_table(analysis, device) for analysis in analyses for device in devices]
+    parts = [kernel_table(analysis, device) for analysis in analyses for device in analysis.devices_among(devices)]
     return pa.concat_tables(parts) if parts else RESULT_ROWS.empty_table()
 
 

@@ -385,10 +385,11 @@ def _print_tables(analyses, devices: list[str], top: int, suggest: bool, rule_se
         from traceconf.report.suggest import render_suggestions
         with progress_bar(True, "suggesting") as progress:
             for done, analysis in enumerate(analyses):
-                found = suggestions(analysis, rule_sets[0], top)
+                rules = next(r for r in rule_sets if r.name in analysis.devices_among(devices))
+                found = suggestions(analysis, rules, top)
                 if progress:
                     progress(done + 1, len(analyses))
-                render_suggestions(analysis, rule_sets[0].name, found, console)
+                render_suggestions(analysis, rules.name, found, console)
 
 
 def register(app: typer.Typer) -> None:

@@ -39,8 +39,9 @@ def choose_level(level: str, rule_sets: list) -> tuple[str, str | None, str | No
         tools.find_tool("nvdisasm")
     reasons = []
     if None in arches:
-        names = ", ".join(r.name for r in rule_sets if r.arch is None)
-        reasons.append(f"{names} is not an NVIDIA architecture ptxas targets")
+        names = [r.name for r in rule_sets if r.arch is None]
+        reasons.append(f"{', '.join(names)} {'are not NVIDIA architectures' if len(names) > 1 else 'is not an NVIDIA architecture'} "
+                       "ptxas targets")
     elif len(arches) > 1:
         reasons.append("the rule sets name several architectures (one SASS per run)")
     elif ptxas is None:
@@ -57,6 +58,68 @@ def choose_level(level: str, rule_sets: list) -> tuple[str, str | None, str | No
             raise InputError(f"--level sass: {reasons[0]}")
         return "ptx", None, f"PTX level: {reasons[0]}; the prediction is for the PTX as written"
     return "sass", next(iter(arches)), None
+
+
+def open_programs(path: str | Path, input_format: str, level: str, rule_sets: list, launch,
+                  kernels: list[str] | None = None, ptxas_options: list[str] | None = None) -> list[tuple]:
+    """(program, the rule sets it is counted for) for every architecture the devices need: each NVIDIA device
+    counts the SASS of its own architecture (PTX assembled once per architecture; a binary's cubin that the
+    device would load), and devices without a ptxas architecture count the PTX as written."""
+    if input_format != "ptx":
+        from traceconf.programs.sass import SassProgram, load_sass_input
+        module = load_sass_input(path)
+        groups: dict[str, list] = {}
+        for rules in rule_sets:
+            groups.setdefault(loaded_arch(rules.arch, module.arches()), []).append(rules)
+        return [(SassProgram(module.for_arch(arch) if arch else module, notes=_cubin_note(arch, sets, module)),
+                 sets) for arch, sets in groups.items()]
+    if level == "ptx":
+        return [(open_program(path, input_format, level, rule_sets, launch, kernels, ptxas_options), rule_sets)]
+    by_arch: dict = {}
+    for rules in rule_sets:
+        by_arch.setdefault(rules.arch, []).append(rules)
+    if len(by_arch) == 1:
+        return [(open_program(path, input_format, level, rule_sets, launch, kernels, ptxas_options), rule_sets)]
+    opened = []
+    for arch, sets in by_arch.items():
+        program = open_program(path, input_format, level, sets, launch, kernels, ptxas_options)
+        others = [r.name for r in rule_sets if r not in sets]
+        program.notes.append(f"{', '.join(r.name for r in sets)} here; {', '.join(others)} in a table of "
+                             "their own (each architecture is analysed as its own program)")
+        opened.append((program, sets))
+    return opened
+
+
+def loaded_arch(device_arch: str | None, available: list[str]) -> str | None:
+    """The cubin architecture a device of ``device_arch`` loads from those a binary holds: its own, else the
+    newest of its major version below it (binary compatibility), else the newest there is (an explicit
+    choice, noted); None when the binary names none."""
+    from traceconf.sass.listing import arch_number
+
+    if not available:
+        return None
+    if device_arch in available:
+        return device_arch
+    number = arch_number(device_arch)
+    compatible = [a for a in available if arch_number(a) // 10 == number // 10 and arch_number(a) <= number]
+    return (compatible or available)[-1]
+
+
+def _cubin_note(arch: str | None, rule_sets: list, module) -> list[str]:
+    """Which cubin the devices count when the binary holds several, or none of their architecture."""
+    from traceconf.sass.listing import arch_number
+
+    arches = module.arches()
+    if arch is None or (len(arches) < 2 and all(r.arch in (arch, None) for r in rule_sets)):
+        return []
+    names = ", ".join(r.name for r in rule_sets)
+    if all(r.arch == arch for r in rule_sets):
+        why = "their own architecture"
+    elif all(r.arch and arch_number(r.arch) // 10 == arch_number(arch) // 10 for r in rule_sets):
+        why = "the newest of their major version, which the driver loads"
+    else:
+        why = "no cubin the driver would load for them: the newest there is"
+    return [f"{names}: SASS of the {arch} cubin ({why}; the binary holds {', '.join(arches)})"]
 
 
 def open_program(path: str | Path, input_format: str, level: str, rule_sets: list, launch,

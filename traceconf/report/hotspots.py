@@ -111,6 +111,7 @@ def _where_in_input(row: dict) -> str:
 def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None = 20,
                   width: int | None = None) -> Group:
     """The rich renderable for one kernel, fitted to ``width`` columns when given."""
+    devices = analysis.devices_among(devices)
     tables = [kernel_table(analysis, device) for device in devices]
     single = len(devices) == 1
     readable = short_name(analysis.kernel)

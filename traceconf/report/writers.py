@@ -52,7 +52,7 @@ def json_document(analyses: list[KernelAnalysis], devices: list[str]) -> dict:
                        "executions": int(u.get("executions") or 0),
                        "counted": not u.get("uncounted", True)} for u in analysis.unresolved]
         unresolved_executions, uncounted = unresolved_summary(analysis)
-        for device in devices:
+        for device in analysis.devices_among(devices):
             table = kernel_table(analysis, device)
             results.append({
                 "kernel": analysis.kernel,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +114,28 @@ class SassModule:
                     row["params_inferred"] = True
                 return row
         raise KeyError(name)
+
+    def arches(self) -> list[str]:
+        """The architectures whose code the listing holds (a fatbin or executable may embed several)."""
+        found = {row["arch"] for row in self.kernels.to_pylist() if row["arch"]}
+        return sorted(found or ({self.arch} if self.arch else set()), key=arch_number)
+
+    def for_arch(self, arch: str) -> "SassModule":
+        """The functions compiled for ``arch`` alone: a binary for several architectures holds every kernel once
+        per architecture, under one name (each function's instructions are the listing lines up to the next
+        function's header)."""
+        rows = self.kernels.to_pylist()
+        starts = [row["listing_line"] for row in rows]
+        if len(self.arches()) < 2 or None in starts:
+            return self
+        ends = starts[1:] + [1 << 31]
+        spans = [(start, end) for row, start, end in zip(rows, starts, ends) if row["arch"] == arch]
+        line = self.instructions.column("line").to_numpy(zero_copy_only=False)
+        keep = np.zeros(len(line), dtype=bool)
+        for start, end in spans:
+            keep |= (line > start) & (line < end)
+        kernels = pa.Table.from_pylist([row for row in rows if row["arch"] == arch], schema=SASS_KERNELS)
+        return replace(self, arch=arch, instructions=self.instructions.filter(pa.array(keep)), kernels=kernels)
 
     def instructions_of(self, name: str) -> list[dict]:
         return self.instructions.filter(pc.equal(self.instructions.column("kernel"), name)).to_pylist()
