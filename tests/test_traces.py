@@ -119,3 +119,17 @@ def test_nvbit_malformed_and_orphan_lines(tmp_path):
     [(kt, got)] = read(path, skip_bad=True)
     assert kt.kernel == "k(float*)" and kt.bad_lines == 1 and len(got) == 1
     assert got.address[0].tolist() == [4 * lane for lane in range(32)]
+
+
+def test_a_trace_recorded_on_another_architecture_says_which_rules_counted_it():
+    """``-binary version = 61`` counted with the default sm_90 says so and how to use the recording GPU's rules
+    (issue 24, item 12); with ``-d sm_61`` nothing is said."""
+    from traceconf.pipeline import run_trace
+    from traceconf.rules import load_rule_sets
+
+    folder = shared_path("traces", "microgpusim-matrixmul")
+    [default], _ = run_trace(folder / "kernel-1.traceg", None, load_rule_sets([], "sm_90"))
+    assert ("recorded on sm_61 (the trace's -binary version = 61); counted with sm_90's rules: -d sm_61 counts "
+            "with the recording GPU's") in default.notes
+    [recording], _ = run_trace(folder / "kernel-1.traceg", None, load_rule_sets(["sm_61"]))
+    assert not [note for note in recording.notes if "recorded on" in note]

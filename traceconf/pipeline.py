@@ -351,11 +351,26 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
         if trace.bad_lines:
             notes.append(f"{trace.bad_lines} malformed line(s) skipped (--skip-bad)")
         notes += [f"not counted on {device}: {reason}" for device, reason in gaps.items()]
+        notes += recorded_arch_note(trace.launch, rule_sets)
         done.append(KernelAnalysis(kernel=trace.kernel, input_path=str(path), input_format=fmt,
                                    launch=dict(trace.launch), results=combine(partial) if partial
                                    else INSTRUCTION_RESULTS.empty_table(),
                                    instructions=trace_instruction_info(trace), notes=notes, device_gaps=gaps))
     return done, failed
+
+
+def recorded_arch_note(launch: dict, rule_sets: list) -> list[str]:
+    """A trace that names the GPU it was recorded on (Accel-Sim's ``-binary version = 61``) and is counted
+    with another architecture's rules says so, and how to count with the recording GPU's."""
+    version = launch.get("binary_version")
+    if not version:
+        return []
+    recorded = f"sm_{version}"
+    others = [rules.name for rules in rule_sets if rules.arch != recorded]
+    if not others:
+        return []
+    return [f"recorded on {recorded} (the trace's -binary version = {version}); counted with {', '.join(others)}'s "
+            f"rules: -d {recorded} counts with the recording GPU's"]
 
 
 def input_format(path: str | Path) -> str:
