@@ -375,3 +375,20 @@ def test_shell_completion_is_offered():
     assert "--install-completion" in runner.invoke(app, ["--help"]).output
     shown = runner.invoke(app, ["--show-completion", "bash"], prog_name="traceconf")
     assert shown.exit_code == 0 and "complete" in shown.output and "traceconf" in shown.output
+
+
+def test_a_launch_file_shared_by_several_inputs_names_kernels_of_each(tmp_path):
+    """A project-wide launch file: each input runs the kernels it has, the entries of the others are a note
+    (issue 24, item 3); a name no input has is still an error."""
+    fixtures = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "emulate"
+    launches = tmp_path / "launches.toml"
+    launches.write_text('[[launch]]\nkernel = "transpose_unpadded"\nblock = [32, 8]\ngrid = [32, 32]\n'
+                        '[[launch]]\nkernel = "reduce_sequential"\nblock = [256]\ndynamic_smem = 1024\n')
+    result = CliRunner().invoke(app, ["analyze", str(fixtures / "transpose.ptx"), str(fixtures / "reduce.ptx"),
+                                      "--launches", str(launches), "--level", "ptx", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    results = json.loads(result.stdout)["results"]
+    assert [r["kernel"] for r in results] == ["transpose_unpadded", "reduce_sequential"]
+    assert "the launch file names no kernel of this input for 'reduce_sequential'" in " ".join(results[0]["notes"])
+    missing = CliRunner().invoke(app, ["analyze", str(fixtures / "transpose.ptx"), "-k", "transpose_unpaded"])
+    assert missing.exit_code == 2 and "no kernel matches 'transpose_unpaded'" in missing.output

@@ -153,21 +153,30 @@ def matches(name: str, patterns: list[str] | None) -> bool:
     return not patterns or any(KernelPattern(p).tier(name) is not None for p in patterns)
 
 
-def select_kernels(names: list[str], patterns: list[str] | None, path: str | None = None) -> list[str]:
+def select_kernels(names: list[str], patterns: list[str] | None, path: str | None = None,
+                   unmatched: list[str] | None = None) -> list[str]:
     """The kernels of ``names`` that the patterns select (in file order); per pattern only its best tier.
 
-    Raises :class:`InputError` for a pattern that selects nothing, with the closest names as a hint.
+    Raises :class:`InputError` for a pattern that selects nothing, with the closest names as a hint; with an
+    ``unmatched`` list, such patterns are appended to it instead (a launch file or ``--kernel`` list shared by
+    several inputs names kernels of the others) unless no pattern selects anything.
     """
     if not patterns:
         return list(names)
     chosen: set[str] = set()
+    missed = []
     for text in patterns:
         pattern = KernelPattern(text)
         tiers = {name: pattern.tier(name) for name in names}
         found = [t for t in tiers.values() if t is not None]
         if not found:
-            raise InputError(no_match_message(text, names), file=path)
+            missed.append(text)
+            continue
         chosen.update(name for name, t in tiers.items() if t == min(found))
+    if missed and (unmatched is None or not chosen):
+        raise InputError(no_match_message(missed[0], names), file=path)
+    if unmatched is not None:
+        unmatched += missed
     return [name for name in names if name in chosen]
 
 

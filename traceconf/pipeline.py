@@ -286,7 +286,8 @@ def check_some_device(gaps: dict[str, str], rule_sets: list) -> None:
 def run_program(program, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
                 progress: Progress | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
     """Analyse the selected kernels of a program; failures are collected per kernel."""
-    names = select_kernels(program.kernel_names(), kernels or launch.kernel_patterns(), program.path)
+    unmatched: list[str] = []
+    names = select_kernels(program.kernel_names(), kernels or launch.kernel_patterns(), program.path, unmatched)
     launch.check_params([program.declaration(name) for name in names], program.path)
     done, failed = [], []
     for name in names:
@@ -294,6 +295,11 @@ def run_program(program, kernels: list[str] | None, launch: LaunchRequest, rule_
             done.append(analyze_kernel(program, name, launch, rule_sets, progress))
         except Exception as error:   # one kernel's failure, whatever it is, never hides the others
             failed.append(kernel_failure(name, error, program.path))
+    if unmatched:
+        where = "--kernel" if kernels else "the launch file"
+        for analysis in done:
+            analysis.notes.append(f"{where} names no kernel of this input for {', '.join(map(repr, unmatched))} "
+                                  "(other inputs may have them)")
     return done, failed
 
 

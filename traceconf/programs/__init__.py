@@ -163,7 +163,7 @@ def _refused_launch(program, kernels: list[str] | None, launch, rule_sets: list)
     from traceconf.emulate.launch import block_and_origin, launch_gaps
     from traceconf.names import select_kernels
 
-    for name in select_kernels(program.kernel_names(), kernels or launch.kernel_patterns(), program.path):
+    for name in select_kernels(program.kernel_names(), kernels or launch.kernel_patterns(), program.path, []):
         row = program.declaration(name)
         try:
             block = block_and_origin(launch.for_kernel(row, program.path).block, row)[0]
