@@ -26,7 +26,7 @@ _spec.loader.exec_module(import_graph)
 LAYERS = {
     # shared facts and plumbing
     "traceconf.errors": 0, "traceconf.kinds": 0, "traceconf.tomlfile": 0, "traceconf.schemas": 0,
-    "traceconf.names": 0, "traceconf.outputs": 0, "traceconf.tools": 0,
+    "traceconf.names": 0, "traceconf.outputs": 0, "traceconf.tools": 0, "traceconf.sources": 0,
     # sources: inputs read into tables, rule sets, the ACCESSES format
     "traceconf.rules": 1, "traceconf.launches": 1, "traceconf.accesses": 1, "traceconf.ptx": 1,
     "traceconf.traces": 1, "traceconf.sass.opcodes": 1, "traceconf.sass.listing": 1, "traceconf.sass.binary": 1,

@@ -392,3 +392,32 @@ def test_a_launch_file_shared_by_several_inputs_names_kernels_of_each(tmp_path):
     assert "the launch file names no kernel of this input for 'reduce_sequential'" in " ".join(results[0]["notes"])
     missing = CliRunner().invoke(app, ["analyze", str(fixtures / "transpose.ptx"), "-k", "transpose_unpaded"])
     assert missing.exit_code == 2 and "no kernel matches 'transpose_unpaded'" in missing.output
+
+
+def test_parameters_by_their_cuda_source_names(tmp_path):
+    """nvcc's PTX names parameters ``_Z…_param_N``; the CUDA source its line info names declares them
+    (issue 24, item 1): ``-p width=1024`` works, and a wrong name lists names and indices."""
+    cuda = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "cuda"
+    args = ["analyze", str(cuda / "transpose.sm_90.ptx"), "--block", "32,8", "--grid", "32,32", "--format", "json"]
+    by_name = CliRunner().invoke(app, args + ["-p", "width=1024"])
+    by_index = CliRunner().invoke(app, args + ["-p", "2=1024"])
+    assert by_name.exit_code == 0, by_name.output
+    assert json.loads(by_name.stdout)["results"] == json.loads(by_index.stdout)["results"]
+    wrong = CliRunner().invoke(app, args + ["-p", "widht=1024"])
+    assert wrong.exit_code == 2
+    assert "0 out, 1 in, 2 width" in wrong.output and "give the name or the index" in wrong.output
+
+
+@pytest.mark.parametrize("declaration, names", [
+    ("__global__ void k(float* out, const float* __restrict__ in, int width) {", ["out", "in", "width"]),
+    ("template <int N, typename T>\n__global__ void\nk(T *dst, const T *src /* input */, int n = 4)", ["dst", "src", "n"]),
+    ("extern \"C\" __global__ void k(float tile[32][33], unsigned int stride)", ["tile", "stride"]),
+    ("__device__ int k(int a);\n__global__ void k(float* out, int)", None),          # an unnamed parameter
+    ("__device__ void k(float* out, int n);", None),                                 # not a kernel
+])
+def test_declared_parameter_names(tmp_path, declaration, names):
+    from traceconf.sources import declared_parameters
+
+    source = tmp_path / "k.cu"
+    source.write_text(declaration + "\n{\n}\n")
+    assert declared_parameters(source, "k", declaration.count("\n") + 2, len(names or [0, 0])) == names

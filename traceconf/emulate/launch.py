@@ -132,13 +132,13 @@ def block_and_origin(block: tuple[int, ...] | None, kernel_row: dict) -> tuple[t
 def data_parameter(key, kernel_row: dict) -> str:
     """The PTX name of the pointer parameter a ``--data`` key names; unknown keys are errors."""
     names = [p["name"] for p in kernel_row.get("params") or []]
-    name = parameter_name(key, names, kernel_row["kernel"])
+    name = parameter_name(key, kernel_row)
     if name is None:
         if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
             raise InputError(f"kernel {kernel_row['kernel']} has {len(names)} parameter(s); "
                              f"--data index {key} does not exist")
         raise InputError(f"kernel {kernel_row['kernel']} has no parameter {key!r} (parameters: "
-                         f"{', '.join(names) or 'none'}; an index 0..{len(names) - 1} also works)")
+                         f"{parameter_listing(kernel_row)}: give the name or the index, e.g. --data 0=...)")
     return name
 
 
@@ -147,9 +147,8 @@ def resolve_data(launch: Launch, kernel_row: dict, strict: bool = True) -> dict:
     key the kernel does not have is an error; otherwise it is skipped (one ``--data`` list serves every kernel
     of a file)."""
     found = {}
-    names = [p["name"] for p in kernel_row.get("params") or []]
     for key, buffer in launch.data.items():
-        if not strict and parameter_name(key, names, kernel_row["kernel"]) is None:
+        if not strict and parameter_name(key, kernel_row) is None:
             continue
         name = data_parameter(key, kernel_row)
         row = next(p for p in kernel_row.get("params") or [] if p["name"] == name)
@@ -160,19 +159,32 @@ def resolve_data(launch: Launch, kernel_row: dict, strict: bool = True) -> dict:
     return found
 
 
-def parameter_name(key: str | int, names: list[str], kernel: str) -> str | None:
-    """The PTX parameter a ``--param`` key names, or None if the kernel has no such parameter.
+def parameter_name(key: str | int, kernel_row: dict) -> str | None:
+    """The PTX parameter a ``--param``/``--data`` key names in the kernel declaration ``kernel_row``, or None
+    if the kernel has no such parameter.
 
-    A key is a 0-based index, the PTX name, or the source name inside an old-nvcc PTX name
-    (``matrix_dim`` for ``__cudaparm__Z12lud_diagonalPfii_matrix_dim``).
+    A key is a 0-based index, the PTX name, the name the CUDA source declares (``source_name``, read from
+    the source the line info names: nvcc's PTX keeps only ``_Z…_param_N``), or the source name inside an
+    old-nvcc PTX name (``matrix_dim`` for ``__cudaparm__Z12lud_diagonalPfii_matrix_dim``).
     """
+    params = kernel_row.get("params") or []
+    names = [p["name"] for p in params]
     if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
         index = int(key)
         return names[index] if index < len(names) else None
     if key in names:
         return key
+    declared = [p["name"] for p in params if p.get("source_name") == key]
+    if len(declared) == 1:
+        return declared[0]
     prefixed = [n for n in names if n.startswith("__cudaparm_") and n.endswith(f"_{key}")]
     return prefixed[0] if len(prefixed) == 1 else None
+
+
+def parameter_listing(kernel_row: dict) -> str:
+    """``0 odata, 1 idata, 2 width`` (source names where known, else the PTX names), for messages."""
+    params = kernel_row.get("params") or []
+    return ", ".join(f"{i} {p.get('source_name') or p['name']}" for i, p in enumerate(params)) or "none"
 
 
 def resolve_params(launch: Launch, kernel_row: dict, strict: bool = True) -> dict[str, int]:
@@ -182,13 +194,12 @@ def resolve_params(launch: Launch, kernel_row: dict, strict: bool = True) -> dic
     kernel = kernel_row["kernel"]
     values = {}
     for key, value in launch.params.items():
-        name = parameter_name(key, names, kernel)
+        name = parameter_name(key, kernel_row)
         if name is None:
             if not strict:
                 continue
-            listing = ", ".join(names) or "none"
-            raise InputError(f"kernel {kernel} has no parameter {key!r} (parameters: {listing}; "
-                             f"an index 0..{len(names) - 1} also works)" if names else
+            raise InputError(f"kernel {kernel} has no parameter {key!r} (parameters: {parameter_listing(kernel_row)}; "
+                             f"give the name or the index, e.g. --param {len(names) - 1}=...)" if names else
                              f"kernel {kernel} has no parameters; --param {key} does not apply")
         try:
             values[name] = int(value, 0) if isinstance(value, str) else int(value)
@@ -296,11 +307,11 @@ class LaunchRequest:
         entry = next((e for e in self.entries if e.selects(name)), None)
         if entry is None:
             return self
-        names = [p["name"] for p in kernel_row.get("params") or []]
-        unknown = [key for key in entry.params if parameter_name(key, names, name) is None]
+        unknown = [key for key in entry.params if parameter_name(key, kernel_row) is None]
         if unknown:
             raise InputError(f"launch file entry {entry.kernel!r}: kernel {name} has no parameter "
-                             f"{', '.join(unknown)} (parameters: {', '.join(names) or 'none'})", file=path)
+                             f"{', '.join(unknown)} (parameters: {parameter_listing(kernel_row)}; give the name or "
+                             "the index)", file=path)
         fields = {key: getattr(entry, key) for key in ("block", "grid", "dynamic_smem", "ctas", "max_steps")
                   if getattr(entry, key) is not None and key not in self.given}
         return replace(self, **fields, params={**entry.params, **self.params}, entries=())
@@ -309,10 +320,9 @@ class LaunchRequest:
         """--data key -> DataBuffer for the keys this kernel has; each source is read once (bad ones are
         InputErrors; :meth:`check_params` reports keys no selected kernel has)."""
         from traceconf.emulate.data import load_source
-        names = [p["name"] for p in kernel_row.get("params") or []]
         found = {}
         for key, source in self.data.items():
-            if parameter_name(key, names, kernel_row["kernel"]) is not None:
+            if parameter_name(key, kernel_row) is not None:
                 if key not in self.loaded:
                     self.loaded[key] = load_source(source, self.seed, f"--data {key}")
                 found[key] = self.loaded[key]
@@ -345,11 +355,8 @@ class LaunchRequest:
         them all)."""
         for option, keys in (("--data", self.data), ("--param", self.params)):
             unused = [str(key) for key in keys
-                      if not any(parameter_name(key, [p["name"] for p in row.get("params") or []], row["kernel"])
-                                 for row in kernel_rows)]
+                      if not any(parameter_name(key, row) for row in kernel_rows)]
             if unused:
-                listing = "; ".join(f"{row['kernel']}: "
-                                    f"{', '.join(p['name'] for p in row.get('params') or []) or 'none'}"
-                                    for row in kernel_rows[:5])
+                listing = "; ".join(f"{row['kernel']}: {parameter_listing(row)}" for row in kernel_rows[:5])
                 raise InputError(f"{option} {', '.join(unused)}: no selected kernel has such a parameter "
-                                 f"({listing})", file=path)
+                                 f"({listing}; give the name or the index, e.g. {option} 0=...)", file=path)

@@ -9,6 +9,7 @@ import pyarrow as pa
 from traceconf.emulate.launch import static_shared_bytes
 from traceconf.ptx.opcodes import shared_access_kind, uncounted_shared_op
 from traceconf.schemas import INSTRUCTION_INFO
+from traceconf.sources import with_source_names
 
 
 @dataclass
@@ -18,6 +19,7 @@ class PtxProgram:
     module: object
     notes: list[str] = field(default_factory=list)
     input_format: str = "ptx"
+    declared: dict = field(default_factory=dict)      # kernel -> declaration with the source's parameter names
 
     @property
     def path(self) -> str:
@@ -27,7 +29,10 @@ class PtxProgram:
         return self.module.kernel_names()
 
     def declaration(self, kernel: str) -> dict:
-        return self.module.kernel(kernel)
+        if kernel not in self.declared:
+            self.declared[kernel] = with_source_names(self.module.kernel(kernel), self.module.instructions_of(kernel),
+                                                      self.path)
+        return self.declared[kernel]
 
     def static_shared_bytes(self, kernel: str) -> int:
         return static_shared_bytes(self.module.kernel(kernel))

@@ -15,6 +15,7 @@ import pyarrow as pa
 from traceconf.sass.emulate import emulate_sass, is_shared
 from traceconf.sass.opcodes import shared_op, uncounted_op
 from traceconf.schemas import INSTRUCTION_INFO
+from traceconf.sources import with_source_names
 
 
 def load_sass_input(path: str | Path):
@@ -94,8 +95,9 @@ class SassProgram:
     def declaration(self, kernel: str) -> dict:
         declared = self.ptx_module.kernel(kernel) if self.ptx_module is not None and \
             kernel in self.ptx_module.function_names() else {}
-        return {"kernel": kernel, "params": self.module.kernel(kernel).get("params") or [],
-                "reqntid": declared.get("reqntid"), "maxntid": declared.get("maxntid")}
+        row = {"kernel": kernel, "params": self.module.kernel(kernel).get("params") or [],
+               "reqntid": declared.get("reqntid"), "maxntid": declared.get("maxntid")}
+        return with_source_names(row, self.module.instructions_of(kernel), self.path)
 
     def static_shared_bytes(self, kernel: str) -> int:
         return int(self.module.kernel(kernel).get("shared_bytes") or 0)
