@@ -156,7 +156,7 @@ def main() -> None:
 def measure(options, repeats: int, base: Path) -> None:
     # 1. hgemm 4096³: classes vs exhaustive (and main at 1024³, or 4096³ with --main-full)
     ours = median_of(repeats, json_args(hgemm(4096)))
-    full = run(json_args(hgemm(4096) + ["--exhaustive", "--time-limit", "900"]))
+    full = run(json_args(hgemm(4096) + ["--exhaustive", "--work-limit", "0"]))
     same = "identical" if ours["totals"] == full["totals"] and ours["totals"] else "DIFFERENT"
     ptx = median_of(repeats, json_args(hgemm(4096) + ["--level", "ptx"]))
     baselines = [("--exhaustive (every CTA, streamed)", full), ("--level ptx (classes)", ptx)]
@@ -167,8 +167,8 @@ def measure(options, repeats: int, base: Path) -> None:
 
     # 2. MatrixMulAsyncCopyMultiStageLargeChunk-style 1280² (6,400 CTAs)
     ours = median_of(repeats, json_args(matmul(1280)))
-    small, small_full = run(json_args(matmul(320))), run(json_args(matmul(320) + ["--exhaustive", "--time-limit",
-                                                                                 "900"]))
+    small, small_full = run(json_args(matmul(320))), run(json_args(matmul(320) + ["--exhaustive", "--work-limit",
+                                                                                 "0"]))
     same = "identical" if small["totals"] == small_full["totals"] and small["totals"] else "DIFFERENT"
     baselines = [("--exhaustive at 320² (400 CTAs)", small_full)]
     size = 1280 if options.baseline_full else 320
@@ -188,11 +188,11 @@ def measure(options, repeats: int, base: Path) -> None:
          f"; {classes} classes, {row['launch'].get('analysed_ctas', '?')} CTAs emulated")
 
     # 4. peak RSS from 1 to 10,000 CTAs, every CTA emulated (no class can be proved for ctaid_skew)
-    print("peak RSS, ctaid_skew block 1024, every CTA emulated (--time-limit 600):")
+    print("peak RSS, ctaid_skew block 1024, every CTA emulated (--work-limit 0):")
     counts = [1, 10, 100, 1000] + ([] if options.quick else [10_000])
     curve = []
     for ctas in counts:
-        r = run(json_args(CTAID + ["-k", "ctaid_skew", "--grid", str(ctas), "--time-limit", "600"]))
+        r = run(json_args(CTAID + ["-k", "ctaid_skew", "--grid", str(ctas), "--work-limit", "0"]))
         curve.append(r["rss_mib"])
         main_text = ""
         if ctas <= 1000:

@@ -85,7 +85,8 @@ class LaunchRequest:
     dynamic_smem: int = 0
     ctas: int | None = None
     max_steps: int = 10_000_000
-    time_limit: float | None = None          # None: the emulator's default (launch.DEFAULT_TIME_LIMIT)
+    time_limit: float | None = None          # wall-clock seconds; None: no clock limit (opt-in only)
+    work_limit: int | None = None            # warp steps; None: launch.DEFAULT_WORK_LIMIT, 0: no work limit
     memory_limit: int | None = None          # None: the emulator's default share of the machine
     classes: bool = True                     # False: every CTA runs (--exhaustive)
     retain: int | None = None                # executions kept for explain/--suggest (None: RETAINED_EXECUTIONS,
@@ -111,7 +112,7 @@ class LaunchRequest:
     @classmethod
     def given_as(cls, block=None, grid=None, params=None, dynamic_smem=None, ctas=None, max_steps=10_000_000,
                  launches=None, data=None, seed=0, time_limit=None, memory_limit=None,
-                 classes=True) -> "LaunchRequest":
+                 classes=True, work_limit=None) -> "LaunchRequest":
         """A launch from options where None means "not given" (a launch file or the kernel may fill it in)."""
         from traceconf.launches import read_launch_file
 
@@ -120,7 +121,7 @@ class LaunchRequest:
         return cls(block=block, grid=grid or (1, 1, 1), params=dict(params or {}), dynamic_smem=dynamic_smem or 0,
                    ctas=ctas, max_steps=max_steps, entries=read_launch_file(launches) if launches else (),
                    given=frozenset(given), data=dict(data or {}), seed=seed, time_limit=time_limit,
-                   memory_limit=memory_limit, classes=classes)
+                   memory_limit=memory_limit, classes=classes, work_limit=work_limit)
 
     def for_kernel(self, kernel_row: dict, path: str) -> "LaunchRequest":
         """This launch with the first launch-file entry that selects the kernel filled in."""
@@ -158,11 +159,12 @@ class LaunchRequest:
 
     def emulator_launch(self, kernel_row: dict, path: str, warp_size: int, row_bytes: int = 128):
         from traceconf.emulate import Launch
-        from traceconf.emulate.launch import DEFAULT_TIME_LIMIT
+        from traceconf.emulate.launch import DEFAULT_WORK_LIMIT
         return Launch(block=self.block_for(kernel_row, path), grid=self.grid, params=self.params_for(kernel_row, path),
                       dynamic_smem=self.dynamic_smem, warp_size=warp_size, ctas=self.ctas,
                       max_steps=self.max_steps, data=self.data_for(kernel_row),
-                      time_limit=DEFAULT_TIME_LIMIT if self.time_limit is None else self.time_limit,
+                      time_limit=self.time_limit,
+                      work_limit=DEFAULT_WORK_LIMIT if self.work_limit is None else self.work_limit or None,
                       memory_limit=self.memory_limit, classes=self.classes, row_bytes=row_bytes)
 
     def describe(self, kernel_row: dict, path: str) -> dict:

@@ -9,7 +9,17 @@ together (:mod:`.simt`), tracking where every value came from
 counts scale to the whole launch.
 """
 
-from traceconf.emulate.driver import EmulationResult, emulate
-from traceconf.emulate.launch import Launch
 
 __all__ = ["EmulationResult", "Launch", "emulate"]
+
+
+def __getattr__(name: str):
+    # imported on first use: a command that only reads a launch option (the CLI at start-up) does not pay for
+    # the emulator's modules
+    if name in ("EmulationResult", "emulate"):
+        from traceconf.emulate import driver
+        return getattr(driver, name)
+    if name == "Launch":
+        from traceconf.emulate.launch import Launch
+        return Launch
+    raise AttributeError(f"module 'traceconf.emulate' has no attribute {name!r}")

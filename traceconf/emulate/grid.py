@@ -28,10 +28,12 @@ Batches of CTAs (at most ``CHUNK_THREADS`` threads and ``BATCH_EXECUTIONS``
 logged warp executions) run one at a time; each batch's accesses go to
 ``consume(accesses, weight)`` (``weight``: CTAs each execution stands for) and
 are dropped, so memory does not grow with the grid.  Without ``consume`` the
-accesses are kept in the outcome (tests, small launches).  The time and
-memory limits (:class:`~traceconf.emulate.launch.Limits`) are polled inside
-the machine and between batches; reaching one ends the run cleanly with what
-was counted so far and ``partial`` saying why.
+accesses are kept in the outcome (tests, small launches).  The limits
+(:class:`~traceconf.emulate.launch.Limits`) are checked inside the machine and
+between batches: the work budget (warp steps the machines count; the
+default, so that a result never depends on the machine's load), and the
+memory and opt-in wall-clock limits; reaching one ends the run cleanly with
+what was counted so far and ``partial`` saying why.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ class GridOutcome:
     total_ctas: int
     partial: str | None                  # why the run stopped early (None: it did not)
     steps: int
+    work: int                            # warp steps spent, as the work limit counts them
     unresolved: Counter                  # (instruction, reason) → executions left out, weighted like the counts
 
 
@@ -153,9 +156,10 @@ class _Runner:
             # the CTAs of this batch did not finish: their accesses so far are counted, the CTAs are not
             self.sink.emit(assemble(self.emulator.kernel, [machine], self.emulator.warp_size), 1, 0,
                            unresolved_of(machine))
-            self.steps += machine.steps
             raise
-        self.steps += machine.steps
+        finally:
+            self.steps += machine.steps
+            self.limits.spend(machine.steps, machine.size // self.emulator.warp_size)
         return machine
 
     def report(self, done: int, of: int, note: str | None = None) -> None:
@@ -179,7 +183,7 @@ def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = Non
     grid, warp_size = emulator.grid, emulator.warp_size
     total = grid[0] * grid[1] * grid[2]
     sink = _Sink(consume, emulator.kernel, warp_size)
-    runner = _Runner(emulator, Limits(launch.time_limit, launch.memory_limit), sink, progress)
+    runner = _Runner(emulator, Limits(launch.time_limit, launch.memory_limit, launch.work_limit), sink, progress)
     per_chunk = 1 if emulator.serial else max(1, CHUNK_THREADS // runner.padded)
     scale, sampled, classes, class_count, partial = None, None, [], 0, None
     findings = emulator.findings
@@ -214,7 +218,8 @@ def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = Non
     return GridOutcome(accesses=accesses, weights=weights, scale=scale, sampled=sampled, classes=classes,
                        class_count=class_count, analysed_ctas=sorted(set(runner.listed)),
                        emulated_ctas=runner.emulated, covered_ctas=sink.covered, total_ctas=total,
-                       partial=partial, steps=runner.steps, unresolved=sink.unresolved)
+                       partial=partial, steps=runner.steps, work=runner.limits.work,
+                       unresolved=sink.unresolved)
 
 
 def padded_threads(block, warp_size: int) -> int:

@@ -9,8 +9,15 @@ from dataclasses import dataclass, field
 from traceconf.errors import InputError
 from traceconf.rules import LaunchLimits, RuleSet
 
-#: Default wall-clock budget of one kernel's emulation, seconds (a runaway stops cleanly, partial).
-DEFAULT_TIME_LIMIT = 30.0
+#: Default budget of emulated work per kernel, in warp steps: a step of the emulator (one instruction over every
+#: thread of the batch of CTAs it runs together) costs the batch's warps plus :data:`STEP_OVERHEAD_WARPS`.  A count
+#: of the emulator's own work, so the same launch stops at the same place on an idle and on a loaded machine; a
+#: runaway stops cleanly, partial, after a couple of CPU minutes.  Real launches need far less (cuda-samples
+#: bitonic sort, 1,024 CTAs x 512 threads with --data: about 5e7; scripts/bench_targets.py prints each).
+DEFAULT_WORK_LIMIT = 200_000_000
+#: What a step costs beside its warps, in warps: the fixed cost of dispatching one instruction (about 10 us, as
+#: much as numpy's work on 16 warps), so that the budget stays near CPU time for narrow batches too.
+STEP_OVERHEAD_WARPS = 16
 #: Default share of the machine's physical memory one analysis may hold.
 DEFAULT_MEMORY_SHARE = 0.5
 
@@ -25,8 +32,10 @@ class Launch:
     shared accesses depend on the CTA index to that many CTAs, spread evenly
     over the grid (a stated sample).  ``block`` may be None when the kernel
     declares ``.reqntid``.  ``data`` maps a pointer parameter (name or index)
-    to the :class:`~traceconf.emulate.data.DataBuffer` it points to.  ``time_limit`` (seconds) and ``memory_limit`` (bytes of resident
-    memory of this process) stop the emulation cleanly: what was counted is kept, labelled partial.
+    to the :class:`~traceconf.emulate.data.DataBuffer` it points to.  ``work_limit`` (warp steps, see
+    :data:`DEFAULT_WORK_LIMIT`), ``time_limit`` (wall-clock seconds, off unless given: a result must not depend
+    on the machine's load) and ``memory_limit`` (bytes of resident memory of this process) stop the emulation
+    cleanly: what was counted is kept, labelled partial.
     ``classes`` lets CTA classes stand for the CTAs they provably count like; ``row_bytes`` is the
     bank-row size (the lcm over the rule sets in use) whose multiples may separate two CTAs of a class.
     """
@@ -39,14 +48,15 @@ class Launch:
     ctas: int | None = None
     max_steps: int = 10_000_000
     data: dict = field(default_factory=dict)
-    time_limit: float | None = DEFAULT_TIME_LIMIT
+    time_limit: float | None = None
+    work_limit: int | None = DEFAULT_WORK_LIMIT
     memory_limit: int | None = None          # None: DEFAULT_MEMORY_SHARE of physical memory
     classes: bool = True
     row_bytes: int = 128
 
 
 class LimitReached(Exception):
-    """The emulation ran into its time or memory limit; ``reason`` says which, in words."""
+    """The emulation ran into its work, time or memory limit; ``reason`` says which, in words."""
 
     def __init__(self, reason: str):
         super().__init__(reason)
@@ -71,20 +81,42 @@ def resident_bytes() -> int:
 
 
 class Limits:
-    """The clock and memory budget of one emulation; ``check`` raises :class:`LimitReached`."""
+    """The work, clock and memory budget of one emulation; ``check`` raises :class:`LimitReached`.
 
-    def __init__(self, time_limit: float | None, memory_limit: int | None):
+    Work is counted by the machines (:meth:`steps_left` before a run, :meth:`spend` after it), so where a
+    run stops for work does not depend on the machine's speed or load."""
+
+    def __init__(self, time_limit: float | None, memory_limit: int | None,
+                 work_limit: int | None = DEFAULT_WORK_LIMIT):
         self.started = time.monotonic()
         self.time_limit = time_limit
         self.deadline = None if time_limit is None else self.started + float(time_limit)
         self.memory_limit = int(memory_limit) if memory_limit is not None else \
             int(physical_memory() * DEFAULT_MEMORY_SHARE)
+        self.work_limit = None if work_limit is None else int(work_limit)
+        self.work = 0                   # warp steps spent so far
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
+    def steps_left(self, warps: int) -> int | None:
+        """Steps a machine of ``warps`` warps may still take (None: no work limit)."""
+        if self.work_limit is None:
+            return None
+        return max(0, self.work_limit - self.work) // (warps + STEP_OVERHEAD_WARPS)
+
+    def spend(self, steps: int, warps: int) -> None:
+        self.work += steps * (warps + STEP_OVERHEAD_WARPS)
+
+    def work_reached(self, where: str = "") -> LimitReached:
+        at = f" (at {where})" if where else ""
+        return LimitReached(f"stopped at the work limit of {self.work_limit:,} warp steps{at}; raise it with "
+                            f"--work-limit N")
+
     def check(self, where: str = "") -> None:
         at = f" (at {where})" if where else ""
+        if self.work_limit is not None and self.work >= self.work_limit:
+            raise self.work_reached(where)
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise LimitReached(f"stopped at the time limit of {self.time_limit:g} s{at}; raise it with "
                                f"--time-limit SECONDS")
