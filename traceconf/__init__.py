@@ -4,13 +4,14 @@
 #: start-up).
 __version__ = "0.1.0"
 
-from traceconf.errors import InputError  # noqa: E402
-
 __all__ = ["InputError", "__version__", "analyze_ptx", "analyze_sass", "analyze_trace"]
 
 
 def __getattr__(name: str):
-    # The pandas API (traceconf.api) is imported on first use, so the CLI does not pay for pandas.
+    # Imported on first use: the CLI does not pay for pandas (traceconf.api), and ``--version`` for nothing.
+    if name == "InputError":
+        from traceconf.errors import InputError
+        return InputError
     if name in ("analyze_ptx", "analyze_sass", "analyze_trace"):
         from traceconf import api
         return getattr(api, name)

@@ -105,11 +105,11 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
         return Machine(program, compiled, ctx, ctas, block, grid, launch.warp_size,
                        (layout.static_bytes, layout.dynamic_bytes), launch.max_steps, findings, watch)
 
-    # CTAs that communicate through global memory (counters, spin locks) run one after the other
+    # CTAs that may communicate through global memory (counters, spin locks) run as in launch order
     serial = memory is not None and memory.written
     checks = compile_checks(program, ctx) if launch.classes and not serial else None
-    outcome = run_grid(Emulator(kernel, launch.warp_size, block, grid, machine, findings, checks, serial),
-                       launch, progress, consume)
+    outcome = run_grid(Emulator(kernel, launch.warp_size, block, grid, machine, findings, checks,
+                                memory if serial else None), launch, progress, consume)
     notes = data_notes(memory)
     notes += _extent_note(findings.extent, layout, launch.dynamic_smem)
     notes += findings.stop_notes

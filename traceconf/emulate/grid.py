@@ -17,10 +17,12 @@ number of CTAs are exact (``scale`` = number of CTAs).  Otherwise:
   grid is bisected into boxes whose CTAs provably count alike; one corner of
   each runs and stands for the box.  Boxes the budget could not prove run CTA
   by CTA.
-* else every CTA runs (``scale`` = 1).  CTAs that share written global
-  memory (``--data``, a kernel that stores to it) run one at a time in launch
-  order: one of the hardware's schedules, and a lock one CTA takes is
-  released before the next runs.
+* else every CTA runs (``scale`` = 1).  CTAs that may share written global
+  memory (``--data``, a kernel that stores to it) run as in launch order: one
+  of the hardware's schedules, and a lock one CTA takes is released before
+  the next runs.  They still run in wide batches: a batch whose CTAs touch
+  no global bytes another CTA of it wrote is launch order already; one that
+  does is detected at run time, undone and run in halves (``_Runner.batch``).
 
 Memory and time
 ---------------
@@ -46,6 +48,7 @@ import numpy as np
 
 from traceconf.accesses import WarpAccesses
 from traceconf.emulate.classes import Box, CtaRun, Watch, linear, partition
+from traceconf.emulate.contents import CrossCtaTraffic, GlobalContents
 from traceconf.emulate.launch import Launch, LimitReached, Limits
 
 #: Threads emulated together when several CTAs must run (bounds memory, keeps numpy arrays large).
@@ -79,8 +82,13 @@ class Emulator:
     findings: object                 # simt.Findings shared by every machine of the launch
     #: per slot, what the class watch checks (None: this level or launch cannot prove classes)
     checks: list | None = None
-    #: CTAs communicate through written global memory: one at a time, in launch order, no classes
-    serial: bool = False
+    #: the --data buffers of a kernel that writes global memory: CTAs may communicate through them, so they run
+    #: as in launch order (batches checked at run time, see :meth:`_Runner.batch`) and without classes
+    communicating: GlobalContents | None = None
+
+    @property
+    def serial(self) -> bool:
+        return self.communicating is not None
 
 
 @dataclass
@@ -140,12 +148,15 @@ class _Runner:
         self.steps = 0
         self.padded = padded_threads(emulator.block, emulator.warp_size)
 
-    def run(self, ctas: np.ndarray, watched: bool = False):
-        """One batch, run to its end; a limit reached inside it counts what ran so far and goes on up."""
+    def run(self, ctas: np.ndarray, watched: bool = False, machine=None):
+        """One batch (on ``machine``, built here unless given), run to its end; a limit reached inside it counts
+        what ran so far and goes on up."""
         self.limits.check()
         ctas = np.asarray(ctas, dtype=np.int64)
         checks = self.emulator.checks
-        machine = self.emulator.machine(ctas, Watch(checks, len(ctas), self.padded) if watched and checks else None)
+        if machine is None:
+            machine = self.emulator.machine(ctas, Watch(checks, len(ctas), self.padded) if watched and checks
+                                            else None)
         machine.limits = self.limits
         self.emulated += len(ctas)
         if len(self.listed) < LISTED_CTAS:
@@ -166,13 +177,36 @@ class _Runner:
         if self.progress:
             self.progress(done, of) if note is None else self.progress(done, of, note)
 
+    def batch(self, ctas: np.ndarray) -> list:
+        """The machines that ran ``ctas`` as in launch order.  Where CTAs may communicate through global
+        memory, the batch runs together while none of its CTAs touches global bytes another one wrote
+        (:class:`~traceconf.emulate.contents.GlobalContents` checks every access); at the first that does,
+        memory and findings are put back and the two halves run one after the other, each checked alike."""
+        memory = self.emulator.communicating
+        if memory is None or len(ctas) == 1:
+            return [self.run(ctas)]
+        saved, found = memory.saved(), self.emulator.findings.saved()
+        machine = self.emulator.machine(np.asarray(ctas, dtype=np.int64), None)
+        try:
+            memory.watch(machine.cta_index)
+            try:
+                return [self.run(ctas, machine=machine)]
+            finally:
+                memory.watch(None)
+        except CrossCtaTraffic:
+            memory.restore(saved)
+            self.emulator.findings.restore(found)
+            self.emulated -= len(ctas)
+            half = len(ctas) // 2
+            return self.batch(ctas[:half]) + self.batch(ctas[half:])
+
     def stream(self, chunks: Iterator[np.ndarray], of: int, done: int = 0) -> None:
         """Run ``chunks`` one after the other, each counted and dropped before the next is built."""
         for ctas in chunks:
-            machine = self.run(ctas)
-            self.sink.emit(assemble(self.emulator.kernel, [machine], self.emulator.warp_size), 1, len(ctas),
-                           unresolved_of(machine))
-            del machine
+            machines = self.batch(ctas)
+            self.sink.emit(assemble(self.emulator.kernel, machines, self.emulator.warp_size), 1, len(ctas),
+                           sum((unresolved_of(machine) for machine in machines), Counter()))
+            del machines
             done += len(ctas)
             self.report(done, of)
 
@@ -184,7 +218,7 @@ def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = Non
     total = grid[0] * grid[1] * grid[2]
     sink = _Sink(consume, emulator.kernel, warp_size)
     runner = _Runner(emulator, Limits(launch.time_limit, launch.memory_limit, launch.work_limit), sink, progress)
-    per_chunk = 1 if emulator.serial else max(1, CHUNK_THREADS // runner.padded)
+    per_chunk = max(1, CHUNK_THREADS // runner.padded)
     scale, sampled, classes, class_count, partial = None, None, [], 0, None
     findings = emulator.findings
     try:

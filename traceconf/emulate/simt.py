@@ -36,6 +36,8 @@ an :class:`InputError` naming the parameter.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from traceconf.emulate import taint
@@ -504,6 +506,15 @@ class Findings:
         self._regions: dict[int, object] = {}
         self.without_data: list[str] = []       # pointer parameters global loads read through, with no --data
         self.stop_notes: list[str] = []      # calls not followed: the counts miss what they would have done
+
+    def saved(self) -> tuple:
+        """What a run adds to the findings, copied (a batch run again in parts puts them back first)."""
+        return copy.deepcopy((self.unresolved_rows, self.cta_reasons, self.extent, self.without_data,
+                              self.stop_notes))
+
+    def restore(self, saved: tuple) -> None:
+        (self.unresolved_rows, self.cta_reasons, self.extent, self.without_data,
+         self.stop_notes) = copy.deepcopy(saved)
 
     def loads_through(self, names: list[str]) -> None:
         self.without_data.extend(n for n in names if n not in self.without_data)
