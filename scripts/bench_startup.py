@@ -43,7 +43,8 @@ def median(argv: list[str], env: dict, repeat: int) -> float:
 
 
 def measure(tree: Path, repeat: int, scratch: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(tree)
     cli = [sys.executable, "-m", "traceconf"]
     cpu(cli + TRANSPOSE, env)                    # writes the .pyc files and warms the ptxas cache
     source_only = scratch / "source"

@@ -28,6 +28,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,8 +84,9 @@ def run(args: list[str], tree: Path, counting: bool) -> tuple[float, str, str]:
     env = dict(os.environ, PYTHONPATH=str(tree))
     command = [sys.executable, "-c", COUNTING] if counting else [sys.executable, "-m", "traceconf"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # outside the repository: ``python -m`` puts the working folder first on sys.path
     done = subprocess.run(command + ["analyze", *args, "--format", "json"], capture_output=True, text=True,
-                          env=env, cwd=REPO)
+                          env=env, cwd=tempfile.gettempdir())
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     seconds = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     if done.returncode:

@@ -183,16 +183,19 @@ class GlobalContents:
         self._lane_cta: np.ndarray | None = None         # per lane of the running batch: its CTA's index in it
         self._writer: list[np.ndarray] = []               # per buffer and byte: the CTA that wrote it, or -1
         self._reader: list[np.ndarray] = []               # ... the CTA that read it, -1 none, -2 several
+        self._touched: list[tuple[int, np.ndarray]] = []  # (buffer, byte indices) marked in this batch
 
     def watch(self, lane_cta: np.ndarray | None) -> None:
         """Check the accesses of a batch whose lanes belong to CTAs ``lane_cta`` (None: one CTA, nothing to
         check)."""
         self._lane_cta = lane_cta
-        if lane_cta is None:
-            self._writer, self._reader = [], []
-            return
-        self._writer = [np.full(len(b.data), -1, dtype=np.int32) for b in self.buffers]
-        self._reader = [np.full(len(b.data), -1, dtype=np.int32) for b in self.buffers]
+        if not self._writer:
+            self._writer = [np.full(len(b.data), -1, dtype=np.int32) for b in self.buffers]
+            self._reader = [np.full(len(b.data), -1, dtype=np.int32) for b in self.buffers]
+        for index, at in self._touched:          # the last batch's marks (cheaper than clearing every byte)
+            self._writer[index][at] = -1
+            self._reader[index][at] = -1
+        self._touched = []
 
     def saved(self) -> tuple:
         return [(b.data.copy(), b.taint.copy()) for b in self.buffers], dict(self.unserved)
@@ -211,6 +214,7 @@ class GlobalContents:
         if self._lane_cta is None or not len(chosen):
             return
         at = (offset[:, None] + np.arange(size)).reshape(-1)
+        self._touched.append((index, at))
         who = np.repeat(self._lane_cta[chosen].astype(np.int32), size)
         writer, reader = self._writer[index], self._reader[index]
         earlier = writer[at]
