@@ -28,6 +28,8 @@ RUNAWAY = """
 
 def test_the_default_limit_is_work_not_the_clock():
     assert Launch().time_limit is None and Launch().work_limit == DEFAULT_WORK_LIMIT
+    # even a one-warp runaway stops, partial, at the work limit before --max-steps makes it an error
+    assert DEFAULT_WORK_LIMIT // (1 + STEP_OVERHEAD_WARPS) < Launch().max_steps
 
 
 def test_a_runaway_loop_stops_at_the_work_limit_after_exactly_that_much_work():

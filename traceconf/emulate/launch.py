@@ -12,9 +12,10 @@ from traceconf.rules import LaunchLimits, RuleSet
 #: Default budget of emulated work per kernel, in warp steps: a step of the emulator (one instruction over every
 #: thread of the batch of CTAs it runs together) costs the batch's warps plus :data:`STEP_OVERHEAD_WARPS`.  A count
 #: of the emulator's own work, so the same launch stops at the same place on an idle and on a loaded machine; a
-#: runaway stops cleanly, partial, after a couple of CPU minutes.  Real launches need far less (cuda-samples
-#: bitonic sort, 1,024 CTAs x 512 threads with --data: about 5e7; scripts/bench_targets.py prints each).
-DEFAULT_WORK_LIMIT = 200_000_000
+#: runaway stops cleanly, partial, after a couple of CPU minutes, before ``Launch.max_steps`` (a step costs at least
+#: 17).  Real launches need far less (a cuda-samples-shaped bitonic sort, 1,024 CTAs x 512 threads with --data:
+#: 2.4e7 at the SASS level; scripts/bench_targets.py prints each).
+DEFAULT_WORK_LIMIT = 150_000_000
 #: What a step costs beside its warps, in warps: the fixed cost of dispatching one instruction (about 10 us, as
 #: much as numpy's work on 16 warps), so that the budget stays near CPU time for narrow batches too.
 STEP_OVERHEAD_WARPS = 16
