@@ -148,15 +148,12 @@ class _Runner:
         self.steps = 0
         self.padded = padded_threads(emulator.block, emulator.warp_size)
 
-    def run(self, ctas: np.ndarray, watched: bool = False, machine=None):
-        """One batch (on ``machine``, built here unless given), run to its end; a limit reached inside it counts
-        what ran so far and goes on up."""
+    def run(self, ctas: np.ndarray, watched: bool = False):
+        """One batch, run to its end; a limit reached inside it counts what ran so far and goes on up."""
         self.limits.check()
         ctas = np.asarray(ctas, dtype=np.int64)
         checks = self.emulator.checks
-        if machine is None:
-            machine = self.emulator.machine(ctas, Watch(checks, len(ctas), self.padded) if watched and checks
-                                            else None)
+        machine = self.emulator.machine(ctas, Watch(checks, len(ctas), self.padded) if watched and checks else None)
         machine.limits = self.limits
         self.emulated += len(ctas)
         if len(self.listed) < LISTED_CTAS:
@@ -186,11 +183,10 @@ class _Runner:
         if memory is None or len(ctas) == 1:
             return [self.run(ctas)]
         saved, found = memory.saved(), self.emulator.findings.saved()
-        machine = self.emulator.machine(np.asarray(ctas, dtype=np.int64), None)
         try:
-            memory.watch(machine.cta_index)
+            memory.watch(np.repeat(np.arange(len(ctas)), self.padded))    # each lane's CTA, as machines lay it out
             try:
-                return [self.run(ctas, machine=machine)]
+                return [self.run(ctas)]
             finally:
                 memory.watch(None)
         except CrossCtaTraffic:
