@@ -89,7 +89,7 @@ def main() -> None:
     from traceconf.errors import EXIT_INPUT, InputError
 
     try:
-        build_app()()
+        sys.modules[__name__].app()        # the module's app (built on first use; a test may put another there)
     except InputError as error:
         report_input_error(error)
         sys.exit(EXIT_INPUT)
