@@ -86,3 +86,13 @@ def test_the_same_launch_gives_the_same_partial_output_beside_a_busy_process():
     launch = json.loads(quiet.stdout)["results"][0]["launch"]
     assert launch["partial"].startswith("stopped at the work limit of 200,000 warp steps")
     assert 0 < launch["covered_ctas"] < launch["total_ctas"] and "raise it with --work-limit N" in quiet.stderr
+
+
+def test_the_python_api_takes_the_work_limit():
+    import traceconf
+    frame = traceconf.analyze_ptx(FIXTURES / "emulate" / "transpose.ptx", kernel="transpose_padded", block=(32, 8),
+                                  grid=(4, 4), work_limit=50)
+    assert frame.attrs["partial"] == ["transpose_padded: stopped at the work limit of 50 warp steps (at PTX line "
+                                      "118); raise it with --work-limit N"]
+    assert traceconf.analyze_ptx(FIXTURES / "emulate" / "transpose.ptx", kernel="transpose_padded", block=(32, 8),
+                                 grid=(4, 4)).attrs["partial"] == []

@@ -68,7 +68,8 @@ def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, blo
                 dynamic_smem: int | None = None, devices: Sequence[str] | str = ("sm_90",), ctas: int | None = None,
                 max_steps: int = 10_000_000, launches: str | Path | None = None, level: str = "ptx",
                 ptxas_options: Sequence[str] = (), time_limit: float | None = None,
-                memory_limit: int | None = None, exhaustive: bool = False) -> pd.DataFrame:
+                memory_limit: int | None = None, exhaustive: bool = False,
+                work_limit: int | None = None) -> pd.DataFrame:
     """Emulate the PTX kernels (``kernel`` selects as ``--kernel`` does; all by default) and count wavefronts
     per device.
 
@@ -76,7 +77,8 @@ def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, blo
     index to its value; ``launches`` is a launch file (docs/launches.md) whose entries fill in what the
     arguments leave out.  ``level="sass"`` (or ``"auto"``, as the CLI's default) assembles the PTX with
     ptxas and counts what the GPU runs (``docs/sass.md``); ``"ptx"`` counts the PTX as written.
-    ``time_limit`` (seconds, default 30) and ``memory_limit`` (bytes, default half the machine) stop an
+    ``work_limit`` (warp steps of emulated work, default ``launch.DEFAULT_WORK_LIMIT``, 0: none), ``memory_limit``
+    (bytes, default half the machine) and ``time_limit`` (wall-clock seconds, off unless given) stop an
     emulation cleanly; the frame's ``attrs["partial"]`` then lists ``kernel: why`` for each stopped kernel.
     ``exhaustive`` emulates every CTA where CTA classes would stand for them (to check the classes).
     """
@@ -85,7 +87,7 @@ def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, blo
                                     params={str(k): int(v) for k, v in (params or {}).items()},
                                     dynamic_smem=None if dynamic_smem is None else int(dynamic_smem), ctas=ctas,
                                     max_steps=max_steps, launches=launches, time_limit=time_limit,
-                                    memory_limit=memory_limit, classes=not exhaustive)
+                                    memory_limit=memory_limit, classes=not exhaustive, work_limit=work_limit)
     launch.retain = 0                  # a frame of counts: no report looks at single executions
     rule_sets = _rules(devices)
     if level != "ptx":
@@ -99,14 +101,15 @@ def analyze_sass(path: str | Path, kernel: str | Iterable[str] | None = None, bl
                  grid: Dims = (1, 1, 1), params: Mapping[str | int, int] | None = None, dynamic_smem: int = 0,
                  devices: Sequence[str] | str = ("sm_90",), ctas: int | None = None,
                  max_steps: int = 10_000_000, time_limit: float | None = None, memory_limit: int | None = None,
-                 exhaustive: bool = False) -> pd.DataFrame:
+                 exhaustive: bool = False, work_limit: int | None = None) -> pd.DataFrame:
     """Emulate a SASS listing (cuobjdump -sass, nvdisasm) or CUDA binary (cubin, fatbin, executable, .so);
     the arguments are :func:`analyze_ptx`'s."""
     from traceconf.sass.analyze import run_sass_file
     launch = LaunchRequest(block=_dims(block, "block"), grid=_dims(grid, "grid"),
                            params={str(k): int(v) for k, v in (params or {}).items()},
                            dynamic_smem=int(dynamic_smem), ctas=ctas, max_steps=max_steps,
-                           time_limit=time_limit, memory_limit=memory_limit, classes=not exhaustive, retain=0)
+                           time_limit=time_limit, memory_limit=memory_limit, classes=not exhaustive, retain=0,
+                           work_limit=work_limit)
     rule_sets = _rules(devices)
     return _frame(*run_sass_file(path, _kernels(kernel), launch, rule_sets), rule_sets)
 
