@@ -22,3 +22,14 @@ def test_version_help_and_devices_load_nothing_heavy():
 
 def test_the_check_sees_a_heavy_import():
     assert "pyarrow" in loaded_after("schema", "accesses")
+
+
+def test_version_alone_needs_no_cli_framework_and_says_what_the_app_says():
+    code = ("import sys\nsys.argv = ['traceconf', '--version']\nfrom traceconf.cli import main\nmain()\n"
+            "print([m for m in ('typer', 'rich', 'numpy', 'traceconf.errors') if m in sys.modules])")
+    fast = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    version, loaded = fast.strip().splitlines()
+    assert eval(loaded) == []
+    through_app = subprocess.run([sys.executable, "-c", "from traceconf.cli import app\ntry:\n    app(['--version'])\n"
+                                  "except SystemExit:\n    pass"], capture_output=True, text=True, check=True).stdout
+    assert version == through_app.strip() and version.startswith("traceconf ")

@@ -15,14 +15,15 @@ results.parquet`` writes):
 #: start-up).
 __version__ = "0.1.0"
 
-from traceconf.errors import InputError  # noqa: E402
-
 _API = ("analyze_ptx", "analyze_sass", "analyze_trace")
 __all__ = ["InputError", "__version__", *_API]
 
 
 def __getattr__(name: str):
-    # The pandas API (traceconf.api) is imported on first use, so the CLI does not pay for pandas.
+    # Imported on first use: the CLI does not pay for pandas (traceconf.api), and ``--version`` for nothing.
+    if name == "InputError":
+        from traceconf.errors import InputError
+        return InputError
     if name in _API:
         from traceconf import api
         return getattr(api, name)

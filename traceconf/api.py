@@ -71,7 +71,8 @@ def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, blo
                 ctas: int | None = None, max_steps: int = 10_000_000, launches: str | Path | None = None,
                 level: str = DEFAULT_LEVEL, ptxas_options: Sequence[str] = (), time_limit: float | None = None,
                 memory_limit: int | None = None, exhaustive: bool = False,
-                data: Mapping[str | int, str] | None = None, seed: int = 0) -> pd.DataFrame:
+                data: Mapping[str | int, str] | None = None, seed: int = 0,
+                work_limit: int | None = None) -> pd.DataFrame:
     """Emulate the PTX kernels (``kernel`` selects as ``--kernel`` does; all by default) and count wavefronts
     per device: the table ``traceconf analyze FILE -o results.parquet`` writes for the same options.
 
@@ -81,9 +82,10 @@ def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, blo
     ``seed``); ``launches`` is a launch file (docs/launches.md) whose entries fill in what the arguments
     leave out.  ``level="auto"`` (the default, as the CLI's) assembles the PTX with ptxas and counts what the
     GPU runs when a ptxas targets the device, ``"sass"`` insists on that (``docs/sass.md``), ``"ptx"``
-    counts the PTX as written.  ``time_limit`` (seconds, default 30) and ``memory_limit`` (bytes, default
-    half the machine) stop an emulation cleanly; the frame's ``attrs["partial"]`` then lists ``kernel: why``
-    for each stopped kernel.  ``exhaustive`` emulates every CTA where CTA classes would stand for them (to
+    counts the PTX as written.  ``work_limit`` (warp steps of emulated work, default
+    ``launch.DEFAULT_WORK_LIMIT``, 0: none), ``memory_limit`` (bytes, default half the machine) and
+    ``time_limit`` (wall-clock seconds, off unless given) stop an emulation cleanly; the frame's
+    ``attrs["partial"]`` then lists ``kernel: why`` for each stopped kernel.  ``exhaustive`` emulates every CTA where CTA classes would stand for them (to
     check the classes).  A SASS listing or CUDA binary is analysed as :func:`analyze_sass` does.
     """
     launch = LaunchRequest.given_as(block=_dims(block, "block") if block is not None else None,
@@ -91,7 +93,7 @@ def analyze_ptx(path: str | Path, kernel: str | Iterable[str] | None = None, blo
                                     params={str(k): int(v) for k, v in (params or {}).items()},
                                     dynamic_smem=None if dynamic_smem is None else int(dynamic_smem), ctas=ctas,
                                     max_steps=max_steps, launches=launches, time_limit=time_limit,
-                                    memory_limit=memory_limit, classes=not exhaustive,
+                                    memory_limit=memory_limit, classes=not exhaustive, work_limit=work_limit,
                                     data={str(k): str(v) for k, v in (data or {}).items()}, seed=seed)
     launch.retain = 0                  # a frame of counts: no report looks at single executions
     rule_sets = _rules(devices)
@@ -104,11 +106,12 @@ def analyze_sass(path: str | Path, kernel: str | Iterable[str] | None = None, bl
                  devices: Sequence[str] | str = (DEFAULT_DEVICE,), ctas: int | None = None,
                  max_steps: int = 10_000_000, time_limit: float | None = None, memory_limit: int | None = None,
                  exhaustive: bool = False, data: Mapping[str | int, str] | None = None,
-                 seed: int = 0) -> pd.DataFrame:
+                 seed: int = 0, work_limit: int | None = None) -> pd.DataFrame:
     """Emulate a SASS listing (cuobjdump -sass, nvdisasm) or CUDA binary (cubin, fatbin, executable, .so);
     the arguments are :func:`analyze_ptx`'s."""
     return analyze_ptx(path, kernel, block, grid, params, dynamic_smem, devices, ctas, max_steps,
-                       time_limit=time_limit, memory_limit=memory_limit, exhaustive=exhaustive, data=data, seed=seed)
+                       time_limit=time_limit, memory_limit=memory_limit, exhaustive=exhaustive, data=data, seed=seed,
+                       work_limit=work_limit)
 
 
 def analyze_trace(path: str | Path, devices: Sequence[str] | str = (DEFAULT_DEVICE,),

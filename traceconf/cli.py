@@ -10,16 +10,11 @@ error ... please report" with exit status 70 (the traceback only under
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
-import traceback
-
-import typer
+from functools import lru_cache
 
 from traceconf import __version__
-from traceconf.commands.analyze import report_input_error
-from traceconf.errors import EXIT_INPUT, EXIT_INTERNAL, InputError, internal_message
 
 #: Sub-command modules, each exposing ``register(app)``.
 COMMAND_MODULES = (
@@ -35,46 +30,68 @@ COMMAND_MODULES = (
     "triton",
 )
 
-app = typer.Typer(
-    name="traceconf",
-    help="Find where GPU kernels lose time to shared-memory bank conflicts — from PTX or traces, no GPU needed.",
-    epilog="Exit status: 0 ok, 1 --fail-on-excess exceeded, 2 bad input, 3 --fail-on-excess unverifiable "
-           "(unresolved accesses), 70 internal error (please report).",
-    no_args_is_help=True,
-    add_completion=True,           # --install-completion / --show-completion for bash, zsh, fish, PowerShell
-    pretty_exceptions_enable=False,
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"traceconf {__version__}")
-        raise typer.Exit()
+EPILOG = ("Exit status: 0 ok, 1 --fail-on-excess exceeded, 2 bad input, 3 --fail-on-excess unverifiable "
+          "(unresolved accesses), 70 internal error (please report).")
 
 
 def debugging() -> bool:
     return os.environ.get("TRACECONF_DEBUG", "") not in ("", "0")
 
 
-@app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit."),
-          debug: bool = typer.Option(False, "--debug", help="Show the traceback of an internal error.")) -> None:
-    """traceconf: shared-memory bank-conflict analysis.
+@lru_cache(maxsize=None)
+def build_app():
+    """The Typer app with every sub-command registered (built on first use: ``--version`` needs none of it)."""
+    import importlib
 
-    Exit status: see the app's epilog (docs/reports.md, "Exit status and errors").
-    """
-    if debug:
-        os.environ["TRACECONF_DEBUG"] = "1"
+    import typer
+
+    app = typer.Typer(
+        name="traceconf",
+        help="Find where GPU kernels lose time to shared-memory bank conflicts — from PTX or traces, no GPU "
+             "needed.",
+        epilog=EPILOG,
+        no_args_is_help=True,
+        add_completion=True,           # --install-completion / --show-completion for bash, zsh, fish, PowerShell
+        pretty_exceptions_enable=False,
+    )
+
+    def version(value: bool) -> None:
+        if value:
+            typer.echo(f"traceconf {__version__}")
+            raise typer.Exit()
+
+    @app.callback()
+    def _root(show_version: bool = typer.Option(False, "--version", callback=version, is_eager=True,
+                                                help="Print the version and exit."),
+              debug: bool = typer.Option(False, "--debug", help="Show the traceback of an internal error.")) -> None:
+        """traceconf: shared-memory bank-conflict analysis.
+
+        Exit status: see the app's epilog (docs/reports.md, "Exit status and errors").
+        """
+        if debug:
+            os.environ["TRACECONF_DEBUG"] = "1"
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"traceconf.commands.{name}").register(app)
+    return app
 
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(f"traceconf.commands.{_name}").register(app)
+def __getattr__(name: str):
+    if name == "app":
+        return build_app()
+    raise AttributeError(f"module 'traceconf.cli' has no attribute {name!r}")
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--version"]:
+        # the whole answer is the version: no CLI framework to load (start-up is what a version check waits for)
+        sys.stdout.write(f"traceconf {__version__}\n")
+        return
+    from traceconf.commands.analyze import report_input_error
+    from traceconf.errors import EXIT_INPUT, InputError
+
     try:
-        app()
+        sys.modules[__name__].app()        # the module's app (built on first use; a test may put another there)
     except InputError as error:
         report_input_error(error)
         sys.exit(EXIT_INPUT)
@@ -86,6 +103,10 @@ def main() -> None:
 
 
 def _internal(error: BaseException) -> None:
+    import traceback
+
+    from traceconf.errors import EXIT_INTERNAL, internal_message
+
     if debugging():
         traceback.print_exception(error)
     sys.stderr.write(f"traceconf: {internal_message(error)}\n")

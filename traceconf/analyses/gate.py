@@ -38,7 +38,7 @@ def gate(analyses: list[KernelAnalysis], table: pa.Table, limit: int, allow_unre
     if stopped:
         return GateVerdict("cannot_vouch", [
             f"--fail-on-excess cannot vouch for {', '.join(stopped)}: the emulation stopped at a limit before it "
-            "covered every CTA (raise --time-limit / --memory-limit)"])
+            "covered every CTA (raise --work-limit / --memory-limit)"])
     summaries = [s for s in (unresolved_summary(analysis) for analysis in analyses) if any(s)]
     if summaries and not allow_unresolved:
         counted, uncounted = sum(s[0] for s in summaries), sum(s[1] for s in summaries)

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
     TimeRemainingColumn
 
+from traceconf.emulate.launch import DEFAULT_WORK_LIMIT
 from traceconf.errors import DATA_ERRORS, EXIT_INPUT, EXIT_INTERNAL, InputError, as_input_error
 from traceconf.programs import DEFAULT_LEVEL
 from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
@@ -57,8 +58,13 @@ Ctas = Annotated[Optional[int], typer.Option(
     "--ctas", min=1, help="Emulate at most N CTAs (counts then cover the sampled CTAs).", rich_help_panel=LAUNCH)]
 MaxSteps = Annotated[int, typer.Option(
     "--max-steps", min=1, help="Stop a runaway emulation after N warp steps.", rich_help_panel=LAUNCH)]
-TimeLimit = Annotated[float, typer.Option(
-    "--time-limit", min=0.1, help="Stop a kernel's emulation after SECONDS; what was counted is kept, labelled "
+TimeLimit = Annotated[Optional[float], typer.Option(
+    "--time-limit", min=0.1, help="Also stop a kernel's emulation after SECONDS of wall-clock time (off by "
+    "default: the answer would then depend on the machine's load); what was counted is kept, labelled partial.",
+    rich_help_panel=LAUNCH)]
+WorkLimit = Annotated[Optional[int], typer.Option(
+    "--work-limit", min=0, help="Stop a kernel's emulation after N warp steps of emulated work (default "
+    f"{DEFAULT_WORK_LIMIT:,}; 0: no limit); the same on any machine, at any load. What was counted is kept, labelled "
     "partial.", rich_help_panel=LAUNCH)]
 MemoryLimit = Annotated[Optional[str], typer.Option(
     "--memory-limit", help="Stop cleanly before the process holds more than this much memory, e.g. 4G or 512M "
@@ -140,7 +146,7 @@ def parse_bytes(text: str, option: str) -> int:
 def launch_request(block: str | None, grid: str | None, params: list[str] | None, dynamic_smem: str | None,
                    ctas: int | None, max_steps: int, launches: Path | None = None, data: list[str] | None = None,
                    seed: int = 0, time_limit: float | None = None, memory_limit: str | None = None,
-                   exhaustive: bool = False) -> LaunchRequest:
+                   exhaustive: bool = False, work_limit: int | None = None) -> LaunchRequest:
     from traceconf.emulate.launch import LaunchRequest
 
     smem = parse_int(dynamic_smem, "--dynamic-smem") if dynamic_smem is not None else None
@@ -151,7 +157,7 @@ def launch_request(block: str | None, grid: str | None, params: list[str] | None
                                   dynamic_smem=smem, ctas=ctas, max_steps=max_steps, launches=launches,
                                   data=parse_data(data), seed=seed, time_limit=time_limit,
                                   memory_limit=parse_bytes(memory_limit, "--memory-limit") if memory_limit else None,
-                                  classes=not exhaustive)
+                                  classes=not exhaustive, work_limit=work_limit)
 
 
 def check_input(path: Path, folder: bool = False) -> None:
@@ -250,7 +256,8 @@ def analyze(
         "name without extension) gets a partitioned dataset, one Parquet file per input and kernel.")] = None,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
-    time_limit: TimeLimit = 30.0,
+    time_limit: TimeLimit = None,
+    work_limit: WorkLimit = None,
     memory_limit: MemoryLimit = None,
     exhaustive: Exhaustive = False,
     top: Annotated[int, typer.Option("--top", "-n", min=1, help="Hotspot rows per kernel.")] = 20,
@@ -289,7 +296,7 @@ def analyze(
         if output is not None and not dataset:
             check_output(output, inputs=files)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed, time_limit,
-                                memory_limit, exhaustive)
+                                memory_limit, exhaustive, work_limit=work_limit)
         launch.retain = None if suggest else 0      # only --suggest looks at single executions
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
         if many:

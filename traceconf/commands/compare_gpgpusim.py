@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from traceconf.commands.analyze import (Block, Ctas, Data, Devices, DynamicSmem, Exhaustive, Format, Grid,
-                                        Kernels, Launches, MaxSteps, MemoryLimit, Params, Seed, TimeLimit,
+                                        Kernels, Launches, MaxSteps, MemoryLimit, Params, Seed, TimeLimit, WorkLimit,
                                         check_input, exit_for_failures, fail, launch_request, report_failures,
                                         stdout_console)
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error
@@ -46,7 +46,8 @@ def compare_gpgpusim(
         rich_help_panel=GPGPUSIM)] = False,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
-    time_limit: TimeLimit = 30.0,
+    time_limit: TimeLimit = None,
+    work_limit: WorkLimit = None,
     memory_limit: MemoryLimit = None,
     exhaustive: Exhaustive = False,
 ) -> None:
@@ -68,7 +69,7 @@ def compare_gpgpusim(
         name = ptx_name or file.name
         rows = rows_for_ptx(read_gpgpusim_stats(stats), name, str(stats))
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed,
-                                time_limit, memory_limit, exhaustive)
+                                time_limit, memory_limit, exhaustive, work_limit=work_limit)
         launch.retain = -1        # GPGPU-Sim's bank model is replayed on every warp execution
         rule_sets = load_rule_sets(device)
         # GPGPU-Sim runs the PTX as written and counts per PTX line: always the PTX level

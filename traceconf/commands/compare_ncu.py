@@ -10,6 +10,7 @@ import typer
 
 from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhaustive, Format, Grid, Kernels,
                                         Launches, Level, MaxSteps, MemoryLimit, Params, PtxasOptions, Seed, TimeLimit,
+                                        WorkLimit,
                                         check_input, exit_for_failures, fail, launch_request, report_failures,
                                         run_file, stdout_console)
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error
@@ -30,7 +31,8 @@ def compare_ncu(
     device: Annotated[str, typer.Option("--device", "-d", help="Rule set of the profiled GPU.")] = DEFAULT_DEVICE,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
-    time_limit: TimeLimit = 30.0,
+    time_limit: TimeLimit = None,
+    work_limit: WorkLimit = None,
     memory_limit: MemoryLimit = None,
     exhaustive: Exhaustive = False,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout (table, json or csv).")] = Format.table,
@@ -54,7 +56,7 @@ def compare_ncu(
             check_input(raw)
             counters = read_counters_csv(raw)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed,
-                                time_limit, memory_limit, exhaustive)
+                                time_limit, memory_limit, exhaustive, work_limit=work_limit)
         (rules,) = load_rule_sets([device])
         analyses, failures = run_file(file, kernel, launch, [rules], level=level, ptxas_options=ptxas_option)
         by_name = {a.kernel: a for a in analyses}

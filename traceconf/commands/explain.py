@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhaustive, Grid, Launches, Level,
-                                        MaxSteps, MemoryLimit, Params, PtxasOptions, Seed, TimeLimit, check_input,
+                                        MaxSteps, MemoryLimit, Params, PtxasOptions, Seed, TimeLimit, WorkLimit,
+                                        check_input,
                                         fail, launch_request, report_failures, run_file, stdout_console)
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error
 from traceconf.programs import DEFAULT_LEVEL, PROGRAM_FORMATS
@@ -61,7 +62,8 @@ def explain(
     seed: Seed = 0,
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
-    time_limit: TimeLimit = 30.0,
+    time_limit: TimeLimit = None,
+    work_limit: WorkLimit = None,
     memory_limit: MemoryLimit = None,
     exhaustive: Exhaustive = False,
     level: Level = DEFAULT_LEVEL,
@@ -81,7 +83,7 @@ def explain(
         (rules,) = load_rule_sets([device])
         if input_format(file) in PROGRAM_FORMATS:
             launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed,
-                                    time_limit, memory_limit, exhaustive)
+                                    time_limit, memory_limit, exhaustive, work_limit=work_limit)
             info, accesses, unresolved = _program_executions(file, kernel, launch, rules, level, ptxas_option)
             ident, others = resolve_instruction(info, instruction, str(file))
             reason = {int(u["instruction"]): u.get("reason") for u in unresolved}.get(ident)

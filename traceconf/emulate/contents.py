@@ -161,8 +161,18 @@ BUFFER_SPACING = 1 << 36
 GLOBAL_BASE = 1 << 48
 
 
+class CrossCtaTraffic(Exception):
+    """Two CTAs of one batch touched the same global bytes, one of them writing: launch order matters."""
+
+
 class GlobalContents:
-    """The global buffers of one launch, shared by every chunk (CTAs run in launch order)."""
+    """The global buffers of one launch, shared by every chunk (CTAs run in launch order).
+
+    A batch of several CTAs runs as if in launch order while no CTA of it reads, updates or writes bytes
+    another CTA of the batch wrote (or reads them before the other writes them): :meth:`watch` tracks, per
+    byte, the one CTA of the batch that wrote it and the one that read it (or several), and raises
+    :class:`CrossCtaTraffic` at the first access that breaks this; the scheduler then puts the memory back
+    (:meth:`saved`, :meth:`restore`) and runs the CTAs in smaller batches."""
 
     def __init__(self, buffers: list[Buffer], written: bool = True):
         self.buffers = buffers
@@ -170,6 +180,56 @@ class GlobalContents:
         # a kernel that writes global memory lets one CTA see what an earlier one stored: what it
         # loads may then differ between CTAs even at the same address (one CTA cannot stand for all)
         self.written = written
+        self._lane_cta: np.ndarray | None = None         # per lane of the running batch: its CTA's index in it
+        self._writer: list[np.ndarray] = []               # per buffer and byte: the CTA that wrote it, or -1
+        self._reader: list[np.ndarray] = []               # ... the CTA that read it, -1 none, -2 several
+        self._touched: list[tuple[int, np.ndarray]] = []  # (buffer, byte indices) marked in this batch
+
+    def watch(self, lane_cta: np.ndarray | None) -> None:
+        """Check the accesses of a batch whose lanes belong to CTAs ``lane_cta`` (None: one CTA, nothing to
+        check)."""
+        self._lane_cta = lane_cta
+        if not self._writer:
+            self._writer = [np.full(len(b.data), -1, dtype=np.int32) for b in self.buffers]
+            self._reader = [np.full(len(b.data), -1, dtype=np.int32) for b in self.buffers]
+        for index, at in self._touched:          # the last batch's marks (cheaper than clearing every byte)
+            self._writer[index][at] = -1
+            self._reader[index][at] = -1
+        self._touched = []
+
+    def saved(self) -> tuple:
+        return [(b.data.copy(), b.taint.copy()) for b in self.buffers], dict(self.unserved)
+
+    def restore(self, saved: tuple) -> None:
+        contents, unserved = saved
+        for buffer, (data, byte_taint) in zip(self.buffers, contents):
+            buffer.data[:] = data
+            buffer.taint[:] = byte_taint
+        self.unserved = dict(unserved)
+
+    def note(self, index: int, offset: np.ndarray, size: int, chosen: np.ndarray, writes: bool) -> None:
+        """Lanes ``chosen`` access ``size`` bytes at ``offset`` of buffer ``index`` (an atomic ``writes`` too):
+        raise :class:`CrossCtaTraffic` if another CTA of the watched batch wrote them, or, for a write, read
+        them."""
+        if self._lane_cta is None or not len(chosen):
+            return
+        at = (offset[:, None] + np.arange(size)).reshape(-1)
+        self._touched.append((index, at))
+        who = np.repeat(self._lane_cta[chosen].astype(np.int32), size)
+        writer, reader = self._writer[index], self._reader[index]
+        earlier = writer[at]
+        if ((earlier >= 0) & (earlier != who)).any():
+            raise CrossCtaTraffic
+        if writes:
+            seen = reader[at]
+            writer[at] = who
+            if (seen == -2).any() or ((seen >= 0) & (seen != who)).any() or (writer[at] != who).any():
+                raise CrossCtaTraffic
+            return
+        seen = reader[at]
+        reader[at] = np.where(seen == -1, who, seen)
+        mixed = reader[at] != who
+        reader[at[mixed]] = -2
 
     def owner(self, address: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(buffer index or -1, offset in it) per address; a buffer owns BUFFER_SPACING bytes from its base."""
@@ -219,6 +279,7 @@ class GlobalContents:
                 lane = int(np.flatnonzero(mine & ~fits)[0])
                 past = (buffer, int(offset[lane]))
             chosen = np.flatnonzero(fits)
+            self.note(index, offset[chosen], size, chosen, writes=False)
             values[chosen], bits[chosen] = gather(buffer.data, buffer.taint, offset[chosen], size)
             served |= fits
         return values, bits, served, past
@@ -229,9 +290,12 @@ class GlobalContents:
         bits = np.broadcast_to(bits, (len(address),))
         for index, buffer in enumerate(self.buffers):
             chosen = np.flatnonzero(lanes & (which == index) & (offset >= 0) & (offset + size <= len(buffer.data)))
+            self.note(index, offset[chosen], size, chosen, writes=True)
             scatter(buffer.data, buffer.taint, offset[chosen], size, values[chosen], bits[chosen])
 
     def forget(self) -> None:
+        if self._lane_cta is not None:       # a store anywhere: the other CTAs of the batch may read it
+            raise CrossCtaTraffic
         for buffer in self.buffers:
             buffer.taint |= np.uint8(int(taint.BRANCH))
 

@@ -38,6 +38,7 @@ class EmulationResult:
     notes: list[str] = field(default_factory=list)
     cta_dependence: list[str] = field(default_factory=list)
     steps: int = 0
+    work: int = 0                     # warp steps spent, as the work limit counts them (launch.Limits)
     weights: np.ndarray | None = None   # per execution of ``accesses``: the CTAs it stands for
     classes: list[dict] = field(default_factory=list)  # {"ctas", "count", "emulated"} per proved class
     class_count: int = 0
@@ -56,7 +57,8 @@ class EmulationResult:
         return cls(accesses=outcome.accesses, scale=outcome.scale, analysed_ctas=outcome.analysed_ctas,
                    unresolved=unresolved, shared_layout=shared_layout, sampled=outcome.sampled,
                    notes=outcome_notes(outcome, findings.cta_reasons) + notes,
-                   cta_dependence=list(findings.cta_reasons), steps=outcome.steps, weights=outcome.weights,
+                   cta_dependence=list(findings.cta_reasons), steps=outcome.steps, work=outcome.work,
+                   weights=outcome.weights,
                    classes=outcome.classes, class_count=outcome.class_count, emulated_ctas=outcome.emulated_ctas,
                    covered_ctas=outcome.covered_ctas, total_ctas=outcome.total_ctas, partial=outcome.partial)
 
@@ -103,11 +105,11 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
         return Machine(program, compiled, ctx, ctas, block, grid, launch.warp_size,
                        (layout.static_bytes, layout.dynamic_bytes), launch.max_steps, findings, watch)
 
-    # CTAs that communicate through global memory (counters, spin locks) run one after the other
+    # CTAs that may communicate through global memory (counters, spin locks) run as in launch order
     serial = memory is not None and memory.written
     checks = compile_checks(program, ctx) if launch.classes and not serial else None
-    outcome = run_grid(Emulator(kernel, launch.warp_size, block, grid, machine, findings, checks, serial),
-                       launch, progress, consume)
+    outcome = run_grid(Emulator(kernel, launch.warp_size, block, grid, machine, findings, checks,
+                                memory if serial else None), launch, progress, consume)
     notes = data_notes(memory)
     notes += _extent_note(findings.extent, layout, launch.dynamic_smem)
     notes += findings.stop_notes + ctx.notes

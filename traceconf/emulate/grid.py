@@ -17,10 +17,12 @@ number of CTAs are exact (``scale`` = number of CTAs).  Otherwise:
   grid is bisected into boxes whose CTAs provably count alike; one corner of
   each runs and stands for the box.  Boxes the budget could not prove run CTA
   by CTA.
-* else every CTA runs (``scale`` = 1).  CTAs that share written global
-  memory (``--data``, a kernel that stores to it) run one at a time in launch
-  order: one of the hardware's schedules, and a lock one CTA takes is
-  released before the next runs.
+* else every CTA runs (``scale`` = 1).  CTAs that may share written global
+  memory (``--data``, a kernel that stores to it) run as in launch order: one
+  of the hardware's schedules, and a lock one CTA takes is released before
+  the next runs.  They still run in wide batches: a batch whose CTAs touch
+  no global bytes another CTA of it wrote is launch order already; one that
+  does is detected at run time, undone and run in halves (``_Runner.batch``).
 
 Memory and time
 ---------------
@@ -28,10 +30,12 @@ Batches of CTAs (at most ``CHUNK_THREADS`` threads and ``BATCH_EXECUTIONS``
 logged warp executions) run one at a time; each batch's accesses go to
 ``consume(accesses, weight)`` (``weight``: CTAs each execution stands for) and
 are dropped, so memory does not grow with the grid.  Without ``consume`` the
-accesses are kept in the outcome (tests, small launches).  The time and
-memory limits (:class:`~traceconf.emulate.launch.Limits`) are polled inside
-the machine and between batches; reaching one ends the run cleanly with what
-was counted so far and ``partial`` saying why.
+accesses are kept in the outcome (tests, small launches).  The limits
+(:class:`~traceconf.emulate.launch.Limits`) are checked inside the machine and
+between batches: the work budget (warp steps the machines count; the
+default, so that a result never depends on the machine's load), and the
+memory and opt-in wall-clock limits; reaching one ends the run cleanly with
+what was counted so far and ``partial`` saying why.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import numpy as np
 
 from traceconf.accesses import WarpAccesses
 from traceconf.emulate.classes import Box, CtaRun, Watch, linear, partition
+from traceconf.emulate.contents import CrossCtaTraffic, GlobalContents
 from traceconf.emulate.launch import Launch, LimitReached, Limits
 
 #: Threads emulated together when several CTAs must run (bounds memory, keeps numpy arrays large).
@@ -77,8 +82,13 @@ class Emulator:
     findings: object                 # simt.Findings shared by every machine of the launch
     #: per slot, what the class watch checks (None: this level or launch cannot prove classes)
     checks: list | None = None
-    #: CTAs communicate through written global memory: one at a time, in launch order, no classes
-    serial: bool = False
+    #: the --data buffers of a kernel that writes global memory: CTAs may communicate through them, so they run
+    #: as in launch order (batches checked at run time, see :meth:`_Runner.batch`) and without classes
+    communicating: GlobalContents | None = None
+
+    @property
+    def serial(self) -> bool:
+        return self.communicating is not None
 
 
 @dataclass
@@ -95,6 +105,7 @@ class GridOutcome:
     total_ctas: int
     partial: str | None                  # why the run stopped early (None: it did not)
     steps: int
+    work: int                            # warp steps spent, as the work limit counts them
     unresolved: Counter                  # (instruction, reason) → executions left out, weighted like the counts
 
 
@@ -153,22 +164,45 @@ class _Runner:
             # the CTAs of this batch did not finish: their accesses so far are counted, the CTAs are not
             self.sink.emit(assemble(self.emulator.kernel, [machine], self.emulator.warp_size), 1, 0,
                            unresolved_of(machine))
-            self.steps += machine.steps
             raise
-        self.steps += machine.steps
+        finally:
+            self.steps += machine.steps
+            self.limits.spend(machine.steps, machine.size // self.emulator.warp_size)
         return machine
 
     def report(self, done: int, of: int, note: str | None = None) -> None:
         if self.progress:
             self.progress(done, of) if note is None else self.progress(done, of, note)
 
+    def batch(self, ctas: np.ndarray) -> list:
+        """The machines that ran ``ctas`` as in launch order.  Where CTAs may communicate through global
+        memory, the batch runs together while none of its CTAs touches global bytes another one wrote
+        (:class:`~traceconf.emulate.contents.GlobalContents` checks every access); at the first that does,
+        memory and findings are put back and the two halves run one after the other, each checked alike."""
+        memory = self.emulator.communicating
+        if memory is None or len(ctas) == 1:
+            return [self.run(ctas)]
+        saved, found = memory.saved(), self.emulator.findings.saved()
+        try:
+            memory.watch(np.repeat(np.arange(len(ctas)), self.padded))    # each lane's CTA, as machines lay it out
+            try:
+                return [self.run(ctas)]
+            finally:
+                memory.watch(None)
+        except CrossCtaTraffic:
+            memory.restore(saved)
+            self.emulator.findings.restore(found)
+            self.emulated -= len(ctas)
+            half = len(ctas) // 2
+            return self.batch(ctas[:half]) + self.batch(ctas[half:])
+
     def stream(self, chunks: Iterator[np.ndarray], of: int, done: int = 0) -> None:
         """Run ``chunks`` one after the other, each counted and dropped before the next is built."""
         for ctas in chunks:
-            machine = self.run(ctas)
-            self.sink.emit(assemble(self.emulator.kernel, [machine], self.emulator.warp_size), 1, len(ctas),
-                           unresolved_of(machine))
-            del machine
+            machines = self.batch(ctas)
+            self.sink.emit(assemble(self.emulator.kernel, machines, self.emulator.warp_size), 1, len(ctas),
+                           sum((unresolved_of(machine) for machine in machines), Counter()))
+            del machines
             done += len(ctas)
             self.report(done, of)
 
@@ -179,8 +213,8 @@ def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = Non
     grid, warp_size = emulator.grid, emulator.warp_size
     total = grid[0] * grid[1] * grid[2]
     sink = _Sink(consume, emulator.kernel, warp_size)
-    runner = _Runner(emulator, Limits(launch.time_limit, launch.memory_limit), sink, progress)
-    per_chunk = 1 if emulator.serial else max(1, CHUNK_THREADS // runner.padded)
+    runner = _Runner(emulator, Limits(launch.time_limit, launch.memory_limit, launch.work_limit), sink, progress)
+    per_chunk = max(1, CHUNK_THREADS // runner.padded)
     scale, sampled, classes, class_count, partial = None, None, [], 0, None
     findings = emulator.findings
     try:
@@ -214,7 +248,8 @@ def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = Non
     return GridOutcome(accesses=accesses, weights=weights, scale=scale, sampled=sampled, classes=classes,
                        class_count=class_count, analysed_ctas=sorted(set(runner.listed)),
                        emulated_ctas=runner.emulated, covered_ctas=sink.covered, total_ctas=total,
-                       partial=partial, steps=runner.steps, unresolved=sink.unresolved)
+                       partial=partial, steps=runner.steps, work=runner.limits.work,
+                       unresolved=sink.unresolved)
 
 
 def padded_threads(block, warp_size: int) -> int:

@@ -13,8 +13,16 @@ from dataclasses import dataclass, field, replace
 from traceconf.errors import InputError
 from traceconf.rules import LaunchLimits, RuleSet
 
-#: Default wall-clock budget of one kernel's emulation, seconds (a runaway stops cleanly, partial).
-DEFAULT_TIME_LIMIT = 30.0
+#: Default budget of emulated work per kernel, in warp steps: a step of the emulator (one instruction over every
+#: thread of the batch of CTAs it runs together) costs the batch's warps plus :data:`STEP_OVERHEAD_WARPS`.  A count
+#: of the emulator's own work, so the same launch stops at the same place on an idle and on a loaded machine; a
+#: runaway stops cleanly, partial, after a couple of CPU minutes, before ``Launch.max_steps`` (a step costs at least
+#: 17).  Real launches need far less (a cuda-samples-shaped bitonic sort, 1,024 CTAs x 512 threads with --data:
+#: 2.4e7 at the SASS level; scripts/bench_targets.py prints each).
+DEFAULT_WORK_LIMIT = 150_000_000
+#: What a step costs beside its warps, in warps: the fixed cost of dispatching one instruction (about 10 us, as
+#: much as numpy's work on 16 warps), so that the budget stays near CPU time for narrow batches too.
+STEP_OVERHEAD_WARPS = 16
 #: Default share of the machine's physical memory one analysis may hold.
 DEFAULT_MEMORY_SHARE = 0.5
 
@@ -29,8 +37,10 @@ class Launch:
     shared accesses depend on the CTA index to that many CTAs, spread evenly
     over the grid (a stated sample).  ``block`` may be None when the kernel
     declares ``.reqntid``.  ``data`` maps a pointer parameter (name or index)
-    to the :class:`~traceconf.emulate.data.DataBuffer` it points to.  ``time_limit`` (seconds) and ``memory_limit`` (bytes of resident
-    memory of this process) stop the emulation cleanly: what was counted is kept, labelled partial.
+    to the :class:`~traceconf.emulate.data.DataBuffer` it points to.  ``work_limit`` (warp steps, see
+    :data:`DEFAULT_WORK_LIMIT`), ``time_limit`` (wall-clock seconds, off unless given: a result must not depend
+    on the machine's load) and ``memory_limit`` (bytes of resident memory of this process) stop the emulation
+    cleanly: what was counted is kept, labelled partial.
     ``classes`` lets CTA classes stand for the CTAs they provably count like; ``row_bytes`` is the
     bank-row size (the lcm over the rule sets in use) whose multiples may separate two CTAs of a class.
     """
@@ -43,14 +53,15 @@ class Launch:
     ctas: int | None = None
     max_steps: int = 10_000_000
     data: dict = field(default_factory=dict)
-    time_limit: float | None = DEFAULT_TIME_LIMIT
+    time_limit: float | None = None
+    work_limit: int | None = DEFAULT_WORK_LIMIT
     memory_limit: int | None = None          # None: DEFAULT_MEMORY_SHARE of physical memory
     classes: bool = True
     row_bytes: int = 128
 
 
 class LimitReached(Exception):
-    """The emulation ran into its time or memory limit; ``reason`` says which, in words."""
+    """The emulation ran into its work, time or memory limit; ``reason`` says which, in words."""
 
     def __init__(self, reason: str):
         super().__init__(reason)
@@ -75,20 +86,42 @@ def resident_bytes() -> int:
 
 
 class Limits:
-    """The clock and memory budget of one emulation; ``check`` raises :class:`LimitReached`."""
+    """The work, clock and memory budget of one emulation; ``check`` raises :class:`LimitReached`.
 
-    def __init__(self, time_limit: float | None, memory_limit: int | None):
+    Work is counted by the machines (:meth:`steps_left` before a run, :meth:`spend` after it), so where a
+    run stops for work does not depend on the machine's speed or load."""
+
+    def __init__(self, time_limit: float | None, memory_limit: int | None,
+                 work_limit: int | None = DEFAULT_WORK_LIMIT):
         self.started = time.monotonic()
         self.time_limit = time_limit
         self.deadline = None if time_limit is None else self.started + float(time_limit)
         self.memory_limit = int(memory_limit) if memory_limit is not None else \
             int(physical_memory() * DEFAULT_MEMORY_SHARE)
+        self.work_limit = None if work_limit is None else int(work_limit)
+        self.work = 0                   # warp steps spent so far
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
+    def steps_left(self, warps: int) -> int | None:
+        """Steps a machine of ``warps`` warps may still take (None: no work limit)."""
+        if self.work_limit is None:
+            return None
+        return max(0, self.work_limit - self.work) // (warps + STEP_OVERHEAD_WARPS)
+
+    def spend(self, steps: int, warps: int) -> None:
+        self.work += steps * (warps + STEP_OVERHEAD_WARPS)
+
+    def work_reached(self, where: str = "") -> LimitReached:
+        at = f" (at {where})" if where else ""
+        return LimitReached(f"stopped at the work limit of {self.work_limit:,} warp steps{at}; raise it with "
+                            f"--work-limit N")
+
     def check(self, where: str = "") -> None:
         at = f" (at {where})" if where else ""
+        if self.work_limit is not None and self.work >= self.work_limit:
+            raise self.work_reached(where)
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise LimitReached(f"stopped at the time limit of {self.time_limit:g} s{at}; raise it with "
                                f"--time-limit SECONDS")
@@ -271,7 +304,8 @@ class LaunchRequest:
     dynamic_smem: int = 0
     ctas: int | None = None
     max_steps: int = 10_000_000
-    time_limit: float | None = None          # None: the emulator's default (DEFAULT_TIME_LIMIT)
+    time_limit: float | None = None          # wall-clock seconds; None: no clock limit (opt-in only)
+    work_limit: int | None = None            # warp steps; None: DEFAULT_WORK_LIMIT, 0: no work limit
     memory_limit: int | None = None          # None: the emulator's default share of the machine
     classes: bool = True                     # False: every CTA runs (--exhaustive)
     retain: int | None = None                # executions kept for explain/--suggest (None: RETAINED_EXECUTIONS,
@@ -285,7 +319,7 @@ class LaunchRequest:
 
     @classmethod
     def given_as(cls, block=None, grid=None, params=None, dynamic_smem=None, ctas=None, max_steps=10_000_000,
-                 launches=None, data=None, seed=0, time_limit=None, memory_limit=None,
+                 launches=None, data=None, seed=0, time_limit=None, memory_limit=None, work_limit=None,
                  classes=True) -> "LaunchRequest":
         """A launch from options where None means "not given" (a launch file or the kernel may fill it in)."""
         from traceconf.launches import read_launch_file
@@ -295,6 +329,7 @@ class LaunchRequest:
         return cls(block=block, grid=grid or (1, 1, 1), params=dict(params or {}), dynamic_smem=dynamic_smem or 0,
                    ctas=ctas, max_steps=max_steps, entries=read_launch_file(launches) if launches else (),
                    given=frozenset(given), data=dict(data or {}), seed=seed, time_limit=time_limit,
+                   work_limit=work_limit,
                    memory_limit=memory_limit, classes=classes)
 
     def kernel_patterns(self) -> list[str] | None:
@@ -340,7 +375,8 @@ class LaunchRequest:
         launch = resolve_launch(Launch(
             block=block, grid=request.grid, params=request.params, dynamic_smem=request.dynamic_smem,
             ctas=request.ctas, max_steps=request.max_steps, data=request.buffers(kernel_row),
-            time_limit=DEFAULT_TIME_LIMIT if request.time_limit is None else request.time_limit,
+            time_limit=request.time_limit,
+            work_limit=DEFAULT_WORK_LIMIT if request.work_limit is None else request.work_limit or None,
             memory_limit=request.memory_limit, classes=request.classes), kernel_row, strict=False)
         facts = {"block": list(launch.block), "grid": list(request.grid), "params": dict(launch.params),
                  "dynamic_smem": request.dynamic_smem}

@@ -466,6 +466,7 @@ def atomic_global(ctx, lanes: np.ndarray, address: np.ndarray, bits: np.ndarray,
     which, offset = ctx.memory.owner(address)
     for index, buffer in enumerate(ctx.memory.buffers):
         chosen = np.flatnonzero(lanes & known & (which == index) & (offset >= 0) & (offset + size <= len(buffer.data)))
+        ctx.memory.note(index, offset[chosen], size, chosen, writes=True)
         values, value_bits = atomic(buffer.data, buffer.taint, offset[chosen], op, 8 * size, is_signed, is_float,
                                     b[chosen], b_bits[chosen], c[chosen], c_bits[chosen])
         old[chosen], old_bits[chosen] = values, taint.read_back(value_bits | taint.CTA) | taint.THREAD

@@ -36,6 +36,8 @@ an :class:`InputError` naming the parameter.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from traceconf.emulate import taint
@@ -51,7 +53,8 @@ from traceconf.emulate.launch import missing_params_message
 from traceconf.errors import InputError
 from traceconf.ptx.opcodes import may_access_shared
 
-#: Steps between two looks at the clock and the memory in use (a step costs microseconds).
+#: Steps between two looks at the clock and the memory in use (a step costs microseconds); the work budget is
+#: checked at every step.
 LIMIT_POLL_STEPS = 512
 EXIT = np.iinfo(np.int64).max
 WAIT = EXIT - 1
@@ -276,7 +279,8 @@ class Machine(ThreadState):
         self.program, self.compiled, self.ctx = program, compiled, ctx
         self.max_steps = max_steps
         self.watch = watch              # classes.Watch: CTA-class bookkeeping around each step (or None)
-        self.limits = None              # launch.Limits, set by the scheduler: polled every LIMIT_POLL_STEPS
+        self.limits = None              # launch.Limits, set by the scheduler: work checked every step, clock and
+                                        # memory polled every LIMIT_POLL_STEPS
         self.findings = findings
         self.pc = np.where(self.valid, 0, EXIT).astype(np.int64)
         self.resume = np.zeros(self.size, dtype=np.int64)
@@ -313,6 +317,9 @@ class Machine(ThreadState):
         pc, compiled = self.pc, self.compiled
         end = len(compiled)
         size = self.size
+        # the work budget left, in steps of this machine's width (None: no work limit)
+        left = self.limits.steps_left(size // self.warp_size) if self.limits is not None else None
+        cap = self.max_steps if left is None else min(self.max_steps, left)
         while True:
             p = int(pc.min())
             if p >= end:
@@ -326,7 +333,10 @@ class Machine(ThreadState):
                 continue
             active = pc == p
             self.steps += 1
-            if self.steps > self.max_steps:
+            if self.steps > cap:
+                self.steps -= 1           # this step does not run
+                if left is not None and self.steps >= left:
+                    raise self.limits.work_reached(self._where(p))
                 self._runaway(p)
             if self.limits is not None and not self.steps % LIMIT_POLL_STEPS:
                 self.limits.check(self._where(p))
@@ -502,6 +512,15 @@ class Findings:
         self._regions: dict[int, object] = {}
         self.without_data: list[str] = []       # pointer parameters global loads read through, with no --data
         self.stop_notes: list[str] = []      # calls not followed: the counts miss what they would have done
+
+    def saved(self) -> tuple:
+        """What a run adds to the findings, copied (a batch run again in parts puts them back first)."""
+        return copy.deepcopy((self.unresolved_rows, self.cta_reasons, self.extent, self.without_data,
+                              self.stop_notes))
+
+    def restore(self, saved: tuple) -> None:
+        (self.unresolved_rows, self.cta_reasons, self.extent, self.without_data,
+         self.stop_notes) = copy.deepcopy(saved)
 
     def loads_through(self, names: list[str]) -> None:
         self.without_data.extend(n for n in names if n not in self.without_data)

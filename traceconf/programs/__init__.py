@@ -75,14 +75,23 @@ def open_programs(path: str | Path, input_format: str, level: str, rule_sets: li
                  sets) for arch, sets in groups.items()]
     if level == "ptx":
         return [(open_program(path, input_format, level, rule_sets, launch, kernels, ptxas_options), rule_sets)]
+    from traceconf.programs.ptx import PtxProgram
+    from traceconf.ptx import parse_file
+
+    module = parse_file(str(path))
+    # a device that cannot run the launch at all counts nothing: it stays with the others, whose analysis
+    # notes why, rather than failing a program of its own
+    runnable = [rules for rules in rule_sets if not _refused_launch(PtxProgram(module), kernels, launch, [rules])]
     by_arch: dict = {}
-    for rules in rule_sets:
+    for rules in runnable or rule_sets:
         by_arch.setdefault(rules.arch, []).append(rules)
+    by_arch[next(iter(by_arch))] += [rules for rules in rule_sets if runnable and rules not in runnable]
     if len(by_arch) == 1:
-        return [(open_program(path, input_format, level, rule_sets, launch, kernels, ptxas_options), rule_sets)]
+        return [(open_program(path, input_format, level, rule_sets, launch, kernels, ptxas_options, module),
+                 rule_sets)]
     opened = []
     for arch, sets in by_arch.items():
-        program = open_program(path, input_format, level, sets, launch, kernels, ptxas_options)
+        program = open_program(path, input_format, level, sets, launch, kernels, ptxas_options, module)
         others = [r.name for r in rule_sets if r not in sets]
         program.notes.append(f"{', '.join(r.name for r in sets)} here; {', '.join(others)} in a table of "
                              "their own (each architecture is analysed as its own program)")
@@ -123,7 +132,7 @@ def _cubin_note(arch: str | None, rule_sets: list, module) -> list[str]:
 
 
 def open_program(path: str | Path, input_format: str, level: str, rule_sets: list, launch,
-                 kernels: list[str] | None = None, ptxas_options: list[str] | None = None):
+                 kernels: list[str] | None = None, ptxas_options: list[str] | None = None, ptx_module=None):
     """The program of one input file whose format (:data:`PROGRAM_FORMATS`) is known, at the chosen level.
 
     ``launch`` (a :class:`~traceconf.emulate.launch.LaunchRequest`) and ``kernels`` matter where no device
@@ -139,7 +148,7 @@ def open_program(path: str | Path, input_format: str, level: str, rule_sets: lis
     from traceconf.sass.listing import arch_number
 
     chosen, arch, note = choose_level(level, rule_sets)
-    ptx = PtxProgram(parse_file(str(path)))
+    ptx = PtxProgram(ptx_module if ptx_module is not None else parse_file(str(path)))
     if chosen == "ptx":
         ptx.notes += [note] if note else []
         return ptx

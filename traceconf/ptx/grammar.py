@@ -46,8 +46,10 @@ class PtxParser:
 
     def __init__(self, grammar: str):
         self.transformer = PtxTransformer()
+        # cache: Lark keeps the grammar analysis (the LALR tables, ~0.1 s) in a file of the temporary folder keyed
+        # by the grammar, the options and Lark's version, so only the first run of a grammar builds them
         self.lark = Lark(grammar, parser="lalr", lexer="contextual", start=list(START_SYMBOLS),
-                         transformer=self.transformer, maybe_placeholders=True)
+                         transformer=self.transformer, maybe_placeholders=True, cache=True)
         self._lock = threading.Lock()
 
     def parse(self, text: str, start: str = "start"):

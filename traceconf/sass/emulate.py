@@ -175,11 +175,11 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
         return SassMachine(program, compiled, ctx, ctas, block, grid, 32, (layout_bytes or 0, 0), launch.max_steps,
                            findings, watch)
 
-    # CTAs that communicate through global memory (counters, spin locks) run one after the other
+    # CTAs that may communicate through global memory (counters, spin locks) run as in launch order
     serial = memory is not None and memory.written
     checks = compile_sass_checks(program, ctx) if launch.classes and not serial else None
-    outcome = run_grid(Emulator(kernel, 32, block, grid, machine, findings, checks, serial), launch, progress,
-                       consume)
+    outcome = run_grid(Emulator(kernel, 32, block, grid, machine, findings, checks, memory if serial else None),
+                       launch, progress, consume)
     notes += data_notes(memory)
     if findings.extent:
         # SASS does not declare extern arrays: accesses past the static shared memory are the dynamic part.

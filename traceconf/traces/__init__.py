@@ -18,15 +18,14 @@ GPGPU-Sim's ``gpgpu_inst_stats.txt`` is a per-PTX-line summary, not a trace:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from traceconf.errors import InputError
-from traceconf.traces import accelsim, canonical, nvbit, tracez
 from traceconf.traces.detect import FORMATS, detect_format
-from traceconf.traces.gpgpusim import GPGPUSIM_STATS, read_gpgpusim_stats
-from traceconf.traces.kernel import TRACE_INSTRUCTIONS, KernelTrace, kernel_traces
-from traceconf.traces.options import ReadOptions
-from traceconf.traces.source import Progress
+
+if TYPE_CHECKING:
+    from traceconf.traces.kernel import KernelTrace
+    from traceconf.traces.source import Progress
 
 __all__ = ["FORMATS", "GPGPUSIM_STATS", "TRACE_INSTRUCTIONS", "KernelTrace", "detect_format", "open_trace",
            "read_gpgpusim_stats"]
@@ -46,6 +45,10 @@ def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | No
     warp-level executions.  A failure between launches (a kernelslist naming a
     missing file) is raised, or handed to ``on_error`` and the reading goes on.
     """
+    from traceconf.traces import accelsim, canonical, nvbit, tracez
+    from traceconf.traces.kernel import kernel_traces
+    from traceconf.traces.options import ReadOptions
+
     path = Path(path)
     fmt = detect_format(path)
     options = ReadOptions(skip_bad, progress, chunk_executions)
@@ -69,3 +72,16 @@ def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | No
     else:
         raise InputError("this is PTX, not a recorded trace: analyze it as PTX", str(path))
     return kernel_traces(events, str(path), on_error)
+
+
+#: Names of the readers' modules, imported on first use: detecting a file's format (every ``analyze`` does)
+#: must not pay for pandas and the trace readers.
+_LAZY = {"GPGPUSIM_STATS": "gpgpusim", "read_gpgpusim_stats": "gpgpusim", "TRACE_INSTRUCTIONS": "kernel",
+         "KernelTrace": "kernel"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f"traceconf.traces.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'traceconf.traces' has no attribute {name!r}")

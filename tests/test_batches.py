@@ -1,0 +1,97 @@
+"""CTAs of a kernel that writes global memory (--data) run in wide batches, checked at run time: the
+per-instruction results must be identical to running the CTAs one at a time in launch order, also for kernels
+whose CTAs do communicate (a spin lock, a last-block reduction, a histogram merge) and at both levels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES
+from traceconf.emulate import grid
+from traceconf.emulate.contents import Buffer, CrossCtaTraffic, GlobalContents
+from traceconf.emulate.launch import LaunchRequest
+from traceconf.pipeline import run_file
+from traceconf.rules import load_rule_set
+from traceconf.sass.toolchain import locate
+
+EMULATE = FIXTURES / "emulate"
+WORDS = 4096
+
+
+def _inputs(tmp_path) -> dict[str, str]:
+    rng = np.random.default_rng(7)
+    files = {"zeros": np.zeros(1 << 14, np.uint32), "words": rng.integers(0, 2**32, WORDS, dtype=np.uint32),
+             "bytes": rng.integers(0, 256, 1 << 14, dtype=np.uint8), "lock": np.zeros(1, np.int32),
+             "counter": np.zeros(33, np.int32)}
+    for name, array in files.items():
+        np.save(tmp_path / f"{name}.npy", array)
+    return {name: str(tmp_path / f"{name}.npy") for name in files}
+
+
+#: (fixture, kernel, block, grid, params, data: parameter -> input) of kernels that write global memory; the
+#: first three communicate
+LAUNCHES = [
+    ("spin_lock", "spin_lock", 32, 6, {}, {"0": "lock", "1": "counter"}),
+    ("communicate", "last_block_sum", 256, 16, {}, {"0": "words", "1": "zeros", "2": "zeros", "3": "zeros",
+                                                   "4": "zeros"}),
+    ("communicate", "histogram_merge", 128, 60, {}, {"0": "bytes", "1": "zeros", "2": "zeros", "3": "zeros"}),
+    # CTAs that never read what another wrote: one batch each
+    ("samples", "histogram64", 64, 9, {"2": WORDS}, {"0": "zeros", "1": "words"}),
+    ("samples", "histogram256", 192, 7, {"2": WORDS}, {"0": "zeros", "1": "words"}),
+    ("samples", "bitonic_sort_shared", 512, 3, {"4": 1024, "5": 1}, {"0": "zeros", "1": "zeros", "2": "words",
+                                                                    "3": "words"}),
+]
+
+
+def _analyse(level: str, fixture: str, kernel: str, block: int, grid_x: int, params: dict, data: dict,
+             inputs: dict):
+    request = LaunchRequest(block=(block, 1, 1), grid=(grid_x, 1, 1), params=dict(params),
+                            data={key: inputs[name] for key, name in data.items()})
+    path = EMULATE / f"{fixture}.ptx"
+    rules = [load_rule_set("sm_90")]
+    done, failed = run_file(path, [kernel], request, rules, level=level)
+    assert not failed, failed
+    (analysis,) = done
+    return analysis
+
+
+@pytest.mark.parametrize("level", ["ptx", "sass"])
+@pytest.mark.parametrize("launch", LAUNCHES, ids=[f"{f}-{k}" for f, k, *_ in LAUNCHES])
+def test_batches_count_exactly_what_launch_order_counts(monkeypatch, tmp_path, level, launch):
+    if level == "sass" and locate("ptxas") is None:
+        pytest.skip("no ptxas")
+    inputs = _inputs(tmp_path)
+    undone = []
+    restore = GlobalContents.restore
+    monkeypatch.setattr(GlobalContents, "restore", lambda self, saved: undone.append(1) or restore(self, saved))
+    batched = _analyse(level, *launch, inputs)
+    assert bool(undone) == (launch[0] != "samples")      # communicating batches were caught, the others stood
+    monkeypatch.setattr(grid, "CHUNK_THREADS", 1)        # one CTA per batch: plain launch order
+    ordered = _analyse(level, *launch, inputs)
+    assert "partial" not in batched.launch and batched.launch == ordered.launch
+    assert batched.results.equals(ordered.results), (batched.results.to_pandas(), ordered.results.to_pandas())
+    assert batched.unresolved == ordered.unresolved and batched.notes == ordered.notes
+
+
+def test_a_batch_whose_ctas_communicate_is_caught_and_run_in_parts(tmp_path):
+    """The spin lock: every CTA's thread 0 takes the same lock, so no batch of two CTAs can stand."""
+    memory = GlobalContents([Buffer("p", 0, np.zeros(16, np.uint8), np.zeros(16, np.uint8), np.dtype(np.uint8),
+                                    "")])
+    lanes_cta = np.array([0, 1])
+    memory.watch(lanes_cta)
+    memory.note(0, np.array([0]), 4, np.array([0]), writes=False)     # CTA 0 reads bytes 0..3
+    memory.note(0, np.array([0]), 4, np.array([1]), writes=False)     # CTA 1 too: reading is not talking
+    memory.note(0, np.array([8]), 4, np.array([1]), writes=True)      # CTA 1 writes its own bytes
+    memory.note(0, np.array([8]), 4, np.array([1]), writes=False)     # and reads them back
+    with pytest.raises(CrossCtaTraffic):
+        memory.note(0, np.array([8]), 4, np.array([0]), writes=False)  # CTA 0 reads what CTA 1 wrote
+    memory.watch(lanes_cta)
+    with pytest.raises(CrossCtaTraffic):
+        memory.note(0, np.array([0, 2]), 4, np.array([0, 1]), writes=True)  # one write, two CTAs, bytes 2..3
+    memory.watch(lanes_cta)
+    memory.note(0, np.array([4]), 4, np.array([0]), writes=False)
+    with pytest.raises(CrossCtaTraffic):
+        memory.note(0, np.array([4]), 4, np.array([1]), writes=True)   # CTA 1 writes what CTA 0 read
+    memory.watch(None)
+    memory.note(0, np.array([4]), 4, np.array([1]), writes=True)       # one CTA: nothing to check
