@@ -14,6 +14,7 @@ import numpy as np
 
 from traceconf.emulate import taint
 from traceconf.emulate.simt import EXIT, WAIT, _condition
+from traceconf.sass.opcodes import RECONVERGE_JUMPS
 from traceconf.sass.operands import M32, Operand, SassContext, parse_operand, reader, writer
 
 U64 = np.uint64
@@ -43,10 +44,6 @@ def target_of(ops: list[Operand], slot, ctx: SassContext, labels: dict[str, int]
         if op.kind == "imm" and op.value in ctx.pc_index:
             return ctx.pc_index[op.value]
     return None
-
-
-#: sm_5x/6x jumps to a point pushed earlier: SYNC → SSY, BRK → PBK, CONT → PCNT.
-RECONVERGE_JUMPS = {"SYNC": "SSY", "BRK": "PBK", "CONT": "PCNT"}
 
 
 def reconvergence_targets(rows: list[dict], pc_index: dict[int, int]) -> dict[int, int]:

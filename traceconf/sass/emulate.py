@@ -32,16 +32,13 @@ from traceconf.emulate.regions import ControlFacts
 from traceconf.emulate.simt import Findings, Machine
 from traceconf.errors import InputError
 from traceconf.sass.listing import SassModule, arch_number, default_param_base
-from traceconf.sass.opcodes import global_op, shared_op
+from traceconf.sass.opcodes import global_op, shared_op, transfer, uncounted_op, writes_memory
 from traceconf.sass.classes import compile_sass_checks
 from traceconf.sass.dataflow import shared_values_matter
 from traceconf.sass.control import reconvergence_targets
 from traceconf.sass.operands import SassContext
-from traceconf.sass.semantics import compile_instruction, writes_memory, written_registers
+from traceconf.sass.semantics import compile_instruction, written_registers
 
-#: Instructions that move shared memory through descriptors, not lane addresses (counted nowhere).
-DESCRIPTOR_SHARED = frozenset({"HGMMA", "IGMMA", "QGMMA", "BGMMA", "UTMALDG", "UTMASTG", "UBLKCP", "UTMAREDG",
-                               "UBLKRED"})
 #: Reserved shared memory at the start of the shared window (sm_90+: 1 KiB for the system).
 RESERVED_SHARED = ((90, 0x400),)
 
@@ -78,19 +75,19 @@ def is_shared(row: dict) -> bool:
 
 def _successors(slots: list[Slot], index: int) -> list[int]:
     slot = slots[index]
-    family = slot.row["opcode"]
+    kind = transfer(slot.row["opcode"])
     guarded = bool(slot.row.get("guard")) and slot.row.get("guard") not in ("PT", "UPT")
     following = [index + 1] if guarded else []
-    if family in ("BRA", "JMP", "CALL", "SYNC", "BRK", "CONT"):
+    if kind == "indirect" or (kind == "call" and slot.target is None):
+        return list(range(len(slots)))      # an indirect branch or call may go anywhere
+    if kind in ("branch", "call", "reconverge"):
         return ([slot.target] if slot.target is not None else []) + following
-    if family in ("BRX", "JMX"):
-        return list(range(len(slots)))      # an indirect branch may go anywhere
     end = len(slots)                         # past the last instruction: the thread has left the kernel
-    if family in ("EXIT", "KILL"):
+    if kind == "exit":
         return [end] + following
-    if family == "RET":
+    if kind == "return":
         # returns go back after some call: every instruction after a CALL (or, from the kernel, out of it)
-        return [i + 1 for i, s in enumerate(slots) if s.row["opcode"] == "CALL"] + [end] + following
+        return [i + 1 for i, s in enumerate(slots) if transfer(s.row["opcode"]) == "call"] + [end] + following
     return [index + 1]
 
 
@@ -164,7 +161,7 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
     total = grid[0] * grid[1] * grid[2]
     notes = [f"SASS opcode {name} is not modelled: its results are treated as unknown"
              for name in sorted(ctx.unknown_opcodes)]
-    descriptor_ops = sorted({row["opcode"] for row in rows if row["opcode"] in DESCRIPTOR_SHARED})
+    descriptor_ops = sorted({row["opcode"] for row in rows if uncounted_op(row["opcode"])})
     if descriptor_ops:
         notes.append(f"{', '.join(descriptor_ops)} read or write shared memory through matrix/tensor descriptors "
                      "(wgmma, TMA), not per-lane addresses: their wavefronts are not counted")
@@ -194,9 +191,10 @@ def _set_targets(slots: list[Slot], ctx: SassContext, labels: dict[str, int]) ->
     """Branch / call destinations as slot indices (for reachability of unresolved reports)."""
     from traceconf.sass.operands import parse_operand
     for slot in slots:
-        if slot.row["opcode"] in ("SYNC", "BRK", "CONT"):
+        kind = transfer(slot.row["opcode"])
+        if kind == "reconverge":
             slot.target = ctx.reconvergence.get(int(slot.row["pc"]))
-        if slot.row["opcode"] in ("BRA", "JMP", "CALL"):
+        if kind in ("branch", "call"):
             for text in reversed(slot.row["operands"] or []):
                 op = parse_operand(text)
                 if op.kind == "label" and op.name in labels:

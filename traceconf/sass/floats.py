@@ -88,26 +88,53 @@ def _result(dest: Operand, sources, compute):
     return run
 
 
-def compile_float(family: str, ops: list[Operand], mods: list[str], ctx: SassContext):
-    """The exact run of a float instruction, or None where it stays unknown (see the module docstring)."""
-    if ctx.memory is None or _WIDE & set(mods) or not ops or ops[0].kind not in ("reg", "pred"):
-        return None
-    rounding = next((_ROUNDINGS[m] for m in mods if m in _ROUNDINGS), None)
-    ftz, sat = "FTZ" in mods, "SAT" in mods
-    family = family.removesuffix("32I")              # FADD32I / FMUL32I / FFMA32I: a 32-bit immediate operand
-    if family in ("FADD", "FMUL") and len(ops) == 3 and (sources := _sources(ops[1:], ctx)):
-        op = "add" if family == "FADD" else "mul"
+def _exact_operands(ops: list[Operand], mods: list[str], ctx: SassContext) -> bool:
+    """Whether the float instruction can be evaluated: --data given, a 32-bit form, a register destination."""
+    return ctx.memory is not None and not _WIDE & set(mods) and bool(ops) and ops[0].kind in ("reg", "pred")
+
+
+def _arithmetic(op: str):
+    """FADD / FMUL (and their 32I forms) Rd, a, b."""
+    def compile_(ops, mods, ctx):
+        if not _exact_operands(ops, mods, ctx) or len(ops) != 3 or not (sources := _sources(ops[1:], ctx)):
+            return None
+        rounding, ftz, sat = _rounding(mods)
         return _result(ops[0], sources, lambda v: floatops.arithmetic(op, v[0], v[1], 32, rounding, ftz, sat))
-    if family == "FFMA" and len(ops) == 4 and (sources := _sources(ops[1:], ctx)):
-        return _result(ops[0], sources, lambda v: floatops.fma(v[0], v[1], v[2], 32, rounding, ftz, sat))
-    if family == "FMNMX" and len(ops) == 4 and ops[3].kind == "pred" and (sources := _sources(ops[1:3], ctx)):
-        return _min_max(ops[0], sources, reader(ops[3], ctx), ftz, "NAN" in mods)
-    if family == "FSETP" and len(ops) >= 5 and (sources := _sources(ops[2:4], ctx)):
-        comparison = next((m for m in mods if m in _COMPARISONS), None)
-        if comparison is not None:
-            combine = next((_COMBINE[m] for m in mods if m in _COMBINE), np.logical_and)
-            return _setp(ops[:2], sources, reader(ops[4], ctx), comparison.lower(), combine, ftz)
-    return None
+    return compile_
+
+
+def _fma(ops, mods, ctx):
+    if not _exact_operands(ops, mods, ctx) or len(ops) != 4 or not (sources := _sources(ops[1:], ctx)):
+        return None
+    rounding, ftz, sat = _rounding(mods)
+    return _result(ops[0], sources, lambda v: floatops.fma(v[0], v[1], v[2], 32, rounding, ftz, sat))
+
+
+def _fmnmx(ops, mods, ctx):
+    if not _exact_operands(ops, mods, ctx) or len(ops) != 4 or ops[3].kind != "pred" or \
+            not (sources := _sources(ops[1:3], ctx)):
+        return None
+    return _min_max(ops[0], sources, reader(ops[3], ctx), "FTZ" in mods, "NAN" in mods)
+
+
+def _fsetp(ops, mods, ctx):
+    comparison = next((m for m in mods if m in _COMPARISONS), None)
+    if not _exact_operands(ops, mods, ctx) or len(ops) < 5 or comparison is None or \
+            not (sources := _sources(ops[2:4], ctx)):
+        return None
+    combine = next((_COMBINE[m] for m in mods if m in _COMBINE), np.logical_and)
+    return _setp(ops[:2], sources, reader(ops[4], ctx), comparison.lower(), combine, "FTZ" in mods)
+
+
+def _rounding(mods: list[str]):
+    """(rounding, flush to zero, saturate) of a float instruction's modifiers."""
+    return next((_ROUNDINGS[m] for m in mods if m in _ROUNDINGS), None), "FTZ" in mods, "SAT" in mods
+
+
+#: The float handlers of :data:`traceconf.sass.opcodes.TABLE` (the exact run of the instruction, or None
+#: where it stays unknown: see the module docstring).
+FLOAT_HANDLERS = {"add": _arithmetic("add"), "mul": _arithmetic("mul"), "fma": _fma, "min_max": _fmnmx,
+                  "setp": _fsetp}
 
 
 def _min_max(dest: Operand, sources, predicate, ftz: bool, propagate_nan: bool):
