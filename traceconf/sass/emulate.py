@@ -35,7 +35,8 @@ from traceconf.sass.listing import SassModule, arch_number, default_param_base
 from traceconf.sass.opcodes import global_op, shared_op, transfer, uncounted_op, writes_memory
 from traceconf.sass.classes import compile_sass_checks
 from traceconf.sass.dataflow import shared_values_matter
-from traceconf.sass.control import reconvergence_targets
+from traceconf.sass.local import LocalMemory
+from traceconf.sass.control import indirect_target, reconvergence_targets
 from traceconf.sass.operands import SassContext
 from traceconf.sass.semantics import compile_instruction, written_registers
 
@@ -56,6 +57,7 @@ class SassMachine(Machine):
     """The PTX machine with SASS locations in its messages."""
 
     where = staticmethod(_where)
+    _local: LocalMemory | None = None
 
     def line_of(self, row: dict) -> int | None:
         """The line of the input file: the PTX line ptxas recorded when the SASS came from the PTX, else the
@@ -67,6 +69,17 @@ class SassMachine(Machine):
         if self._shared is None:
             self._shared = SharedContents(len(self.ctas), self.ctx.shared_bytes)
         return self._shared
+
+    def local_memory(self) -> LocalMemory:
+        """Each thread's local memory (spills and call frames), made on the first STL or LDL."""
+        if self._local is None:
+            self._local = LocalMemory(self.size)
+        return self._local
+
+    def forget_memory(self, lanes: np.ndarray) -> None:
+        super().forget_memory(lanes)
+        if self._local is not None:
+            self._local.forget(lanes)
 
 
 def is_shared(row: dict) -> bool:
@@ -146,6 +159,7 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
     ctx.reconvergence = reconvergence_targets(rows, pc_index)
     ctx.memory = memory
     ctx.from_ptx = module.from_ptx
+    ctx.constants = module.constant_banks(kernel)
     slots = [Slot(row=row) for row in rows]
     _set_targets(slots, ctx, labels)       # the branch targets, which the dataflow below follows
     # shared memory holds values where a shared read decides a branch, and wherever --data gives values to keep
@@ -194,7 +208,8 @@ def _set_targets(slots: list[Slot], ctx: SassContext, labels: dict[str, int]) ->
         kind = transfer(slot.row["opcode"])
         if kind == "reconverge":
             slot.target = ctx.reconvergence.get(int(slot.row["pc"]))
-        if kind in ("branch", "call"):
+        if kind == "branch" or (kind == "call" and indirect_target(
+                [parse_operand(text) for text in slot.row["operands"] or []]) is None):
             for text in reversed(slot.row["operands"] or []):
                 op = parse_operand(text)
                 if op.kind == "label" and op.name in labels:

@@ -14,6 +14,7 @@ role        what it is                                                          
 shared      always addresses the shared window (``LDS``, ``STSM``...)                                   kind:bytes
 window      shared for the lanes whose (generic) address lies in the shared window, else global          kind:bytes
 global      reads or writes global memory through a lane address                                        kind
+local       reads or writes the thread's local memory (spills, stack frames), kept per thread         kind:bytes
 load        reads memory the emulator does not model (local, textures, surfaces): unknown results       ``-``
 store       writes memory the emulator does not model                                                   ``-``
 tensor      shared-memory work that is no per-lane LSU access (TMA, wgmma): not counted                 label
@@ -65,7 +66,8 @@ LDG           global    ld
 STG           global    st
 ATOMG         global    atom
 REDG          global    atom            noresult
-LDL           load      -
+LDL           local     ld:4
+STL           local     st:4
 TLD           load      -
 TLD4          load      -
 TEX           load      -
@@ -73,7 +75,6 @@ TXQ           load      -
 SULD          load      -
 LDTRAM        load      -
 SUATOM        load      -               writes
-STL           store     -               writes
 SUST          store     -               writes
 SURED         store     -               writes
 STAS          store     -               writes
@@ -238,7 +239,7 @@ SYNCS         nop       -               opaque
 ARRIVES       nop       -               opaque
 """
 
-ROLES = ("shared", "window", "global", "load", "store", "tensor", "matrix", "int", "float", "warp", "control", "nop")
+ROLES = ("shared", "window", "global", "local", "load", "store", "tensor", "matrix", "int", "float", "warp", "control", "nop")
 TRANSFERS = ("branch", "indirect", "call", "return", "exit", "barrier", "reconverge", "mark")
 FLAGS = ("writes", "opaque", "noresult")
 AFFINE_RULES = ("copy", "sum", "product", "shifted_sum", "shift", "funnel_shift", "mask", "select", "comparison")
@@ -258,7 +259,7 @@ class SassOpcode:
     @property
     def access(self) -> tuple[str, int] | None:
         """(kind, default bytes per lane) of a memory role."""
-        if self.role not in ("shared", "window", "global"):
+        if self.role not in ("shared", "window", "global", "local"):
             return None
         kind, _, width = self.detail.partition(":")
         return kind, int(width or 4)
@@ -466,4 +467,5 @@ def writes_memory(opcode: str) -> bool:
     shared, other = shared_op(opcode), global_op(opcode)
     entry = OPCODES.get(opcode.upper().split(".")[0])
     return (shared is not None and shared.kind in ("st", "atom", "stmatrix", "cp_async")) or \
-        (other is not None and other.kind != "ld") or (entry is not None and "writes" in entry.flags)
+        (other is not None and other.kind != "ld") or (entry is not None and "writes" in entry.flags) or \
+        (entry is not None and entry.role == "local" and entry.access[0] == "st")

@@ -27,9 +27,10 @@ import numpy as np
 from traceconf.emulate import intops, taint
 from traceconf.emulate.simt import EXIT, Compiled, collective, with_guard
 from traceconf.sass import opcodes
-from traceconf.sass.control import (barrier, both, branch_if_divergent, guard_of, jump, return_to_register,
-                                    target_of)
+from traceconf.sass.control import (barrier, both, branch_if_divergent, guard_of, indirect_target, jump,
+                                    jump_to_register, next_pc, return_to_register, target_of)
 from traceconf.sass.floats import FLOAT_HANDLERS
+from traceconf.sass.local import local_memory
 from traceconf.sass.memory import global_memory, other_memory, shared_memory
 from traceconf.sass.opcodes import global_op, shared_op, writes_memory
 from traceconf.sass.operands import (M32, Operand, SassContext, pair_name, parse_operand, read_register, reader,
@@ -670,11 +671,15 @@ def _control(slot, family: str, transfer: str, ops, mods, guard, ctx: SassContex
     """A control transfer: followed where its destination is known, else the warp stops with the reason."""
     def stop(reason):
         return Compiled(lambda m, active, mask: m.stop(slot, active, 0, reason), True, slot)
-    if transfer in ("branch", "indirect"):
+    if transfer == "indirect":
+        # BRX/BRXU Rx offset: relative to the next instruction; JMX/JMXU: absolute
+        base = next_pc(slot, ctx) if family.startswith("BRX") else 0
+        run = jump_to_register(slot, guard, ops, ctx, base, f"indirect branch ({family})", False)
+        return Compiled(run, True, slot) if run is not None else stop(f"indirect branch ({family}) without a register")
+    if transfer == "branch":
         destination = target_of(ops, slot, ctx, labels)
         if destination is None:
-            return stop(f"indirect branch ({family}) is not followed" if transfer == "indirect"
-                        else "branch target is not an instruction of the listing")
+            return stop("branch target is not an instruction of the listing")
         if "DIV" in mods:
             return Compiled(branch_if_divergent(slot, guard, ops, ctx, destination), True, slot)
         condition = next((op for op in ops if op.kind == "pred"), None)
@@ -689,9 +694,13 @@ def _control(slot, family: str, transfer: str, ops, mods, guard, ctx: SassContex
             return stop(f"{family} without an enclosing {opcodes.RECONVERGE_JUMPS[family]}")
         return Compiled(jump(slot, guard, destination), True, slot)
     if transfer == "call":
+        if indirect_target(ops) is not None:
+            # a call through a function pointer (or a virtual call): CALL.REL.NOINC R8 `(kernel), the address
+            # relative to the function's start, as the binary's function-pointer tables hold it
+            return Compiled(jump_to_register(slot, guard, ops, ctx, 0, "indirect call", False), True, slot)
         destination = target_of(ops, slot, ctx, labels)
         if destination is None:
-            return stop("indirect call is not followed")
+            return stop("call target is not a function of the listing")
         return Compiled(jump(slot, guard, destination), True, slot)
     if transfer == "return":
         run = return_to_register(slot, guard, ops, ctx)
@@ -726,6 +735,8 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
         body = shared_memory(full, ops, mods, ctx, slot)
     if body is None and global_op(full) is not None:
         body = global_memory(full, ops, mods, ctx, slot)
+    if body is None and entry is not None and entry.role == "local":
+        body = local_memory(ops, mods, ctx, entry.access[0] == "ld")
     if body is None and entry is not None and entry.detail in HANDLERS:
         # a handler returns None for a form it does not model (an operand shape, a modifier); anything it
         # raises is a bug and surfaces as one
