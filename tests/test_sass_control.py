@@ -2,7 +2,7 @@
 (spills, a called function's saved registers): followed exactly where the binary tells the targets and values,
 otherwise the counts are partial with the reason — never a wrong "exact" (issue 21).
 
-The differential tests run one CUDA fixture (tests/fixtures/cuda/control_flow.cu) in which each kernel pair
+The differential tests run one CUDA fixture (tests/fixtures/differential/control_flow.cu) in which each kernel pair
 makes the same shared-memory stores, once with direct control flow and once through a jump table, a function
 pointer or a local array: both must give the same counts, complete."""
 
@@ -21,7 +21,7 @@ from traceconf.emulate import Launch
 from traceconf.sass.emulate import emulate_sass
 from traceconf.sass.listing import parse_text
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "cuda" / "control_flow.sm_90.ptx"
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "differential" / "control_flow.sm_90.ptx"
 needs_tools = pytest.mark.skipif(any(tools.locate(t) is None for t in ("ptxas", "nvdisasm", "cuobjdump")),
                                  reason="needs ptxas, nvdisasm and cuobjdump (CUDA toolkit or NVIDIA pip wheels)")
 #: st wavefronts of the stores s[t], s[2t], s[32t], s[33t] (which = 0..3 of local_pointer's choices)
@@ -150,3 +150,48 @@ def test_a_generic_access_through_an_unknown_pointer_is_flagged_never_global():
     body = [TID, "LDC R1, c[0x0][0x28]", "LDL.64 R2, [R1]", "ST.E [R2.64], RZ"]
     result = run(body)
     assert any("whether it is shared memory is unknown" in entry["reason"] for entry in result.unresolved)
+
+
+SLOW_PATH = FIXTURE.with_name("slow_path.sm_90.ptx")
+STRIDE_PARAM = {"divide_then_store": 3, "sqrt_then_store": 2, "store_only": 3}
+
+
+@needs_tools
+@pytest.mark.parametrize("kernel", ["divide_then_store", "sqrt_then_store"])
+@pytest.mark.parametrize("stride", [1, 32])
+def test_what_follows_a_slow_path_call_is_analysed(kernel, stride):
+    """beta /= alpha (FCHK, then a CALL to the division slow path) used to stop the kernel at the SASS level
+    ('not analysed past ... floating-point arithmetic', 0 wavefronts); the subroutine touches no shared memory,
+    so whole warps skip it and what comes after is exact."""
+    def run_kernel(name):
+        result = CliRunner().invoke(app, ["analyze", str(SLOW_PATH), "--level", "sass", "--kernel", name,
+                                          "--block", "32", "--param", f"{name}_param_{STRIDE_PARAM[name]}={stride}",
+                                          "-f", "json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["results"][0]
+    followed, plain = run_kernel(kernel), run_kernel("store_only")
+    assert not followed["partial"], followed["unresolved"]
+    assert counts(followed) == counts(plain) == {"ld": (1, 1), "st": (1, stride)}
+
+
+#: A branch on an unknown value around a call to a subroutine placed after the kernel's code (as ptxas places the
+#: division slow path); the store after the rejoin point uses the thread index only.
+AROUND_CALL = [TID, "ISETP.GT.AND P0, PT, R8, 0x1, PT", "@!P0 BRA 0x50", "MOV R6, 0x50",
+               "CALL.REL.NOINC 0x90", "STS [R0.X4], RZ", "EXIT", "BRA 0x70", "NOP", "MOV R5, 0x7",
+               "RET.REL.NODEC R6 0x0"]
+
+
+def test_whole_warps_skip_a_slow_path_call():
+    result = run(AROUND_CALL)                      # R8: never written, unknown in every lane
+    assert not result.unresolved
+    assert (result.accesses.address[0] == np.arange(32) * 4).all()
+
+
+def test_a_warp_split_at_a_call_is_not_skipped():
+    """Where some lanes of a warp know their way into the subroutine, skipping it for the others would run the
+    code after the rejoin point twice: the branch stops instead, and the counts say so."""
+    odd = ["LOP3.LUT P1, RZ, R0, 0x1, RZ, 0xc0, !PT", "SEL R8, R9, 0x5, P1"]   # unknown in odd lanes, 5 in even
+    result = run([TID, *odd, "ISETP.GT.AND P0, PT, R8, 0x1, PT", "@!P0 BRA 0x70", "MOV R6, 0x70", "CALL.REL.NOINC 0xb0",
+                  "STS [R0.X4], RZ", "EXIT", "BRA 0x90", "NOP", "MOV R5, 0x7", "RET.REL.NODEC R6 0x0"])
+    assert len(result.accesses.address) == 0
+    assert any("not analysed past" in entry["reason"] for entry in result.unresolved), result.unresolved

@@ -99,9 +99,22 @@ def _successors(slots: list[Slot], index: int) -> list[int]:
     if kind == "exit":
         return [end] + following
     if kind == "return":
-        # returns go back after some call: every instruction after a CALL (or, from the kernel, out of it)
-        return [i + 1 for i, s in enumerate(slots) if transfer(s.row["opcode"]) == "call"] + [end] + following
+        return _return_points(slots, index) + following
     return [index + 1]
+
+
+def _return_points(slots: list[Slot], index: int) -> list[int]:
+    """Where the RET at ``index`` may go: after each direct CALL of the subroutine it ends (the nearest call
+    target before it), so that a branch around a call (``FCHK`` → the division slow path) rejoins after it;
+    after every CALL, or out of the kernel, where that is not known (calls through pointers, a RET of the
+    kernel's own code)."""
+    calls = [(i, s.target) for i, s in enumerate(slots) if transfer(s.row["opcode"]) == "call"]
+    if all(target is not None for _, target in calls):
+        starts = [target for _, target in calls if target <= index]
+        if starts:
+            start = max(starts)
+            return [i + 1 for i, target in calls if target == start]
+    return [i + 1 for i, _ in calls] + [len(slots)]
 
 
 #: Branch regions and reachability over SASS: data-dependent branches are explored as at the PTX level.
