@@ -195,3 +195,21 @@ def test_a_warp_split_at_a_call_is_not_skipped():
                   "STS [R0.X4], RZ", "EXIT", "BRA 0x90", "NOP", "MOV R5, 0x7", "RET.REL.NODEC R6 0x0"])
     assert len(result.accesses.address) == 0
     assert any("not analysed past" in entry["reason"] for entry in result.unresolved), result.unresolved
+
+
+CUB = FIXTURE.with_name("cub_sort.sm_90.cubin")
+
+
+@needs_tools
+@pytest.mark.parametrize("kernel, dtype, low, high", [("radix_sort", np.int32, -1000, 1000),
+                                                      ("histogram_sort", np.uint8, 0, 256)])
+def test_cub_radix_sort_and_histogram_sort_are_complete_with_their_data(tmp_path, kernel, dtype, low, high):
+    """BMSK/UBMSK (the radix digit mask) were not modelled: every access after them was unresolved."""
+    data = tmp_path / "in.npy"
+    np.save(data, np.random.default_rng(7).integers(low, high, 512).astype(dtype))
+    result = CliRunner().invoke(app, ["analyze", str(CUB), "--kernel", kernel, "--block", "128",
+                                      "--data", f"param_0={data}", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)["results"][0]
+    assert not found["partial"], found["unresolved"][:3]
+    assert counts(found)["st"][0] > 0 and counts(found)["ld"][0] > 0

@@ -196,3 +196,29 @@ def test_bmsk_is_the_ptx_levels_bit_mask():
                                   "STS [R2.X4], RZ"], "sm_75"), "t.sass")
     result = emulate_sass(module, "k", Launch(block=(32, 1, 1), grid=(1, 1, 1)))
     assert (result.accesses.address[0] == (np.arange(32) & 0xF) * 4).all() and not result.notes
+
+
+def _run(body: list[str]):
+    module = parse_text(_listing(body, "sm_75"), "t.sass")
+    return emulate_sass(module, "k", Launch(block=(32, 1, 1), grid=(1, 1, 1)))
+
+
+PACKED = ["S2R R0, SR_TID.X", "ISETP.GE.U32.AND P2, PT, R0, 0x10, PT", "P2R R2, PR, R2, 0x4",   # R2: never written
+          "ISETP.GE.U32.AND P2, PT, R0, 0x40, PT"]                                              # P2 overwritten
+
+
+def test_a_predicate_packed_into_an_uninitialised_register_comes_back_known():
+    """Inductor's cumsum: ptxas keeps a predicate in bit 2 of a register whose other bits were never written;
+    per-register taint made the predicate read back unknown and the guarded store unresolved."""
+    for unpack in (["R2P PR, R2, 0x4"], ["LOP3.LUT P2, RZ, R2, 0x4, RZ, 0xc0, !PT"]):
+        result = _run(PACKED + unpack + ["@P2 STS [R0.X4], RZ"])
+        assert not result.unresolved, (unpack, result.unresolved)
+        executed = result.accesses.address[0]
+        assert list(np.flatnonzero(executed >= 0)) == list(range(16, 32)), unpack
+
+
+def test_the_unwritten_bits_of_that_register_stay_unknown():
+    result = _run(PACKED + ["LOP3.LUT P2, RZ, R2, 0x8, RZ, 0xc0, !PT", "@P2 STS [R0.X4], RZ"])
+    assert result.unresolved
+    result = _run(PACKED + ["IADD3 R2, R2, 0x1, RZ", "R2P PR, R2, 0x4", "@P2 STS [R0.X4], RZ"])
+    assert result.unresolved                   # rewritten since: the record no longer holds

@@ -58,6 +58,15 @@ class SassMachine(Machine):
 
     where = staticmethod(_where)
     _local: LocalMemory | None = None
+    _fields: dict | None = None
+
+    @property
+    def bit_fields(self) -> dict:
+        """Register → (array written, bits, their taint): bits of a register known apart from the rest
+        (:func:`traceconf.sass.operands.record_field`)."""
+        if self._fields is None:
+            self._fields = {}
+        return self._fields
 
     def line_of(self, row: dict) -> int | None:
         """The line of the input file: the PTX line ptxas recorded when the SASS came from the PTX, else the

@@ -114,6 +114,28 @@ def write_register(m, name: str, value, bits, mask) -> None:
     m.write(name, value, bits, mask)
 
 
+def record_field(m, name: str, field: int, bits, mask) -> None:
+    """After a write of register ``name``: its bits ``field`` carry taint ``bits`` (where ``mask``), whatever the
+    rest of it carries.  ptxas packs predicates into bits of a register whose other bits were never written
+    (``P2R R2, PR, R2, 0x4``); a later read of those bits alone (``R2P``, ``LOP3.LUT P0, RZ, R2, 0x4, RZ, 0xc0``)
+    is as known as the predicates were.  The record holds while the register keeps the array written."""
+    if name in ZERO_REGS or name not in m.regs:
+        return
+    old = m.bit_fields.get(name)
+    outside = old[2] if old is not None and old[0] is m.regs[name] else m.taints[name]
+    bits = np.broadcast_to(np.asarray(bits, dtype=np.uint64) | m.guard_taint, (m.size,))
+    m.bit_fields[name] = (m.regs[name], field, bits if mask is None else np.where(mask, bits, outside))
+
+
+def field_taint(m, name: str, field: int):
+    """The taint of bits ``field`` of register ``name`` read alone: the recorded field's (:func:`record_field`)
+    where it covers them and the register is unchanged since, else None (the register's own taint applies)."""
+    entry = m.bit_fields.get(name)
+    if entry is None or entry[0] is not m.regs.get(name) or field & ~entry[1]:
+        return None
+    return entry[2]
+
+
 # --------------------------------------------------------------------------- readers and writers
 
 

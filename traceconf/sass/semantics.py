@@ -33,7 +33,8 @@ from traceconf.sass.floats import FLOAT_HANDLERS
 from traceconf.sass.local import local_memory
 from traceconf.sass.memory import global_memory, other_memory, shared_memory
 from traceconf.sass.opcodes import global_op, shared_op, writes_memory
-from traceconf.sass.operands import (M32, Operand, SassContext, pair_name, parse_operand, read_register, reader,
+from traceconf.sass.operands import (M32, ZERO_REGS, Operand, SassContext, field_taint, pair_name, parse_operand,
+                                     read_register, reader, record_field,
                                      signed32, taint_of, write_register, writer)
 from traceconf.sass.warp import match, redux, shfl, vote
 
@@ -305,10 +306,14 @@ def _lop3(ops, mods, ctx):
     a, b, c = (reader(s, ctx, False) for s in sources[:3])
     write = writer(dest)
     write_pred = writer(pred_out) if pred_out is not None else None
+    # a & constant (lut 0xc0, the third source zero): a test of bits of a, as known as those bits are
+    tested = sources[0] if lut == 0xC0 and sources[0].kind == "reg" and sources[1].kind == "imm" and \
+        sources[2].name in ZERO_REGS else None
 
     def run(m, mask):
         (av, ab), (bv, bb), (cv, cb) = a(m), b(m), c(m)
-        bits = ab | bb | cb
+        own = field_taint(m, tested.name, sources[1].value & 0xFFFF_FFFF) if tested is not None else None
+        bits = ab | bb | cb if own is None else own
         result = intops.lop3(np.asarray(av, dtype=np.uint64), np.asarray(bv, dtype=np.uint64),
                              np.asarray(cv, dtype=np.uint64), lut, 32)
         write(m, result, bits, mask)
@@ -571,15 +576,17 @@ def _p2r(ops, mods, ctx):
 
     def run(m, mask):
         value, bits = base(m)
-        packed = U64(0)
+        packed, field_bits = U64(0), taint.ZERO
         for index in range(7):
             if field_mask >> index & 1:
                 pv, pb = read_register(m, f"{prefix}{index}")
                 packed = packed | ((np.asarray(pv, dtype=np.uint64) & U64(1)) << U64(index))
-                bits = bits | pb
+                field_bits = field_bits | pb
         packed = packed << U64(shift)
         keep = U64((~(field_mask << shift)) & 0xFFFF_FFFF)
-        dest(m, (np.asarray(value, dtype=np.uint64) & keep) | packed, bits, mask)
+        dest(m, (np.asarray(value, dtype=np.uint64) & keep) | packed, bits | field_bits, mask)
+        if ops[2].name not in ZERO_REGS:
+            record_field(m, ops[0].name, field_mask << shift, field_bits, mask)
     return run
 
 
@@ -590,6 +597,9 @@ def _r2p(ops, mods, ctx):
 
     def run(m, mask):
         value, bits = source(m)
+        if ops[1].kind == "reg":
+            own = field_taint(m, ops[1].name, field_mask << shift)
+            bits = bits if own is None else own
         value = np.asarray(value, dtype=np.uint64) >> U64(shift)
         for index in range(7):
             if field_mask >> index & 1:
