@@ -222,3 +222,15 @@ def test_the_unwritten_bits_of_that_register_stay_unknown():
     assert result.unresolved
     result = _run(PACKED + ["IADD3 R2, R2, 0x1, RZ", "R2P PR, R2, 0x4", "@P2 STS [R0.X4], RZ"])
     assert result.unresolved                   # rewritten since: the record no longer holds
+
+
+def test_a_handler_bug_is_an_internal_error_at_the_command_line(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from traceconf.cli import app
+    listing = tmp_path / "t.sass"
+    listing.write_text(_listing(["S2R R0, SR_TID.X", "POPC R2, R0", "STS [R2], RZ"]))
+    monkeypatch.setitem(semantics.HANDLERS, "popc", lambda ops, mods, ctx: ops[7])
+    result = CliRunner().invoke(app, ["analyze", str(listing), "--block", "32"])
+    assert result.exit_code == 70
+    assert "internal error (IndexError" in result.stderr and "not modelled" not in result.output
