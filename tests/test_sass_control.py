@@ -213,3 +213,33 @@ def test_cub_radix_sort_and_histogram_sort_are_complete_with_their_data(tmp_path
     found = json.loads(result.stdout)["results"][0]
     assert not found["partial"], found["unresolved"][:3]
     assert counts(found)["st"][0] > 0 and counts(found)["ld"][0] > 0
+
+
+REDUCE7 = FIXTURE.with_name("reduce7.sm_90.ptx")
+
+
+@needs_tools
+@pytest.mark.parametrize("kernel", ["_Z7reduce7IfLj256ELb1EEvPKT_PS0_j", "_Z7reduce7IiLj256ELb1EEvPKT_PS0_j"])
+def test_reduce7_resolves_at_the_sass_level_as_at_the_ptx_level(kernel):
+    """The final LDS was unresolved at the SASS level ('branch whose direction depends on floating-point
+    arithmetic': the float steps of the u16 division helper) while the PTX level resolves it."""
+    found = {}
+    for level in ("ptx", "sass"):
+        result = CliRunner().invoke(app, ["analyze", str(REDUCE7), "--level", level, "--kernel", kernel,
+                                          "--block", "256", "--grid", "4", "--param", f"{kernel}_param_2=4096",
+                                          "--dynamic-smem", "1024", "-f", "json"])
+        assert result.exit_code == 0, result.output
+        found[level] = json.loads(result.stdout)["results"][0]
+        assert not found[level]["partial"], (level, found[level]["unresolved"])
+    assert counts(found["sass"]) == counts(found["ptx"]) == {"ld": (4, 4), "st": (32, 32)}
+
+
+def test_float_steps_on_known_values_are_evaluated_without_data():
+    """ptxas's u16 division helper: 256 / 32 through I2FP, FMUL.RZ and F2I, from constants only."""
+    helper = ["I2FP.F32.U32.RZ R5, 0x100", "FMUL.RZ R5, R5, 0.031250007450580596924", "F2I.U32.TRUNC.NTZ R5, R5"]
+    result = run([TID, *helper, "IMAD R2, R0, R5, RZ", "STS [R2.X4], RZ"])
+    assert not result.unresolved
+    assert (result.accesses.address[0] == np.arange(32) * 8 * 4).all()
+    unknown = run([TID, "I2FP.F32.U32.RZ R5, R9", "FMUL.RZ R5, R5, 0.5", "F2I.U32.TRUNC.NTZ R5, R5",
+                   "STS [R5.X4], RZ"])                  # R9 never written: the float steps stay unknown
+    assert any("floating-point arithmetic" in entry["reason"] for entry in unknown.unresolved), unknown.unresolved

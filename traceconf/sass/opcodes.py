@@ -179,7 +179,7 @@ HSET2         float     -
 HSETP2        float     -
 F2F           float     -
 F2FP          float     -
-I2FP          float     -
+I2FP          float     i2fp
 F2IP          float     -
 SHFL          warp      shfl
 VOTE          warp      vote
