@@ -243,3 +243,12 @@ def test_float_steps_on_known_values_are_evaluated_without_data():
     unknown = run([TID, "I2FP.F32.U32.RZ R5, R9", "FMUL.RZ R5, R5, 0.5", "F2I.U32.TRUNC.NTZ R5, R5",
                    "STS [R5.X4], RZ"])                  # R9 never written: the float steps stay unknown
     assert any("floating-point arithmetic" in entry["reason"] for entry in unknown.unresolved), unknown.unresolved
+
+
+def test_jmx_jumps_to_the_absolute_address_and_an_unknown_return_stops():
+    jump = run([TID, "MOV R4, 0x40", "JMX R4", "STS [R0.X4], RZ", "IMAD.SHL.U32 R2, R0, 0x80, RZ", "STS [R2], RZ"])
+    assert not jump.unresolved and [int(i) for i in jump.accesses.instruction] == [5]
+    # the caller never set the return address R20: the subroutine's store counts, what follows the call does not
+    ret = run([TID, "CALL.REL.NOINC 0x40", "STS [R0.X4+0x80], RZ", "EXIT", "STS [R0.X4], RZ", "RET.REL.NODEC R20 0x0"])
+    assert any("return: the address in R20 is not known" in entry["reason"] for entry in ret.unresolved)
+    assert [int(i) for i in ret.accesses.instruction] == [4]
