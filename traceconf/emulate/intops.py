@@ -214,6 +214,21 @@ def bit_field_insert(a: np.ndarray, b: np.ndarray, position: np.ndarray, length:
     return truncate((unsigned(b, bits) & ~field_mask) | ((a << shift) & field_mask), bits)
 
 
+def bit_mask(position: np.ndarray, width: np.ndarray, wrap: bool) -> np.ndarray:
+    """bmsk.b32 (SASS BMSK): ``width`` one bits from bit ``position`` up, cut at bit 31; .wrap takes both operands
+    modulo 32, .clamp (the default) makes a position past bit 31 an empty mask and a width past 31 a full one."""
+    position, width = unsigned(position, 32), unsigned(width, 32)
+    low, size = position & U64(31), width & U64(31)
+    start = (ALL_ONES << low) & mask_of(32)
+    end = (ALL_ONES << (low + size)) & mask_of(32)
+    overflow = low + size >= 32
+    if not wrap:
+        start = np.where(position >= 32, U64(0), start)
+        overflow = overflow | (position >= 32) | (width >= 32)
+    end = np.where(overflow, U64(0), np.where(size == 0, mask_of(32), end))
+    return start & ~end & mask_of(32)
+
+
 #: Byte selectors of the prmt modes, indexed [mode][c & 3] -> source byte of result bytes 0..3.
 _PRMT_MODES = {
     "f4e": ((0, 1, 2, 3), (1, 2, 3, 4), (2, 3, 4, 5), (3, 4, 5, 6)),

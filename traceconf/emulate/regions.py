@@ -129,6 +129,8 @@ class Region:
     shared_slots: list[Slot]        # shared-capable instructions among them
     writes_memory: bool             # a store or atomic among them (memory contents become unknown)
     writes_carry: bool
+    beyond: bool = False            # some lie past the rejoin point (a subroutine called in between): only whole
+                                    # warps may skip it, or the lanes that run it would rejoin after the others
 
 
 def branch_region(program: Program, ipdom: list[int | None], branch: int, facts: "ControlFacts | None" = None
@@ -144,8 +146,8 @@ def branch_region(program: Program, ipdom: list[int | None], branch: int, facts:
         index = todo.pop()
         if index in seen or index == rejoin:
             continue
-        if index >= end or index > rejoin:
-            return None            # leaves the kernel or lies above the rejoin point: not sound to skip
+        if index >= end:
+            return None            # leaves the kernel: not sound to skip
         seen.add(index)
         todo.extend(facts.successors(slots, index))
     pcs = sorted(seen)
@@ -157,7 +159,7 @@ def branch_region(program: Program, ipdom: list[int | None], branch: int, facts:
     return Region(branch=branch, rejoin=rejoin, pcs=pcs, registers=registers,
                   shared_slots=[slots[i] for i in pcs if facts.is_shared(slots[i])],
                   writes_memory=any(facts.writes_memory(slots[i]) for i in pcs),
-                  writes_carry=any(facts.writes_carry(slots[i]) for i in pcs))
+                  writes_carry=any(facts.writes_carry(slots[i]) for i in pcs), beyond=pcs[-1] > rejoin)
 
 
 def _ptx_written(slot: Slot) -> list[str]:

@@ -423,6 +423,13 @@ class Machine(ThreadState):
         region = self.findings.region(self.program, self.pc_of(slot))
         if region is None:
             return False
+        if region.beyond:
+            # lanes of these warps that know their way would run code past the rejoin point and meet the others
+            # only after them: skip the region only where every lane of the warp at the branch skips it
+            here = self.pc == self.pc_of(slot)
+            warps = np.repeat(lanes.reshape(-1, self.warp_size).any(axis=1), self.warp_size)
+            if (here & warps & ~lanes).any():
+                return False
         why = int(np.bitwise_or.reduce(bits[lanes]))
         if why & int(taint.UNKNOWN & ~taint.BRANCH):
             why &= ~int(taint.BRANCH)        # name the data, not the earlier branches it went through

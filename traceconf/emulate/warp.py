@@ -31,6 +31,74 @@ def _group_or(bits, participating) -> np.ndarray:
     return np.repeat(np.bitwise_or.reduce(bits, axis=1), GROUP)
 
 
+def shuffle(m, mask, mode: str, value, value_bits, lane_arg, lane_bits, clamp_arg, clamp_bits):
+    """shfl.sync / SHFL (``mode``: up, down, bfly, idx): (value read, its taint, whether the source lane was in
+    range, that predicate's taint) per thread; a source lane not taking part gives an undefined value."""
+    participating = _participants(m, mask)
+    value = np.broadcast_to(value, (m.size,))
+    value_bits = np.broadcast_to(value_bits, (m.size,))
+    lane = (m.lane % GROUP).astype(np.int64)
+    bval = (np.broadcast_to(lane_arg, (m.size,)) & U64(31)).astype(np.int64)
+    clamp = np.broadcast_to(clamp_arg, (m.size,))
+    cval = (clamp & U64(31)).astype(np.int64)
+    segment = ((clamp >> U64(8)) & U64(31)).astype(np.int64)
+    max_lane = (lane & segment) | (cval & ~segment)
+    min_lane = lane & segment
+    if mode == "up":
+        source = lane - bval
+        in_range = source >= max_lane
+    else:
+        source = {"down": lane + bval, "bfly": lane ^ bval, "idx": min_lane | (bval & ~segment)}[mode]
+        in_range = source <= max_lane
+    source = np.where(in_range, source, lane)
+    thread = np.arange(m.size) - lane + source
+    result_bits = value_bits[thread] | lane_bits | clamp_bits | \
+        np.where(participating[thread], taint.ZERO, taint.UNMODELLED)
+    return value[thread], result_bits, in_range.astype(np.uint64), lane_bits | clamp_bits
+
+
+def ballot(m, mask, value, bits):
+    """vote.sync / VOTE over each 32-lane group: (ballot mask, any lane true, all lanes true, taint), per thread."""
+    participating = _participants(m, mask)
+    truth = ((np.broadcast_to(value, (m.size,)) & U64(1)) == 1) & participating
+    groups, taking_part = truth.reshape(-1, GROUP), participating.reshape(-1, GROUP)
+    mask_bits = np.repeat((groups * _LANE_BITS).sum(axis=1, dtype=np.uint64), GROUP)
+    any_true = np.repeat(groups.any(axis=1), GROUP)
+    all_true = np.repeat((groups | ~taking_part).all(axis=1), GROUP)
+    return mask_bits, any_true, all_true, _group_or(np.broadcast_to(bits, (m.size,)), participating)
+
+
+def matching_lanes(m, mask, values, value_bits):
+    """match.sync / MATCH: (mask of the lanes holding each thread's value, mask of the lanes taking part, taint)."""
+    participating = _participants(m, mask)
+    grouped = np.broadcast_to(values, (m.size,)).reshape(-1, GROUP)
+    taking_part = participating.reshape(-1, GROUP)
+    equal = (grouped[:, :, None] == grouped[:, None, :]) & taking_part[:, None, :]
+    same = (equal * _LANE_BITS).sum(axis=2, dtype=np.uint64).reshape(-1)
+    group_mask = np.repeat((taking_part * _LANE_BITS).sum(axis=1, dtype=np.uint64), GROUP)
+    return same, group_mask, _group_or(np.broadcast_to(value_bits, (m.size,)), participating)
+
+
+def reduce_lanes(m, mask, value, bits, operation: str, is_signed: bool):
+    """redux.sync / REDUX (``operation``: add, min, max, and, or, xor) of the 32-bit values of the lanes taking
+    part, in every thread of the group: (result, taint)."""
+    participating = _participants(m, mask)
+    value = intops.truncate(np.broadcast_to(np.asarray(value, dtype=np.uint64), (m.size,)), 32)
+    taking_part = participating.reshape(-1, GROUP)
+    if operation == "add":
+        result = np.where(taking_part, value.reshape(-1, GROUP), U64(0)).sum(axis=1, dtype=np.uint64)
+    elif operation in ("min", "max"):
+        numbers = intops.signed(value, 32) if is_signed else value.astype(np.int64)
+        neutral = np.iinfo(np.int64).max if operation == "min" else np.iinfo(np.int64).min
+        grouped = np.where(taking_part, numbers.reshape(-1, GROUP), neutral)
+        result = (grouped.min(axis=1) if operation == "min" else grouped.max(axis=1)).view(np.uint64)
+    else:
+        neutral = U64(0xFFFF_FFFF) if operation == "and" else U64(0)
+        grouped = np.where(taking_part, value.reshape(-1, GROUP), neutral)
+        result = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[operation].reduce(grouped, axis=1)
+    return intops.truncate(np.repeat(result, GROUP), 32), _group_or(np.broadcast_to(bits, (m.size,)), participating)
+
+
 def _shfl(slot: Slot, ctx: Context):
     row = slot.row
     modes = [m for m in row["modifiers"] if m in ("up", "down", "bfly", "idx")]
@@ -39,30 +107,10 @@ def _shfl(slot: Slot, ctx: Context):
     a, b, c = (reader(op, slot, ctx) for op in row["operands"][1:4])
 
     def run(m, mask):
-        participating = _participants(m, mask)
-        (value, value_bits), (lane_arg, lane_bits), (clamp_arg, clamp_bits) = a(m), b(m), c(m)
-        value = np.broadcast_to(value, (m.size,))
-        value_bits = np.broadcast_to(value_bits, (m.size,))
-        lane = (m.lane % GROUP).astype(np.int64)
-        bval = (np.broadcast_to(lane_arg, (m.size,)) & U64(31)).astype(np.int64)
-        clamp = np.broadcast_to(clamp_arg, (m.size,))
-        cval = (clamp & U64(31)).astype(np.int64)
-        segment = ((clamp >> U64(8)) & U64(31)).astype(np.int64)
-        max_lane = (lane & segment) | (cval & ~segment)
-        min_lane = lane & segment
-        if mode == "up":
-            source = lane - bval
-            in_range = source >= max_lane
-        else:
-            source = {"down": lane + bval, "bfly": lane ^ bval, "idx": min_lane | (bval & ~segment)}[mode]
-            in_range = source <= max_lane
-        source = np.where(in_range, source, lane)
-        thread = np.arange(m.size) - lane + source
-        result_bits = value_bits[thread] | lane_bits | clamp_bits | \
-            np.where(participating[thread], taint.ZERO, taint.UNMODELLED)
-        m.write(keys[0], value[thread], result_bits, mask)
+        value, value_bits, in_range, range_bits = shuffle(m, mask, mode, *a(m), *b(m), *c(m))
+        m.write(keys[0], value, value_bits, mask)
         if len(keys) > 1:
-            m.write(keys[1], in_range.astype(np.uint64), lane_bits | clamp_bits, mask)
+            m.write(keys[1], in_range, range_bits, mask)
     return run
 
 
@@ -73,19 +121,10 @@ def _vote(slot: Slot, ctx: Context):
     predicate = reader(row["operands"][1], slot, ctx)
 
     def run(m, mask):
-        participating = _participants(m, mask)
-        value, bits = predicate(m)
-        truth = ((np.broadcast_to(value, (m.size,)) & U64(1)) == 1) & participating
-        groups = truth.reshape(-1, GROUP)
-        taking_part = participating.reshape(-1, GROUP)
-        if mode == "ballot":
-            result = np.repeat((groups * _LANE_BITS).sum(axis=1, dtype=np.uint64), GROUP)
-        else:
-            any_true = groups.any(axis=1)
-            all_true = (groups | ~taking_part).all(axis=1)
-            result = {"any": any_true, "all": all_true, "uni": all_true | ~any_true}[mode]
-            result = np.repeat(result, GROUP).astype(np.uint64)
-        m.write(key, result, _group_or(np.broadcast_to(bits, (m.size,)), participating), mask)
+        lanes, any_true, all_true, bits = ballot(m, mask, *predicate(m))
+        result = lanes if mode == "ballot" else \
+            {"any": any_true, "all": all_true, "uni": all_true | ~any_true}[mode].astype(np.uint64)
+        m.write(key, result, bits, mask)
     return run
 
 
@@ -106,14 +145,8 @@ def _match(slot: Slot, ctx: Context):
     bits = intops.TYPE_BITS.get(row["type"] or "b32", 32)
 
     def run(m, mask):
-        participating = _participants(m, mask)
         value, value_bits = source(m)
-        values = intops.truncate(np.broadcast_to(value, (m.size,)), bits).reshape(-1, GROUP)
-        taking_part = participating.reshape(-1, GROUP)
-        equal = (values[:, :, None] == values[:, None, :]) & taking_part[:, None, :]
-        same = (equal * _LANE_BITS).sum(axis=2, dtype=np.uint64).reshape(-1)
-        group_mask = np.repeat((taking_part * _LANE_BITS).sum(axis=1, dtype=np.uint64), GROUP)
-        result_bits = _group_or(np.broadcast_to(value_bits, (m.size,)), participating)
+        same, group_mask, result_bits = matching_lanes(m, mask, intops.truncate(value, bits), value_bits)
         if every:
             all_equal = same == group_mask
             m.write(keys[0], np.where(all_equal, group_mask, U64(0)), result_bits, mask)
@@ -134,23 +167,8 @@ def _redux(slot: Slot, ctx: Context):
         return unknown_result(row, slot, ctx, taint.FLOAT)
 
     def run(m, mask):
-        participating = _participants(m, mask)
-        value, bits = source(m)
-        value = intops.truncate(np.broadcast_to(value, (m.size,)), 32)
-        taking_part = participating.reshape(-1, GROUP)
-        if operation == "add":
-            result = np.where(taking_part, value.reshape(-1, GROUP), U64(0)).sum(axis=1, dtype=np.uint64)
-        elif operation in ("min", "max"):
-            numbers = intops.signed(value, 32) if is_signed else value.astype(np.int64)
-            neutral = np.iinfo(np.int64).max if operation == "min" else np.iinfo(np.int64).min
-            grouped = np.where(taking_part, numbers.reshape(-1, GROUP), neutral)
-            result = (grouped.min(axis=1) if operation == "min" else grouped.max(axis=1)).view(np.uint64)
-        else:
-            neutral = U64(0xFFFF_FFFF) if operation == "and" else U64(0)
-            grouped = np.where(taking_part, value.reshape(-1, GROUP), neutral)
-            result = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[operation].reduce(grouped, axis=1)
-        m.write(key, intops.truncate(np.repeat(result, GROUP), 32),
-                _group_or(np.broadcast_to(bits, (m.size,)), participating), mask)
+        result, bits = reduce_lanes(m, mask, *source(m), operation, is_signed)
+        m.write(key, result, bits, mask)
     return run
 
 

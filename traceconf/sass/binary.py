@@ -4,7 +4,9 @@ The listing comes from ``nvdisasm``/``cuobjdump`` (:mod:`.toolchain`); the
 facts a listing does not print come from ``cuobjdump -elf``: each kernel's
 parameters (``EIATTR_KPARAM_INFO``: ordinal, offset, size), where the
 parameter block starts in constant bank 0 (``EIATTR_PARAM_CBANK``) and its
-static shared memory (the size of its ``.nv.shared.KERNEL`` section).
+static shared memory (the size of its ``.nv.shared.KERNEL`` section) and the contents of its constant banks
+other than 0 (``.nv.constant2.KERNEL``: the jump tables of ``BRX``/``BRXU`` and the function-pointer tables of
+indirect ``CALL``; ``.nv.constant3``: ``__constant__`` data).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ _SECTION_ROW = re.compile(r"^\s*[0-9a-f]+\s+[0-9a-f]+\s+(?P<size>[0-9a-f]+)\s+.*
                           re.M)
 _INFO_SECTION = re.compile(r"^\.nv\.info\.(?P<kernel>\S+)\s*$", re.M)
 _KPARAM = re.compile(r"Ordinal\s*:\s*(0x[0-9a-f]+)\s+Offset\s*:\s*(0x[0-9a-f]+)\s+Size\s*:\s*(0x[0-9a-f]+)")
+_CONSTANT_SECTION = re.compile(r"^\.nv\.constant(?P<bank>[1-9]\d*)(?:\.(?P<kernel>\S+))?[ \t]*\n"
+                               r"(?P<words>(?:[ \t]*0x[0-9a-f]+)+(?:[ \t]*\n(?:[ \t]*0x[0-9a-f]+)+)*)", re.M)
 _PARAM_CBANK = re.compile(r"EIATTR_PARAM_CBANK\s+Format:\s*\S+\s+Value:\s*0x[0-9a-f]+\s+(0x[0-9a-f]+)")
 
 
@@ -32,6 +36,7 @@ class ElfFacts:
     params: dict[str, list[dict]] = field(default_factory=dict)     # kernel -> [{"name", "offset", "bytes"}]
     param_base: dict[str, int] = field(default_factory=dict)
     shared_bytes: dict[str, int] = field(default_factory=dict)
+    constants: dict[str, dict[int, bytes]] = field(default_factory=dict)   # kernel ("" all) -> bank -> bytes
 
 
 def elf_facts(elf: str) -> ElfFacts:
@@ -40,6 +45,10 @@ def elf_facts(elf: str) -> ElfFacts:
     for match in _SECTION_ROW.finditer(elf):
         name = match.group("name")[len(".nv.shared."):]
         facts.shared_bytes[name] = int(match.group("size"), 16)
+    for match in _CONSTANT_SECTION.finditer(elf):
+        words = [int(word, 16) for word in match.group("words").split()]
+        facts.constants.setdefault(match.group("kernel") or "", {})[int(match.group("bank"))] = \
+            b"".join(word.to_bytes(4, "little") for word in words)
     sections = list(_INFO_SECTION.finditer(elf))
     for index, section in enumerate(sections):
         end = sections[index + 1].start() if index + 1 < len(sections) else len(elf)
@@ -67,6 +76,7 @@ def with_elf_facts(module: SassModule, facts: ElfFacts) -> SassModule:
         if row["shared_bytes"] is None and name in facts.shared_bytes:
             row["shared_bytes"] = facts.shared_bytes[name]
     module.kernels = pa.Table.from_pylist(rows, schema=SASS_KERNELS)
+    module.constants = facts.constants
     return module
 
 

@@ -26,19 +26,10 @@ from traceconf.emulate.program import Program, Slot
 from traceconf.sass.control import guard_of
 from traceconf.sass.memory import address_reader
 from traceconf.sass.operands import M32, Operand, SassContext, pair_name, parse_operand, reader, signed32
-from traceconf.sass.opcodes import shared_op
+from traceconf.sass.opcodes import opcode_of, shared_op
 
 U64 = np.uint64
 LIMIT = limit_of(32)
-#: Control transfers whose condition (guard, predicate operand) must be the same in every CTA of a class.
-CONTROL = frozenset({"BRA", "JMP", "BRX", "JMX", "CALL", "JCAL", "RET", "EXIT", "KILL", "BAR", "SYNC", "BRK",
-                     "CONT", "WARPSYNC", "BSSY", "BSYNC", "BREAK"})
-#: Copies: the result is the (only) source.
-COPIES = frozenset({"MOV", "UMOV", "MOV32I", "S2R", "S2UR", "CS2R", "R2UR"})
-SUMS = frozenset({"IADD3", "UIADD3", "IADD", "IADD32I", "VIADD", "UIADD"})
-PRODUCTS = frozenset({"IMAD", "UIMAD", "IMUL"})
-SHIFTED_SUMS = frozenset({"LEA", "ULEA", "ISCADD"})
-COMPARISONS = frozenset({"ISETP", "UISETP"})
 
 
 def _exact(value) -> np.ndarray:
@@ -81,30 +72,30 @@ def _shifted(v) -> np.ndarray:
     return _exact(v[0]) * np.exp2(np.minimum(np.asarray(v[1], dtype=np.uint64) & M32, 32).astype(np.float64))
 
 
-def _rule(family: str, mods: list[str], sources: list[Operand], carries: bool) -> Rule | None:
-    """The :class:`Rule` of an affine-capable instruction, else None."""
+def _rule(affine: str | None, mods: list[str], sources: list[Operand], carries: bool) -> Rule | None:
+    """The :class:`Rule` of an affine-capable instruction (``affine``: its rule in the opcode table), else None."""
     if carries or "X" in mods or "HI" in mods or "SAT" in mods:
         return None
     count = len(sources)
     # no read widths (Rule.read_bits) to check: a SASS register that depends on the CTA index affinely holds a
     # value below 2**31 (each rule checks its result), and readers apply -/~ before the rule sees the value
-    if family in COPIES and count == 1:
+    if affine == "copy" and count == 1:
         return Rule(lambda v: _exact(v[0]), 32)
-    if family in SUMS and count >= 2:
+    if affine == "sum" and count >= 2:
         return Rule(lambda v: sum(_exact(x) for x in v), 32)
-    if family in PRODUCTS and count in (2, 3):
+    if affine == "product" and count in (2, 3):
         if "WIDE" in mods:
             # the 64-bit result uses the operands' declared signedness, and the addend is the whole pair
             factor = _unsigned if "U32" in mods else _exact
             return Rule(lambda v: factor(v[0]) * factor(v[1]) + (_pair(v[2]) if len(v) > 2 else 0.0), 32, (1, 2))
         return Rule(lambda v: _exact(v[0]) * _exact(v[1]) + (_exact(v[2]) if len(v) > 2 else 0.0), 32, (1, 2))
-    if family in SHIFTED_SUMS and count == 3 and sources[2].kind == "imm":
+    if affine == "shifted_sum" and count == 3 and sources[2].kind == "imm":
         shift = float(2 ** (sources[2].value & 0x1F))
         return Rule(lambda v: _exact(v[0]) * shift + _exact(v[1]), 32, cta_free=(3,))
-    if (family in ("SHF", "USHF") and "L" in mods and count >= 2) or (family == "SHL" and count == 2):
+    if (affine == "funnel_shift" and "L" in mods and count >= 2) or (affine == "shift" and count == 2):
         # SHF.L Rd, lo, amount, hi: the low word of (hi:lo) << amount is lo << amount (amount below 32)
         return Rule(_shifted, 32, cta_free=(2,))
-    if family in ("LOP3", "ULOP3") and count == 4 and sources[3].kind == "imm" and sources[3].value & 0xFF == 0xC0:
+    if affine == "mask" and count == 4 and sources[3].kind == "imm" and sources[3].value & 0xFF == 0xC0:
         # a & b with b a low-bit mask (ptxas masks 16-bit CTA indices with 0xffff): a itself while a <= mask
         mask = sources[1].value if sources[1].kind == "imm" else None
         if mask is not None and mask > 0 and not (mask + 1) & mask:
@@ -118,7 +109,9 @@ def compile_sass_check(slot: Slot, ctx: SassContext) -> Check | None:
     mods = list(row["modifiers"] or [])
     ops = [parse_operand(o) for o in row["operands"] or []]
     guard = guard_of(row, ctx)
-    if family in CONTROL:
+    entry = opcode_of(family)
+    affine = entry.affine if entry is not None else None
+    if entry is not None and entry.role == "control":
         conditions = [reader(op, ctx, False) for op in ops if op.kind in ("pred", "reg")]
         return decision_inputs(guard, constant=conditions) if guard is not None or conditions else None
     if shared_op(".".join([family, *mods])) is not None:
@@ -127,21 +120,21 @@ def compile_sass_check(slot: Slot, ctx: SassContext) -> Check | None:
             return None
         return decision_inputs(guard, [address_reader(address, ctx, wide_base=False)],
                                cta_free_addresses=ctx.shared_values)
-    if family in COMPARISONS:
+    if affine == "comparison":
         return _comparison(slot, ctx, ops, mods, guard)
     names, sources, inputs = alu_destinations(ops)
     if not names:
         return None
     wide = "WIDE" in mods
     readers = [reader(op, ctx, wide and index == 2) for index, op in enumerate(sources)]
-    if family in ("SEL", "USEL") and len(sources) == 2 and len(inputs) == 1 and len(names) == 1:
+    if affine == "select" and len(sources) == 2 and len(inputs) == 1 and len(names) == 1:
         # SEL Rd, a, b, P: the selector may decide per class, never per CTA
         rule = Rule(lambda v: np.where((np.asarray(v[2], dtype=np.uint64) & U64(1)) == 1, _exact(v[0]),
                                        _exact(v[1])), 32, cta_free=(3,))
     else:
         # a trailing PT/!PT is a constant operand (LOP3's), any other predicate input a carry
         carries = len(names) > 1 or any(op.name not in ("PT", "UPT") for op in inputs)
-        rule = _rule(family, mods, sources, carries)
+        rule = _rule(affine, mods, sources, carries)
     if wide:
         names = names + [pair_name(names[0])]   # a passing 64-bit result is below 2**31: its high word is 0
     return arithmetic(names, readers + [reader(op, ctx) for op in inputs], guard, rule)

@@ -14,6 +14,7 @@ import numpy as np
 
 from traceconf.emulate import taint
 from traceconf.emulate.simt import EXIT, WAIT, _condition
+from traceconf.sass.opcodes import RECONVERGE_JUMPS
 from traceconf.sass.operands import M32, Operand, SassContext, parse_operand, reader, writer
 
 U64 = np.uint64
@@ -43,10 +44,6 @@ def target_of(ops: list[Operand], slot, ctx: SassContext, labels: dict[str, int]
         if op.kind == "imm" and op.value in ctx.pc_index:
             return ctx.pc_index[op.value]
     return None
-
-
-#: sm_5x/6x jumps to a point pushed earlier: SYNC → SSY, BRK → PBK, CONT → PCNT.
-RECONVERGE_JUMPS = {"SYNC": "SSY", "BRK": "PBK", "CONT": "PCNT"}
 
 
 def reconvergence_targets(rows: list[dict], pc_index: dict[int, int]) -> dict[int, int]:
@@ -94,14 +91,24 @@ def jump(slot, guard, destination: int):
     return run
 
 
-def return_to_register(slot, guard, ops: list[Operand], ctx: SassContext):
-    """RET.REL Rx offset: jump to the address the caller left in Rx (per thread)."""
-    # cuobjdump prints "RET.REL.NODEC R4 0x0" (register and offset without a comma)
-    ops = [parse_operand(token) for op in ops for token in op.text.split()]
-    register = next((o for o in ops if o.kind == "reg"), None)
-    extra = next((o.value for o in ops if o.kind == "imm"), 0)
-    if register is None:
+def indirect_target(ops: list[Operand]) -> tuple[Operand, int] | None:
+    """(register, offset) of a transfer to an address held in a register: ``BRXU UR4 -0x100``,
+    ``CALL.REL.NOINC R8 `(kernel)``, ``RET.REL.NODEC R20 0x0`` (the listing prints them without commas);
+    None for a transfer to a label or pc."""
+    tokens = [parse_operand(token) for op in ops for token in op.text.split()]
+    register = next((o for o in tokens if o.kind == "reg"), None)
+    return (register, next((o.value for o in tokens if o.kind == "imm"), 0)) if register is not None else None
+
+
+def jump_to_register(slot, guard, ops: list[Operand], ctx: SassContext, base: int, what: str, exit_elsewhere: bool):
+    """A jump to ``base`` + the register + the offset of :func:`indirect_target`, per thread (pcs are offsets from
+    the function's start, as the binary's jump and function-pointer tables hold them).  Threads whose target is
+    not known stop with the reason; a target that is no instruction of the listing leaves the kernel when
+    ``exit_elsewhere`` (a return past the kernel's own code), else stops the thread with the reason."""
+    found_target = indirect_target(ops)
+    if found_target is None:
         return None
+    register, offset = found_target
     read = reader(register, ctx, False)
     pcs = np.array(sorted(ctx.pc_index), dtype=np.int64)
 
@@ -109,18 +116,35 @@ def return_to_register(slot, guard, ops: list[Operand], ctx: SassContext):
         taken, stopped = _condition(m, slot, guard, active)
         stay = active & ~taken if stopped is None else active & ~taken & ~stopped
         value, bits = read(m)
-        value = np.broadcast_to(np.asarray(value, dtype=np.uint64).astype(np.int64) + extra, (m.size,))
+        value = np.broadcast_to(np.asarray(value, dtype=np.uint64).astype(np.int64) + (base + offset), (m.size,))
         bits = np.broadcast_to(bits, (m.size,))
         unknown = taken & ((bits & taint.UNKNOWN) != 0)
         if unknown.any():
-            m.stop(slot, unknown, int(np.bitwise_or.reduce(bits[unknown])), "return address is not known")
+            m.stop(slot, unknown, int(np.bitwise_or.reduce(bits[unknown])),
+                   f"{what}: the address in {register.name} is not known")
             taken = taken & ~unknown
-        where = np.searchsorted(pcs, value[taken])
-        found = (where < len(pcs)) & (pcs[np.minimum(where, len(pcs) - 1)] == value[taken])
-        target = np.where(found, where, EXIT)
-        m.pc[taken] = target
+        where = np.minimum(np.searchsorted(pcs, value), len(pcs) - 1)
+        found = pcs[where] == value
+        elsewhere = taken & ~found
+        if elsewhere.any() and not exit_elsewhere:
+            m.stop(slot, elsewhere, 0, f"{what}: its target {int(value[elsewhere][0]):#x} is no instruction of the "
+                                       "listing")
+            taken = taken & ~elsewhere
+        m.pc[taken] = np.where(found[taken], where[taken], EXIT)
         m.pc[stay] += 1
     return run
+
+
+def return_to_register(slot, guard, ops: list[Operand], ctx: SassContext):
+    """RET.REL Rx offset: jump to the address the caller left in Rx (per thread)."""
+    return jump_to_register(slot, guard, ops, ctx, 0, "return", True)
+
+
+def next_pc(slot, ctx: SassContext) -> int:
+    """The pc of the instruction after ``slot`` (relative branches count from it)."""
+    pcs = sorted(ctx.pc_index)
+    index = ctx.pc_index[int(slot.row["pc"])]
+    return pcs[index + 1] if index + 1 < len(pcs) else int(slot.row["pc"]) + 16
 
 
 def barrier(slot, guard, ops, mods, ctx):

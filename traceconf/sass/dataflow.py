@@ -14,8 +14,8 @@ never wrong.
 
 from __future__ import annotations
 
-from traceconf.sass.classes import CONTROL, alu_destinations
-from traceconf.sass.opcodes import shared_op
+from traceconf.sass.classes import alu_destinations
+from traceconf.sass.opcodes import shared_op, transfer
 from traceconf.sass.operands import ZERO_REGS, TRUE_PREDICATES, Operand, pair_name, parse_operand
 
 #: Shared accesses whose destinations receive what shared memory held.
@@ -39,7 +39,7 @@ def _effect(row: dict, ops: list[Operand]) -> tuple[set, set, set, bool]:
     """(registers written, registers their values come from, registers that decide where control goes, shared
     read)."""
     family, mods = row["opcode"], list(row["modifiers"] or [])
-    if family in CONTROL:
+    if transfer(family) is not None:
         guard = {row["guard"].lstrip("!")} - TRUE_PREDICATES if row.get("guard") else set()
         return set(), set(), guard | {n for op in ops if op.kind in ("pred", "reg") for n in _registers(op)}, False
     where = next((i for i, op in enumerate(ops) if op.kind == "address"), None)

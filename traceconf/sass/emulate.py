@@ -32,16 +32,14 @@ from traceconf.emulate.regions import ControlFacts
 from traceconf.emulate.simt import Findings, Machine
 from traceconf.errors import InputError
 from traceconf.sass.listing import SassModule, arch_number, default_param_base
-from traceconf.sass.opcodes import global_op, shared_op
+from traceconf.sass.opcodes import global_op, shared_op, transfer, uncounted_op, writes_memory
 from traceconf.sass.classes import compile_sass_checks
 from traceconf.sass.dataflow import shared_values_matter
-from traceconf.sass.control import reconvergence_targets
+from traceconf.sass.local import LocalMemory
+from traceconf.sass.control import indirect_target, reconvergence_targets
 from traceconf.sass.operands import SassContext
-from traceconf.sass.semantics import compile_instruction, writes_memory, written_registers
+from traceconf.sass.semantics import compile_instruction, written_registers
 
-#: Instructions that move shared memory through descriptors, not lane addresses (counted nowhere).
-DESCRIPTOR_SHARED = frozenset({"HGMMA", "IGMMA", "QGMMA", "BGMMA", "UTMALDG", "UTMASTG", "UBLKCP", "UTMAREDG",
-                               "UBLKRED"})
 #: Reserved shared memory at the start of the shared window (sm_90+: 1 KiB for the system).
 RESERVED_SHARED = ((90, 0x400),)
 
@@ -59,6 +57,16 @@ class SassMachine(Machine):
     """The PTX machine with SASS locations in its messages."""
 
     where = staticmethod(_where)
+    _local: LocalMemory | None = None
+    _fields: dict | None = None
+
+    @property
+    def bit_fields(self) -> dict:
+        """Register → (array written, bits, their taint): bits of a register known apart from the rest
+        (:func:`traceconf.sass.operands.record_field`)."""
+        if self._fields is None:
+            self._fields = {}
+        return self._fields
 
     def line_of(self, row: dict) -> int | None:
         """The line of the input file: the PTX line ptxas recorded when the SASS came from the PTX, else the
@@ -71,6 +79,17 @@ class SassMachine(Machine):
             self._shared = SharedContents(len(self.ctas), self.ctx.shared_bytes)
         return self._shared
 
+    def local_memory(self) -> LocalMemory:
+        """Each thread's local memory (spills and call frames), made on the first STL or LDL."""
+        if self._local is None:
+            self._local = LocalMemory(self.size)
+        return self._local
+
+    def forget_memory(self, lanes: np.ndarray) -> None:
+        super().forget_memory(lanes)
+        if self._local is not None:
+            self._local.forget(lanes)
+
 
 def is_shared(row: dict) -> bool:
     return shared_op(".".join([row["opcode"], *(row["modifiers"] or [])])) is not None
@@ -78,20 +97,33 @@ def is_shared(row: dict) -> bool:
 
 def _successors(slots: list[Slot], index: int) -> list[int]:
     slot = slots[index]
-    family = slot.row["opcode"]
+    kind = transfer(slot.row["opcode"])
     guarded = bool(slot.row.get("guard")) and slot.row.get("guard") not in ("PT", "UPT")
     following = [index + 1] if guarded else []
-    if family in ("BRA", "JMP", "CALL", "SYNC", "BRK", "CONT"):
+    if kind == "indirect" or (kind == "call" and slot.target is None):
+        return list(range(len(slots)))      # an indirect branch or call may go anywhere
+    if kind in ("branch", "call", "reconverge"):
         return ([slot.target] if slot.target is not None else []) + following
-    if family in ("BRX", "JMX"):
-        return list(range(len(slots)))      # an indirect branch may go anywhere
     end = len(slots)                         # past the last instruction: the thread has left the kernel
-    if family in ("EXIT", "KILL"):
+    if kind == "exit":
         return [end] + following
-    if family == "RET":
-        # returns go back after some call: every instruction after a CALL (or, from the kernel, out of it)
-        return [i + 1 for i, s in enumerate(slots) if s.row["opcode"] == "CALL"] + [end] + following
+    if kind == "return":
+        return _return_points(slots, index) + following
     return [index + 1]
+
+
+def _return_points(slots: list[Slot], index: int) -> list[int]:
+    """Where the RET at ``index`` may go: after each direct CALL of the subroutine it ends (the nearest call
+    target before it), so that a branch around a call (``FCHK`` → the division slow path) rejoins after it;
+    after every CALL, or out of the kernel, where that is not known (calls through pointers, a RET of the
+    kernel's own code)."""
+    calls = [(i, s.target) for i, s in enumerate(slots) if transfer(s.row["opcode"]) == "call"]
+    if all(target is not None for _, target in calls):
+        starts = [target for _, target in calls if target <= index]
+        if starts:
+            start = max(starts)
+            return [i + 1 for i, target in calls if target == start]
+    return [i + 1 for i, _ in calls] + [len(slots)]
 
 
 #: Branch regions and reachability over SASS: data-dependent branches are explored as at the PTX level.
@@ -149,6 +181,7 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
     ctx.reconvergence = reconvergence_targets(rows, pc_index)
     ctx.memory = memory
     ctx.from_ptx = module.from_ptx
+    ctx.constants = module.constant_banks(kernel)
     slots = [Slot(row=row) for row in rows]
     _set_targets(slots, ctx, labels)       # the branch targets, which the dataflow below follows
     # shared memory holds values where a shared read decides a branch, and wherever --data gives values to keep
@@ -164,7 +197,7 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
     total = grid[0] * grid[1] * grid[2]
     notes = [f"SASS opcode {name} is not modelled: its results are treated as unknown"
              for name in sorted(ctx.unknown_opcodes)]
-    descriptor_ops = sorted({row["opcode"] for row in rows if row["opcode"] in DESCRIPTOR_SHARED})
+    descriptor_ops = sorted({row["opcode"] for row in rows if uncounted_op(row["opcode"])})
     if descriptor_ops:
         notes.append(f"{', '.join(descriptor_ops)} read or write shared memory through matrix/tensor descriptors "
                      "(wgmma, TMA), not per-lane addresses: their wavefronts are not counted")
@@ -194,9 +227,11 @@ def _set_targets(slots: list[Slot], ctx: SassContext, labels: dict[str, int]) ->
     """Branch / call destinations as slot indices (for reachability of unresolved reports)."""
     from traceconf.sass.operands import parse_operand
     for slot in slots:
-        if slot.row["opcode"] in ("SYNC", "BRK", "CONT"):
+        kind = transfer(slot.row["opcode"])
+        if kind == "reconverge":
             slot.target = ctx.reconvergence.get(int(slot.row["pc"]))
-        if slot.row["opcode"] in ("BRA", "JMP", "CALL"):
+        if kind == "branch" or (kind == "call" and indirect_target(
+                [parse_operand(text) for text in slot.row["operands"] or []]) is None):
             for text in reversed(slot.row["operands"] or []):
                 op = parse_operand(text)
                 if op.kind == "label" and op.name in labels:

@@ -8,8 +8,10 @@ absolute value of the bit pattern (not the integer); an immediate written in dec
 ``-INF``) is a float, one in hex a bit pattern.  Other floating point (``MUFU``, conversions, 64-bit and
 half types) stays unknown, as before.
 
-Only with ``--data`` (``ctx.memory``): without buffer contents the operands of float arithmetic are loaded,
-unknown values, and evaluating every lane would only slow the data-free path down.
+``FSETP``/``FMNMX`` only with ``--data`` (``ctx.memory``).  Without buffer contents ``FADD``/``FMUL``/``FFMA``
+and ``I2FP`` are evaluated only where their operands are known (values computed from constants and indices,
+such as the float steps of ptxas's 16-bit integer-division helper); elsewhere they stay ``FLOAT`` as before,
+without evaluating a lane.
 """
 
 from __future__ import annotations
@@ -74,8 +76,10 @@ def _sources(ops: list[Operand], ctx: SassContext):
     return None if any(read is None for read in readers) else readers
 
 
-def _result(dest: Operand, sources, compute):
-    """Rd = compute(operand bits...): exact lanes as they are, the others FLOAT-tainted."""
+def _result(dest: Operand, sources, compute, ctx: SassContext):
+    """Rd = compute(operand bits...): exact lanes as they are, the others FLOAT-tainted.  Without --data, lanes with
+    an unknown operand are not evaluated (FLOAT, as an instruction nobody evaluates): what is left are values the
+    kernel computes from constants and indices (the integer-division helpers' float steps)."""
     write = writer(dest)
 
     def run(m, mask):
@@ -83,31 +87,76 @@ def _result(dest: Operand, sources, compute):
         bits = taint.ZERO
         for _, b in pairs:
             bits = bits | b
+        unknown = (np.asarray(bits) & taint.UNKNOWN) != 0 if ctx.memory is None else False
+        if np.all(unknown):
+            write(m, U64(0), taint.FLOAT, mask)
+            return
         values, exact = compute([value for value, _ in pairs])
-        write(m, np.asarray(values, dtype=np.uint64), bits | np.where(exact, taint.ZERO, taint.FLOAT), mask)
+        bits = bits | np.where(exact, taint.ZERO, taint.FLOAT)
+        write(m, np.asarray(values, dtype=np.uint64), np.where(unknown, taint.FLOAT, bits), mask)
     return run
 
 
-def compile_float(family: str, ops: list[Operand], mods: list[str], ctx: SassContext):
-    """The exact run of a float instruction, or None where it stays unknown (see the module docstring)."""
-    if ctx.memory is None or _WIDE & set(mods) or not ops or ops[0].kind not in ("reg", "pred"):
+def _exact_operands(ops: list[Operand], mods: list[str], ctx: SassContext, need_data: bool = True) -> bool:
+    """Whether the float instruction can be evaluated: a 32-bit form, a register destination, and --data given
+    (unless ``need_data`` is false: :func:`_result` evaluates only lanes whose operands are known)."""
+    return (ctx.memory is not None or not need_data) and not _WIDE & set(mods) and bool(ops) and \
+        ops[0].kind in ("reg", "pred")
+
+
+def _arithmetic(op: str):
+    """FADD / FMUL (and their 32I forms) Rd, a, b."""
+    def compile_(ops, mods, ctx):
+        if not _exact_operands(ops, mods, ctx, False) or len(ops) != 3 or not (sources := _sources(ops[1:], ctx)):
+            return None
+        rounding, ftz, sat = _rounding(mods)
+        return _result(ops[0], sources, lambda v: floatops.arithmetic(op, v[0], v[1], 32, rounding, ftz, sat), ctx)
+    return compile_
+
+
+def _fma(ops, mods, ctx):
+    if not _exact_operands(ops, mods, ctx, False) or len(ops) != 4 or not (sources := _sources(ops[1:], ctx)):
         return None
-    rounding = next((_ROUNDINGS[m] for m in mods if m in _ROUNDINGS), None)
-    ftz, sat = "FTZ" in mods, "SAT" in mods
-    family = family.removesuffix("32I")              # FADD32I / FMUL32I / FFMA32I: a 32-bit immediate operand
-    if family in ("FADD", "FMUL") and len(ops) == 3 and (sources := _sources(ops[1:], ctx)):
-        op = "add" if family == "FADD" else "mul"
-        return _result(ops[0], sources, lambda v: floatops.arithmetic(op, v[0], v[1], 32, rounding, ftz, sat))
-    if family == "FFMA" and len(ops) == 4 and (sources := _sources(ops[1:], ctx)):
-        return _result(ops[0], sources, lambda v: floatops.fma(v[0], v[1], v[2], 32, rounding, ftz, sat))
-    if family == "FMNMX" and len(ops) == 4 and ops[3].kind == "pred" and (sources := _sources(ops[1:3], ctx)):
-        return _min_max(ops[0], sources, reader(ops[3], ctx), ftz, "NAN" in mods)
-    if family == "FSETP" and len(ops) >= 5 and (sources := _sources(ops[2:4], ctx)):
-        comparison = next((m for m in mods if m in _COMPARISONS), None)
-        if comparison is not None:
-            combine = next((_COMBINE[m] for m in mods if m in _COMBINE), np.logical_and)
-            return _setp(ops[:2], sources, reader(ops[4], ctx), comparison.lower(), combine, ftz)
-    return None
+    rounding, ftz, sat = _rounding(mods)
+    return _result(ops[0], sources, lambda v: floatops.fma(v[0], v[1], v[2], 32, rounding, ftz, sat), ctx)
+
+
+def _i2fp(ops, mods, ctx):
+    """I2FP.F32.{U32,S32}[.RZ|.RM|.RP] Rd, Ra: an integer to f32 (the u16 division helper's first step)."""
+    if "F32" not in mods or not ({"U32", "S32"} & set(mods)) or len(ops) != 2 or \
+            not _exact_operands(ops, mods, ctx, False):
+        return None
+    rounding = _rounding(mods)[0] or "rn"
+    signed = "S32" in mods
+    return _result(ops[0], [reader(ops[1], ctx, False)],
+                   lambda v: floatops.int_to_float(v[0], 32, signed, 32, rounding), ctx)
+
+
+def _fmnmx(ops, mods, ctx):
+    if not _exact_operands(ops, mods, ctx) or len(ops) != 4 or ops[3].kind != "pred" or \
+            not (sources := _sources(ops[1:3], ctx)):
+        return None
+    return _min_max(ops[0], sources, reader(ops[3], ctx), "FTZ" in mods, "NAN" in mods)
+
+
+def _fsetp(ops, mods, ctx):
+    comparison = next((m for m in mods if m in _COMPARISONS), None)
+    if not _exact_operands(ops, mods, ctx) or len(ops) < 5 or comparison is None or \
+            not (sources := _sources(ops[2:4], ctx)):
+        return None
+    combine = next((_COMBINE[m] for m in mods if m in _COMBINE), np.logical_and)
+    return _setp(ops[:2], sources, reader(ops[4], ctx), comparison.lower(), combine, "FTZ" in mods)
+
+
+def _rounding(mods: list[str]):
+    """(rounding, flush to zero, saturate) of a float instruction's modifiers."""
+    return next((_ROUNDINGS[m] for m in mods if m in _ROUNDINGS), None), "FTZ" in mods, "SAT" in mods
+
+
+#: The float handlers of :data:`traceconf.sass.opcodes.TABLE` (the exact run of the instruction, or None
+#: where it stays unknown: see the module docstring).
+FLOAT_HANDLERS = {"add": _arithmetic("add"), "mul": _arithmetic("mul"), "fma": _fma, "min_max": _fmnmx,
+                  "setp": _fsetp, "i2fp": _i2fp}
 
 
 def _min_max(dest: Operand, sources, predicate, ftz: bool, propagate_nan: bool):

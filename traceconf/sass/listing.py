@@ -55,6 +55,10 @@ HEADER_SIGNATURE = re.compile(rb"^[ \t]*(?:code for sm_\d+|Function : \S+|\.elft
 
 #: Constant-bank-0 offset of the first parameter byte, by SASS generation (when the ELF does not say).
 PARAM_BASES = ((90, 0x210), (70, 0x160), (30, 0x140), (20, 0x20))
+#: Where the local stack pointer R1 is loaded from (c[0x0][offset]: ``LDC R1, c[0x0][0x28]``), per architecture.
+STACK_POINTERS = ((70, 0x28), (30, 0x20))
+#: The value the emulator gives it: local addresses are private to a thread, any value serves.
+STACK_TOP = 0xFF_FFF0
 _CONSTANT_READ = re.compile(r"\bc\[0x0\]\[(0x[0-9a-fA-F]+)\]")
 
 
@@ -66,6 +70,11 @@ def arch_number(arch: str | None) -> int:
 def default_param_base(arch: str | None) -> int:
     number = arch_number(arch)
     return next((base for since, base in PARAM_BASES if number >= since), 0x20)
+
+
+def stack_pointer_offset(arch: str | None) -> int | None:
+    number = arch_number(arch)
+    return next((offset for since, offset in STACK_POINTERS if number >= since), None)
 
 
 def params_read(rows: list[dict], arch: str | None) -> list[dict]:
@@ -102,6 +111,11 @@ class SassModule:
     kernels: pa.Table
     notes: list[str] = field(default_factory=list)
     from_ptx: bool = False      # ``path`` is the PTX ptxas assembled (errors cite its lines: -gp's ptx_line)
+    constants: dict[str, dict[int, bytes]] = field(default_factory=dict)  # kernel ("" all) -> bank -> bytes
+
+    def constant_banks(self, kernel: str) -> dict[int, bytes]:
+        """The contents of a kernel's constant banks other than 0, as far as the binary told them."""
+        return {**self.constants.get("", {}), **self.constants.get(kernel, {})}
 
     def kernel_names(self) -> list[str]:
         return self.kernels.column("kernel").to_pylist()

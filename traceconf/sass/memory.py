@@ -96,6 +96,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
         outside = None
         if generic:
             inside = (bits & taint.SHARED_WINDOW) != 0
+            _space_unknown(m, slot, lanes & ~inside & ((bits & taint.UNKNOWN) != 0), bits)
             outside = lanes & ~inside
             lanes = lanes & inside
             value = value - window
@@ -120,6 +121,14 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
         if write_loaded:
             write_loaded(m, mask)
     return run
+
+
+def _space_unknown(m, slot, lanes: np.ndarray, bits: np.ndarray) -> None:
+    """Lanes of a generic access whose address is not known: shared or global, nobody can tell; never taken as
+    global silently (a pointer into shared memory may have come back from memory)."""
+    if lanes.any():
+        m.report_unresolved(slot, f"generic address depends on {m.findings.why(int(np.bitwise_or.reduce(bits[lanes])))}"
+                                  ": whether it is shared memory is unknown", lanes.reshape(-1, m.warp_size).any(axis=1))
 
 
 def global_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassContext, slot):

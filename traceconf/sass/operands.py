@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from traceconf.emulate import taint
+from traceconf.sass.listing import STACK_TOP, stack_pointer_offset
 
 U64 = np.uint64
 M32 = U64(0xFFFF_FFFF)
@@ -113,6 +114,28 @@ def write_register(m, name: str, value, bits, mask) -> None:
     m.write(name, value, bits, mask)
 
 
+def record_field(m, name: str, field: int, bits, mask) -> None:
+    """After a write of register ``name``: its bits ``field`` carry taint ``bits`` (where ``mask``), whatever the
+    rest of it carries.  ptxas packs predicates into bits of a register whose other bits were never written
+    (``P2R R2, PR, R2, 0x4``); a later read of those bits alone (``R2P``, ``LOP3.LUT P0, RZ, R2, 0x4, RZ, 0xc0``)
+    is as known as the predicates were.  The record holds while the register keeps the array written."""
+    if name in ZERO_REGS or name not in m.regs:
+        return
+    old = m.bit_fields.get(name)
+    outside = old[2] if old is not None and old[0] is m.regs[name] else m.taints[name]
+    bits = np.broadcast_to(np.asarray(bits, dtype=np.uint64) | m.guard_taint, (m.size,))
+    m.bit_fields[name] = (m.regs[name], field, bits if mask is None else np.where(mask, bits, outside))
+
+
+def field_taint(m, name: str, field: int):
+    """The taint of bits ``field`` of register ``name`` read alone: the recorded field's (:func:`record_field`)
+    where it covers them and the register is unchanged since, else None (the register's own taint applies)."""
+    entry = m.bit_fields.get(name)
+    if entry is None or entry[0] is not m.regs.get(name) or field & ~entry[1]:
+        return None
+    return entry[2]
+
+
 # --------------------------------------------------------------------------- readers and writers
 
 
@@ -136,6 +159,7 @@ class SassContext:
         self.shared_bytes = 0
         self.memory = None                      # GlobalContents: the --data buffers (None: global memory unknown)
         self.from_ptx = False                   # the input file is the PTX the SASS was assembled from
+        self.constants: dict[int, bytes] = {}   # constant banks other than 0 (jump tables...), from the binary
 
 
 # --------------------------------------------------------------------------- reading operands
@@ -147,9 +171,10 @@ def signed32(value):
 
 
 def _constant_reader(op: Operand, ctx: SassContext):
-    """c[0x0][offset]: launch dimensions, kernel parameters; anything else is unmodelled."""
+    """c[0x0][offset]: launch dimensions, kernel parameters; c[0x2]... the bytes the binary holds; anything
+    else is unmodelled."""
     if op.bank != 0:
-        return lambda m: (U64(0), taint.UNMODELLED)
+        return _bank_reader(op, ctx.constants.get(op.bank))
     register_readers = [(name, scale) for name, scale, _ in op.registers]
     size = 8 if op.wide else 4
 
@@ -180,12 +205,38 @@ def _constant_reader(op: Operand, ctx: SassContext):
     return indexed
 
 
+def _bank_reader(op: Operand, data: bytes | None):
+    """c[bank][R + offset] of a bank whose bytes the binary gave (jump tables in bank 2), per thread; a read
+    past them (or of a bank not given) is unmodelled."""
+    if not data:
+        return lambda m: (U64(0), taint.UNMODELLED)
+    words = np.frombuffer(data[:len(data) // 4 * 4], dtype="<u4").astype(np.uint64)
+    count = 2 if op.wide else 1
+
+    def read(m):
+        total, bits = U64(op.value), taint.ZERO
+        for name, scale, _ in op.registers:
+            value, b = read_register(m, name)
+            total = total + np.asarray(value, dtype=np.uint64) * U64(scale)
+            bits = bits | b
+        index = np.asarray(total, dtype=np.uint64) // U64(4)
+        inside = (np.asarray(total, dtype=np.uint64) % U64(4) == 0) & (index + U64(count) <= U64(len(words)))
+        index = np.where(inside, index, U64(0)).astype(np.intp)
+        value = words[index]
+        if count == 2:
+            value = value | (words[np.minimum(index + 1, len(words) - 1)] << U64(32))
+        return np.where(inside, value, U64(0)), bits | np.where(inside, taint.ZERO, taint.UNMODELLED)
+    return read
+
+
 def _constant_word(m, ctx: SassContext, offset: int):
     """One 32-bit word of constant bank 0."""
     if offset < 0x18:
         index = offset // 4
         dims = (m.block + m.grid)[index] if index < 6 else 0
         return U64(dims), taint.ZERO
+    if offset == stack_pointer_offset(ctx.arch):
+        return U64(STACK_TOP), taint.ZERO
     relative = offset - ctx.param_base
     if 0 <= relative < 0x1000 and ctx.params:
         for index, param in enumerate(ctx.params):

@@ -24,38 +24,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from traceconf.emulate import taint
+from traceconf.emulate import intops, taint
 from traceconf.emulate.simt import EXIT, Compiled, collective, with_guard
-from traceconf.sass.control import (RECONVERGE_JUMPS, barrier, both, branch_if_divergent, guard_of, jump,
-                                    return_to_register, target_of)
-from traceconf.sass.floats import compile_float
+from traceconf.sass import opcodes
+from traceconf.sass.control import (barrier, both, branch_if_divergent, guard_of, indirect_target, jump,
+                                    jump_to_register, next_pc, return_to_register, target_of)
+from traceconf.sass.floats import FLOAT_HANDLERS
+from traceconf.sass.local import local_memory
 from traceconf.sass.memory import global_memory, other_memory, shared_memory
-from traceconf.sass.opcodes import global_op, shared_op
-from traceconf.sass.operands import (M32, Operand, SassContext, pair_name, parse_operand, read_register, reader,
+from traceconf.sass.opcodes import global_op, shared_op, writes_memory
+from traceconf.sass.operands import (M32, ZERO_REGS, Operand, SassContext, field_taint, pair_name, parse_operand,
+                                     read_register, reader, record_field,
                                      signed32, taint_of, write_register, writer)
 from traceconf.sass.warp import match, redux, shfl, vote
 
 U64 = np.uint64
-
-#: Instructions with no effect on addresses, masks or control flow.
-NO_OPS = frozenset({"NOP", "BSSY", "BSYNC", "WARPSYNC", "SSY", "PBK", "PCNT", "PRET", "PLONGJMP", "BREAK", "DEPBAR", "LDGDEPBAR", "MEMBAR", "FENCE", "CCTL", "CCTLL",
-                    "ERRBAR", "YIELD", "NANOSLEEP", "BMOV", "PMTRIG", "ARRIVES", "SYNCS", "UCGABAR_ARV",
-                    "UCGABAR_WAIT", "CGAERRBAR", "ACQBULK", "USETMAXREG", "ELECT_NOOP", "BPT", "SETCTAID",
-                    "DMMA", "HMMA", "IMMA", "BMMA", "HGMMA", "IGMMA", "QGMMA", "WARPGROUP", "UBLKCP", "UTMALDG",
-                    "UTMASTG", "UTMAPF", "UTMACCTL", "UTMACMDFLUSH", "UBLKPF", "UBLKRED"})
-#: Instructions that write shared memory without per-lane addresses (TMA and bulk copies into it, mbarrier
-#: objects): where the kernel keeps shared memory's contents, everything of the CTA is unknown after them.
-OPAQUE_SHARED_WRITERS = frozenset({"UTMALDG", "UBLKCP", "SYNCS", "ARRIVES"})
-#: Floating-point families: results are FLOAT-tainted (not evaluated).
-FLOAT_FAMILIES = frozenset({"FADD", "FMUL", "FFMA", "FMNMX", "FSET", "FCHK", "FRND", "FSWZADD", "MUFU", "DADD",
-                            "DMUL", "DFMA", "DMNMX", "DSET", "HADD2", "HMUL2", "HFMA2", "HMNMX2", "HSET2", "F2F",
-                            "F2FP", "FADD32I", "FMUL32I", "FFMA32I", "I2FP", "F2IP", "HADD2_F32", "FMNMX3",
-                            "FSETP", "DSETP", "HSETP2"})
-#: Memory families that never touch shared memory: destinations get loaded (unknown) values.
-GLOBAL_LOADS = frozenset({"LDG", "LDL", "LDC_LOAD", "TLD", "TEX", "TLD4", "TXQ", "SULD", "LDTRAM", "ATOMG",
-                          "ATOMG_CAS", "SUATOM", "RED_G"})
-GLOBAL_STORES = frozenset({"STG", "STL", "REDG", "SUST", "SURED", "CCTLT", "STAS"})
-
 
 # --------------------------------------------------------------------------- instruction families
 
@@ -286,12 +269,15 @@ def _shf(ops, mods, ctx):
     return run
 
 
-def _shift(ops, mods, ctx):
-    """sm_5x SHL / SHR Rd, a, b."""
+def _shift(right: bool):
+    """sm_5x SHL / SHR[.U32] Rd, a, b (SHR is arithmetic unless .U32)."""
+    return lambda ops, mods, ctx: _compile_shift(ops, mods, ctx, right)
+
+
+def _compile_shift(ops, mods, ctx, right: bool):
     dest, _, sources, _ = _split(ops)
     a, b = reader(sources[0], ctx, False), reader(sources[1], ctx, False)
-    right = ops and mods is not None and "SHR" in mods
-    signed = "S32" in mods
+    signed = "U32" not in mods
     write = writer(dest)
 
     def run(m, mask):
@@ -307,16 +293,6 @@ def _shift(ops, mods, ctx):
     return run
 
 
-def _lut3(a, b, c, lut: int, mask):
-    result = np.zeros(np.broadcast(a, b, c).shape, dtype=np.uint64) if any(np.ndim(x) for x in (a, b, c)) \
-        else U64(0)
-    for index in range(8):
-        if lut >> index & 1:
-            term = (a if index & 4 else ~a) & (b if index & 2 else ~b) & (c if index & 1 else ~c)
-            result = result | term
-    return result & mask
-
-
 def _lop3(ops, mods, ctx):
     predicate_dest = ops[0].kind == "pred"
     pred_out = ops[0] if predicate_dest else None
@@ -330,12 +306,16 @@ def _lop3(ops, mods, ctx):
     a, b, c = (reader(s, ctx, False) for s in sources[:3])
     write = writer(dest)
     write_pred = writer(pred_out) if pred_out is not None else None
+    # a & constant (lut 0xc0, the third source zero): a test of bits of a, as known as those bits are
+    tested = sources[0] if lut == 0xC0 and sources[0].kind == "reg" and sources[1].kind == "imm" and \
+        sources[2].name in ZERO_REGS else None
 
     def run(m, mask):
         (av, ab), (bv, bb), (cv, cb) = a(m), b(m), c(m)
-        bits = ab | bb | cb
-        result = _lut3(np.asarray(av, dtype=np.uint64), np.asarray(bv, dtype=np.uint64),
-                       np.asarray(cv, dtype=np.uint64), lut, M32)
+        own = field_taint(m, tested.name, sources[1].value & 0xFFFF_FFFF) if tested is not None else None
+        bits = ab | bb | cb if own is None else own
+        result = intops.lop3(np.asarray(av, dtype=np.uint64), np.asarray(bv, dtype=np.uint64),
+                             np.asarray(cv, dtype=np.uint64), lut, 32)
         write(m, result, bits, mask)
         if write_pred:
             write_pred(m, (result != 0).astype(np.uint64) if np.ndim(result) else U64(result != 0), bits, mask)
@@ -413,9 +393,9 @@ def _plop3(ops, mods, ctx):
         values = [read(m) for read in readers]
         bits = taint_of(*values)
         a, b, c = ((np.asarray(v, dtype=np.uint64) & U64(1)) * U64(0xFFFF_FFFF) for v, _ in values)
-        outs[0](m, _lut3(a, b, c, luts[0], U64(1)), bits, mask)
+        outs[0](m, intops.lop3(a, b, c, luts[0], 1), bits, mask)
         if len(luts) > 1:
-            outs[1](m, _lut3(a, b, c, luts[1], U64(1)), bits, mask)
+            outs[1](m, intops.lop3(a, b, c, luts[1], 1), bits, mask)
     return run
 
 
@@ -494,23 +474,6 @@ def _unary(function):
     return compile_
 
 
-def _flo(value, mods):
-    value = np.atleast_1d(value)
-    if "SH" in mods:
-        pass
-    signed = "U32" not in mods
-    source = np.where(signed & (value >> U64(31) == 1), ~value & M32, value) if signed else value
-    result = np.full(source.shape, 0xFFFF_FFFF, dtype=np.uint64)
-    nonzero = source != 0
-    result[nonzero] = np.floor(np.log2(source[nonzero].astype(np.float64))).astype(np.uint64)
-    # float log2 can round up just below a power of two: correct by one where needed
-    over = nonzero & ((U64(1) << np.minimum(result, U64(63))) > source)
-    result[over] -= U64(1)
-    if "SH" in mods:
-        result[nonzero] = U64(31) - result[nonzero]
-    return result
-
-
 def _sgxt(ops, mods, ctx):
     """SGXT d, a, n: a's low n bits sign-extended (.U32: zero-extended); n >= 32 keeps a, n = 0 gives 0."""
     dest, _, sources, _ = _split(ops)
@@ -530,45 +493,52 @@ def _sgxt(ops, mods, ctx):
     return run
 
 
+def _flo(value, mods):
+    """FLO[.U32][.SH]: the most significant non-sign bit (.SH: its distance from bit 31), as PTX bfind."""
+    return intops.find_msb(value, 32, "U32" not in mods, "SH" in mods)
+
+
 def _popc(value, mods):
-    value = np.atleast_1d(value).astype(np.uint64)
-    count = np.zeros(value.shape, dtype=np.uint64)
-    for shift in range(32):
-        count += (value >> U64(shift)) & U64(1)
-    return count
+    return intops.popcount(value, 32)
 
 
 def _brev(value, mods):
-    value = np.atleast_1d(value).astype(np.uint64)
-    result = np.zeros(value.shape, dtype=np.uint64)
-    for shift in range(32):
-        result |= ((value >> U64(shift)) & U64(1)) << U64(31 - shift)
-    return result
+    return intops.bit_reverse(value, 32)
 
 
 def _iabs(value, mods):
-    return np.abs(signed32(value)).astype(np.uint64) & M32
+    return intops.absolute(value, 32)
+
+
+#: PRMT modes (.F4E...): the PTX level's prmt modes.
+_PRMT_MODES = ("F4E", "B4E", "RC8", "ECL", "ECR", "RC16")
 
 
 def _prmt(ops, mods, ctx):
+    """PRMT Rd, Ra, selector, Rb: bytes of {Rb, Ra} picked as prmt.b32 picks them."""
     dest, _, sources, _ = _split(ops)
     a, selector, b = (reader(s, ctx, False) for s in sources[:3])
     write = writer(dest)
-    if any(x in mods for x in ("F4E", "B4E", "RC8", "ECL", "ECR", "RC16")):
-        return None
+    mode = next((m.lower() for m in mods if m in _PRMT_MODES), None)
 
     def run(m, mask):
         (av, ab), (sv, sb), (bv, bb) = a(m), selector(m), b(m)
-        source = ((np.asarray(bv, dtype=np.uint64) & M32) << U64(32)) | (np.asarray(av, dtype=np.uint64) & M32)
-        sv = np.asarray(sv, dtype=np.uint64)
-        result = U64(0)
-        for byte in range(4):
-            nibble = (sv >> U64(4 * byte)) & U64(0xF)
-            chosen = (source >> ((nibble & U64(7)) * U64(8))) & U64(0xFF)
-            sign = (chosen >> U64(7)) & U64(1)
-            chosen = np.where(nibble & U64(8), sign * U64(0xFF), chosen)
-            result = result | (chosen << U64(8 * byte))
+        result = intops.permute_bytes(np.asarray(av, dtype=np.uint64), np.asarray(bv, dtype=np.uint64),
+                                      np.asarray(sv, dtype=np.uint64), mode)
         write(m, result, ab | sb | bb, mask)
+    return run
+
+
+def _bmsk(ops, mods, ctx):
+    """BMSK[.W] Rd, position, width: the PTX level's bmsk (.W wraps, else clamps)."""
+    dest, _, sources, _ = _split(ops)
+    position, width = reader(sources[0], ctx, False), reader(sources[1], ctx, False)
+    write = writer(dest)
+
+    def run(m, mask):
+        (pv, pb), (wv, wb) = position(m), width(m)
+        write(m, intops.bit_mask(np.asarray(pv, dtype=np.uint64), np.asarray(wv, dtype=np.uint64), "W" in mods),
+              pb | wb, mask)
     return run
 
 
@@ -606,15 +576,17 @@ def _p2r(ops, mods, ctx):
 
     def run(m, mask):
         value, bits = base(m)
-        packed = U64(0)
+        packed, field_bits = U64(0), taint.ZERO
         for index in range(7):
             if field_mask >> index & 1:
                 pv, pb = read_register(m, f"{prefix}{index}")
                 packed = packed | ((np.asarray(pv, dtype=np.uint64) & U64(1)) << U64(index))
-                bits = bits | pb
+                field_bits = field_bits | pb
         packed = packed << U64(shift)
         keep = U64((~(field_mask << shift)) & 0xFFFF_FFFF)
-        dest(m, (np.asarray(value, dtype=np.uint64) & keep) | packed, bits, mask)
+        dest(m, (np.asarray(value, dtype=np.uint64) & keep) | packed, bits | field_bits, mask)
+        if ops[2].name not in ZERO_REGS:
+            record_field(m, ops[0].name, field_mask << shift, field_bits, mask)
     return run
 
 
@@ -625,6 +597,9 @@ def _r2p(ops, mods, ctx):
 
     def run(m, mask):
         value, bits = source(m)
+        if ops[1].kind == "reg":
+            own = field_taint(m, ops[1].name, field_mask << shift)
+            bits = bits if own is None else own
         value = np.asarray(value, dtype=np.uint64) >> U64(shift)
         for index in range(7):
             if field_mask >> index & 1:
@@ -691,20 +666,60 @@ def _f2i_trunc(ops, mods, ctx):
 # --------------------------------------------------------------------------- dispatch
 
 
-_ALU = {
-    "MOV": _mov, "UMOV": _mov, "MOV32I": _mov, "IMAD": _imad, "UIMAD": _imad, "IMUL": _imad, "XMAD": _xmad,
-    "IADD3": _iadd3, "UIADD3": _iadd3, "IADD": _iadd, "IADD32I": _iadd, "VIADD": _iadd, "UIADD": _iadd,
-    "LEA": _lea, "ULEA": _lea, "ISCADD": _iscadd, "SHF": _shf, "USHF": _shf, "LOP3": _lop3, "ULOP3": _lop3,
-    "LOP": _lop, "LOP32I": _lop, "ISETP": _isetp, "UISETP": _isetp, "PLOP3": _plop3, "UPLOP3": _plop3,
-    "PSETP": _psetp, "SEL": _sel, "USEL": _sel, "FSEL": _sel, "IMNMX": _imnmx, "VIMNMX": _imnmx,
-    "VIADDMNMX": _imnmx,
-    "UIMNMX": _imnmx, "FLO": _unary(_flo), "UFLO": _unary(_flo), "POPC": _unary(_popc),
-    "UPOPC": _unary(_popc), "BREV": _unary(_brev), "UBREV": _unary(_brev), "IABS": _unary(_iabs),
-    "PRMT": _prmt, "UPRMT": _prmt, "S2R": _s2r, "CS2R": _s2r, "S2UR": _s2r, "R2UR": _mov, "LDC": _ldc,
-    "ULDC": _ldc, "P2R": _p2r, "UP2UR": _p2r, "R2P": _r2p, "SHFL": shfl, "VOTE": vote, "VOTEU": vote,
-    "MATCH": match, "REDUX": redux, "SHL": _shift, "SHR": _shift, "HFMA2": _hfma2_constant, "I2F": _i2f_rp,
-    "MUFU": _mufu_rcp, "F2I": _f2i_trunc, "SGXT": _sgxt, "USGXT": _sgxt,
+#: The table's int/float/warp handler names (:data:`traceconf.sass.opcodes.TABLE`) → compilers.
+HANDLERS = {
+    "mov": _mov, "imad": _imad, "xmad": _xmad, "iadd3": _iadd3, "iadd": _iadd, "lea": _lea, "iscadd": _iscadd,
+    "shf": _shf, "shl": _shift(False), "shr": _shift(True), "lop3": _lop3, "lop": _lop, "isetp": _isetp,
+    "plop3": _plop3, "psetp": _psetp, "sel": _sel, "imnmx": _imnmx, "flo": _unary(_flo), "popc": _unary(_popc),
+    "brev": _unary(_brev), "iabs": _unary(_iabs), "prmt": _prmt, "sgxt": _sgxt, "bmsk": _bmsk, "s2r": _s2r,
+    "ldc": _ldc, "p2r": _p2r, "r2p": _r2p, "i2f": _i2f_rp, "f2i": _f2i_trunc, "hfma2": _hfma2_constant,
+    "mufu": _mufu_rcp, "shfl": shfl, "vote": vote, "match": match, "redux": redux, **FLOAT_HANDLERS,
 }
+
+
+def _control(slot, family: str, transfer: str, ops, mods, guard, ctx: SassContext, labels) -> Compiled:
+    """A control transfer: followed where its destination is known, else the warp stops with the reason."""
+    def stop(reason):
+        return Compiled(lambda m, active, mask: m.stop(slot, active, 0, reason), True, slot)
+    if transfer == "indirect":
+        # BRX/BRXU Rx offset: relative to the next instruction; JMX/JMXU: absolute
+        base = next_pc(slot, ctx) if family.startswith("BRX") else 0
+        run = jump_to_register(slot, guard, ops, ctx, base, f"indirect branch ({family})", False)
+        return Compiled(run, True, slot) if run is not None else stop(f"indirect branch ({family}) without a register")
+    if transfer == "branch":
+        destination = target_of(ops, slot, ctx, labels)
+        if destination is None:
+            return stop("branch target is not an instruction of the listing")
+        if "DIV" in mods:
+            return Compiled(branch_if_divergent(slot, guard, ops, ctx, destination), True, slot)
+        condition = next((op for op in ops if op.kind == "pred"), None)
+        if condition is not None:
+            # "BRA.U !UP0, target" / "BRA P1, target": a predicate operand is a condition too
+            guard = both(guard, guard_of({"guard": condition.name, "guard_negated": condition.negate}, ctx))
+        return Compiled(jump(slot, guard, destination), True, slot)
+    if transfer == "reconverge":
+        # sm_5x/6x SYNC / BRK / CONT jump to the point their enclosing SSY / PBK / PCNT named
+        destination = ctx.reconvergence.get(int(slot.row["pc"]))
+        if destination is None:
+            return stop(f"{family} without an enclosing {opcodes.RECONVERGE_JUMPS[family]}")
+        return Compiled(jump(slot, guard, destination), True, slot)
+    if transfer == "call":
+        if indirect_target(ops) is not None:
+            # a call through a function pointer (or a virtual call): CALL.REL.NOINC R8 `(kernel), the address
+            # relative to the function's start, as the binary's function-pointer tables hold it
+            return Compiled(jump_to_register(slot, guard, ops, ctx, 0, "indirect call", False), True, slot)
+        destination = target_of(ops, slot, ctx, labels)
+        if destination is None:
+            return stop("call target is not a function of the listing")
+        return Compiled(jump(slot, guard, destination), True, slot)
+    if transfer == "return":
+        run = return_to_register(slot, guard, ops, ctx)
+        return Compiled(jump(slot, guard, EXIT) if run is None else run, True, slot)
+    if transfer == "exit":
+        return Compiled(jump(slot, guard, EXIT), True, slot)
+    if transfer == "barrier" and not any(x in mods for x in ("ARV", "ARRIVE")):
+        return Compiled(barrier(slot, guard, ops, mods, ctx), True, slot)
+    return Compiled(lambda m, active, mask: None, False, slot)          # BAR.ARV, and the marks (BSSY...)
 
 
 def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compiled:
@@ -714,47 +729,15 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
     full = ".".join([family, *mods])
     ops = [parse_operand(o) for o in row["operands"] or []]
     guard = guard_of(row, ctx)
+    entry = opcodes.opcode_of(family)
 
-    if family in ("BRA", "JMP") or family == "BRX" or family == "JMX":
-        destination = target_of(ops, slot, ctx, labels)
-        if destination is None:
-            reason = "indirect branch (BRX/JMX) is not followed" if family in ("BRX", "JMX") \
-                else "branch target is not an instruction of the listing"
-            return Compiled(lambda m, active, mask: m.stop(slot, active, 0, reason), True, slot)
-        if "DIV" in mods:
-            return Compiled(branch_if_divergent(slot, guard, ops, ctx, destination), True, slot)
-        condition = next((op for op in ops if op.kind == "pred"), None)
-        if condition is not None and family == "BRA":
-            # "BRA.U !UP0, target" / "BRA P1, target": a predicate operand is a condition too
-            guard = both(guard, guard_of({"guard": condition.name, "guard_negated": condition.negate}, ctx))
-        return Compiled(jump(slot, guard, destination), True, slot)
-    if family in RECONVERGE_JUMPS:
-        # sm_5x/6x SYNC / BRK / CONT jump to the point their enclosing SSY / PBK / PCNT named
-        destination = ctx.reconvergence.get(int(row["pc"]))
-        if destination is None:
-            return Compiled(lambda m, active, mask: m.stop(slot, active, 0, f"{family} without an enclosing "
-                                                           f"{RECONVERGE_JUMPS[family]}"), True, slot)
-        return Compiled(jump(slot, guard, destination), True, slot)
-    if family in ("CALL", "JCAL"):
-        destination = target_of(ops, slot, ctx, labels)
-        if destination is None:
-            return Compiled(lambda m, active, mask: m.stop(slot, active, 0, "indirect call is not followed"),
-                            True, slot)
-        return Compiled(jump(slot, guard, destination), True, slot)
-    if family == "RET":
-        run = return_to_register(slot, guard, ops, ctx)
-        if run is None:
-            return Compiled(jump(slot, guard, EXIT), True, slot)
-        return Compiled(run, True, slot)
-    if family in ("EXIT", "KILL", "BPT") and family != "BPT":
-        return Compiled(jump(slot, guard, EXIT), True, slot)
-    if family == "BAR" and not any(x in mods for x in ("ARV", "ARRIVE")):
-        return Compiled(barrier(slot, guard, ops, mods, ctx), True, slot)
-    if family in OPAQUE_SHARED_WRITERS and ctx.shared_values:
+    if entry is not None and entry.role == "control":
+        return _control(slot, family, entry.detail, ops, mods, guard, ctx, labels)
+    if opcodes.writes_shared_opaquely(family) and ctx.shared_values:
         def forget(m, mask):
             m.shared_contents().forget(m.cta_index[m.valid if mask is None else mask])
         return Compiled(with_guard(forget, guard, slot, writes_memory=True), False, slot)   # it changes shared memory
-    if family in NO_OPS or family == "BAR":
+    if opcodes.has_no_effect(family):
         return Compiled(lambda m, active, mask: None, False, slot)
 
     body = None
@@ -762,45 +745,25 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
         body = shared_memory(full, ops, mods, ctx, slot)
     if body is None and global_op(full) is not None:
         body = global_memory(full, ops, mods, ctx, slot)
-    if body is None and family in FLOAT_FAMILIES:
-        body = compile_float(family, ops, mods, ctx)
-    if body is None and family in _ALU and _ALU[family] is not None:
-        try:
-            body = _ALU[family](ops, mods, ctx)
-        except (IndexError, AttributeError, ValueError, TypeError):
-            body = None
-        if body is not None and family in _COLLECTIVES:
+    if body is None and entry is not None and entry.role == "local":
+        body = local_memory(ops, mods, ctx, entry.access[0] == "ld")
+    if body is None and entry is not None and entry.detail in HANDLERS:
+        # a handler returns None for a form it does not model (an operand shape, a modifier); anything it
+        # raises is a bug and surfaces as one
+        body = HANDLERS[entry.detail](ops, mods, ctx)
+        if body is not None and entry.role == "warp":
             body = collective(body, written_registers(row))
     if body is None:
-        if family in GLOBAL_LOADS or family in ("LD", "ATOM", "ATOMS", "LDS", "LDSM", "LDG", "LDL"):
-            body = other_memory(ops, mods, True)
-        elif family in GLOBAL_STORES or family in ("ST", "RED", "STS", "STG"):
-            body = other_memory(ops, mods, False)
+        loads = opcodes.reads_into_registers(family)
+        if loads is not None:
+            body = other_memory(ops, mods, loads)
         else:
-            bits = taint.FLOAT if family in FLOAT_FAMILIES else taint.UNMODELLED
+            bits = taint.FLOAT if entry is not None and entry.role == "float" else taint.UNMODELLED
             if bits is taint.UNMODELLED:
                 ctx.unknown_opcodes[full] = ctx.unknown_opcodes.get(full, 0) + 1
             body = _unknown(ops, bits)
     return Compiled(with_guard(body, guard, slot if shared_op(full) is not None else None,
                                written_registers(row) if guard is not None else (), writes_memory(full)), False, slot)
-
-
-#: Stores without a lane-address access kind: surfaces, local memory, TMA and bulk copies into shared memory.
-_OTHER_WRITES = frozenset({"SUST", "SURED", "STL", "STAS", "UBLKCP", "UTMALDG", "UTMAREDG", "UBLKRED"})
-
-
-def writes_memory(full: str) -> bool:
-    """Whether the instruction (``LDS.U.128``: opcode and modifiers) may store to shared or global memory."""
-    shared, other = shared_op(full), global_op(full)
-    return (shared is not None and shared.kind in ("st", "atom", "stmatrix", "cp_async")) or \
-        (other is not None and other.kind != "ld") or full.split(".")[0] in _OTHER_WRITES
-
-
-#: Warp collectives: lanes on an unknown side of a branch may take part in them.
-_COLLECTIVES = frozenset({"SHFL", "VOTE", "VOTEU", "MATCH", "REDUX"})
-#: Matrix instructions: their destination is a group of registers the modifiers do not spell (HMMA.16816.F32
-#: writes four), so four are taken.
-_MATRIX_FAMILIES = frozenset({"HMMA", "IMMA", "DMMA", "BMMA"})
 
 
 def written_registers(row: dict) -> tuple[str, ...]:
@@ -814,7 +777,9 @@ def written_registers(row: dict) -> tuple[str, ...]:
         return ()
     names = [ops[0].name]
     if ops[0].kind == "reg":
-        width = 4 if "128" in mods or "4" in mods or row["opcode"] in _MATRIX_FAMILIES else \
+        # matrix instructions write a group of registers the modifiers do not spell (HMMA.16816.F32: four)
+        matrix = getattr(opcodes.opcode_of(row["opcode"]), "role", None) == "matrix"
+        width = 4 if "128" in mods or "4" in mods or matrix else \
             2 if ("64" in mods or "WIDE" in mods or "2" in mods or ops[0].wide) else 1
         for _ in range(width - 1):
             names.append(pair_name(names[-1]))
