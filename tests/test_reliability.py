@@ -91,3 +91,47 @@ def test_big_endian_data_means_the_same_numbers(tmp_path):
     assert little["results"][0]["totals"]["ld"]["wavefronts"] > 0
     described = " ".join(str(v) for k in big["results"] for v in k["launch"]["data"].values())
     assert "big-endian, converted" in described
+
+
+# --- outputs: checked before any work, never over what is not a regular file -------------------------
+
+TRACES = Path(__file__).resolve().parents[1] / "traces"
+
+
+def test_output_naming_a_fifo_or_a_device_is_refused(tmp_path):
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    device = tmp_path / "null.csv"
+    device.symlink_to("/dev/null")
+    for target in (fifo, device):
+        result = _run("analyze", TRANSPOSE, "--block", "32,8", "--level", "ptx", "-o", target)
+        _one_line_error(result, str(target), "not a regular file")
+    assert fifo.is_fifo() and device.is_symlink() and Path("/dev/null").is_char_device()
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "proc"])
+def test_unwritable_results_folder_is_refused_before_the_analysis(tmp_path, where):
+    from traceconf.outputs import check_results_folder
+    (tmp_path / "file").write_text("")
+    folder = tmp_path / "file" / "results" if where == "under_a_file" else Path("/proc/traceconf-results")
+    with pytest.raises(Exception) as raised:
+        check_results_folder(folder, [])
+    assert str(folder) in str(raised.value)
+    assert not Path("/proc/traceconf-results").exists()
+
+
+def test_unwritable_results_folder_ends_the_cli_run_at_once(tmp_path):
+    (tmp_path / "file").write_text("")
+    result = _run("analyze", TRANSPOSE, "--block", "32,8", "--level", "ptx", "-o", tmp_path / "file" / "out")
+    _one_line_error(result, f"{tmp_path / 'file' / 'out'}: cannot make the results folder")
+    assert "kernel" not in result.stderr and result.stdout == ""
+
+
+def test_a_results_file_is_never_written_into_an_input_dataset_folder(tmp_path):
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    (dataset / "part.parquet").write_bytes((TRACES / "canonical.parquet").read_bytes())
+    result = _run("analyze", dataset, "-o", dataset / "results.parquet")
+    _one_line_error(result, "results.parquet", "inside the input folder")
+    assert sorted(p.name for p in dataset.iterdir()) == ["part.parquet"]
+    assert _run("analyze", dataset, "-o", tmp_path / "results.parquet").returncode == 0
