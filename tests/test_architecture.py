@@ -24,7 +24,7 @@ LAYERS = {
     "traceconf.emulate": 2, "traceconf.sass": 2,
     "traceconf.engine": 3, "traceconf.reference": 3,
     "traceconf.pipeline": 4, "traceconf.sass.analyze": 4, "traceconf.sass.rewrites": 2,
-    "traceconf.analyses": 5, "traceconf.distributed": 5,
+    "traceconf.analyses": 5, "traceconf.distributed": 5, "traceconf.cluster": 5,
     "traceconf.report": 6,
     "traceconf.api": 7, "traceconf.commands": 7,
     "traceconf.cli": 8, "traceconf.__main__": 8,

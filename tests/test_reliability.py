@@ -135,3 +135,68 @@ def test_a_results_file_is_never_written_into_an_input_dataset_folder(tmp_path):
     _one_line_error(result, "results.parquet", "inside the input folder")
     assert sorted(p.name for p in dataset.iterdir()) == ["part.parquet"]
     assert _run("analyze", dataset, "-o", tmp_path / "results.parquet").returncode == 0
+
+
+# --- launch options ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, dims", [("0x20", (32, 1, 1)), ("32x8", (32, 8, 1)), ("0x20x8", (32, 8, 1)),
+                                        ("0x20,8", (32, 8, 1)), ("10x8", (10, 8, 1)), ("8,0x10,2", (8, 16, 2))])
+def test_block_sizes_read_hex_per_dimension(text, dims):
+    from traceconf.commands.analyze import parse_dims
+    assert parse_dims(text, "--block") == dims
+
+
+@pytest.mark.parametrize("value, ok", [("70000", False), ("65535", True), ("-1", True), ("-32769", False)])
+def test_param_values_are_checked_against_the_parameter_type(value, ok):
+    from traceconf.emulate.launch import Launch, resolve_params
+    from traceconf.errors import InputError
+    kernel = {"kernel": "k", "params": [{"name": "k_param_0", "type": "u16", "bytes": 2}]}
+    launch = Launch(params={"0": value})
+    if ok:
+        assert resolve_params(launch, kernel) == {"k_param_0": int(value)}
+    else:
+        with pytest.raises(InputError, match=rf"--param 0: .*\(\.u16\) {value} is out of range"):
+            resolve_params(launch, kernel)
+
+
+def test_param_out_of_range_is_one_line_naming_the_option():
+    result = _run("analyze", TRANSPOSE, "--block", "32,8", "--level", "ptx", "-k", "transpose_unpadded",
+                  "-p", "2=70000000000")
+    _one_line_error(result, "--param 2: ", "70000000000 is out of range")
+
+
+# --- workers and schedulers ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("address, message", [
+    ("", "the scheduler address is empty"), ("  ", "the scheduler address is empty"),
+    ("tcp://localhost:99999999999999999999", "port 99999999999999999999 is out of range"),
+    ("nonsense://x", "is not a scheduler address"), ("tcp://:8786", "is not a scheduler address"),
+])
+def test_bad_scheduler_addresses_are_refused_before_any_work(address, message):
+    result = _run("analyze", TRANSPOSE, "--block", "32,8", "--level", "ptx", "--scheduler", address, timeout=60)
+    _one_line_error(result, "--scheduler: ", message)
+
+
+def test_a_cluster_without_workers_is_an_error_after_a_bounded_wait():
+    import logging
+    pytest.importorskip("distributed")
+    from distributed import LocalCluster
+
+    from traceconf.cluster import connect
+    from traceconf.errors import InputError
+    cluster = LocalCluster(n_workers=0, processes=False, dashboard_address=None, silence_logs=logging.ERROR)
+    try:
+        with pytest.raises(InputError, match="has no workers after 1 s"):
+            connect(cluster.scheduler_address, wait=1)
+    finally:
+        cluster.close()
+
+
+@pytest.mark.parametrize("requested, units, memory, expected", [
+    (1000, 2, 64 << 30, 2), (4, 100, 64 << 30, 4), (1000, 1000, 1 << 30, 4), (8, 0, 64 << 30, 1),
+    (8, 8, 1 << 20, 1)])
+def test_workers_never_outnumber_the_units_or_the_memory(requested, units, memory, expected):
+    from traceconf.cluster import fit_workers
+    workers, note = fit_workers(requested, units, memory)
+    assert workers == expected
+    assert (note is None) == (workers == requested)

@@ -39,6 +39,7 @@ from typing import Callable, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from traceconf.cluster import check_scheduler_address, connect, fitted
 from traceconf.errors import InputError
 from traceconf.names import matches
 from traceconf.outputs import atomic_output, check_results_folder, write_text
@@ -372,7 +373,7 @@ def choose_executor(workers: int | None, scheduler: str | None) -> Executor:
     if scheduler is not None:
         if not dask_available():
             raise InputError("--scheduler needs Dask: pip install 'traceconf[distributed]'")
-        return Executor("dask", workers or 0, scheduler)
+        return Executor("dask", workers or 0, check_scheduler_address(scheduler))
     if workers is None:
         return Executor("local")
     if workers < 1:
@@ -437,8 +438,8 @@ def _run_dask(units, args, executor: Executor) -> Iterator[tuple[Unit, UnitResul
     from distributed import Client, as_completed
 
     cluster = None
-    if executor.scheduler:
-        client = Client(executor.scheduler)
+    if executor.scheduler is not None:
+        client = connect(executor.scheduler)
     else:
         cluster = local_cluster(executor.workers)
         client = Client(cluster)
@@ -581,6 +582,7 @@ class RunSummary:
     peak_rss: int = 0              # largest peak RSS of a worker process (bytes)
     cpu_seconds: float = 0.0       # CPU time of all tasks together
     notes: list[str] = field(default_factory=list)
+    workers: int = 0               # local workers started (--workers, fitted to the units and memory)
 
 
 def run_many(inputs: Iterable[str | Path], kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
@@ -600,6 +602,8 @@ def run_many(inputs: Iterable[str | Path], kernels: list[str] | None, launch: La
         check_results_folder(output, [*inputs, *expand_inputs(inputs)[0]])
     units, failures = plan(inputs, kernels, rows_per_unit, tracez_bytes_per_unit)
     summary = RunSummary(units=len(units), notes=list(executor.notes))
+    executor = fitted(executor, len(units), summary.notes)
+    summary.workers = executor.workers
     devices = [rules.name for rules in rule_sets]
     dataset = Dataset(output, devices, resume) if output is not None else None
     if dataset is not None:

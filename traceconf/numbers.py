@@ -61,11 +61,3 @@ def read_count(text: str, source: str | None, *, what: str = "count", line: int 
         value = int(value)
     return check_int(value, source, what=what, text=text.strip(), low=-INT64_MAX - 1, high=INT64_MAX, line=line,
                      column=column)
-
-
-def fits_type(value: int, bits: int, signed: bool | None) -> bool:
-    """Whether ``value`` is a ``bits``-wide integer: signed, unsigned, or (``None``, PTX's ``.b`` types) either
-    reading of the same bits."""
-    low = -(1 << (bits - 1)) if signed in (True, None) else 0
-    high = (1 << bits) - 1 if signed in (False, None) else (1 << (bits - 1)) - 1
-    return low <= value <= high

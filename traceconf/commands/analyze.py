@@ -7,6 +7,7 @@ launch the same way.
 
 from __future__ import annotations
 
+import re
 import sys
 from contextlib import contextmanager
 from enum import Enum
@@ -19,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
     TimeRemainingColumn
 
 from traceconf.errors import DATA_ERRORS, EXIT_INPUT, EXIT_INTERNAL, InputError, as_input_error
+from traceconf.numbers import read_int
 from traceconf.rules import load_rule_sets
 
 if TYPE_CHECKING:
@@ -81,15 +83,17 @@ PIPE_WIDTH = 200
 
 
 def parse_int(text: str, option: str) -> int:
-    try:
-        return int(text.strip().replace("_", ""), 0)
-    except ValueError:
-        raise InputError(f"{option}: {text!r} is not an integer (decimal or 0x hex)") from None
+    return read_int(text, option)
+
+
+#: What separates the sizes of --block and --grid: a comma, or an ``x`` that is not the one of a ``0x`` prefix
+#: (``32x8``, ``0x20x8`` and ``0x20,8`` are all 32 by 8).
+_DIMS_SEPARATOR = re.compile(r",|(?<!\b0)[xX×]")
 
 
 def parse_dims(text: str, option: str) -> tuple[int, int, int]:
-    """``32`` → (32, 1, 1); ``32,8`` → (32, 8, 1); ``x`` also separates (``32x8``)."""
-    parts = [p for p in text.replace("x", ",").replace("×", ",").split(",")]
+    """``32`` → (32, 1, 1); ``32,8`` → (32, 8, 1); ``x`` also separates (``32x8``), each size decimal or hex."""
+    parts = _DIMS_SEPARATOR.split(text)
     if not 1 <= len(parts) <= 3:
         raise InputError(f"{option}: expected X[,Y[,Z]], got {text!r}")
     try:
@@ -373,9 +377,11 @@ def _run_many(files: list[Path], kernels, launch: LaunchRequest, rule_sets: list
 
         analyses, failures, summary = run_many(files, kernels, launch, rule_sets, skip_bad, executor, output,
                                                resume, progress)
+    for note in summary.notes[len(executor.notes):]:
+        typer.echo(f"note: {note}", err=True)
     if output is not None:
-        where = {"local": "in this process", "processes": f"on {executor.workers} local processes",
-                 "dask": f"on Dask ({executor.scheduler or f'{executor.workers} local workers'})"}[executor.kind]
+        where = {"local": "in this process", "processes": f"on {summary.workers} local processes",
+                 "dask": f"on Dask ({executor.scheduler or f'{summary.workers} local workers'})"}[executor.kind]
         typer.echo(f"traceconf: {summary.units - summary.skipped} of {summary.units} unit(s) analysed {where} "
                    f"in {summary.seconds:.1f} s; {len(analyses)} kernel(s) written to {output}"
                    + (f"; {summary.skipped} unit(s) already there (--resume)" if summary.skipped else "")

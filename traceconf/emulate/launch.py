@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from traceconf.errors import InputError
+from traceconf.numbers import check_int, read_int
 from traceconf.rules import LaunchLimits, RuleSet
 
 #: Default wall-clock budget of one kernel's emulation, seconds (a runaway stops cleanly, partial).
@@ -187,10 +188,13 @@ def resolve_params(launch: Launch, kernel_row: dict, strict: bool = True) -> dic
             raise InputError(f"kernel {kernel} has no parameter {key!r} (parameters: {listing}; "
                              f"an index 0..{len(names) - 1} also works)" if names else
                              f"kernel {kernel} has no parameters; --param {key} does not apply")
-        try:
-            values[name] = int(value, 0) if isinstance(value, str) else int(value)
-        except ValueError:
-            raise InputError(f"--param {key}={value!r}: the value must be an integer") from None
+        option = f"--param {key}"
+        number = read_int(value, option) if isinstance(value, str) else int(value)
+        row = next(p for p in kernel_row.get("params") or [] if p["name"] == name)
+        bits = 8 * (row.get("bytes") or 8)
+        # either reading of the bits: nvcc declares an int parameter .u32, and -1 is what it is given
+        values[name] = check_int(number, option, what=f"value for {name} (.{row.get('type') or f'b{bits}'})",
+                                 low=-(1 << (bits - 1)), high=(1 << bits) - 1)
     return values
 
 
