@@ -200,3 +200,56 @@ def test_workers_never_outnumber_the_units_or_the_memory(requested, units, memor
     workers, note = fit_workers(requested, units, memory)
     assert workers == expected
     assert (note is None) == (workers == requested)
+
+
+# --- --resume on damaged folders -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_suite(tmp_path_factory):
+    from tests.test_distributed import make_suite
+    return make_suite(tmp_path_factory.mktemp("suite"), apps=1, ctas=4)
+
+
+def _run_suite(suite: Path, out: Path, resume: bool = False):
+    from traceconf.distributed import run_many
+    from traceconf.pipeline import LaunchRequest
+    from traceconf.rules import load_rule_sets
+    ran = []
+    result = run_many([suite], None, LaunchRequest(), load_rule_sets(["sm_90"], "sm_90"), output=out,
+                      resume=resume, progress=lambda unit, *_: ran.append(unit))
+    return result, ran
+
+
+def test_resume_rewrites_a_truncated_partition(small_suite, tmp_path):
+    from traceconf.distributed import read_dataset
+    out = tmp_path / "results"
+    _run_suite(small_suite, out)
+    expected = read_dataset(out)
+    partition = sorted(out.rglob("*.parquet"))[0]
+    partition.write_bytes(partition.read_bytes()[:-20])            # footer gone
+    (_, failures, summary), ran = _run_suite(small_suite, out, resume=True)
+    assert failures == [] and len(ran) == 1 and summary.skipped == 3
+    assert read_dataset(out).equals(expected)
+
+
+def test_resume_rewrites_a_partition_of_another_row_count(small_suite, tmp_path):
+    import pyarrow.parquet as pq
+    out = tmp_path / "results"
+    _run_suite(small_suite, out)
+    partition = sorted(out.rglob("*.parquet"))[0]
+    table = pq.read_table(partition)
+    pq.write_table(table.slice(0, table.num_rows - 1), partition)   # a whole file, one row short
+    (_, failures, _), ran = _run_suite(small_suite, out, resume=True)
+    assert failures == [] and len(ran) == 1
+    assert pq.read_table(partition).num_rows == table.num_rows
+
+
+@pytest.mark.parametrize("body", ["[]", '{"devices": "sm_90", "units": []}', '{"devices": ["sm_90"], "units": [1]}',
+                                  '{"devices": ["sm_90"], "units": [{"key": 3}]}', "not json", "[" * 100000])
+def test_resume_with_a_manifest_of_another_shape_is_a_clean_error(small_suite, tmp_path, body):
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "_manifest.json").write_text(body)
+    result = _run("analyze", small_suite, "-o", out, "--resume")
+    _one_line_error(result, f"{out / '_manifest.json'}: not a traceconf results manifest")
+    assert (out / "_manifest.json").read_text() == body

@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 from traceconf.cluster import check_scheduler_address, connect, fitted
 from traceconf.errors import InputError
 from traceconf.names import matches
-from traceconf.outputs import atomic_output, check_results_folder, write_text
+from traceconf.outputs import atomic_output, check_results_folder, partition_intact, read_manifest, write_text
 from traceconf.pipeline import KernelAnalysis, KernelFailure, LaunchRequest, run_file, run_trace
 
 MANIFEST = "_manifest.json"
@@ -523,19 +523,19 @@ class Dataset:
         self.output = output
         self.devices = devices
         self.units: dict[str, dict] = {}
-        if resume and (output / MANIFEST).is_file():
-            try:
-                old = json.loads((output / MANIFEST).read_text())
-            except (OSError, ValueError):
-                old = {}
-            if old.get("devices") == devices:  # other devices: other columns, nothing to reuse
-                self.units = {u["key"]: u for u in old.get("units", []) if u.get("status") == "done"}
+        self.rows: dict[str, int] = {}   # partition -> rows written, checked on --resume
+        old = read_manifest(output / MANIFEST, {"devices": list, "units": list}, "units",
+                            {"key": str, "status": str, "partitions": list}) if resume else None
+        if old is not None and old["devices"] == devices:  # other devices: other columns, nothing to reuse
+            self.units = {u["key"]: u for u in old["units"] if u["status"] == "done"}
 
     def written(self, unit: Unit) -> bool:
         """Whether a previous run wrote this unit's results and they are still there, from the same input."""
         entry = self.units.get(unit.key)
+        rows = entry.get("rows") if entry is not None and isinstance(entry.get("rows"), dict) else {}
         return (entry is not None and entry.get("stamp") == unit.stamp
-                and all((self.output / p).is_file() for p in entry.get("partitions", [])))
+                and all(isinstance(p, str) and partition_intact(self.output / p, rows.get(p))
+                        for p in entry["partitions"]))
 
     def write(self, analyses: list[KernelAnalysis]) -> list[str]:
         from traceconf.analyses.results import results_table
@@ -548,6 +548,7 @@ class Dataset:
             with atomic_output(path) as temporary:
                 pq.write_table(table, temporary)
             paths.append(str(path.relative_to(self.output)))
+            self.rows[paths[-1]] = table.num_rows
         return paths
 
     def record(self, unit: Unit, status: str, partitions: list[str] | None = None, reason: str | None = None,
@@ -652,6 +653,7 @@ def run_many(inputs: Iterable[str | Path], kernels: list[str] | None, launch: La
                     entry = dataset.units.get(member.key)
                     if entry is not None and entry["status"] == "done":
                         entry["partitions"] = written
+                        entry["rows"] = {p: dataset.rows[p] for p in written}
                 dataset.save(failures)
         if progress is not None:
             progress(unit, seconds, unit_kernels, unit_failures)

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from traceconf.errors import InputError
+from traceconf.errors import InputError, data_error_message
 
 
 def same_file(a: str | Path, b: str | Path) -> bool:
@@ -153,3 +153,44 @@ def write_text(output: str | Path, text: str, inputs: Iterable[str | Path] = ())
     """``text`` (UTF-8) as the whole content of ``output``, atomically."""
     with atomic_output(output, inputs) as temporary:
         temporary.write_text(text, encoding="utf-8")
+
+
+def partition_intact(path: str | Path, rows: int | None = None) -> bool:
+    """Whether a Parquet file written earlier is whole: its footer reads and, where the manifest recorded it,
+    it holds ``rows`` rows (a file cut short by a full disk or a copy loses its footer or its row count)."""
+    import pyarrow.parquet as pq
+    try:
+        metadata = pq.ParquetFile(path).metadata
+    except (OSError, ValueError):            # ArrowInvalid is a ValueError
+        return False
+    return rows is None or metadata.num_rows == rows
+
+
+def read_manifest(path: str | Path, fields: dict[str, type], records: str | None = None,
+                  record_fields: dict[str, type] | None = None) -> dict | None:
+    """A results folder's manifest (JSON) whose top-level ``fields`` have the given types, and whose list
+    ``records`` holds objects with ``record_fields``; None where there is none.  Anything else there (not
+    JSON, JSON of another shape) is a located InputError, never a KeyError deep in a resumed run."""
+    import json
+    manifest = Path(path)
+    if not manifest.is_file():
+        return None
+    try:
+        body = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeError, ValueError, RecursionError) as error:
+        raise InputError(f"not a traceconf results manifest ({data_error_message(error)}): remove it to start "
+                         "afresh", file=str(manifest)) from None
+
+    def wrong(value, expected: dict[str, type]) -> list[str]:
+        return [name for name, kind in expected.items() if not isinstance(value, dict)
+                or not isinstance(value.get(name), kind)]
+
+    missing = wrong(body, fields)
+    if not missing and records is not None:
+        listed = body.get(records)
+        missing = [records] if not isinstance(listed, list) else \
+            [f"{records}[{i}].{name}" for i, record in enumerate(listed) for name in wrong(record, record_fields or {})]
+    if missing:
+        raise InputError(f"not a traceconf results manifest ({missing[0]} is missing or of another type): remove it "
+                         "to start afresh", file=str(manifest))
+    return body
