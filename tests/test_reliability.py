@@ -253,3 +253,39 @@ def test_resume_with_a_manifest_of_another_shape_is_a_clean_error(small_suite, t
     result = _run("analyze", small_suite, "-o", out, "--resume")
     _one_line_error(result, f"{out / '_manifest.json'}: not a traceconf results manifest")
     assert (out / "_manifest.json").read_text() == body
+
+
+# --- overlapping inputs: the same file reached twice is one input ---------------------------------------
+
+def _results(*inputs):
+    from traceconf.analyses.results import results_table
+    from traceconf.distributed import run_many
+    from traceconf.pipeline import LaunchRequest
+    from traceconf.rules import load_rule_sets
+    analyses, failures, summary = run_many(list(inputs), None, LaunchRequest(), load_rule_sets(["sm_90"], "sm_90"))
+    assert failures == []
+    table = results_table(analyses, ["sm_90"]).drop_columns(["input"])
+    return table.sort_by([(k, "ascending") for k in ("kernel", "instruction")]), summary.notes
+
+
+def test_overlapping_inputs_are_counted_once_with_a_note(small_suite, tmp_path):
+    app = small_suite / "app0"
+    once, notes = _results(app)
+    assert notes == [] and once.num_rows > 0
+    link = tmp_path / "link"
+    link.symlink_to(app)
+    for twice in ([app, app], [app, app / "kernelslist.g"], [app, link], [app / "kernelslist.g", app]):
+        table, notes = _results(*twice)
+        assert table.equals(once), twice
+        assert len(notes) == 1 and "counted once" in notes[0]
+
+
+def test_different_inputs_with_the_same_kernels_stay_apart(small_suite, tmp_path):
+    import shutil
+    app = small_suite / "app0"
+    copy = tmp_path / "copy"
+    shutil.copytree(app, copy)
+    once, _ = _results(app)
+    both, notes = _results(app, copy)
+    assert notes == [] and both.num_rows == 2 * once.num_rows
+    assert sum(both.column("wavefronts").to_pylist()) == 2 * sum(once.column("wavefronts").to_pylist())

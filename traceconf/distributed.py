@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 
 from traceconf.cluster import check_scheduler_address, connect, fitted
 from traceconf.errors import InputError
+from traceconf.inputs import distinct_units
 from traceconf.names import matches
 from traceconf.outputs import atomic_output, check_results_folder, partition_intact, read_manifest, write_text
 from traceconf.pipeline import KernelAnalysis, KernelFailure, LaunchRequest, run_file, run_trace
@@ -602,7 +603,8 @@ def run_many(inputs: Iterable[str | Path], kernels: list[str] | None, launch: La
     if output is not None:
         check_results_folder(output, [*inputs, *expand_inputs(inputs)[0]])
     units, failures = plan(inputs, kernels, rows_per_unit, tracez_bytes_per_unit)
-    summary = RunSummary(units=len(units), notes=list(executor.notes))
+    units, overlaps = distinct_units(units)
+    summary = RunSummary(units=len(units), notes=list(executor.notes) + overlaps)
     executor = fitted(executor, len(units), summary.notes)
     summary.workers = executor.workers
     devices = [rules.name for rules in rule_sets]

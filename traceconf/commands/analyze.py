@@ -360,6 +360,7 @@ def _run_many(files: list[Path], kernels, launch: LaunchRequest, rule_sets: list
               workers: int | None, scheduler: str | None, output: Path | None, resume: bool, show: bool):
     """Several inputs (or a cluster, or a results folder): the units of :mod:`traceconf.distributed`."""
     from traceconf.distributed import choose_executor, plan, run_many
+    from traceconf.inputs import distinct_units
 
     if resume and output is None:
         raise InputError("--resume needs -o FOLDER: the results folder of the run to resume")
@@ -367,7 +368,7 @@ def _run_many(files: list[Path], kernels, launch: LaunchRequest, rule_sets: list
     for note in executor.notes:
         typer.echo(f"note: {note}", err=True)
     with progress_bar(show, "analysing units") as bar:
-        total = len(plan(files, kernels)[0]) if bar is not None else 0
+        total = len(distinct_units(plan(files, kernels)[0])[0]) if bar is not None else 0
         done = [0]
 
         def progress(unit, seconds, kernel_count, failure_count) -> None:
