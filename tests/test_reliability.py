@@ -289,3 +289,59 @@ def test_different_inputs_with_the_same_kernels_stay_apart(small_suite, tmp_path
     both, notes = _results(app, copy)
     assert notes == [] and both.num_rows == 2 * once.num_rows
     assert sum(both.column("wavefronts").to_pylist()) == 2 * sum(once.column("wavefronts").to_pylist())
+
+
+# --- internal errors on bad input become located errors --------------------------------------------------
+
+RULES = Path(__file__).resolve().parents[1] / "traceconf" / "rules"
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('kinds = ["ld"]', 'kinds = [["ld"]]', "expected a non-empty list of kinds"),
+    ('kinds = ["ld"]', "kinds = [1, {a = 1}]", "expected a non-empty list of kinds"),
+])
+def test_rule_file_values_of_another_shape(tmp_path, old, new, message):
+    rule_file = _replaced(RULES / "cdna4.toml", tmp_path / "r.toml", old, new)
+    result = _run("analyze", TRANSPOSE, "--block", "32,8", "--level", "ptx", "--device", rule_file)
+    _one_line_error(result, f"{rule_file}:29:", message)
+
+
+SASS = Path(__file__).resolve().parent / "data" / "sass"
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("/*0030*/", "/*fffffffffffffffffff0*/", "address fffffffffffffffffff0 is out of range"),
+    ('"transpose.cu", line 10', '"transpose.cu", line 99999999999999999', "line number 99999999999999999 is out"),
+    ("R7, 0x4, R8", "R7, 0x4ffffffffffffffffffffffffffffffff, R8", "does not fit in 64 bits"),
+    ("c[0x0][0x28]", "c[0x0][0xffffffffffffffffffffffff28]", "does not fit in 64 bits"),
+])
+def test_sass_listing_numbers_are_range_checked(tmp_path, old, new, message):
+    listing = _replaced(SASS / "transpose.sm_90.nvdisasm.sass", tmp_path / "t.sass", old, new)
+    line = next(n for n, text in enumerate(listing.read_text().splitlines(), 1) if new in text)
+    result = _run("analyze", listing, "--block", "32,8")
+    _one_line_error(result, f"{listing}:{line}: ", message)
+
+
+def _json_listing(tmp_path: Path, edit) -> Path:
+    import json
+    document = json.loads((SASS / "transpose.sm_90.json").read_text())
+    edit(document)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d[1][0]["sass-instructions"][3].pop("opcode"), "function 0 (_Z14transpose_tileILi1EEvPfPKfi), "
+                                                              "instruction 3: no opcode"),
+    (lambda d: d[1][0]["sass-instructions"][3].update(opcode=7), "instruction 3: no opcode"),
+    (lambda d: d[1][0]["sass-instructions"][3].update(operands=[1]), "instruction 3: operands is not text"),
+    (lambda d: d[1][0]["sass-instructions"].__setitem__(2, None), "instruction 2: no opcode"),
+    (lambda d: d[1][0].pop("function-name"), "function 0: no function-name"),
+    (lambda d: d[1].__setitem__(0, "x"), "function 0: no function-name"),
+    (lambda d: d[0]["SM"]["version"].update(major="9x"), "SM version '9x'.0 is not two small numbers"),
+    (lambda d: d.__setitem__(1, {}), "expected [header, [function, ...]]"),
+])
+def test_nvdisasm_json_records_of_another_shape(tmp_path, edit, message):
+    listing = _json_listing(tmp_path, edit)
+    _one_line_error(_run("analyze", listing, "--block", "32,8"), f"{listing}:1:1: ", message)
