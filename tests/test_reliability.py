@@ -345,3 +345,22 @@ def _json_listing(tmp_path: Path, edit) -> Path:
 def test_nvdisasm_json_records_of_another_shape(tmp_path, edit, message):
     listing = _json_listing(tmp_path, edit)
     _one_line_error(_run("analyze", listing, "--block", "32,8"), f"{listing}:1:1: ", message)
+
+
+NVBIT = Path(__file__).resolve().parents[1] / "traces" / "nvbit-memtrace.log"
+
+
+def test_nvbit_access_before_the_first_launch_is_skipped_with_skip_bad(tmp_path):
+    lines = NVBIT.read_text().splitlines(keepends=True)
+    access = next(line for line in lines if " - CTA " in line)
+    early = tmp_path / "early.log"
+    early.write_text(access + "".join(lines))
+    result = _run("analyze", early, "--skip-bad")
+    assert result.returncode == 0, result.stderr
+    assert "1 malformed line(s) skipped (--skip-bad)" in result.stdout
+    plain = _run("analyze", NVBIT, "--format", "csv").stdout
+    assert _run("analyze", early, "--skip-bad", "--format", "csv").stdout == plain.replace(str(NVBIT), str(early))
+    _one_line_error(_run("analyze", early), f"{early}:1:1: access line before any kernel launch line")
+    alone = tmp_path / "alone.log"
+    alone.write_text(access)
+    _one_line_error(_run("analyze", alone, "--skip-bad"), f"{alone}: no kernel launch line; 1 malformed line")

@@ -155,20 +155,28 @@ def kernel_traces(events: Iterator, source: str,
     valid launches after a missing kernel file are still analysed)."""
     stream = _Events(events)
     seen: dict[str, int] = {}
+    skipped = 0        # lines skipped (--skip-bad) before the first launch: counted with the launch after them
     while True:
         event = stream.pop()
+        if event is None and skipped:
+            event = InputError(f"no kernel launch line; {skipped} malformed line(s) skipped (--skip-bad)", source)
         if event is None:
             return
         if isinstance(event, InputError):
+            skipped = 0
             if on_error is None:
                 raise event
             on_error(event)
+            continue
+        if isinstance(event, BadLines):
+            skipped += event.count
             continue
         if not isinstance(event, KernelStart):  # readers always announce a launch first
             raise AssertionError(f"{source}: trace reader emitted {type(event).__name__} before a kernel")
         seen[event.kernel] = seen.get(event.kernel, 0) + 1
         name = event.kernel if seen[event.kernel] == 1 else f"{event.kernel}#{seen[event.kernel]}"
         trace = KernelTrace(name, event.launch, stream)
+        trace.bad_lines, skipped = trace.bad_lines + skipped, 0
         yield trace
         trace.drain()  # the consumer may have moved on without reading the whole launch
 
