@@ -364,3 +364,31 @@ def test_nvbit_access_before_the_first_launch_is_skipped_with_skip_bad(tmp_path)
     alone = tmp_path / "alone.log"
     alone.write_text(access)
     _one_line_error(_run("analyze", alone, "--skip-bad"), f"{alone}: no kernel launch line; 1 malformed line")
+
+
+# --- the NVIDIA tools: errors name the user's binary or option ---------------------------------------------
+
+def _tools(*names: str):
+    from traceconf import tools
+    return pytest.mark.skipif(any(tools.locate(n) is None for n in names), reason=f"needs {', '.join(names)}")
+
+
+@_tools("cuobjdump")
+@pytest.mark.parametrize("name, keep", [("trunc.cubin", 0.5), ("trunc.fatbin", 0.33)])
+def test_tool_errors_name_the_users_binary(tmp_path, name, keep):
+    source = SASS / ("matmul.sm_90.cubin" if name.endswith("cubin") else "transpose.sm_90.fatbin")
+    data = source.read_bytes()
+    binary = tmp_path / name
+    binary.write_bytes(data[:int(len(data) * keep)])
+    result = _run("analyze", binary, "--block", "32", env={"TRACECONF_CACHE": str(tmp_path / "cache")})
+    line = _one_line_error(result, f"{binary}: ")
+    assert "/tmp/traceconf-" not in result.stderr and "input.bin" not in line
+
+
+@_tools("ptxas")
+@pytest.mark.parametrize("option", ["-O99999999999999999999999", "--maxrregcount=abc", "--bogus"])
+def test_ptxas_option_errors_name_the_option(tmp_path, option):
+    result = _run("analyze", TRANSPOSE, "--block", "32,8", "--level", "sass", f"--ptxas-option={option}",
+                  env={"TRACECONF_CACHE": str(tmp_path / "cache")})
+    line = _one_line_error(result, f"--ptxas-option: ptxas rejects {option}")
+    assert str(TRANSPOSE) not in line
