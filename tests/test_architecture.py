@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "traceconf"
 
 #: Layer of each module prefix (the longest matching prefix wins); a module may import its own layer or lower.
 LAYERS = {
-    "traceconf.errors": 0, "traceconf.numbers": 0, "traceconf.inputs": 0, "traceconf.kinds": 0, "traceconf.tomlfile": 0, "traceconf.schemas": 0, "traceconf.names": 0,
+    "traceconf.errors": 0, "traceconf.numbers": 0, "traceconf.inputs": 0, "traceconf.machine": 0, "traceconf.kinds": 0, "traceconf.tomlfile": 0, "traceconf.schemas": 0, "traceconf.names": 0,
     "traceconf.rules": 1, "traceconf.launches": 1, "traceconf.accesses": 1, "traceconf.ptx": 1, "traceconf.traces": 1,
     "traceconf.sass.opcodes": 1, "traceconf.sass.listing": 1, "traceconf.sass.binary": 1,
     "traceconf.sass.toolchain": 1,

@@ -8,10 +8,10 @@ after a bounded wait is an error naming ``--scheduler``.
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 from traceconf.errors import InputError, reading
+from traceconf.machine import available_memory
 from traceconf.numbers import check_int
 
 #: Memory one worker process needs before it reads anything (interpreter, numpy, pyarrow, the rule sets:
@@ -19,21 +19,6 @@ from traceconf.numbers import check_int
 WORKER_BYTES = 256 << 20
 #: How long a cluster may take to show its first worker (a job scheduler may still be starting them).
 WORKER_WAIT_SECONDS = 60.0
-
-
-def available_memory() -> int:
-    """MemAvailable of /proc/meminfo (what new processes can get without swapping), else physical memory."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
 
 
 def fit_workers(requested: int, units: int, memory: int | None = None) -> tuple[int, str | None]:

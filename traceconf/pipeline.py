@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error, internal_message
+from traceconf.machine import memory_limit as default_memory_limit
 from traceconf.names import matches, select_kernels
 from traceconf.ptx.opcodes import shared_access_kind, uncounted_shared_op
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS
@@ -462,8 +463,8 @@ def kernel_failure(kernel: str, error: Exception, path: str) -> KernelFailure:
 # ---------------------------------------------------------------------------
 
 def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip_bad: bool = False,
-              progress: Progress | None = None, part: tuple[int, int] | None = None
-              ) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
+              progress: Progress | None = None, part: tuple[int, int] | None = None,
+              memory_limit: int | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
     """Stream a trace through every rule set; memory stays bounded by the chunk size.
 
     ``part`` reads one share of the input (a distributed run's task): row groups of a canonical Parquet
@@ -475,7 +476,8 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
     fmt = detect_format(str(path))
     done, failed = [], []
     traces = iter(open_trace(str(path), skip_bad=skip_bad, progress=progress, part=part,
-                             on_error=lambda error: failed.append(KernelFailure("", error))))
+                             on_error=lambda error: failed.append(KernelFailure("", error)),
+                             memory_limit=default_memory_limit(memory_limit)))
     while True:
         try:
             trace = next(traces)
@@ -532,7 +534,7 @@ def run_file(path: str | Path, kernels: list[str] | None, launch: LaunchRequest,
     if fmt in ("sass", "cuda_binary"):
         from traceconf.sass.analyze import run_sass_file
         return run_sass_file(path, kernels, launch, rule_sets, progress)
-    return run_trace(path, kernels, rule_sets, skip_bad, progress)
+    return run_trace(path, kernels, rule_sets, skip_bad, progress, memory_limit=launch.memory_limit)
 
 
 def trace_instruction_info(trace) -> pa.Table:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 
 from traceconf.errors import InputError
+from traceconf.machine import memory_limit as default_memory_limit
+from traceconf.machine import resident_bytes
 from traceconf.numbers import check_int, read_int
 from traceconf.rules import LaunchLimits, RuleSet
 
 #: Default wall-clock budget of one kernel's emulation, seconds (a runaway stops cleanly, partial).
 DEFAULT_TIME_LIMIT = 30.0
-#: Default share of the machine's physical memory one analysis may hold.
-DEFAULT_MEMORY_SHARE = 0.5
 
 
 @dataclass
@@ -41,7 +40,7 @@ class Launch:
     max_steps: int = 10_000_000
     data: dict = field(default_factory=dict)
     time_limit: float | None = DEFAULT_TIME_LIMIT
-    memory_limit: int | None = None          # None: DEFAULT_MEMORY_SHARE of physical memory
+    memory_limit: int | None = None          # None: traceconf.machine's default share
     classes: bool = True
     row_bytes: int = 128
 
@@ -54,23 +53,6 @@ class LimitReached(Exception):
         self.reason = reason
 
 
-def physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
-
-
-def resident_bytes() -> int:
-    """Resident memory of this process now (not the peak)."""
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        import resource
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 class Limits:
     """The clock and memory budget of one emulation; ``check`` raises :class:`LimitReached`."""
 
@@ -78,8 +60,7 @@ class Limits:
         self.started = time.monotonic()
         self.time_limit = time_limit
         self.deadline = None if time_limit is None else self.started + float(time_limit)
-        self.memory_limit = int(memory_limit) if memory_limit is not None else \
-            int(physical_memory() * DEFAULT_MEMORY_SHARE)
+        self.memory_limit = default_memory_limit(memory_limit)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
