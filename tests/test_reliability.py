@@ -69,6 +69,28 @@ def test_bad_data_spec_names_the_option(spec, message):
     assert line.startswith("--data 0: ")
 
 
+def test_a_damaged_npy_header_is_a_located_error(tmp_path):
+    import io
+
+    from traceconf.emulate.data import load_source
+    from traceconf.errors import InputError
+    saved = io.BytesIO()
+    np.save(saved, np.arange(4, dtype="<i4"))
+    damaged = tmp_path / "d.npy"
+    damaged.write_bytes(saved.getvalue().replace(b"(4,), }", b"(4,\n   "))
+    with pytest.raises(InputError, match="not a readable .npy file") as raised:
+        load_source(str(damaged), 0, "--data 0")
+    assert raised.value.file == str(damaged)
+
+
+@pytest.mark.parametrize("spec", ["random:f16:8:0:1e9", "random:f64:8:-1e308:1e308", "random:f32:8:0:inf"])
+def test_float_sample_ranges_must_fit_the_dtype(spec):
+    from traceconf.emulate.data import load_source
+    from traceconf.errors import InputError
+    with pytest.raises(InputError, match="is empty or does not fit"):
+        load_source(spec, 0, "--data 0")
+
+
 # --- big-endian --data ---------------------------------------------------------------------------------
 
 def _bitonic_json(tmp_path: Path, keys: np.ndarray, name: str) -> dict:
@@ -242,6 +264,21 @@ def test_resume_rewrites_a_partition_of_another_row_count(small_suite, tmp_path)
     (_, failures, _), ran = _run_suite(small_suite, out, resume=True)
     assert failures == [] and len(ran) == 1
     assert pq.read_table(partition).num_rows == table.num_rows
+
+
+def test_resume_rewrites_a_partition_changed_inside(small_suite, tmp_path):
+    """A flipped byte inside a page keeps the footer and the row count: the recorded digest sees it."""
+    from traceconf.distributed import read_dataset
+    out = tmp_path / "results"
+    _run_suite(small_suite, out)
+    expected = read_dataset(out)
+    partition = sorted(out.rglob("*.parquet"))[0]
+    data = bytearray(partition.read_bytes())
+    data[len(data) // 3] ^= 0x40
+    partition.write_bytes(bytes(data))
+    (_, failures, _), ran = _run_suite(small_suite, out, resume=True)
+    assert failures == [] and len(ran) == 1
+    assert read_dataset(out).equals(expected)
 
 
 @pytest.mark.parametrize("body", ["[]", '{"devices": "sm_90", "units": []}', '{"devices": ["sm_90"], "units": [1]}',

@@ -43,7 +43,8 @@ from traceconf.cluster import check_scheduler_address, connect, fitted
 from traceconf.errors import InputError
 from traceconf.inputs import distinct_units
 from traceconf.names import matches
-from traceconf.outputs import atomic_output, check_results_folder, partition_intact, read_manifest, write_text
+from traceconf.outputs import (atomic_output, check_results_folder, file_digest, partition_intact, read_manifest,
+                               write_text)
 from traceconf.pipeline import KernelAnalysis, KernelFailure, LaunchRequest, run_file, run_trace
 
 MANIFEST = "_manifest.json"
@@ -526,7 +527,8 @@ class Dataset:
         self.output = output
         self.devices = devices
         self.units: dict[str, dict] = {}
-        self.rows: dict[str, int] = {}   # partition -> rows written, checked on --resume
+        self.rows: dict[str, int] = {}      # partition -> rows written and SHA-256, checked on --resume
+        self.digests: dict[str, str] = {}
         old = read_manifest(output / MANIFEST, {"devices": list, "units": list}, "units",
                             {"key": str, "status": str, "partitions": list}) if resume else None
         if old is not None and old["devices"] == devices:  # other devices: other columns, nothing to reuse
@@ -535,10 +537,11 @@ class Dataset:
     def written(self, unit: Unit) -> bool:
         """Whether a previous run wrote this unit's results and they are still there, from the same input."""
         entry = self.units.get(unit.key)
-        rows = entry.get("rows") if entry is not None and isinstance(entry.get("rows"), dict) else {}
-        return (entry is not None and entry.get("stamp") == unit.stamp
-                and all(isinstance(p, str) and partition_intact(self.output / p, rows.get(p))
-                        for p in entry["partitions"]))
+        if entry is None or entry.get("stamp") != unit.stamp:
+            return False
+        rows, digests = (entry.get(key) if isinstance(entry.get(key), dict) else {} for key in ("rows", "digests"))
+        return all(isinstance(p, str) and partition_intact(self.output / p, rows.get(p), digests.get(p))
+                   for p in entry["partitions"])
 
     def write(self, analyses: list[KernelAnalysis]) -> list[str]:
         from traceconf.analyses.results import results_table
@@ -552,6 +555,7 @@ class Dataset:
                 pq.write_table(table, temporary)
             paths.append(str(path.relative_to(self.output)))
             self.rows[paths[-1]] = table.num_rows
+            self.digests[paths[-1]] = file_digest(path)
         return paths
 
     def record(self, unit: Unit, status: str, partitions: list[str] | None = None, reason: str | None = None,
@@ -658,6 +662,7 @@ def run_many(inputs: Iterable[str | Path], kernels: list[str] | None, launch: La
                     if entry is not None and entry["status"] == "done":
                         entry["partitions"] = written
                         entry["rows"] = {p: dataset.rows[p] for p in written}
+                        entry["digests"] = {p: dataset.digests[p] for p in written}
                 dataset.save(failures)
         if progress is not None:
             progress(unit, seconds, unit_kernels, unit_failures)

@@ -155,15 +155,22 @@ def write_text(output: str | Path, text: str, inputs: Iterable[str | Path] = ())
         temporary.write_text(text, encoding="utf-8")
 
 
-def partition_intact(path: str | Path, rows: int | None = None) -> bool:
-    """Whether a Parquet file written earlier is whole: its footer reads and, where the manifest recorded it,
-    it holds ``rows`` rows (a file cut short by a full disk or a copy loses its footer or its row count)."""
+def file_digest(path: str | Path) -> str:
+    """SHA-256 of a file's bytes (what a manifest records of each partition it lists)."""
+    import hashlib
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def partition_intact(path: str | Path, rows: int | None = None, digest: str | None = None) -> bool:
+    """Whether a Parquet file written earlier is whole and unchanged: its footer reads, it holds ``rows`` rows
+    and its bytes hash to ``digest``, where the manifest recorded them (a file cut short by a full disk loses
+    its footer; a flipped bit inside a page keeps footer and row count, not the digest)."""
     import pyarrow.parquet as pq
     try:
         metadata = pq.ParquetFile(path).metadata
+        return (rows is None or metadata.num_rows == rows) and (digest is None or file_digest(path) == digest)
     except (OSError, ValueError):            # ArrowInvalid is a ValueError
         return False
-    return rows is None or metadata.num_rows == rows
 
 
 def read_manifest(path: str | Path, fields: dict[str, type], records: str | None = None,

@@ -16,10 +16,11 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from tokenize import TokenError
 
 import numpy as np
 
-from traceconf.errors import InputError, data_error_message, reading
+from traceconf.errors import DATA_ERRORS, InputError, data_error_message, reading
 from traceconf.numbers import read_int
 
 PTX_DTYPES = {"u8": "uint8", "s8": "int8", "b8": "uint8", "u16": "uint16", "s16": "int16", "b16": "uint16",
@@ -66,6 +67,9 @@ def _random(parts: list[str], seed: int, option: str) -> DataBuffer:
     if dtype.kind == "f":
         low, high = (_number(parts[2], dtype, option), _number(parts[3], dtype, option)) if len(parts) == 4 \
             else (0.0, 1.0)
+        largest = float(np.finfo(dtype).max)
+        if not -largest <= low <= high <= largest or not np.isfinite(high - low):
+            raise InputError(f"range [{low}, {high}) is empty or does not fit {dtype.name}", file=option)
         array = rng.uniform(low, high, count).astype(dtype)
     else:
         info = np.iinfo(dtype)
@@ -110,7 +114,7 @@ def _npy(path: Path, option: str) -> DataBuffer:
         raise InputError(f"{option}: no such file", file=str(path))
     try:
         array = np.load(path, allow_pickle=False, mmap_mode=None)
-    except (ValueError, OSError, EOFError, MemoryError) as error:
+    except (*DATA_ERRORS, SyntaxError, TokenError) as error:    # a damaged header is read as Python tokens
         raise InputError(f"{option}: not a readable .npy file ({data_error_message(error)})", file=str(path)) \
             from None
     if array.dtype.fields is not None or array.dtype.name not in ALLOWED:
