@@ -91,6 +91,12 @@ def test_float_sample_ranges_must_fit_the_dtype(spec):
         load_source(spec, 0, "--data 0")
 
 
+def test_a_data_buffer_past_the_memory_limit_is_refused_before_it_is_allocated():
+    result = _run("analyze", TRANSPOSE, "--block", "32,8", "--level", "ptx", "-k", "transpose_unpadded",
+                  "--data", "0=random:u64:4294967296", "--memory-limit", "1G")
+    _one_line_error(result, "--data 0: ", "more than the memory limit of 1,073,741,824")
+
+
 # --- big-endian --data ---------------------------------------------------------------------------------
 
 def _bitonic_json(tmp_path: Path, keys: np.ndarray, name: str) -> dict:

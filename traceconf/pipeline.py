@@ -106,7 +106,8 @@ class LaunchRequest:
         for key, source in self.data.items():
             name = parameter_name(key, names, kernel_row["kernel"])
             if name is not None:
-                found[name] = load_source(source, self.seed, f"--data {key}")
+                found[name] = load_source(source, self.seed, f"--data {key}",
+                                          default_memory_limit(self.memory_limit))
         return found
 
     @classmethod

@@ -57,12 +57,21 @@ def _number(text: str, dtype: np.dtype, option: str):
         raise InputError(f"{text!r} is not a number", file=option) from None
 
 
-def _random(parts: list[str], seed: int, option: str) -> DataBuffer:
+def _check_size(nbytes: int, max_bytes: int | None, option: str, file: str | None = None) -> None:
+    """Refuse, before allocating, a buffer of more bytes than the run may hold (--memory-limit)."""
+    if max_bytes is not None and nbytes > max_bytes:
+        where = f" ({file})" if file else ""
+        raise InputError(f"the buffer{where} needs {nbytes:,} bytes, more than the memory limit of {max_bytes:,} "
+                         "(raise it with --memory-limit)", file=option)
+
+
+def _random(parts: list[str], seed: int, option: str, max_bytes: int | None = None) -> DataBuffer:
     if len(parts) not in (2, 4):
         raise InputError(f"expected random:DTYPE:COUNT[:LOW:HIGH], got {':'.join(['random'] + parts)!r}",
                          file=option)
     dtype = parse_dtype(parts[0], option)
     count = read_int(parts[1], option, what="COUNT", low=1, high=MAX_ELEMENTS)
+    _check_size(count * 16, max_bytes, option)          # drawn as 64-bit values, then cast
     rng = np.random.default_rng(seed)
     if dtype.kind == "f":
         low, high = (_number(parts[2], dtype, option), _number(parts[3], dtype, option)) if len(parts) == 4 \
@@ -83,14 +92,15 @@ def _random(parts: list[str], seed: int, option: str) -> DataBuffer:
     return DataBuffer(array, f"sample input random:{dtype.name}:{count}{bounds} with --seed {seed}")
 
 
-def load_source(source: str, seed: int, option: str) -> DataBuffer:
-    """Read SOURCE (see the module docstring); every problem is one InputError naming the option or file."""
+def load_source(source: str, seed: int, option: str, max_bytes: int | None = None) -> DataBuffer:
+    """Read SOURCE (see the module docstring); every problem is one InputError naming the option or file.
+    ``max_bytes``: the most one buffer may take (a larger one is refused before it is allocated)."""
     text = source.strip()
     if text.startswith("random:"):
         with reading(option):
-            return _random(text.split(":")[1:], seed, option)
+            return _random(text.split(":")[1:], seed, option, max_bytes)
     if text.lower().endswith(".npy"):
-        return _npy(Path(text), option)
+        return _npy(Path(text), option, max_bytes)
     name, sep, kind = text.rpartition(":")
     if not sep or not name:
         raise InputError(f"expected FILE.npy, FILE:DTYPE or random:DTYPE:COUNT[:LOW:HIGH], got {text!r}",
@@ -100,6 +110,7 @@ def load_source(source: str, seed: int, option: str) -> DataBuffer:
     if not path.is_file():
         raise InputError(f"{option}: no such file", file=name)
     with reading(name):
+        _check_size(path.stat().st_size, max_bytes, option, name)
         raw = path.read_bytes()
     if len(raw) % dtype.itemsize:
         raise InputError(f"{option}: {len(raw)} bytes is not a whole number of {dtype.name} elements", file=name)
@@ -107,11 +118,12 @@ def load_source(source: str, seed: int, option: str) -> DataBuffer:
     return DataBuffer(array, f"{name} ({dtype.name}, {array.size})")
 
 
-def _npy(path: Path, option: str) -> DataBuffer:
+def _npy(path: Path, option: str, max_bytes: int | None = None) -> DataBuffer:
     """A ``.npy`` file's elements in the machine's byte order: a big-endian array (``>i4``) means the same
     numbers as its little-endian twin, so it is converted, and the description says so."""
     if not path.is_file():
         raise InputError(f"{option}: no such file", file=str(path))
+    _check_size(2 * path.stat().st_size, max_bytes, option, str(path))     # read, then converted or copied
     try:
         array = np.load(path, allow_pickle=False, mmap_mode=None)
     except (*DATA_ERRORS, SyntaxError, TokenError) as error:    # a damaged header is read as Python tokens
