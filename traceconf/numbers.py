@@ -16,10 +16,6 @@ from traceconf.errors import InputError
 INT32_MAX, INT64_MAX = (1 << 31) - 1, (1 << 63) - 1
 
 
-def _located(message: str, source: str | None, line: int | None, column: int | None) -> InputError:
-    return InputError(message, file=source, line=line, column=column)
-
-
 def check_int(value: int, source: str | None, *, what: str = "value", text: str | None = None,
               low: int | None = None, high: int | None = None, line: int | None = None,
               column: int | None = None) -> int:
@@ -27,7 +23,7 @@ def check_int(value: int, source: str | None, *, what: str = "value", text: str 
     if (low is not None and value < low) or (high is not None and value > high):
         shown = text if text is not None else str(value)
         bounds = f"{low if low is not None else '…'}..{f'{high:,}' if high is not None else '…'}"
-        raise _located(f"{what} {shown} is out of range: it must be {bounds}", source, line, column)
+        raise InputError(f"{what} {shown} is out of range: it must be {bounds}", source, line, column)
     return value
 
 
@@ -40,7 +36,7 @@ def read_int(text: str, source: str | None, *, what: str = "value", low: int | N
         value = int(cleaned, base)
     except ValueError:
         form = "hex" if base == 16 else "decimal or 0x hex"
-        raise _located(f"{what} {text.strip()!r} is not a whole number ({form})", source, line, column) from None
+        raise InputError(f"{what} {text.strip()!r} is not a whole number ({form})", source, line, column) from None
     return check_int(value, source, what=what, text=text.strip(), low=low, high=high, line=line, column=column)
 
 
@@ -54,10 +50,10 @@ def read_count(text: str, source: str | None, *, what: str = "count", line: int 
     try:
         value = int(cleaned) if cleaned.lstrip("+-").isdigit() else float(cleaned)
     except ValueError:
-        raise _located(f"{what} {text.strip()!r} is not a number", source, line, column) from None
+        raise InputError(f"{what} {text.strip()!r} is not a number", source, line, column) from None
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise _located(f"{what} {text.strip()!r} is not a finite number", source, line, column)
+            raise InputError(f"{what} {text.strip()!r} is not a finite number", source, line, column)
         value = int(value)
     return check_int(value, source, what=what, text=text.strip(), low=-INT64_MAX - 1, high=INT64_MAX, line=line,
                      column=column)
