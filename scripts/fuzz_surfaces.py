@@ -360,7 +360,10 @@ class Surfaces:
             files = sorted(out.rglob("*.parquet")) + [out / MANIFEST]
             path = rng.choice(files)
             if path.name == MANIFEST and rng.random() < 0.7:
-                document = _json_edit(json.loads(path.read_text()), rng)
+                try:
+                    document = _json_edit(json.loads(path.read_text()), rng)
+                except ValueError:          # damaged by an earlier edit of this input
+                    continue
                 path.write_text(json.dumps(document))
             else:
                 path.write_bytes(mutate_bytes(path.read_bytes(), rng))

@@ -165,11 +165,12 @@ def partition_intact(path: str | Path, rows: int | None = None, digest: str | No
     """Whether a Parquet file written earlier is whole and unchanged: its footer reads, it holds ``rows`` rows
     and its bytes hash to ``digest``, where the manifest recorded them (a file cut short by a full disk loses
     its footer; a flipped bit inside a page keeps footer and row count, not the digest)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
     try:
         metadata = pq.ParquetFile(path).metadata
         return (rows is None or metadata.num_rows == rows) and (digest is None or file_digest(path) == digest)
-    except (OSError, ValueError):            # ArrowInvalid is a ValueError
+    except (OSError, ValueError, pa.ArrowException):    # a damaged footer raises any of these
         return False
 
 
