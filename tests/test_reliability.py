@@ -439,36 +439,35 @@ def test_ptxas_option_errors_name_the_option(tmp_path, option):
 
 # --- .tracez: a large sub-chunk is decompressed and parsed in bounded pieces -----------------------------
 
-def _one_subchunk_tracez(path: Path, lines: int) -> Path:
-    """A .tracez whose only warp holds ``lines`` instruction lines in one sub-chunk (the writer's layout)."""
-    from tests.test_traces_samples import samples
-    text = samples.traceg(version=5, kernel_id=1)
-    head, body = text[:text.index("#BEGIN_TB")], text[text.index("#BEGIN_TB"):]
-    first_warp = body[body.index("insts = "):].split("\n\n")[0].split("\n")[1:]
-    repeated = (first_warp * (lines // len(first_warp) + 1))[:lines]
-    one = head.replace("-grid dim = (2,1,1)", "-grid dim = (1,1,1)") + "#BEGIN_TB\n\nthread block = 0,0,0\n\n" + \
-        f"warp = 0\ninsts = {len(repeated)}\n" + "\n".join(repeated) + "\n\n#END_TB\n"
-    path.write_bytes(samples.tracez(one, subchunk_insts=0))
-    return path
+def _one_subchunk_tracez(path: Path, megabytes: float) -> int:
+    """A .tracez whose only warp is one sub-chunk of about ``megabytes`` MiB of lines (the benchmark's input)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    try:
+        from bench_tracez_subchunk import one_subchunk_tracez
+    finally:
+        sys.path.pop(0)
+    return one_subchunk_tracez(path, megabytes)
 
 
 def test_a_large_subchunk_streams_in_pieces_of_the_block_size(tmp_path):
     from traceconf.traces.tracez import TracezFile
-    tracez = _one_subchunk_tracez(tmp_path / "k.tracez", 40_000)
+    tracez = tmp_path / "k.tracez"
+    lines = _one_subchunk_tracez(tracez, 1.5)
     with TracezFile(tracez, block_bytes=1 << 16) as whole:
         (cta,) = list(whole.ctas())
         ((insts, offset, counts),) = cta["warps"]
-        assert counts == (40_000,)
+        assert counts == (lines,) and lines > 20_000
         pieces = list(whole.subchunks(insts, offset, counts))
     assert len(pieces) > 10 and max(map(len, pieces)) <= 2 << 16
     assert all(piece.endswith(b"\n") for piece in pieces)
-    assert b"".join(pieces).count(b"\n") == 40_000
+    assert b"".join(pieces).count(b"\n") == lines
 
 
 def test_trace_reading_stops_at_the_memory_limit(tmp_path):
     from traceconf.pipeline import run_trace
     from traceconf.rules import load_rule_sets
-    tracez = _one_subchunk_tracez(tmp_path / "k.tracez", 2_000)
+    tracez = tmp_path / "k.tracez"
+    _one_subchunk_tracez(tracez, 0.1)
     done, failures = run_trace(tracez, None, load_rule_sets(["sm_90"]), memory_limit=1 << 20)
     assert done == [] and "stopped at the memory limit of 0.00 GiB" in failures[0].error.message
     assert str(tracez) == failures[0].error.file
