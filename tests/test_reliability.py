@@ -272,6 +272,15 @@ def test_resume_rewrites_a_partition_of_another_row_count(small_suite, tmp_path)
     assert pq.read_table(partition).num_rows == table.num_rows
 
 
+def test_a_manifest_that_is_a_folder_is_refused_before_the_analysis(small_suite, tmp_path):
+    out = tmp_path / "results"
+    (out / "_manifest.json").mkdir(parents=True)
+    for resume in ([], ["--resume"]):
+        result = _run("analyze", small_suite, "-o", out, *resume)
+        _one_line_error(result, f"{out / '_manifest.json'}: ")
+        assert "unit(s) analysed" not in result.stderr
+
+
 def test_resume_rewrites_a_partition_changed_inside(small_suite, tmp_path):
     """A flipped byte inside a page keeps the footer and the row count: the recorded digest sees it."""
     from traceconf.distributed import read_dataset

@@ -43,8 +43,8 @@ from traceconf.cluster import check_scheduler_address, connect, fitted
 from traceconf.errors import InputError
 from traceconf.inputs import distinct_units
 from traceconf.names import matches
-from traceconf.outputs import (atomic_output, check_results_folder, file_digest, partition_intact, read_manifest,
-                               write_text)
+from traceconf.outputs import (atomic_output, check_results_folder, check_writable, file_digest, partition_intact,
+                               read_manifest, write_text)
 from traceconf.pipeline import KernelAnalysis, KernelFailure, LaunchRequest, run_file, run_trace
 
 MANIFEST = "_manifest.json"
@@ -529,6 +529,8 @@ class Dataset:
         self.units: dict[str, dict] = {}
         self.rows: dict[str, int] = {}      # partition -> rows written and SHA-256, checked on --resume
         self.digests: dict[str, str] = {}
+        if (output / MANIFEST).exists():          # a folder or FIFO there would stop the run only at its end
+            check_writable(output / MANIFEST)
         old = read_manifest(output / MANIFEST, {"devices": list, "units": list}, "units",
                             {"key": str, "status": str, "partitions": list}) if resume else None
         if old is not None and old["devices"] == devices:  # other devices: other columns, nothing to reuse

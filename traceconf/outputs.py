@@ -181,6 +181,9 @@ def read_manifest(path: str | Path, fields: dict[str, type], records: str | None
     JSON, JSON of another shape) is a located InputError, never a KeyError deep in a resumed run."""
     import json
     manifest = Path(path)
+    if manifest.exists() and not manifest.is_file():
+        raise InputError("not a traceconf results manifest (not a regular file): remove it to start afresh",
+                         file=str(manifest))
     if not manifest.is_file():
         return None
     try:
