@@ -42,30 +42,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fuzz_common import EDGE_INTEGERS, ROOT, Findings, arguments, mutate_bytes, mutate_text, run_loop  # noqa: E402
+from fuzz_common import (EDGE_INTEGERS, ROOT, Findings, arguments, mutate_bytes, mutate_text, run_loop,  # noqa: E402
+                         swap_toml_value)
 
 SASS = ROOT / "tests" / "data" / "sass"
 FIXTURES = ROOT / "tests" / "fixtures"
 #: Values a TOML or JSON field is swapped for: other types, other shapes, the edges of every width.
 ODD_VALUES = [[["ld"]], [[1, 2]], {}, {"a": 1}, "", "x" * 300, True, 1.5, float("inf"), -1, 0, 2**31, 2**63 - 1,
               -2**63, [], [1, "a"], [None], "0x20"]
-TOML_ODD_VALUES = ["[[\"ld\"]]", "[[1, 2]]", "{}", "{a = 1}", "\"\"", "true", "1.5", "inf", "nan", "-1", "0",
-                   "2147483648", "9223372036854775807", "-9223372036854775808", "[]", "[1, \"a\"]",
-                   "\"0x20\"", "[[]]", "[{}]", "1979-05-27"]
-
-
-def _toml_value_swap(text: str, rng: random.Random) -> str:
-    """One ``key = value`` line gets a value of another type or shape."""
-    lines = text.split("\n")
-    candidates = [i for i, line in enumerate(lines) if "=" in line and not line.lstrip().startswith("#")]
-    if not candidates:
-        return text
-    index = rng.choice(candidates)
-    key = lines[index].split("=", 1)[0]
-    lines[index] = f"{key}= {rng.choice(TOML_ODD_VALUES + EDGE_INTEGERS[:30])}"
-    return "\n".join(lines)
-
-
 def _json_edit(value, rng: random.Random, depth: int = 0):
     """A copy of a JSON document with one node removed, retyped or replaced."""
     if isinstance(value, dict) and value and (depth < 6 or rng.random() < 0.5):
@@ -223,7 +207,7 @@ class Surfaces:
     def launch_file(self, rng):
         from traceconf.launches import read_launch_file
         text = rng.choice(self.launch_texts)
-        text = _toml_value_swap(text, rng) if rng.random() < 0.6 else mutate_text(text, rng, self.launch_texts)
+        text = swap_toml_value(text, rng) if rng.random() < 0.6 else mutate_text(text, rng, self.launch_texts)
         path = self.scratch() / "launches.toml"
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
         read_launch_file(path)
@@ -232,7 +216,7 @@ class Surfaces:
     def rule_file(self, rng):
         from traceconf.rules import _load_file, load_rule_set
         text = rng.choice(self.rule_texts)
-        text = _toml_value_swap(text, rng) if rng.random() < 0.6 else mutate_text(text, rng, self.rule_texts)
+        text = swap_toml_value(text, rng) if rng.random() < 0.6 else mutate_text(text, rng, self.rule_texts)
         path = self.scratch() / "rules.toml"
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
         _load_file.cache_clear()
