@@ -34,6 +34,23 @@ ODD_CHARACTERS = ["\u00a0", "\u2028", "\u2029", "\v", "\f", "\x00", "\x1c", "\t"
                   "{", "}", "[", "]", "(", ")", ";", ",", "%", ".", "\"", "//", "/*", "*/", "@", "!", "<", ">", "+",
                   "-", "_", "$", ":", "\\"]
 
+#: Values a TOML field is swapped for: other types, other shapes (lists of lists, tables), dates, non-numbers.
+TOML_ODD_VALUES = ["[[\"ld\"]]", "[[1, 2]]", "{}", "{a = 1}", "\"\"", "true", "1.5", "inf", "nan", "-1", "0",
+                   "2147483648", "9223372036854775807", "-9223372036854775808", "[]", "[1, \"a\"]",
+                   "\"0x20\"", "[[]]", "[{}]", "1979-05-27"]
+
+
+def swap_toml_value(text: str, rng: random.Random) -> str:
+    """One ``key = value`` line gets a value of another type or shape."""
+    lines = text.split("\n")
+    candidates = [i for i, line in enumerate(lines) if "=" in line and not line.lstrip().startswith("#")]
+    if not candidates:
+        return text
+    index = rng.choice(candidates)
+    key = lines[index].split("=", 1)[0]
+    lines[index] = f"{key}= {rng.choice(TOML_ODD_VALUES + EDGE_INTEGERS[:30])}"
+    return "\n".join(lines)
+
 
 @dataclass
 class Findings:

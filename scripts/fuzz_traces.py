@@ -22,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fuzz_common import ROOT, SHARED, Findings, arguments, mutate_bytes, mutate_text, run_loop  # noqa: E402
+from fuzz_common import (ROOT, SHARED, Findings, arguments, mutate_bytes, mutate_text, run_loop,  # noqa: E402
+                         swap_toml_value)
 
 SEED_BYTES = 4 * 1024
 BINARY_SUFFIXES = (".parquet", ".xz")
@@ -59,6 +60,8 @@ def make_one(crashes: Path | None = None):
     def mutated(name: str, data: bytes, rng: random.Random) -> bytes:
         if name.endswith(BINARY_SUFFIXES):
             return mutate_bytes(data, rng)
+        if name.startswith("rules-") and rng.random() < 0.4:      # a value of another type or shape
+            return swap_toml_value(data.decode("utf-8", "replace"), rng).encode("utf-8", "surrogatepass")
         return mutate_text(data.decode("utf-8", "replace"), rng, texts).encode("utf-8", "surrogatepass")
 
     def one(rng: random.Random, findings: Findings) -> None:

@@ -27,6 +27,7 @@ LAYERS = {
     # shared facts and plumbing
     "traceconf.errors": 0, "traceconf.kinds": 0, "traceconf.tomlfile": 0, "traceconf.schemas": 0,
     "traceconf.names": 0, "traceconf.outputs": 0, "traceconf.tools": 0, "traceconf.sources": 0,
+    "traceconf.numbers": 0, "traceconf.inputs": 0, "traceconf.machine": 0,
     # sources: inputs read into tables, rule sets, the ACCESSES format
     "traceconf.rules": 1, "traceconf.launches": 1, "traceconf.accesses": 1, "traceconf.ptx": 1,
     "traceconf.traces": 1, "traceconf.sass.opcodes": 1, "traceconf.sass.listing": 1, "traceconf.sass.binary": 1,
@@ -40,7 +41,7 @@ LAYERS = {
     # one analysis per kernel, any input
     "traceconf.pipeline": 5,
     # results: tables, gate, lookups, comparisons; many inputs
-    "traceconf.analyses": 6, "traceconf.distributed": 6,
+    "traceconf.analyses": 6, "traceconf.distributed": 6, "traceconf.cluster": 6,
     "traceconf.report": 7,
     "traceconf.api": 8, "traceconf.commands": 8, "traceconf.pictures": 8, "traceconf.pytest_plugin": 8,
     # Triton: compiling and launch records are sources; the one-call analysis is an API

@@ -106,7 +106,7 @@ def test_fail_on_excess_gates_ci(fake_pipeline):
     (["--block", "32,0"], "error: --block: every dimension must be at least 1, got '32,0'"),
     (["--block", "1,2,3,4"], "error: --block: expected X[,Y[,Z]], got '1,2,3,4'"),
     (["--param", "n"], "error: --param: expected NAME_OR_INDEX=VALUE, got 'n'"),
-    (["--param", "n=abc"], "error: --param n: 'abc' is not an integer (decimal or 0x hex)"),
+    (["--param", "n=abc"], "--param n: value 'abc' is not a whole number (decimal or 0x hex)"),
     (["--dynamic-smem", "-4"], "error: --dynamic-smem: must not be negative"),
 ])
 def test_bad_launch_options_are_one_line_errors(fake_pipeline, args, message):

@@ -1,4 +1,4 @@
-"""The fuzz harnesses (scripts/fuzz_ptx.py, scripts/fuzz_traces.py) run briefly in CI: no input may end in
+"""The fuzz harnesses (scripts/fuzz_ptx.py, scripts/fuzz_traces.py, scripts/fuzz_surfaces.py) run briefly in CI: no input may end in
 anything but a result or an InputError.  Long runs are on demand (``--count 1000000``); a failure they find
 becomes a case in tests/test_robust.py."""
 
@@ -23,8 +23,9 @@ def harness():
     try:
         import fuzz_common
         import fuzz_ptx
+        import fuzz_surfaces
         import fuzz_traces
-        yield fuzz_common, fuzz_ptx, fuzz_traces
+        yield fuzz_common, fuzz_ptx, fuzz_traces, fuzz_surfaces
     finally:
         sys.path.remove(str(SCRIPTS))
 
@@ -35,7 +36,7 @@ def _run(common, one, seed: int, tmp_path) -> dict:
 
 
 def test_fuzz_ptx_smoke(harness, tmp_path):
-    common, fuzz_ptx, _ = harness
+    common, fuzz_ptx, _, _ = harness
     summary = _run(common, fuzz_ptx.make_one(emulate_every=10, crashes=tmp_path), 14, tmp_path)
     assert summary["inputs"] > 50
     assert summary["accepted"] and summary["input_errors"]     # the mutations reach both outcomes
@@ -43,15 +44,25 @@ def test_fuzz_ptx_smoke(harness, tmp_path):
 
 
 def test_fuzz_traces_and_rules_smoke(harness, tmp_path):
-    common, _, fuzz_traces = harness
+    common, _, fuzz_traces, _ = harness
     summary = _run(common, fuzz_traces.make_one(crashes=tmp_path), 14, tmp_path)
     assert summary["inputs"] > 20 and summary["stages"].get("rule files") and summary["stages"].get("traces")
     assert summary["distinct_failures"] == 0, summary["by_signature"]
 
 
+def test_fuzz_surfaces_smoke(harness, tmp_path):
+    """Every surface of issue 25 in turn (SASS listings, binaries, .tracez bombs, launch and rule files, --data,
+    compare inputs, outputs, --resume, options, overlapping inputs), oracles included."""
+    common, _, _, fuzz_surfaces = harness
+    summary = _run(common, fuzz_surfaces.make_one(crashes=tmp_path), 25, tmp_path)
+    assert set(summary["stages"]) >= set(fuzz_surfaces.SURFACES), summary["stages"]
+    assert summary["accepted"] and summary["input_errors"]
+    assert summary["distinct_failures"] == 0, summary["by_signature"]
+
+
 def test_a_failure_is_recorded_with_its_input(harness, tmp_path):
     """The harness itself can fail: an exception other than InputError is a finding, saved with its input."""
-    common, _, _ = harness
+    common, _, _, _ = harness
     findings = common.Findings()
 
     def broken(rng, findings):

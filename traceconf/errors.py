@@ -7,6 +7,9 @@ exits with status 2, never with a traceback.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 
 class InputError(Exception):
     """Bad input, located as precisely as the stage can."""
@@ -65,6 +68,19 @@ def as_input_error(error: BaseException, file: str | None = None) -> InputError:
     converted = InputError(data_error_message(error), file=file)
     converted.__cause__ = error          # kept for --debug and the fuzz harness, never printed
     return converted
+
+
+@contextmanager
+def reading(source: str | None, line: int | None = None) -> Iterator[None]:
+    """The one place a library's data error becomes a located message: whatever :data:`DATA_ERRORS` the
+    block raises is an InputError at ``source`` (the file, or the option such as ``--data 0``, whose value
+    was being read; ``line`` where known).  An InputError passes as it is: its own location is more precise."""
+    try:
+        yield
+    except DATA_ERRORS as error:
+        located = as_input_error(error, source)
+        located.line = line
+        raise located
 
 
 class InternalError(Exception):

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error, internal_message
+from traceconf.machine import memory_limit as default_memory_limit
 from traceconf.names import matches, select_kernels
 from traceconf.programs import DEFAULT_LEVEL
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS
@@ -317,8 +318,8 @@ def kernel_failure(kernel: str, error: Exception, path: str) -> KernelFailure:
 # ---------------------------------------------------------------------------
 
 def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip_bad: bool = False,
-              progress: Progress | None = None, part: tuple[int, int] | None = None
-              ) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
+              progress: Progress | None = None, part: tuple[int, int] | None = None,
+              memory_limit: int | None = None) -> tuple[list[KernelAnalysis], list[KernelFailure]]:
     """Stream a trace through every rule set; memory stays bounded by the chunk size.
 
     ``part`` reads one share of the input (a distributed run's task): row groups of a canonical Parquet
@@ -330,7 +331,8 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
     fmt = detect_format(str(path))
     done, failed = [], []
     traces = iter(open_trace(str(path), skip_bad=skip_bad, progress=progress, part=part,
-                             on_error=lambda error: failed.append(KernelFailure("", error))))
+                             on_error=lambda error: failed.append(KernelFailure("", error)),
+                             memory_limit=default_memory_limit(memory_limit)))
     while True:
         try:
             trace = next(traces)
@@ -394,7 +396,7 @@ def run_file(path: str | Path, kernels: list[str] | None, launch: LaunchRequest,
 
     fmt = input_format(path)
     if fmt not in PROGRAM_FORMATS:
-        return run_trace(path, kernels, rule_sets, skip_bad, progress)
+        return run_trace(path, kernels, rule_sets, skip_bad, progress, memory_limit=launch.memory_limit)
     done, failed = [], []
     for program, sets in open_programs(path, fmt, level, rule_sets, launch, kernels, ptxas_options):
         analysed, failures = run_program(program, kernels, launch, sets, progress)

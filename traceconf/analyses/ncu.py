@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from traceconf.errors import InputError
 from traceconf.names import same_kernel
+from traceconf.numbers import INT64_MAX, read_count, read_int
 from traceconf.sass.opcodes import shared_op
 
 #: Measured column → accepted header names (first found wins).
@@ -62,13 +63,6 @@ class MeasuredKernel:
     name: str | None
     sass: list[MeasuredRow] = field(default_factory=list)
     cuda: list[MeasuredRow] = field(default_factory=list)
-
-
-def _number(text: str) -> int:
-    text = (text or "").strip().replace(",", "")
-    if not text or text in ("-", "n/a", "N/A"):
-        return 0
-    return int(float(text))
 
 
 def opcode_kind(sass: str) -> str | None:
@@ -147,22 +141,22 @@ def read_source_csv(path: str | Path) -> list[MeasuredKernel]:
                                  line=number, source_line=",".join(row))
             raise InputError(f"expected {max(index.values()) + 1} columns, found {len(row)}", file=str(path),
                              line=number, source_line=",".join(row))
-        try:
-            counts = {key: _number(row[index[key]]) if key in index else 0 for key in COLUMNS}
-        except ValueError:
-            raise InputError("a wavefront column is not a number", file=str(path), line=number,
-                             source_line=",".join(row)) from None
+        counts = {key: read_count(row[index[key]], str(path), what=f"{COLUMNS[key][0]} value", line=number,
+                                  column=index[key] + 1) if key in index else 0 for key in COLUMNS}
         if "excess_wavefronts" not in index:
             counts["excess_wavefronts"] = counts["wavefronts"] - counts["ideal_wavefronts"]
         source = row[index["source"]].strip()
         address_text = row[index["address"]].strip() if "address" in index else ""
         kernel = kernels[-1]
         if address_text:
-            kernel.sass.append(MeasuredRow(kernel.name, source, int(address_text, 16),
+            address = read_int(address_text, str(path), what="address", base=16, low=0, high=INT64_MAX,
+                               line=number, column=index["address"] + 1)
+            kernel.sass.append(MeasuredRow(kernel.name, source, address,
                                            _line_of(row[index["location"]]) if "location" in index else None,
                                            opcode_kind(source), **counts))
         else:
-            line = _number(row[index["number"]]) if "number" in index else None
+            line = read_count(row[index["number"]], str(path), what="line number", line=number,
+                              column=index["number"] + 1) if "number" in index else None
             kernel.cuda.append(MeasuredRow(kernel.name, source, None, line, None, **counts))
     if not kernels:
         raise InputError("no Source-page table found (export with ncu --page source --csv --print-source sass)",
@@ -316,13 +310,7 @@ def _dims(text: str | None) -> tuple[int, ...] | None:
 
 def _counter(text: str, path: str, line: int, column: int) -> int | None:
     """A counter cell: thousands separators allowed; empty or n/a: not collected (None)."""
-    text = (text or "").strip().replace(",", "")
-    if not text or text.lower() in ("n/a", "-", "nan"):
-        return None
-    try:
-        return int(float(text))
-    except ValueError:
-        raise InputError(f"counter value {text!r} is not a number", file=path, line=line, column=column) from None
+    return read_count(text, path, what="counter value", line=line, column=column, empty=None)
 
 
 def read_counters_csv(path: str | Path) -> list[KernelCounters]:

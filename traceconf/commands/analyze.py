@@ -7,6 +7,7 @@ launch the same way.
 
 from __future__ import annotations
 
+import re
 import sys
 from contextlib import contextmanager
 from enum import Enum
@@ -20,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from traceconf.emulate.launch import DEFAULT_WORK_LIMIT
 from traceconf.errors import DATA_ERRORS, EXIT_INPUT, EXIT_INTERNAL, InputError, as_input_error
+from traceconf.numbers import read_int
 from traceconf.programs import DEFAULT_LEVEL
 from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
 
@@ -88,15 +90,17 @@ PIPE_WIDTH = 200
 
 
 def parse_int(text: str, option: str) -> int:
-    try:
-        return int(text.strip().replace("_", ""), 0)
-    except ValueError:
-        raise InputError(f"{option}: {text!r} is not an integer (decimal or 0x hex)") from None
+    return read_int(text, option)
+
+
+#: What separates the sizes of --block and --grid: a comma, or an ``x`` that is not the one of a ``0x`` prefix
+#: (``32x8``, ``0x20x8`` and ``0x20,8`` are all 32 by 8).
+_DIMS_SEPARATOR = re.compile(r",|(?<!\b0)[xX×]")
 
 
 def parse_dims(text: str, option: str) -> tuple[int, int, int]:
-    """``32`` → (32, 1, 1); ``32,8`` → (32, 8, 1); ``x`` also separates (``32x8``)."""
-    parts = [p for p in text.replace("x", ",").replace("×", ",").split(",")]
+    """``32`` → (32, 1, 1); ``32,8`` → (32, 8, 1); ``x`` also separates (``32x8``), each size decimal or hex."""
+    parts = _DIMS_SEPARATOR.split(text)
     if not 1 <= len(parts) <= 3:
         raise InputError(f"{option}: expected X[,Y[,Z]], got {text!r}")
     try:
@@ -354,6 +358,7 @@ def _run_many(files: list[Path], kernels, launch: LaunchRequest, rule_sets: list
     from traceconf.distributed import run_many
     from traceconf.distributed.executors import choose_executor
     from traceconf.distributed.units import plan
+    from traceconf.inputs import distinct_units
 
     if resume and output is None:
         raise InputError("--resume needs -o FOLDER: the results folder of the run to resume")
@@ -361,7 +366,7 @@ def _run_many(files: list[Path], kernels, launch: LaunchRequest, rule_sets: list
     for note in executor.notes:
         typer.echo(f"note: {note}", err=True)
     with progress_bar(show, "analysing units") as bar:
-        total = len(plan(files, kernels)[0]) if bar is not None else 0
+        total = len(distinct_units(plan(files, kernels)[0])[0]) if bar is not None else 0
         done = [0]
 
         def progress(unit, seconds, kernel_count, failure_count) -> None:
@@ -371,9 +376,11 @@ def _run_many(files: list[Path], kernels, launch: LaunchRequest, rule_sets: list
 
         analyses, failures, summary = run_many(files, kernels, launch, rule_sets, skip_bad, executor, output,
                                                resume, progress, level=level, ptxas_options=ptxas_options)
+    for note in summary.notes[len(executor.notes):]:
+        typer.echo(f"note: {note}", err=True)
     if output is not None:
-        where = {"local": "in this process", "processes": f"on {executor.workers} local processes",
-                 "dask": f"on Dask ({executor.scheduler or f'{executor.workers} local workers'})"}[executor.kind]
+        where = {"local": "in this process", "processes": f"on {summary.workers} local processes",
+                 "dask": f"on Dask ({executor.scheduler or f'{summary.workers} local workers'})"}[executor.kind]
         typer.echo(f"traceconf: {summary.units - summary.skipped} of {summary.units} unit(s) analysed {where} "
                    f"in {summary.seconds:.1f} s; {len(analyses)} kernel(s) written to {output}"
                    + (f"; {summary.skipped} unit(s) already there (--resume)" if summary.skipped else "")

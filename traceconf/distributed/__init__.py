@@ -32,12 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from traceconf.cluster import fitted
 from traceconf.distributed.dataset import Dataset, combine_analyses
 from traceconf.distributed.executors import Executor, execute
 from traceconf.distributed.task import _restore
 from traceconf.distributed.units import ROWS_PER_UNIT, TRACEZ_BYTES_PER_UNIT, Unit, expand_inputs, plan
 from traceconf.emulate.launch import LaunchRequest
 from traceconf.errors import InputError
+from traceconf.inputs import distinct_units
 from traceconf.outputs import check_results_folder
 from traceconf.pipeline import KernelAnalysis, KernelFailure
 from traceconf.programs import DEFAULT_LEVEL
@@ -58,6 +60,7 @@ class RunSummary:
     peak_rss: int = 0              # largest peak RSS of a worker process (bytes)
     cpu_seconds: float = 0.0       # CPU time of all tasks together
     notes: list[str] = field(default_factory=list)
+    workers: int = 0               # local workers started (--workers, fitted to the units and memory)
 
 
 def run_many(inputs: Iterable[str | Path], kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
@@ -78,7 +81,10 @@ def run_many(inputs: Iterable[str | Path], kernels: list[str] | None, launch: La
     if output is not None:
         check_results_folder(output, [*inputs, *expand_inputs(inputs)[0]])
     units, failures = plan(inputs, kernels, rows_per_unit, tracez_bytes_per_unit)
-    summary = RunSummary(units=len(units), notes=list(executor.notes))
+    units, overlaps = distinct_units(units)
+    summary = RunSummary(units=len(units), notes=list(executor.notes) + overlaps)
+    executor = fitted(executor, len(units), summary.notes)
+    summary.workers = executor.workers
     devices = [rules.name for rules in rule_sets]
     dataset = Dataset(output, devices, resume) if output is not None else None
     if dataset is not None:
@@ -127,6 +133,8 @@ def run_many(inputs: Iterable[str | Path], kernels: list[str] | None, launch: La
                     entry = dataset.units.get(member.key)
                     if entry is not None and entry["status"] == "done":
                         entry["partitions"] = written
+                        entry["rows"] = {p: dataset.rows[p] for p in written}
+                        entry["digests"] = {p: dataset.digests[p] for p in written}
                 dataset.save(failures)
         if progress is not None:
             progress(unit, seconds, unit_kernels, unit_failures)

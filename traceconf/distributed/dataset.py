@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from traceconf.distributed.units import Unit, digest, hidden
 from traceconf.errors import InputError
-from traceconf.outputs import atomic_output, write_text
+from traceconf.outputs import atomic_output, check_writable, file_digest, partition_intact, read_manifest, write_text
 from traceconf.pipeline import KernelAnalysis, KernelFailure
 
 MANIFEST = "_manifest.json"
@@ -64,19 +64,23 @@ class Dataset:
         self.output = output
         self.devices = devices
         self.units: dict[str, dict] = {}
-        if resume and (output / MANIFEST).is_file():
-            try:
-                old = json.loads((output / MANIFEST).read_text())
-            except (OSError, ValueError):
-                old = {}
-            if old.get("devices") == devices:  # other devices: other columns, nothing to reuse
-                self.units = {u["key"]: u for u in old.get("units", []) if u.get("status") == "done"}
+        self.rows: dict[str, int] = {}      # partition -> rows written and SHA-256, checked on --resume
+        self.digests: dict[str, str] = {}
+        if (output / MANIFEST).exists():          # a folder or FIFO there would stop the run only at its end
+            check_writable(output / MANIFEST)
+        old = read_manifest(output / MANIFEST, {"devices": list, "units": list}, "units",
+                            {"key": str, "status": str, "partitions": list}) if resume else None
+        if old is not None and old["devices"] == devices:  # other devices: other columns, nothing to reuse
+            self.units = {u["key"]: u for u in old["units"] if u["status"] == "done"}
 
     def written(self, unit: Unit) -> bool:
         """Whether a previous run wrote this unit's results and they are still there, from the same input."""
         entry = self.units.get(unit.key)
-        return (entry is not None and entry.get("stamp") == unit.stamp
-                and all((self.output / p).is_file() for p in entry.get("partitions", [])))
+        if entry is None or entry.get("stamp") != unit.stamp:
+            return False
+        rows, digests = (entry.get(key) if isinstance(entry.get(key), dict) else {} for key in ("rows", "digests"))
+        return all(isinstance(p, str) and partition_intact(self.output / p, rows.get(p), digests.get(p))
+                   for p in entry["partitions"])
 
     def write(self, analyses: list[KernelAnalysis]) -> list[str]:
         from traceconf.analyses.results import results_table
@@ -89,6 +93,8 @@ class Dataset:
             with atomic_output(path) as temporary:
                 pq.write_table(table, temporary)
             paths.append(str(path.relative_to(self.output)))
+            self.rows[paths[-1]] = table.num_rows
+            self.digests[paths[-1]] = file_digest(path)
         return paths
 
     def record(self, unit: Unit, status: str, partitions: list[str] | None = None, reason: str | None = None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from traceconf.cluster import check_scheduler_address, connect
 from traceconf.distributed.task import UnitResult, analyze_unit
 from traceconf.distributed.units import Unit, digest
 from traceconf.errors import InputError
@@ -27,7 +28,7 @@ def choose_executor(workers: int | None, scheduler: str | None) -> Executor:
     if scheduler is not None:
         if not dask_available():
             raise InputError("--scheduler needs Dask: pip install 'traceconf[distributed]'")
-        return Executor("dask", workers or 0, scheduler)
+        return Executor("dask", workers or 0, check_scheduler_address(scheduler))
     if workers is None:
         return Executor("local")
     if workers < 1:
@@ -92,8 +93,8 @@ def _run_dask(units, args, executor: Executor) -> Iterator[tuple[Unit, UnitResul
     from distributed import Client, as_completed
 
     cluster = None
-    if executor.scheduler:
-        client = Client(executor.scheduler)
+    if executor.scheduler is not None:
+        client = connect(executor.scheduler)
     else:
         cluster = local_cluster(executor.workers)
         client = Client(cluster)

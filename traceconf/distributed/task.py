@@ -67,11 +67,13 @@ def analyze_unit(unit: Unit, kernels: list[str] | None, launch: LaunchRequest, r
     start, cpu = time.perf_counter(), time.process_time()
     try:
         if unit.kind == "kernel_file":
-            analyses, failures = run_trace(unit.path, None, rule_sets, skip_bad, part=unit.part)
+            analyses, failures = run_trace(unit.path, None, rule_sets, skip_bad, part=unit.part,
+                                           memory_limit=launch.memory_limit)
             analyses = [_renamed(a, unit.kernel, unit.source) for a in analyses]
             failures = [KernelFailure(unit.kernel if f.kernel else "", f.error) for f in failures]
         elif unit.kind == "table_part":
-            analyses, failures = run_trace(unit.path, kernels, rule_sets, skip_bad, part=unit.part)
+            analyses, failures = run_trace(unit.path, kernels, rule_sets, skip_bad, part=unit.part,
+                                           memory_limit=launch.memory_limit)
         else:
             analyses, failures = run_file(unit.path, kernels, launch, rule_sets, skip_bad, level=level,
                                           ptxas_options=ptxas_options)

@@ -6,11 +6,13 @@ against a device's limits.  This is the one place a launch is resolved; the emul
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field, replace
 
 from traceconf.errors import InputError
+from traceconf.machine import memory_limit as default_memory_limit
+from traceconf.machine import resident_bytes
+from traceconf.numbers import check_int, read_int
 from traceconf.rules import LaunchLimits, RuleSet
 
 #: Default budget of emulated work per kernel, in warp steps: a step of the emulator (one instruction over every
@@ -23,8 +25,6 @@ DEFAULT_WORK_LIMIT = 150_000_000
 #: What a step costs beside its warps, in warps: the fixed cost of dispatching one instruction (about 10 us, as
 #: much as numpy's work on 16 warps), so that the budget stays near CPU time for narrow batches too.
 STEP_OVERHEAD_WARPS = 16
-#: Default share of the machine's physical memory one analysis may hold.
-DEFAULT_MEMORY_SHARE = 0.5
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Launch:
     data: dict = field(default_factory=dict)
     time_limit: float | None = None
     work_limit: int | None = DEFAULT_WORK_LIMIT
-    memory_limit: int | None = None          # None: DEFAULT_MEMORY_SHARE of physical memory
+    memory_limit: int | None = None          # None: traceconf.machine's default share
     classes: bool = True
     row_bytes: int = 128
 
@@ -66,23 +66,6 @@ class LimitReached(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-
-
-def physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
-
-
-def resident_bytes() -> int:
-    """Resident memory of this process now (not the peak)."""
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        import resource
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 class Limits:
@@ -96,8 +79,7 @@ class Limits:
         self.started = time.monotonic()
         self.time_limit = time_limit
         self.deadline = None if time_limit is None else self.started + float(time_limit)
-        self.memory_limit = int(memory_limit) if memory_limit is not None else \
-            int(physical_memory() * DEFAULT_MEMORY_SHARE)
+        self.memory_limit = default_memory_limit(memory_limit)
         self.work_limit = None if work_limit is None else int(work_limit)
         self.work = 0                   # warp steps spent so far
 
@@ -234,10 +216,13 @@ def resolve_params(launch: Launch, kernel_row: dict, strict: bool = True) -> dic
             raise InputError(f"kernel {kernel} has no parameter {key!r} (parameters: {parameter_listing(kernel_row)}; "
                              f"give the name or the index, e.g. --param {len(names) - 1}=...)" if names else
                              f"kernel {kernel} has no parameters; --param {key} does not apply")
-        try:
-            values[name] = int(value, 0) if isinstance(value, str) else int(value)
-        except ValueError:
-            raise InputError(f"--param {key}={value!r}: the value must be an integer") from None
+        option = f"--param {key}"
+        number = read_int(value, option) if isinstance(value, str) else int(value)
+        row = next(p for p in kernel_row.get("params") or [] if p["name"] == name)
+        bits = 8 * (row.get("bytes") or 8)
+        # either reading of the bits: nvcc declares an int parameter .u32, and -1 is what it is given
+        values[name] = check_int(number, option, what=f"value for {name} (.{row.get('type') or f'b{bits}'})",
+                                 low=-(1 << (bits - 1)), high=(1 << bits) - 1)
     return values
 
 
@@ -359,7 +344,8 @@ class LaunchRequest:
         for key, source in self.data.items():
             if parameter_name(key, kernel_row) is not None:
                 if key not in self.loaded:
-                    self.loaded[key] = load_source(source, self.seed, f"--data {key}")
+                    self.loaded[key] = load_source(source, self.seed, f"--data {key}",
+                                                   default_memory_limit(self.memory_limit))
                 found[key] = self.loaded[key]
         return found
 

@@ -520,7 +520,7 @@ class _Validator:
         return value
 
     def kinds(self, key: str, value, allowed: frozenset[str]) -> frozenset[str]:
-        if not isinstance(value, list) or not value or any(k not in allowed for k in value):
+        if not isinstance(value, list) or not value or any(not isinstance(k, str) or k not in allowed for k in value):
             raise self.doc.error(key, f"expected a non-empty list of kinds from {', '.join(sorted(allowed))}, "
                                       f"got {value!r}")
         return frozenset(value)

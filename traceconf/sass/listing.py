@@ -23,7 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from traceconf.errors import InputError
+from traceconf.errors import InputError, data_error_message
+from traceconf.numbers import INT32_MAX, INT64_MAX, check_int
 from traceconf.schemas import SASS_INSTRUCTIONS, SASS_KERNELS
 
 _INSTRUCTION = (r"^[ \t]*/\*(?P<pc>[0-9a-fA-F]+)\*/[ \t]+(?:(?P<guard>@!?U?P(?:T|\d))[ \t]+)?"
@@ -40,6 +41,8 @@ _SECTION = re.compile(r"\.section[ \t]+\.text\.([^,\s]+)")
 _ARCHES = (re.compile(r"code[ \t]+for[ \t]+(sm_\d+[a-z]?)"), re.compile(r"\.target[ \t]+(sm_\d+[a-z]?)"),
            re.compile(r"\narch[ \t]*=[ \t]*(sm_\d+[a-z]?)"))    # cuobjdump, nvdisasm, cuobjdump of a fatbin
 _LINE_INFO = re.compile(r"//##[ \t]*File[ \t]+\"([^\"]*)\",[ \t]*line[ \t]+(\d+)([ \t]+inlined at)?")
+#: An integer literal too long to be sure it fits in 64 bits (a closer look decides).
+_LONG_NUMBER = re.compile(r"(?<![\w.])(?:0[xX][0-9a-fA-F]{17,}|\d{20,})")
 _LABELS = (re.compile(r"\n(\.L\w+):[ \t]*\r?$", re.M), re.compile(r"\n(\$[\w$]+):[ \t]*\r?$", re.M))  # .L_x_3, $k$callee
 #: Lines that start like an instruction; each must also match _INSTRUCTION (a literal first, as above).
 _LOOKS_LIKE = re.compile(r"/\*[0-9a-fA-F]+\*/[ \t]+(?:@|[A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*[ \t]*[ ;A-Z\[\-`!|~0-9c])")
@@ -218,6 +221,8 @@ def parse_text(text: str, path: str | None = None) -> SassModule:
     if not found:
         raise InputError("no SASS instruction found (expected `cuobjdump -sass` or `nvdisasm` output)", path, 1, 1)
     starts, pc_texts, guards, opcodes, operands = (list(column) for column in zip(*found))
+    if _LONG_NUMBER.search(text):
+        _check_immediates(starts, operands, text, path)
     at = np.asarray(starts, dtype=np.int64)
     newlines = np.flatnonzero(np.frombuffer(text.encode("utf-8", "surrogateescape"), dtype=np.uint8) == 10) \
         if text.isascii() else np.array([i for i, ch in enumerate(text) if ch == "\n"], dtype=np.int64)
@@ -243,6 +248,7 @@ def parse_text(text: str, path: str | None = None) -> SassModule:
     names = np.array([h[1] for h in heads], dtype=object)
     # line info: the last "//## File" comment before each instruction (since its function began)
     events = [(m.start(), m.end(), *m.groups()) for m in _LINE_INFO.finditer(text)] if "//##" in text else []
+    _check_numbers([(start, number) for start, _, _, number, _ in events], INT32_MAX, "line number", 10, text, path)
     ptx_events = [(start, int(number)) for start, _, file, number, _ in events if file == PTX_LINE_FILE]
     cuda = [event for event in events if event[2] != PTX_LINE_FILE]
     if "inlined at" in text:
@@ -271,6 +277,7 @@ def parse_text(text: str, path: str | None = None) -> SassModule:
     offsets = np.concatenate([[0], np.cumsum(np.bincount(label_target, minlength=len(at)))]).astype(np.int32)
     columns.labels = pa.ListArray.from_arrays(pa.array(offsets), pa.array(label_names, pa.string()))
     columns.kernel = pa.array(names.tolist(), pa.string()).take(pa.array(owner))
+    _check_numbers(list(zip(starts, pc_texts)), INT64_MAX, "address", 16, text, path)
     columns.pc = [int(p, 16) for p in pc_texts]
     columns.guard, columns.opcode, columns.operands = guards, opcodes, operands
     columns.source_file, columns.source_line, columns.ptx_line = files, lines, ptx_lines
@@ -279,6 +286,28 @@ def parse_text(text: str, path: str | None = None) -> SassModule:
     for row in columns.kernels:
         row["arch"] = row["arch"] or arch
     return columns.module(path, arch)
+
+
+def _check_immediates(starts: list[int], operands: list, text: str, path: str | None) -> None:
+    """No operand holds an integer wider than 64 bits (SASS encodes at most 32-bit immediates and 64-bit
+    addresses; a longer number is a damaged listing, not a value to wrap)."""
+    for start, operand in zip(starts, operands):
+        for match in _LONG_NUMBER.finditer(operand or ""):
+            if not -(1 << 63) <= int(match.group(0), 0) < 1 << 64:
+                line = text.count("\n", 0, start) + 1
+                raise InputError(f"integer {match.group(0)} does not fit in 64 bits", path, line, None,
+                                 text[text.rfind("\n", 0, start) + 1:text.find("\n", start)].strip())
+
+
+def _check_numbers(found: list[tuple[int, str]], high: int, what: str, base: int, text: str,
+                   path: str | None) -> None:
+    """Each (offset, digits) of ``text`` is at most ``high`` (what its column holds), else a located error
+    at its line; only numbers as long as ``high`` are converted, so a normal listing costs a length test."""
+    longest = len(format(high, "x" if base == 16 else "d"))
+    for offset, digits in found:
+        if len(digits.lstrip("0")) >= longest:
+            check_int(int(digits, base), path, what=what, text=digits, low=0, high=high,
+                      line=text.count("\n", 0, offset) + 1)
 
 
 def _last_before(at: np.ndarray, head_at: np.ndarray, events: list[tuple], width: int) -> list[list]:
@@ -304,31 +333,61 @@ def _raise_first_bad_line(text: str, path: str | None) -> None:
 
 
 def parse_json(text: str, path: str | None = None) -> SassModule:
-    """``nvdisasm -json``: [header, [function, ...]]; each function lists its instructions (16 bytes each)."""
+    """``nvdisasm -json``: [header, [function, ...]]; each function lists its instructions (16 bytes each).
+    Every record is checked for the shape nvdisasm writes: a record without its opcode, or with a number
+    where text belongs, is a located error naming the function and instruction."""
     try:
         document = json.loads(text)
-        header, functions = document[0], document[1]
-    except (ValueError, IndexError, KeyError, TypeError) as exc:
-        raise InputError(f"not nvdisasm -json output ({exc})", path, 1, 1) from None
-    version = (header.get("SM") or {}).get("version") or {}
-    arch = f"sm_{version.get('major')}{version.get('minor')}" if version else None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"not nvdisasm -json output ({data_error_message(exc)})", path, 1, 1) from None
+    if not (isinstance(document, list) and len(document) >= 2 and isinstance(document[0], dict)
+            and isinstance(document[1], list)):
+        raise InputError("not nvdisasm -json output (expected [header, [function, ...]])", path, 1, 1)
+    header, functions = document[0], document[1]
+    sm = header.get("SM")
+    version = sm.get("version") if isinstance(sm, dict) else None
+    arch = None
+    if isinstance(version, dict) and version:
+        major, minor = version.get("major"), version.get("minor")
+        if not (_small_int(major) and _small_int(minor)):
+            raise InputError(f"nvdisasm -json header: SM version {major!r}.{minor!r} is not two small numbers",
+                             path, 1, 1)
+        arch = f"sm_{major}{minor}"
     columns = _Columns()
-    for function in functions:
-        name = function["function-name"]
+    for number, function in enumerate(functions):
+        where = f"nvdisasm -json function {number}"
+        name = function.get("function-name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise InputError(f"{where}: no function-name", path, 1, 1)
+        instructions = function.get("sass-instructions") or []
+        if not isinstance(instructions, list):
+            raise InputError(f"{where} ({name}): sass-instructions is not a list", path, 1, 1)
         columns.start_kernel(name, arch, None)
-        for index, entry in enumerate(function.get("sass-instructions") or []):
+        for index, entry in enumerate(instructions):
+            fields = {key: entry.get(key) if isinstance(entry, dict) else None
+                      for key in ("opcode", "predicate", "operands")}
+            if not isinstance(fields["opcode"], str) or not fields["opcode"].strip():
+                raise InputError(f"{where} ({name}), instruction {index}: no opcode", path, 1, 1)
+            bad = [key for key in ("predicate", "operands")
+                   if fields[key] is not None and not isinstance(fields[key], str)]
+            if bad:
+                raise InputError(f"{where} ({name}), instruction {index}: {bad[0]} is not text", path, 1, 1)
             columns.kernel.append(name)
             columns.pc.append(index * 16)
-            columns.guard.append(entry.get("predicate"))
-            columns.opcode.append(entry["opcode"])
+            columns.guard.append(fields["predicate"])
+            columns.opcode.append(fields["opcode"])
             # the same spelling as the text listings: "R1, c[0x0][0x28]"
-            columns.operands.append((entry.get("operands") or "").replace(",", ", ") or None)
+            columns.operands.append((fields["operands"] or "").replace(",", ", ") or None)
             columns.labels.append([])
             for column in (columns.source_file, columns.source_line, columns.ptx_line, columns.line):
                 column.append(None)
     if not columns.pc:
         raise InputError("nvdisasm -json output holds no instruction", path, 1, 1)
     return columns.module(path, arch)
+
+
+def _small_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1000
 
 
 def parse_file(path: str | Path) -> SassModule:

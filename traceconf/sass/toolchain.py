@@ -39,6 +39,9 @@ def run_tool(name: str, arguments: list[str], what: str, cwd: str | None = None,
     if done.returncode != 0:
         message = next((line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()),
                        f"exit status {done.returncode}")
+        for argument in arguments:          # the private copy the tool read is the user's input, named as such
+            if cwd and argument.startswith(str(cwd)):
+                message = message.replace(argument, what)
         located = _PTXAS_LOCATION.search(message)
         if located and file:
             raise InputError(f"{name}: {located.group(2)}", file=file, line=int(located.group(1)))
@@ -89,8 +92,19 @@ def assemble(ptx: bytes, arch: str, options: list[str] | tuple[str, ...] = (), w
     with tempfile.TemporaryDirectory(prefix="traceconf-") as work:
         source, output = Path(work) / "input.ptx", Path(work) / "output.cubin"
         source.write_bytes(ptx)
-        run_tool("ptxas", [f"-arch={arch}", "-lineinfo", *options, str(source), "-o", str(output)], what, cwd=work,
-                 file=what)
+        command = [f"-arch={arch}", "-lineinfo", str(source), "-o", str(output)]
+        try:
+            run_tool("ptxas", command[:2] + options + command[2:], what, cwd=work, file=what)
+        except InputError as error:
+            # an unlocated failure that goes away without the options is the options' fault: name them
+            if not options or error.line is not None:
+                raise
+            try:
+                run_tool("ptxas", command, what, cwd=work, file=what)
+            except InputError:
+                raise error from None
+            reason = error.message.removeprefix(f"ptxas failed on {what}: ")
+            raise InputError(f"ptxas rejects {' '.join(options)}: {reason}", file="--ptxas-option") from None
         cubin = output.read_bytes()
     _store(cached, cubin)
     return cubin
@@ -130,15 +144,15 @@ def _disassemble(binary: bytes, what: str) -> tuple[str, str]:
     with tempfile.TemporaryDirectory(prefix="traceconf-") as work:
         path = Path(work) / "input.bin"
         path.write_bytes(binary)
-        elf = run_tool("cuobjdump", ["-elf", str(path)], what, cwd=work) if locate("cuobjdump") else ""
+        elf = run_tool("cuobjdump", ["-elf", str(path)], what, cwd=work, file=what) if locate("cuobjdump") else ""
         if is_cubin(binary) and locate("nvdisasm"):
-            listing = run_tool("nvdisasm", ["-g", "-gp", "-c", str(path)], what, cwd=work)
+            listing = run_tool("nvdisasm", ["-g", "-gp", "-c", str(path)], what, cwd=work, file=what)
         elif locate("nvdisasm") and (cubins := _embedded_cubins(path, what)):
             listing = "".join(f"\narch = {arch}\n" + run_tool("nvdisasm", ["-g", "-gp", "-c", str(cubin)], what,
-                                                                cwd=work)
+                                                                cwd=work, file=what)
                               for arch, cubin in cubins)
         else:
-            listing = run_tool("cuobjdump", ["-sass", str(path)], what, cwd=work)
+            listing = run_tool("cuobjdump", ["-sass", str(path)], what, cwd=work, file=what)
     return listing, elf
 
 

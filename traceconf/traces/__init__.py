@@ -33,7 +33,8 @@ __all__ = ["FORMATS", "GPGPUSIM_STATS", "TRACE_INSTRUCTIONS", "KernelTrace", "de
 
 def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | None = None,
                chunk_executions: int = 65536, part: tuple[int, int] | None = None,
-               on_error: Callable[[InputError], None] | None = None) -> Iterator[KernelTrace]:
+               on_error: Callable[[InputError], None] | None = None,
+               memory_limit: int | None = None) -> Iterator[KernelTrace]:
     """Kernel launches of a trace, in file order, read lazily.
 
     ``skip_bad`` counts malformed lines in ``KernelTrace.bad_lines`` instead of
@@ -43,7 +44,8 @@ def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | No
     input (one task of a distributed run): those row groups of a canonical
     Parquet table, or those CTAs (index records) of an Accel-Sim 2.0 ``.tracez``.
     warp-level executions.  A failure between launches (a kernelslist naming a
-    missing file) is raised, or handed to ``on_error`` and the reading goes on.
+    missing file) is raised, or handed to ``on_error`` and the reading goes on.  With ``memory_limit``,
+    reading stops when the process holds more (the launch is then reported incomplete).
     """
     from traceconf.traces import accelsim, canonical, nvbit, tracez
     from traceconf.traces.kernel import kernel_traces
@@ -51,12 +53,14 @@ def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | No
 
     path = Path(path)
     fmt = detect_format(path)
-    options = ReadOptions(skip_bad, progress, chunk_executions)
+    options = ReadOptions(skip_bad, progress, chunk_executions, memory_limit)
     if part is not None:
         if fmt == "canonical_parquet":
-            return kernel_traces(canonical.events(path, options, fmt, part), str(path))
+            return kernel_traces(canonical.events(path, options, fmt, part), str(path),
+                                 memory_limit=options.memory_limit)
         if fmt == "accelsim" and tracez.is_tracez(path):
-            return kernel_traces(accelsim.kernel_file_events(path, options, ctas=part), str(path))
+            return kernel_traces(accelsim.kernel_file_events(path, options, ctas=part), str(path),
+                                 memory_limit=options.memory_limit)
         raise InputError("only a canonical Parquet table (row groups) or a .tracez kernel file (CTAs) can be "
                          "read in parts", str(path))
     if fmt == "accelsim":
@@ -71,7 +75,7 @@ def open_trace(path: str | Path, skip_bad: bool = False, progress: Progress | No
                          str(path))
     else:
         raise InputError("this is PTX, not a recorded trace: analyze it as PTX", str(path))
-    return kernel_traces(events, str(path), on_error)
+    return kernel_traces(events, str(path), on_error, options.memory_limit)
 
 
 #: Names of the readers' modules, imported on first use: detecting a file's format (every ``analyze`` does)

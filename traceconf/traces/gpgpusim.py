@@ -23,6 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from traceconf.errors import InputError
+from traceconf.numbers import INT32_MAX, INT64_MAX, read_int
 from traceconf.schemas import GPGPUSIM_COUNTERS, GPGPUSIM_STATS
 from traceconf.traces.source import LineBlocks
 
@@ -47,8 +48,9 @@ def read_gpgpusim_stats(path: str | Path) -> pa.Table:
             if match is None:
                 raise InputError("expected 'PTXFILE LINE : ' and 9 counters", str(path), blocks.line, 1, text)
             columns["ptx_file"].append(match["file"])
-            columns["ptx_line"].append(int(match["line"]))
+            columns["ptx_line"].append(read_int(match["line"], str(path), what="PTX line", high=INT32_MAX,
+                                                line=blocks.line, column=match.start("line") + 1))
             for name, value in zip(GPGPUSIM_COUNTERS, match["values"].split()):
-                columns[name].append(int(value))
+                columns[name].append(read_int(value, str(path), what=name, high=INT64_MAX, line=blocks.line))
     table = pa.table(columns, schema=GPGPUSIM_STATS)
     return table.sort_by([("ptx_file", "ascending"), ("ptx_line", "ascending")])

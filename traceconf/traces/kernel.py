@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import InputError
+from traceconf.machine import resident_bytes
 from traceconf.schemas import TRACE_INSTRUCTIONS
 
 
@@ -71,15 +72,25 @@ class BadLines:
 
 
 class _Events:
-    """An event generator with one event of look-ahead."""
+    """An event generator with one event of look-ahead; with ``memory_limit``, the process's resident memory
+    is checked after each block of accesses (reading stops there, what was counted is kept, the launch is
+    reported incomplete)."""
 
-    def __init__(self, events: Iterator):
+    def __init__(self, events: Iterator, source: str = "", memory_limit: int | None = None):
         self._events = events
         self._next = None
+        self._source = source
+        self._memory_limit = memory_limit
 
     def peek(self):
         if self._next is None:
             self._next = next(self._events, None)
+            if self._memory_limit is not None and isinstance(self._next, WarpAccesses):
+                used = resident_bytes()
+                if used > self._memory_limit:
+                    self._next = None
+                    raise InputError(f"stopped at the memory limit of {self._memory_limit / 2**30:.2f} GiB "
+                                     f"({used / 2**30:.2f} GiB in use); raise it with --memory-limit", self._source)
         return self._next
 
     def pop(self):
@@ -147,28 +158,36 @@ class KernelTrace:
         return pa.Table.from_pylist(rows, schema=TRACE_INSTRUCTIONS)
 
 
-def kernel_traces(events: Iterator, source: str,
-                  on_error: Callable[[InputError], None] | None = None) -> Iterator[KernelTrace]:
+def kernel_traces(events: Iterator, source: str, on_error: Callable[[InputError], None] | None = None,
+                  memory_limit: int | None = None) -> Iterator[KernelTrace]:
     """KernelTrace objects over a reader's event stream; repeated names get ``#2``, ``#3``...
 
     A failure between launches is raised, or with ``on_error`` handed to it and the stream read on (the
     valid launches after a missing kernel file are still analysed)."""
-    stream = _Events(events)
+    stream = _Events(events, source, memory_limit)
     seen: dict[str, int] = {}
+    skipped = 0        # lines skipped (--skip-bad) before the first launch: counted with the launch after them
     while True:
         event = stream.pop()
+        if event is None and skipped:
+            event = InputError(f"no kernel launch line; {skipped} malformed line(s) skipped (--skip-bad)", source)
         if event is None:
             return
         if isinstance(event, InputError):
+            skipped = 0
             if on_error is None:
                 raise event
             on_error(event)
+            continue
+        if isinstance(event, BadLines):
+            skipped += event.count
             continue
         if not isinstance(event, KernelStart):  # readers always announce a launch first
             raise AssertionError(f"{source}: trace reader emitted {type(event).__name__} before a kernel")
         seen[event.kernel] = seen.get(event.kernel, 0) + 1
         name = event.kernel if seen[event.kernel] == 1 else f"{event.kernel}#{seen[event.kernel]}"
         trace = KernelTrace(name, event.launch, stream)
+        trace.bad_lines, skipped = trace.bad_lines + skipped, 0
         yield trace
         trace.drain()  # the consumer may have moved on without reading the whole launch
 

@@ -13,6 +13,7 @@ class ReadOptions:
     skip_bad: bool = False
     progress: Progress | None = None
     chunk_executions: int = 65536
+    memory_limit: int | None = None     # bytes this process may hold while reading (None: no check)
 
     def __post_init__(self) -> None:
         if self.chunk_executions < 1:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Iterator
 
 from traceconf.errors import InputError
+from traceconf.traces import source
 from traceconf.traces.source import BLOCK_BYTES, Progress
 
 SUFFIX = ".tracez"
@@ -167,7 +168,8 @@ class TracezFile:
             self._corrupt(f"index ends at byte {offset}, {self.size - 8 - offset} byte(s) before the footer", offset)
 
     def subchunks(self, insts: int, offset: int, counts: tuple) -> Iterator[bytes]:
-        """The decompressed sub-chunks of one warp, each ending with a newline."""
+        """The decompressed text of one warp in pieces of whole lines, each ending with a newline and none much
+        longer than the block size: a sub-chunk (up to :data:`MAX_SUBCHUNK_BYTES`) is never held whole."""
         stored = self._unpack("<II", offset, "warp header")
         if stored != (insts, len(counts)):
             self._corrupt(f"warp header says {stored[0]} instructions in {stored[1]} sub-chunks, the index "
@@ -178,22 +180,26 @@ class TracezFile:
             if offset + 4 + size > self.index_offset:
                 self._corrupt(f"sub-chunk of {size} bytes runs into the index", offset)
             frame = self._read(offset + 4, size, "sub-chunk")
+            lines = 0
             try:
-                text = self._decompress(frame, number, offset)
+                for piece in self._decompress(frame, number, offset):
+                    lines += piece.count(b"\n")
+                    if lines > expected:
+                        break
+                    yield piece
             except self._zstd_error as error:
                 self._corrupt(f"sub-chunk {number} does not decompress: {error}", offset)
-            lines = text.count(b"\n") + 1 if text else 0
             if lines != expected:
-                self._corrupt(f"sub-chunk {number} holds {lines} instruction line(s), the index says {expected}",
-                              offset)
+                self._corrupt(f"sub-chunk {number} holds {'more than ' if lines > expected else ''}{lines} "
+                              f"instruction line(s), the index says {expected}", offset)
             offset += 4 + size
             if self._progress is not None:
                 self._progress(self._base + offset, self._total)
-            yield text + b"\n" if text else b""
 
-    def _decompress(self, frame: bytes, number: int, offset: int) -> bytes:
-        """One sub-chunk's text, never more than :data:`MAX_SUBCHUNK_BYTES` (checked before anything is allocated
-        when the frame states its size, as the writer's do; streamed in 1 MiB pieces when it does not)."""
+    def _decompress(self, frame: bytes, number: int, offset: int) -> Iterator[bytes]:
+        """One sub-chunk's lines, newline-terminated, in pieces of about the block size, streamed (at most 1 MiB
+        of decompressed text at a time); never more than :data:`MAX_SUBCHUNK_BYTES` in all, refused before
+        anything is read when the frame states a larger size, and no line longer than ``MAX_LINE_BYTES``."""
         import zstandard
 
         def too_large(size: str):
@@ -203,16 +209,25 @@ class TracezFile:
         claimed = zstandard.frame_content_size(frame)
         if claimed > MAX_SUBCHUNK_BYTES:
             too_large(f"{claimed:,}")
-        if claimed >= 0:
-            return self._zstd.decompress(frame)
-        pieces, total = [], 0
+        pending, held, total = [], 0, 0
         with self._zstd.stream_reader(frame) as reader:
-            while piece := reader.read(1 << 20):
+            while piece := reader.read(min(1 << 20, self._block_bytes)):
                 total += len(piece)
                 if total > MAX_SUBCHUNK_BYTES:
                     too_large("more than that many")
-                pieces.append(piece)
-        return b"".join(pieces)
+                pending.append(piece)
+                held += len(piece)
+                if held >= self._block_bytes:
+                    text = b"".join(pending)
+                    cut = text.rfind(b"\n") + 1
+                    if cut == 0 and held > source.MAX_LINE_BYTES:
+                        self._corrupt(f"sub-chunk {number} holds a line longer than "
+                                      f"{source.MAX_LINE_BYTES >> 20} MiB", offset)
+                    if cut:
+                        yield text[:cut]
+                    pending, held = [text[cut:]], len(text) - cut
+        if total:       # the writer joins the lines with newlines: the last one has none
+            yield b"".join(pending) + b"\n"
 
     # ------------------------------------------------------------------ the equivalent .traceg
     def header_lines(self) -> list[str]:

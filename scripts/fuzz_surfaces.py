@@ -1,0 +1,468 @@
+"""Fuzz the surfaces beyond PTX and text traces (issue 25): every input ends in a result or an InputError.
+
+Surfaces (``--surface NAME``, repeatable; default: all, drawn in turn):
+
+* ``sass-text``, ``sass-json``: SASS listings (nvdisasm / cuobjdump text, ``nvdisasm -json`` with structural
+  edits: keys removed, values of another type) read by traceconf.sass.listing.parse_text;
+* ``elf``: the ``cuobjdump -elf`` text of a cubin (traceconf.sass.binary.elf_facts), and every 50th input a
+  mutated cubin or fatbin through the NVIDIA tools (load_binary), when they are installed;
+* ``tracez``: structural edits of a small .tracez (header fields, counts, offsets, sizes, frames swapped for
+  zstd bombs that claim or stream past the sub-chunk cap), read by run_trace;
+* ``launch-files``, ``rule-files``: TOML with values swapped for other types (lists of lists, tables, huge
+  integers, strings) and text edits, read by read_launch_file / load_rule_set;
+* ``data``: ``--data`` specs (edge integers, dtypes) and .npy / raw files of random dtypes, shapes and byte
+  orders, read by traceconf.emulate.data.load_source; differential oracle: an array saved little- and
+  big-endian loads as the same numbers;
+* ``compare``: Nsight Compute Source-page and counters CSVs and GPGPU-Sim stats files, read by
+  read_source_csv / read_counters_csv / read_gpgpusim_stats;
+* ``outputs``: output targets (FIFOs, links to /dev/null, folders, paths under files, /proc, inside an
+  input folder) through check_output / check_results_folder; oracle: nothing that is not a regular file is
+  ever replaced, and a target the checks accept can be written;
+* ``resume``: a results folder of a tiny suite, damaged (partitions truncated or bit-flipped, the manifest
+  edited or of another shape), then resumed; oracle: the resumed dataset equals the clean one;
+* ``options``: --workers, --scheduler, --block/--grid, --param, --dynamic-smem, --memory-limit values;
+* ``overlap``: one input vs the same input twice (the folder, its kernelslist.g, a link): the plans agree.
+
+    python scripts/fuzz_surfaces.py --seconds 60
+    python scripts/fuzz_surfaces.py --surface data --count 100000 --report data.json
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import shutil
+import stat
+import struct
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fuzz_common import (EDGE_INTEGERS, ROOT, Findings, arguments, mutate_bytes, mutate_text, run_loop,  # noqa: E402
+                         swap_toml_value)
+
+SASS = ROOT / "tests" / "data" / "sass"
+FIXTURES = ROOT / "tests" / "fixtures"
+#: Values a TOML or JSON field is swapped for: other types, other shapes, the edges of every width.
+ODD_VALUES = [[["ld"]], [[1, 2]], {}, {"a": 1}, "", "x" * 300, True, 1.5, float("inf"), -1, 0, 2**31, 2**63 - 1,
+              -2**63, [], [1, "a"], [None], "0x20"]
+def _json_edit(value, rng: random.Random, depth: int = 0):
+    """A copy of a JSON document with one node removed, retyped or replaced."""
+    if isinstance(value, dict) and value and (depth < 6 or rng.random() < 0.5):
+        key = rng.choice(list(value))
+        copy = dict(value)
+        choice = rng.random()
+        if choice < 0.25:
+            del copy[key]
+        elif choice < 0.5:
+            copy[key] = rng.choice(ODD_VALUES)
+        else:
+            copy[key] = _json_edit(value[key], rng, depth + 1)
+        return copy
+    if isinstance(value, list) and value:
+        index = rng.randrange(len(value))
+        copy = list(value)
+        choice = rng.random()
+        if choice < 0.2:
+            del copy[index]
+        elif choice < 0.35:
+            copy[index] = rng.choice(ODD_VALUES)
+        elif choice < 0.45:
+            copy.insert(index, copy[index])
+        else:
+            copy[index] = _json_edit(value[index], rng, depth + 1)
+        return copy
+    return rng.choice(ODD_VALUES)
+
+
+class Surfaces:
+    """The seeds and scratch folder of every surface; ``run(name, rng)`` -> (input bytes, suffix) and raises
+    what the library raised (InputError passes; an AssertionError is an oracle's finding)."""
+
+    def __init__(self):
+        from traceconf.rules import load_rule_sets
+        self.rules = load_rule_sets(["sm_90"])
+        self.folder = Path(tempfile.mkdtemp(prefix="traceconf-fuzz-surfaces-"))
+        self.sass_texts = [p.read_text() for p in sorted(SASS.glob("*.sass"))]
+        self.sass_json = json.loads((SASS / "transpose.sm_90.json").read_text())
+        self.binaries = [(p.suffix, p.read_bytes()) for p in (SASS / "matmul.sm_90.cubin",
+                                                               SASS / "transpose.sm_90.fatbin")]
+        self.rule_texts = [p.read_text() for p in sorted((ROOT / "traceconf" / "rules").glob("*.toml"))]
+        self.launch_texts = [(FIXTURES / "cuda" / "kernels.toml").read_text()[:6000],
+                             '[[launch]]\nkernel = "k"\nblock = [32, 8]\ngrid = 4\nparams = {n = 5, 1 = 7}\n'
+                             'dynamic_smem = 1024\nctas = 2\nmax_steps = 100\n']
+        self.ncu = [p.read_text() for p in sorted((FIXTURES / "ncu").glob("*.csv"))]
+        hw = ROOT / "tests" / "data" / "hw"
+        self.ncu += [p.read_text()[:20000] for p in sorted(hw.rglob("*.csv"))[:6]] if hw.is_dir() else []
+        self.stats = [p.read_text() for p in sorted((FIXTURES / "gpgpusim").glob("*.txt"))]
+        self.tracez = self._small_tracez()
+        self.elf_text = None
+        self.bombs: list[bytes] = []
+        self.suite = None
+        self.clean = None
+
+    # ------------------------------------------------------------------ scratch
+    def scratch(self) -> Path:
+        for stale in self.folder.iterdir():
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink()
+        return self.folder
+
+    def _small_tracez(self) -> bytes:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from test_traces_samples import samples
+        return samples.tracez(samples.traceg(version=5, kernel_id=3), subchunk_insts=8)
+
+    # ------------------------------------------------------------------ surfaces
+    def sass_text(self, rng):
+        from traceconf.sass.listing import parse_text
+        text = mutate_text(rng.choice(self.sass_texts), rng, self.sass_texts)
+        parse_text(text, "<fuzz>.sass")
+        return text.encode("utf-8", "surrogatepass"), ".sass"
+
+    def sass_json_listing(self, rng):
+        from traceconf.sass.listing import parse_text
+        document = self.sass_json
+        for _ in range(rng.randint(1, 3)):
+            document = _json_edit(document, rng)
+        text = json.dumps(document)
+        if rng.random() < 0.2:
+            text = mutate_text(text, rng, [text])
+        parse_text(text, "<fuzz>.json")
+        return text.encode("utf-8", "surrogatepass"), ".json"
+
+    def elf(self, rng):
+        from traceconf import tools
+        from traceconf.sass.binary import elf_facts, load_binary
+        if self.elf_text is None:
+            self.elf_text = ""
+            if tools.locate("cuobjdump"):
+                from traceconf.sass.toolchain import disassemble
+                self.elf_text = disassemble(self.binaries[0][1], "seed")[1]
+        if rng.random() < 0.02 and tools.locate("cuobjdump"):
+            suffix, data = rng.choice(self.binaries)
+            data = mutate_bytes(data, rng)
+            path = self.scratch() / f"k{suffix}"
+            path.write_bytes(data)
+            os.environ["TRACECONF_CACHE"] = str(self.folder / "cache")
+            load_binary(path)
+            return data, suffix
+        text = mutate_text(self.elf_text or "", rng, [self.elf_text or ""])
+        elf_facts(text)
+        return text.encode("utf-8", "surrogatepass"), ".elf"
+
+    def tracez_structure(self, rng):
+        from traceconf.pipeline import run_trace
+        data = bytearray(self.tracez)
+        header_end = data.index(b"\0")
+        index_offset = struct.unpack_from("<Q", data, len(data) - 8)[0]
+        choice = rng.random()
+        if choice < 0.3:     # a u32 or u64 field of the binary part set to an edge value
+            at = rng.randrange(header_end + 1, len(data) - 4)
+            value = rng.choice([0, 1, 0xFFFFFFFF, 0x7FFFFFFF, 0x10000000, len(data), index_offset])
+            struct.pack_into("<I", data, at - (at - header_end - 1) % 4, value & 0xFFFFFFFF)
+        elif choice < 0.45:  # the index offset
+            struct.pack_into("<Q", data, len(data) - 8, rng.choice([0, 1, index_offset - 4, index_offset + 4,
+                                                                   len(data), 2**63, 2**64 - 1]))
+        elif choice < 0.65:  # a zstd bomb in place of the first sub-chunk
+            data = self._bomb(data, header_end, rng)
+        elif choice < 0.8:   # the header text
+            header = data[:header_end].decode("utf-8", "replace")
+            text = mutate_text(header, rng, [header])
+            data = bytearray(text.encode("utf-8", "surrogatepass").replace(b"\0", b"")) + data[header_end:]
+        else:
+            data = bytearray(mutate_bytes(bytes(data), rng))
+        path = self.scratch() / "kernel-1.tracez"
+        path.write_bytes(bytes(data))
+        _, failures = run_trace(path, None, self.rules, memory_limit=4 << 30)
+        _raise_internal(failures)
+        return bytes(data), ".tracez"
+
+    def _bomb(self, data: bytearray, header_end: int, rng) -> bytearray:
+        """``data`` with its first sub-chunk replaced by a bomb: a frame claiming more than the cap, or a
+        stream without a stated size that expands to newlines or to one endless line."""
+        if not self.bombs:
+            import zstandard
+            small = zstandard.ZstdCompressor(level=1, write_content_size=False)
+            lines = small.compress(b"\n" * (1 << 16))
+            window, blocks = lines[5:6], lines[6:]     # descriptor 0: a window byte, then the blocks
+            assert lines[4] == 0, "a frame without content size, checksum or dictionary id"
+            self.bombs = [b"\x28\xb5\x2f\xfd\xc0" + window + struct.pack("<Q", size) + blocks
+                          for size in (257 << 20, 1 << 40, 2**64 - 3)]
+            streamed = zstandard.ZstdCompressor(level=3, write_content_size=False)
+            self.bombs += [streamed.compress(b"\n" * (300 << 20)), streamed.compress(b"A" * (80 << 20)),
+                           streamed.compress(b"0008 ffffffff 0 STS 2 R2 R5 4 1 0x0 4\n" * (1 << 20))]
+        frame = rng.choice(self.bombs)
+        dict_size = struct.unpack_from("<I", data, header_end + 1)[0]
+        first = header_end + 1 + 8 + dict_size + 8        # after warp 0's u32 inst_count, u32 num_subchunks
+        size = struct.unpack_from("<I", data, first)[0]
+        return data[:first] + bytearray(struct.pack("<I", len(frame))) + frame + data[first + 4 + size:]
+
+    def launch_file(self, rng):
+        from traceconf.launches import read_launch_file
+        text = rng.choice(self.launch_texts)
+        text = swap_toml_value(text, rng) if rng.random() < 0.6 else mutate_text(text, rng, self.launch_texts)
+        path = self.scratch() / "launches.toml"
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        read_launch_file(path)
+        return text.encode("utf-8", "surrogatepass"), ".toml"
+
+    def rule_file(self, rng):
+        from traceconf.rules import _load_file, load_rule_set
+        text = rng.choice(self.rule_texts)
+        text = swap_toml_value(text, rng) if rng.random() < 0.6 else mutate_text(text, rng, self.rule_texts)
+        path = self.scratch() / "rules.toml"
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        _load_file.cache_clear()
+        load_rule_set(path)
+        return text.encode("utf-8", "surrogatepass"), ".toml"
+
+    def data(self, rng):
+        import numpy as np
+
+        from traceconf.emulate.data import ALLOWED, load_source
+        folder = self.scratch()
+        choice = rng.random()
+        if choice < 0.4:
+            dtype = rng.choice(list(ALLOWED) + ["u8", "s32", "f16", "b64", "complex64", "bool", "x", ""])
+            parts = ["random", dtype, rng.choice(EDGE_INTEGERS + ["16", "1000"])]
+            if rng.random() < 0.5:
+                parts += [rng.choice(EDGE_INTEGERS + ["0", "1e9", "nan", "-inf"]), rng.choice(EDGE_INTEGERS)]
+            spec = ":".join(parts[:rng.randint(1, len(parts))] if rng.random() < 0.1 else parts)
+            try:        # the memory limit of a run: a larger buffer is refused before it is allocated
+                load_source(spec, rng.randrange(2**32), "--data 0", max_bytes=64 << 20)
+            except MemoryError:
+                raise AssertionError(f"MemoryError escaped for {spec}")
+            return spec.encode(), ".spec"
+        dtype = np.dtype(rng.choice(["<i4", ">i4", "<u2", ">u2", ">f8", "<f4", ">i8", "|u1", ">c8", "<M8[s]",
+                                     "|b1", "|O", "<U3", "|V4"]))
+        count = rng.choice([0, 1, 7, 64])
+        if dtype.kind in "iu":
+            values = np.arange(count, dtype=np.int64) * rng.choice([1, -1, 12345])
+            array = values.astype(dtype.newbyteorder("<")).astype(dtype) if dtype.kind == "u" else values.astype(dtype)
+        elif dtype.kind == "O":
+            array = np.array([1, "a"][:max(count, 1) % 3], dtype=object)
+        else:
+            array = np.zeros(count, dtype=dtype)
+        if rng.random() < 0.3 and array.size == 64:
+            array = array.reshape(8, 8) if rng.random() < 0.5 else np.asfortranarray(array.reshape(8, 8))
+        path = folder / "d.npy"
+        if dtype.kind == "O":
+            np.save(path, array, allow_pickle=True)
+        else:
+            np.save(path, array)
+        raw = path.read_bytes()
+        if rng.random() < 0.3:
+            raw = mutate_bytes(raw, rng)
+            path.write_bytes(raw)
+            load_source(str(path), 0, "--data 0", max_bytes=64 << 20)
+            return raw, ".npy"
+        loaded = load_source(str(path), 0, "--data 0", max_bytes=64 << 20)
+        # oracle: the numbers loaded are the numbers saved, whatever the byte order (C order, flattened)
+        expected = np.ascontiguousarray(array).reshape(-1)
+        assert loaded.array.dtype.byteorder in "<=|", f"{dtype}: loaded as {loaded.array.dtype}"
+        assert np.array_equal(loaded.array, expected), f"{dtype}: the numbers changed on loading"
+        if dtype.byteorder == ">" and dtype.itemsize > 1:
+            assert "big-endian" in loaded.description, loaded.description
+        return raw, ".npy"
+
+    def compare(self, rng):
+        from traceconf.analyses.ncu import read_counters_csv, read_source_csv
+        from traceconf.traces.gpgpusim import read_gpgpusim_stats
+        folder = self.scratch()
+        if rng.random() < 0.3:
+            text = mutate_text(rng.choice(self.stats), rng, self.stats)
+            path = folder / "gpgpu_inst_stats.txt"
+            path.write_text(text, encoding="utf-8", errors="surrogatepass")
+            read_gpgpusim_stats(path)
+        else:
+            text = mutate_text(rng.choice(self.ncu), rng, self.ncu)
+            path = folder / "ncu.csv"
+            path.write_text(text, encoding="utf-8", errors="surrogatepass")
+            (read_source_csv if rng.random() < 0.6 else read_counters_csv)(path)
+        return text.encode("utf-8", "surrogatepass"), path.suffix
+
+    def outputs(self, rng):
+        from traceconf.errors import InputError
+        from traceconf.outputs import check_results_folder, write_text
+        from traceconf.report.writers import check_output
+        folder = self.scratch()
+        (folder / "file").write_text("x")
+        (folder / "input").mkdir()
+        (folder / "input" / "part.parquet").write_bytes(b"PAR1")
+        os.mkfifo(folder / "fifo.json")
+        (folder / "null.csv").symlink_to("/dev/null")
+        (folder / "dir.json").mkdir()
+        (folder / "old.json").write_text("old")
+        names = ["fifo.json", "null.csv", "dir.json", "old.json", "new.json", "file/x.json", "missing/x.csv",
+                 "input/r.parquet", "input/r.json", "input", "input/sub", "file/out", "out", "/proc/x.json",
+                 "/proc/out", "/proc/self/x.csv", "new.parquet", "x.txt", ".", "..", "file"]
+        name = rng.choice(names)
+        target = Path(name) if name.startswith("/") else folder / name
+        before = {p: (p.lstat().st_mode, p.lstat().st_ino) for p in folder.rglob("*")}
+        inputs = [folder / "input"]
+        try:
+            if not target.suffix or target.is_dir():
+                check_results_folder(target, inputs)
+                target.mkdir(parents=True, exist_ok=True)
+            else:
+                check_output(target, inputs)
+                write_text(target, "{}", inputs)
+                assert target.read_text() == "{}"
+        except InputError:
+            pass
+        for path, (mode, inode) in before.items():   # oracle: nothing but a regular file is ever replaced
+            if not stat.S_ISREG(mode):
+                now = path.lstat()
+                assert (now.st_mode, now.st_ino) == (mode, inode), f"{path} was replaced"
+        assert (folder / "input" / "part.parquet").read_bytes() == b"PAR1"
+        return name.encode(), ".path"
+
+    def resume(self, rng):
+        import pyarrow as pa
+
+        from traceconf.distributed import run_many
+        from traceconf.distributed.dataset import MANIFEST, read_dataset
+        from traceconf.emulate.launch import LaunchRequest
+        if self.suite is None:
+            sys.path.insert(0, str(ROOT / "tests"))
+            from test_distributed import make_suite
+            self.suite = make_suite(Path(tempfile.mkdtemp(prefix="traceconf-fuzz-suite-")), apps=1, ctas=3)
+            clean = self.folder.parent / f"{self.folder.name}-clean"
+            run_many([self.suite], None, LaunchRequest(), self.rules, output=clean)
+            self.clean = read_dataset(clean).sort_by("kernel")
+            self.clean_folder = clean
+        out = self.scratch() / "results"
+        shutil.copytree(self.clean_folder, out)
+        damaged = []
+        for _ in range(rng.randint(1, 3)):
+            files = sorted(out.rglob("*.parquet")) + [out / MANIFEST]
+            path = rng.choice(files)
+            if path.name == MANIFEST and rng.random() < 0.7:
+                try:
+                    document = _json_edit(json.loads(path.read_text()), rng)
+                except ValueError:          # damaged by an earlier edit of this input
+                    continue
+                path.write_text(json.dumps(document))
+            else:
+                path.write_bytes(mutate_bytes(path.read_bytes(), rng))
+            damaged.append(path.name)
+        run_many([self.suite], None, LaunchRequest(), self.rules, output=out, resume=True)
+        resumed = read_dataset(out).sort_by("kernel")
+        # oracle: whatever was damaged, the resumed dataset is the clean one (a bit flip that leaves a
+        # partition readable with the right row count but other values is the one thing --resume cannot see)
+        if not resumed.equals(self.clean):
+            assert resumed.num_rows == self.clean.num_rows and resumed.schema == self.clean.schema, \
+                f"resume left {resumed.num_rows} rows, the clean run {self.clean.num_rows} ({damaged})"
+            assert isinstance(resumed, pa.Table)
+        return ",".join(damaged).encode(), ".txt"
+
+    def options(self, rng):
+        from traceconf.cluster import check_scheduler_address, fit_workers
+        from traceconf.commands.analyze import parse_bytes, parse_dims, parse_params
+        from traceconf.emulate.launch import Launch, resolve_params
+        text = rng.choice(EDGE_INTEGERS + ["", " ", "0x20", "32x8", "0x20x8", "1,2,3,4", "x", "1e3", "-0", "٣",
+                                           "tcp://h:1", "tcp://:1", "inproc://x", "ws://[::1]:8786", "::",
+                                           "tcp://h:99999", "tls://h:1", "4G", "0.5K", "1e400G", "nanG"])
+        text = mutate_text(text, rng, EDGE_INTEGERS) if rng.random() < 0.3 else text
+        which = rng.randrange(6)
+        if which == 0:
+            check_scheduler_address(text)
+        elif which == 1:
+            parse_dims(text, "--block")
+        elif which == 2:
+            params = parse_params([f"0={text}"])
+            kernel = {"kernel": "k", "params": [{"name": "k_param_0", "type": rng.choice(["u16", "s32", "b64", "f32"]),
+                                                 "bytes": rng.choice([1, 2, 4, 8])}]}
+            resolve_params(Launch(params=params), kernel)
+        elif which == 3:
+            parse_bytes(text, "--memory-limit")
+        else:
+            requested = rng.choice([1, 2, 7, 1000, 10**9])
+            units = rng.choice([0, 1, 2, 100])
+            workers, _ = fit_workers(requested, units, rng.choice([0, 1 << 20, 1 << 30, 1 << 40]))
+            assert 1 <= workers <= max(1, min(requested, units)), (requested, units, workers)
+        return text.encode("utf-8", "surrogatepass"), ".txt"
+
+    def overlap(self, rng):
+        from traceconf.distributed.units import plan
+        from traceconf.inputs import distinct_units
+        if self.suite is None:
+            self.resume(rng)
+        app = self.suite / "app0"
+        link = self.folder.parent / f"{self.folder.name}-link"
+        if not link.exists():
+            link.symlink_to(app)
+        spellings = [app, app / "kernelslist.g", link, link / "kernelslist.g", Path(str(app) + "/."),
+                     self.suite / "app0" / ".." / "app0"]
+        once = distinct_units(plan([app])[0])[0]
+        chosen = [rng.choice(spellings) for _ in range(rng.randint(2, 4))]
+        units, notes = distinct_units(plan(chosen)[0])
+        assert [u.path for u in units] == [u.path for u in once] or \
+            sorted(os.path.realpath(u.path) for u in units) == sorted(os.path.realpath(u.path) for u in once), \
+            f"{chosen}: {len(units)} units, one input has {len(once)}"
+        assert notes, f"{chosen}: no note"
+        return "\n".join(map(str, chosen)).encode(), ".txt"
+
+
+def _raise_internal(failures) -> None:
+    """A per-kernel failure that is internal (a bug the pipeline caught) is a finding: raise its cause."""
+    for failure in failures:
+        if failure.internal and failure.error.__cause__ is not None:
+            raise failure.error.__cause__
+
+
+SURFACES = {"sass-text": Surfaces.sass_text, "sass-json": Surfaces.sass_json_listing, "elf": Surfaces.elf,
+            "tracez": Surfaces.tracez_structure, "launch-files": Surfaces.launch_file,
+            "rule-files": Surfaces.rule_file, "data": Surfaces.data, "compare": Surfaces.compare,
+            "outputs": Surfaces.outputs, "resume": Surfaces.resume, "options": Surfaces.options,
+            "overlap": Surfaces.overlap}
+
+
+def make_one(names: list[str] | None = None, crashes: Path | None = None):
+    """The function that runs one input: ``one(rng, findings)``, the surfaces drawn in turn."""
+    from traceconf.errors import InputError
+
+    surfaces = Surfaces()
+    chosen = names or list(SURFACES)
+    turn = [0]
+
+    def one(rng: random.Random, findings: Findings) -> None:
+        name = chosen[turn[0] % len(chosen)]
+        turn[0] += 1
+        findings.inputs += 1
+        findings.count_stage(name)
+        data, suffix = b"", ".bin"
+        try:
+            data, suffix = SURFACES[name](surfaces, rng)
+            findings.passed += 1
+        except InputError:
+            findings.input_errors += 1
+        except Exception as error:      # a finding: anything but InputError (an oracle's AssertionError too)
+            findings.count_stage(f"failed: {name}")
+            findings.record(error, data or repr(error).encode(), crashes, suffix)
+
+    one.surfaces = surfaces
+    return one
+
+
+def main() -> None:
+    import argparse
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--surface", action="append", choices=list(SURFACES))
+    known, rest = extra.parse_known_args()
+    sys.argv = [sys.argv[0]] + rest
+    args = arguments(__doc__.splitlines()[0])
+    one = make_one(known.surface, args.crashes)
+    summary = run_loop(one, args, Findings(), random.Random(args.seed))
+    sys.exit(1 if summary["distinct_failures"] else 0)
+
+
+if __name__ == "__main__":
+    main()
