@@ -23,10 +23,14 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import traceback
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))          # the bundle (validate_hw.py beside this)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))      # scripts/ of the repository
+from validate_hw import environment, sh, single_table  # noqa: E402
 
 CUDA_FAMILIES = {"cub": "cub_blocks", "wmma": "wmma_gemm", "lastblock": "last_block_reduce",
                  "samples20": "samples20"}
@@ -35,31 +39,15 @@ NCU = ["ncu", "--clock-control", "none", "--section", "SourceCounters", "--secti
        "--force-overwrite"]
 
 
-def sh(command: list[str], **kwargs) -> subprocess.CompletedProcess:
-    print("+", " ".join(map(str, command)), flush=True)
-    result = subprocess.run(list(map(str, command)), capture_output=True, text=True, **kwargs)
-    if result.returncode != 0:
-        print(result.stdout[-3000:], result.stderr[-3000:], flush=True)
-    return result
-
-
-def single_table(page: str) -> str:
-    """ncu 2025.3 prints a -lineinfo kernel's source table twice; keep one copy when the copies are identical."""
-    lines = page.splitlines(keepends=True)
-    starts = [i for i, line in enumerate(lines) if line.startswith('"Kernel Name"')]
-    tables = ["".join(lines[a:b]) for a, b in zip(starts, starts[1:] + [len(lines)])]
-    return tables[0] if tables and all(t == tables[0] for t in tables) else page
-
-
 def export(report: Path, ids: list[str], out: Path) -> None:
     """Raw page of the report and one Source page CSV per profiled launch (ids in launch order)."""
     (out / "source").mkdir(parents=True, exist_ok=True)
-    raw = sh(["ncu", "-i", report, "--page", "raw", "--csv", "--print-kernel-base", "mangled"])
+    raw = sh(["ncu", "-i", str(report), "--page", "raw", "--csv", "--print-kernel-base", "mangled"])
     (out / "raw.csv").write_text(raw.stdout)
 
     def one(index: int) -> None:
-        page = sh(["ncu", "-i", report, "--page", "source", "--csv", "--print-source", "sass",
-                   "--print-kernel-base", "mangled", "--launch-skip", index, "--launch-count", 1])
+        page = sh(["ncu", "-i", str(report), "--page", "source", "--csv", "--print-source", "sass",
+                   "--print-kernel-base", "mangled", "--launch-skip", str(index), "--launch-count", "1"])
         (out / "source" / f"{ids[index]}.csv").write_text(single_table(page.stdout) if page.returncode == 0
                                                         else page.stdout + page.stderr)
 
@@ -68,17 +56,14 @@ def export(report: Path, ids: list[str], out: Path) -> None:
 
 
 def stage_env(bin_dir: Path, out: Path, work: Path) -> None:
-    def first_line(command: str) -> str:
-        result = subprocess.run(command, shell=True, capture_output=True, text=True)
+    def last_line(command: list[str]) -> str:
+        result = sh(command)
         lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
         return lines[-1].strip() if lines else ""
 
-    gpu, _, driver = first_line("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader").partition(",")
-    facts = {"gpu": gpu.strip(), "driver": driver.strip(), "ncu_version": first_line("ncu --version"),
-             "nvcc_version": first_line("nvcc --version"),
-             "cuobjdump_version": first_line("cuobjdump --version"),
-             "torch": first_line("python3 -c 'import torch; print(torch.__version__)'"),
-             "triton": first_line("python3 -c 'import triton; print(triton.__version__)'"),
+    facts = {**environment(), "cuobjdump_version": last_line(["cuobjdump", "--version"]),
+             "torch": last_line(["python3", "-c", "import torch; print(torch.__version__)"]),
+             "triton": last_line(["python3", "-c", "import triton; print(triton.__version__)"]),
              "built_with": (bin_dir / "nvcc_version.txt").read_text().strip().splitlines()[-1]}
     (out / "environment.json").write_text(json.dumps(facts, indent=1) + "\n")
     print(facts, flush=True)
@@ -89,14 +74,14 @@ def stage_cuda(bin_dir: Path, out: Path, work: Path) -> None:
         try:
             folder = out / family
             folder.mkdir(parents=True, exist_ok=True)
-            program = [bin_dir / exe, bin_dir / f"data_{family}"]
+            program = [str(bin_dir / exe), str(bin_dir / f"data_{family}")]
             plain = sh(program)
             (folder / "plain_run.txt").write_text(plain.stdout + plain.stderr)
             ids = re.findall(r"^LAUNCH (\S+)$", plain.stdout, re.M)
-            listing = sh(["cuobjdump", "-sass", bin_dir / exe])
+            listing = sh(["cuobjdump", "-sass", str(bin_dir / exe)])
             (folder / f"{exe}.sass").write_text(listing.stdout.replace(str(bin_dir / exe), exe))
             report = work / f"{family}.ncu-rep"
-            run = sh(NCU + ["-o", report.with_suffix("")] + program)
+            run = sh(NCU + ["-o", str(report.with_suffix(""))] + program)
             (folder / "ncu_transcript.txt").write_text(run.stdout[-20000:] + run.stderr[-20000:])
             export(report, ids, folder)
         except Exception:
@@ -108,8 +93,8 @@ def stage_triton(bin_dir: Path, out: Path, work: Path) -> None:
     env = dict(os.environ, TRITON_CACHE_DIR=str(work / "triton_cache"),
                TORCHINDUCTOR_CACHE_DIR=str(work / "inductor_cache"), PYTHONUNBUFFERED="1")
     report = work / "triton.ncu-rep"
-    run = sh(NCU + ["--profile-from-start", "off", "-k", TRITON_KERNELS, "-o", report.with_suffix(""),
-                    "python3", bin_dir / "triton_families.py", run_dir], env=env)
+    run = sh(NCU + ["--profile-from-start", "off", "-k", TRITON_KERNELS, "-o", str(report.with_suffix("")),
+                    "python3", str(bin_dir / "triton_families.py"), str(run_dir)], env=env)
     (out / "triton_transcript.txt").write_text(run.stdout[-30000:] + run.stderr[-30000:])
     launches = json.loads((run_dir / "launches.json").read_text())
     (out / "triton_launches.json").write_text(json.dumps(launches, indent=1))

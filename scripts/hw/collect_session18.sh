@@ -16,7 +16,7 @@ case "$1" in
        nvcc -std=c++17 -arch=sm_90 -lineinfo -O3 -cubin -o "$name.sm_90.cubin" "$name.cu")
       mkdir -p "$bundle/data_$family"; cp "$dir"/*.npy "$bundle/data_$family/" 2>/dev/null || true
     done
-    cp "$here/collect_session18.py" "$here/triton_families.py" "$here/triton_tutorial_kernels.py" "$here/collect_session18.sh" "$bundle/" ;;
+    cp "$here/collect_session18.py" "$here/triton_families.py" "$here/triton_tutorial_kernels.py" "$here/collect_session18.sh" "$here/../validate_hw.py" "$bundle/" ;;
   run)
     out=$2; work=/tmp/hw18; mkdir -p "$work/out"
     for stage in ${3:-env cuda triton}; do   # a tarball after each stage: a later stage's timeout loses nothing

@@ -6,8 +6,7 @@
 Compiles and warms up (Inductor's autotuning included) every kernel first, then launches each once between
 cudaProfilerStart/Stop (ncu --profile-from-start off measures only those) while a launch hook records, per
 launch, the kernel name, cache hash, grid, num_warps, shared bytes, signature, specialisation attributes and
-arguments (tensors by
-dtype/shape/strides, scalars by value) into RUN/launches.json.  The tutorial kernels are those of Triton's
+arguments (tensors by dtype/shape/strides, scalars by value) into RUN/launches.json.  The tutorial kernels are those of Triton's
 tutorials 02 (fused softmax), 05 (layer norm, forward) and 03 (matmul, one fixed config, small shapes); the
 Inductor kernels are what torch.compile generates for softmax, layer_norm, transpose+add, row and column
 sums, cumsum and argmax.
