@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import re
+import sys
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -26,14 +27,17 @@ from traceconf import tools
 from traceconf.kinds import UNCOUNTED
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts" / "hw"))
+from import_families import kind_of, opcode  # noqa: E402  (the manifest's opcode -> kind table)
+
 FIXTURES = REPO / "tests" / "fixtures"
 HW = REPO / "tests" / "data" / "hw"
 FAMILIES = ("cub", "wmma", "lastblock", "samples20", "triton_tut", "inductor")
 #: Cubin of each CUDA family (the Triton families name theirs per launch in the manifest).
 CUBINS = {"cub_blocks.cu": "cub_blocks.sm_90.cubin", "wmma_gemm.cu": "wmma_gemm.sm_90.cubin",
           "last_block_reduce.cu": "last_block_reduce.sm_90.cubin", "samples20.cu": "samples20.sm_90.cubin"}
-#: SASS opcodes whose shared-memory wavefronts the Source page counts on the LSU path.
-LSU_SHARED = re.compile(r"^(LDS|STS|LD|ST|ATOMS|ATOM|RED|LDSM|STSM|LDGSTS)(\.|$)")
+#: Operation kinds whose shared-memory wavefronts the Source page counts on the LSU path.
+LSU_KINDS = {"ld", "st", "atom", "ldsm", "stsm", "ldgsts"}
 
 pytestmark = pytest.mark.skipif(tools.locate("nvdisasm") is None,
                                 reason="needs nvdisasm (CUDA toolkit, or pip install nvidia-cuda-nvdisasm)")
@@ -114,11 +118,6 @@ def source_page(family: str, launch_id: str) -> dict[int, dict]:
     return {int(r["Address"], 16) - base: r for r in body}
 
 
-def _opcode(text: str) -> str:
-    words = text.split()
-    return (words[1:] if words and words[0].startswith("@") else words)[:1][0] if words else ""
-
-
 def comparison(family: str, launch_id: str) -> dict:
     """Per-pc predicted and measured wavefronts and ideal of the LSU shared-memory instructions, and the
     unresolved accesses (reasons the model names as not counted by design left out)."""
@@ -130,7 +129,7 @@ def comparison(family: str, launch_id: str) -> dict:
     for row in analysis.results.to_pylist():
         predicted[pc_of[row["instruction"]]] += row["wavefronts"]
         ideal[pc_of[row["instruction"]]] += row["ideal_wavefronts"]
-    lsu = {pc for pc, row in page.items() if LSU_SHARED.match(_opcode(row["Source"]))}
+    lsu = {pc for pc, row in page.items() if kind_of(row["Source"]) in LSU_KINDS}
     measured = {pc: int(page[pc]["L1 Wavefronts Shared"] or 0) for pc in lsu}
     measured_ideal = {pc: int(page[pc]["L1 Wavefronts Shared Ideal"] or 0) for pc in lsu}
     by_design = set(UNCOUNTED.values())
@@ -142,7 +141,7 @@ def comparison(family: str, launch_id: str) -> dict:
         "unresolved": [u for u in analysis.unresolved if u["reason"] not in by_design],
         "outside_page": sorted(set(predicted) - set(page)),
         "other_code": sorted(pc for pc, text in text_of.items()
-                             if pc not in page or _opcode(text) != _opcode(page[pc]["Source"])),
+                             if pc not in page or opcode(text) != opcode(page[pc]["Source"])),
         "texts": text_of,
     }
 
@@ -201,10 +200,8 @@ def test_triton_tutorial_kernels_compile_here_to_the_measured_ptx(launch_id):
     launch record gives the signature, specialisation attributes, constexprs, num_warps and num_stages)."""
     triton = pytest.importorskip("triton")
     import json
-    import sys
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    sys.path.insert(0, str(REPO / "scripts" / "hw"))
     import triton_tutorial_kernels
     record = json.loads((FIXTURES / "triton_tut" / f"{launch_id}.launch.json").read_text())
     measured_with = json.loads((HW / "triton_tut" / "versions.json").read_text())["triton"]

@@ -55,10 +55,10 @@ def cuda_launch_args(family: str, launch: str) -> tuple[str, str]:
     return data.get(launch, ("2=4194304", ""))
 
 
-#: SASS opcode prefix -> operation kind of the manifest's totals (first match wins).
-KINDS = (("LDSM", "ldsm"), ("STSM", "stsm"), ("LDGSTS", "ldgsts"), ("ATOMS", "atom"), ("ATOM", "atom"),
-         ("RED", "atom"), ("LDS", "ld"), ("STS", "st"), ("LD", "ld"), ("ST", "st"), ("HGMMA", "gmma"),
-         ("IGMMA", "gmma"), ("UBLKCP", "tma"), ("UTMA", "tma"))
+#: SASS base opcode (before the first '.') -> operation kind of the manifest's totals; others are "other".
+KINDS = {"LDS": "ld", "LD": "ld", "STS": "st", "ST": "st", "ATOMS": "atom", "ATOM": "atom", "RED": "atom",
+         "LDSM": "ldsm", "STSM": "stsm", "LDGSTS": "ldgsts", "HGMMA": "gmma", "IGMMA": "gmma", "QGMMA": "gmma",
+         "UBLKCP": "tma", "UTMALDG": "tma", "UTMASTG": "tma"}
 KIND_NAMES = ["ld", "st", "atom", "ldsm", "stsm", "ldgsts", "gmma", "tma", "other"]
 
 
@@ -70,8 +70,7 @@ def opcode(source: str) -> str:
 
 
 def kind_of(source: str) -> str:
-    op = opcode(source)
-    return next((kind for prefix, kind in KINDS if op.startswith(prefix)), "other")
+    return KINDS.get(opcode(source).split(".")[0], "other")
 
 
 def page_rows(path: Path) -> tuple[str, list[dict]]:
