@@ -16,7 +16,7 @@ from traceconf.cli import app
 from traceconf.ptx import parse_file
 
 EXAMPLES = Path(__file__).parent / "data" / "ptx_isa_examples.txt"
-CUB = FIXTURES / "cub" / "cub_blocks.sm_90.ptx"
+CUB = FIXTURES / "cub" / "cub_parse.sm_90.ptx"
 
 
 def _examples() -> dict[str, list[str]]:
@@ -99,7 +99,7 @@ def analyse_cub(*options: str) -> dict:
 
 @pytest.mark.slow
 def test_cub_block_primitives_parse_and_every_kernel_is_analysed():
-    """nvcc -arch=sm_90 -ptx tests/fixtures/cub/cub_blocks.cu (CUB of the CUDA 13 toolkit): its warp scans
+    """nvcc -arch=sm_90 -ptx tests/fixtures/cub/cub_parse.cu (CUB of the CUDA 13 toolkit): its warp scans
     are inline PTX blocks with `d|p` destinations and scoped registers."""
     module = parse_file(CUB)
     kernels = [name for name in module.kernel_names() if "EmptyKernel" not in name]

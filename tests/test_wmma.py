@@ -17,7 +17,7 @@ from traceconf.cli import app
 from traceconf.ptx.wmma import WMMA_NOTE, fragment_registers, lowering, lowering_table, wmma_access
 
 SHAPES = FIXTURES / "wmma" / "wmma_shapes.sm_90.ptx"
-GEMM = FIXTURES / "wmma" / "wmma_gemm.sm_90.ptx"
+GEMM = FIXTURES / "wmma" / "wmma_tiled.sm_90.ptx"
 needs_tools = pytest.mark.skipif(tools.locate("ptxas") is None or tools.locate("nvdisasm") is None,
                                  reason="needs ptxas and nvdisasm (CUDA toolkit or NVIDIA pip wheels)")
 
