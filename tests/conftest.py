@@ -34,6 +34,7 @@ SLOW_MODULES = frozenset({
     "test_traces_tracez.py", "test_startup.py", "test_traces_fast_paths.py", "test_scale.py",
     "test_scale_sass.py", "test_lane_wavefronts.py", "test_program_path.py",
     "test_triton.py", "test_triton_hw.py", "test_triton_families.py", "test_pytest_plugin.py",
+    "test_report_html.py", "test_report_browser.py",
 })
 
 

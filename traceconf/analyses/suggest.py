@@ -145,10 +145,8 @@ def _evaluate(expression: str, constants: dict[str, int]) -> int | None:
     return value(tree.body)
 
 
-def declared_row(source_file: str | None, source_line: int | None, input_path: str, name: str
-                 ) -> tuple[int, str] | None:
-    """(row bytes, ``name[..][EXTENT]``) of the last ``__shared__`` declaration of ``name`` above
-    ``source_line`` in the CUDA source (the tile's own row, as written), or None when unreadable."""
+def _declarations(source_file: str | None, source_line: int | None, input_path: str, name: str):
+    """(file text, match of the last ``__shared__`` declaration of ``name`` above ``source_line``) or None."""
     if not source_file or not source_line:
         return None
     here = Path(input_path).parent
@@ -158,9 +156,29 @@ def declared_row(source_file: str | None, source_line: int | None, input_path: s
         return None
     before = "\n".join(text.splitlines()[:source_line])
     found = list(re.finditer(r"__shared__([^;]*?)\b" + re.escape(name) + r"\s*((?:\[[^\]]*\]\s*){2,})", before))
-    if not found:
+    return (text, found[-1]) if found else None
+
+
+def declaration(source_file: str | None, source_line: int | None, input_path: str, name: str
+                ) -> tuple[int, str] | None:
+    """(line, text) of the ``__shared__`` declaration of ``name`` that the access at ``source_line`` uses: the
+    declaration a suggested pad or swizzle edits; None when the source is unreadable or declares no such tile."""
+    found = _declarations(source_file, source_line, input_path, name)
+    if found is None:
         return None
-    declaration = found[-1]
+    text, match = found
+    line = text.count("\n", 0, match.start()) + 1
+    return line, text.splitlines()[line - 1].strip()
+
+
+def declared_row(source_file: str | None, source_line: int | None, input_path: str, name: str
+                 ) -> tuple[int, str] | None:
+    """(row bytes, ``name[..][EXTENT]``) of the last ``__shared__`` declaration of ``name`` above
+    ``source_line`` in the CUDA source (the tile's own row, as written), or None when unreadable."""
+    found = _declarations(source_file, source_line, input_path, name)
+    if found is None:
+        return None
+    text, declaration = found
     element = [w for w in re.findall(r"\w+", declaration.group(1)) if w in ELEMENT_BYTES]
     extents = re.findall(r"\[([^\]]*)\]", declaration.group(2))
     constants = {m.group(1) or m.group(3): int(m.group(2) or m.group(4)) for m in _CONSTANT.finditer(text)}
