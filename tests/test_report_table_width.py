@@ -11,7 +11,8 @@ from rich.console import Console
 
 from conftest import FIXTURES
 from traceconf.analyses.results import kernel_table
-from traceconf.pipeline import LaunchRequest, run_file
+from traceconf.emulate.launch import LaunchRequest
+from traceconf.pipeline import run_file
 from traceconf.report.hotspots import kernel_report
 from traceconf.rules import load_rule_sets
 
