@@ -285,6 +285,17 @@ def test_sass_level_lines_show_what_ptxas_did(tmp_path):
                      r'\(PTX lines 253, 256, 259, 262, matmul\.cu:17\) into LDS\.128', text)
 
 
+@pytest.mark.skipif(tools.locate("ptxas") is None or tools.locate("nvdisasm") is None,
+                    reason="the SASS level needs ptxas (CUDA toolkit) and nvdisasm (nvidia-cuda-nvdisasm)")
+def test_sass_level_suggestions_name_the_tile_the_line_indexes(tmp_path):
+    out = tmp_path / "s.html"
+    run("analyze", TRANSPOSE, *TRANSPOSE_LAUNCH, "-k", "transpose_unpadded", "--suggest", "-o", out)
+    text = out.read_text()
+    assert "<dt>level</dt><dd>sass</dd>" in text
+    assert ("declaration to edit: <code>transpose.cu:8</code> <code>__shared__ float tile[TILE_DIM][TILE_DIM];"
+            "</code>") in text
+
+
 def test_compare_ncu_page_marks_mismatches(tmp_path):
     report = tmp_path / "float4_column.csv"
     text = (NCU / "float4_column.csv").read_text()

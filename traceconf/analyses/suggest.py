@@ -145,8 +145,13 @@ def _evaluate(expression: str, constants: dict[str, int]) -> int | None:
     return value(tree.body)
 
 
-def _declarations(source_file: str | None, source_line: int | None, input_path: str, name: str):
-    """(file text, match of the last ``__shared__`` declaration of ``name`` above ``source_line``) or None."""
+#: A ``__shared__`` tile declaration (2-D or more): the element type words, the name, the extents.
+_SHARED_TILE = r"__shared__([^;]*?)\b{name}\s*((?:\[[^\]]*\]\s*){{2,}})"
+
+
+def _declarations(source_file: str | None, source_line: int | None, input_path: str, name: str | None):
+    """(file text, match of the last ``__shared__`` declaration of ``name`` above ``source_line``) or None.
+    Without a ``name`` (no shared layout: the SASS level, traces), the one tile the line's own text indexes."""
     if not source_file or not source_line:
         return None
     here = Path(input_path).parent
@@ -154,15 +159,24 @@ def _declarations(source_file: str | None, source_line: int | None, input_path: 
                                                        here / Path(source_file).name)) if t is not None), None)
     if text is None:
         return None
-    before = "\n".join(text.splitlines()[:source_line])
-    found = list(re.finditer(r"__shared__([^;]*?)\b" + re.escape(name) + r"\s*((?:\[[^\]]*\]\s*){2,})", before))
+    lines = text.splitlines()
+    before = "\n".join(lines[:source_line])
+    if name is None:
+        used = lines[source_line - 1] if source_line <= len(lines) else ""
+        names = {m.group(2) for m in re.finditer(_SHARED_TILE.format(name=r"(\w+)"), before)}
+        indexed = [n for n in sorted(names) if re.search(r"\b" + re.escape(n) + r"\s*\[", used)]
+        if len(indexed) != 1:
+            return None
+        name = indexed[0]
+    found = list(re.finditer(_SHARED_TILE.format(name=re.escape(name)), before))
     return (text, found[-1]) if found else None
 
 
-def declaration(source_file: str | None, source_line: int | None, input_path: str, name: str
+def declaration(source_file: str | None, source_line: int | None, input_path: str, name: str | None
                 ) -> tuple[int, str] | None:
     """(line, text) of the ``__shared__`` declaration of ``name`` that the access at ``source_line`` uses: the
-    declaration a suggested pad or swizzle edits; None when the source is unreadable or declares no such tile."""
+    declaration a suggested pad or swizzle edits; None when the source is unreadable or declares no such tile.
+    ``name`` None: the one tile the access's line indexes (None when it indexes none or several)."""
     found = _declarations(source_file, source_line, input_path, name)
     if found is None:
         return None

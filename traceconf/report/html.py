@@ -309,8 +309,9 @@ class KernelPage:
             done.add(key)
             parts = [f"<b>{escape(name)}</b> ({escape(_location(row) if row else '–')}): "
                      f"{escape(suggestion.headline())}"]
-            edit = declaration(row["source_file"], row["source_line"], a.input_path,
-                               suggestion.variable.name) if row else None
+            # without a shared layout (SASS level, traces) the variable has no name: the tile the line indexes
+            known = suggestion.variable.name if suggestion.variable.bytes is not None else None
+            edit = declaration(row["source_file"], row["source_line"], a.input_path, known) if row else None
             if edit is not None:
                 parts.append(f"<div>declaration to edit: <code>{escape(Path(row['source_file']).name)}:{edit[0]}"
                              f"</code> <code>{escape(edit[1])}</code></div>")
