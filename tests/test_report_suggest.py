@@ -122,3 +122,16 @@ def test_the_declaration_to_edit_without_a_layout_is_the_one_tile_the_line_index
     # As[ty][k] * Bs[k][tx]: two tiles on the line, so no single declaration to name
     assert declaration("matmul.cu", 15, str(FIXTURES / "emulate" / "matmul.ptx"), None) is None
     assert declaration("missing.cu", 15, transpose, None) is None
+
+
+def test_the_printed_suggestion_names_the_declaration_to_edit():
+    from typer.testing import CliRunner
+
+    from conftest import FIXTURES
+    from traceconf.cli import app
+
+    result = CliRunner().invoke(app, ["analyze", str(FIXTURES / "emulate" / "transpose.ptx"), "-k", "transpose_unpadded",
+                                      "--block", "32,8", "--grid", "32,32", "--suggest", "--level", "ptx"])
+    assert result.exit_code == 0, result.output
+    assert "pad tile row 32→33 words: 32-way → 1-way\n    declaration to edit: transpose.cu:8 __shared__ float " \
+           "tile[TILE_DIM][TILE_DIM];" in result.stdout
