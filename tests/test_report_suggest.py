@@ -130,8 +130,9 @@ def test_the_printed_suggestion_names_the_declaration_to_edit():
     from conftest import FIXTURES
     from traceconf.cli import app
 
-    result = CliRunner().invoke(app, ["analyze", str(FIXTURES / "emulate" / "transpose.ptx"), "-k", "transpose_unpadded",
-                                      "--block", "32,8", "--grid", "32,32", "--suggest", "--level", "ptx"])
+    result = CliRunner().invoke(app, ["analyze", str(FIXTURES / "emulate" / "transpose.ptx"), "-k",
+                                      "transpose_unpadded", "--block", "32,8", "--grid", "32,32", "--suggest",
+                                      "--level", "ptx"])
     assert result.exit_code == 0, result.output
     assert "pad tile row 32→33 words: 32-way → 1-way\n    declaration to edit: transpose.cu:8 __shared__ float " \
            "tile[TILE_DIM][TILE_DIM];" in result.stdout
