@@ -296,6 +296,20 @@ def test_sass_level_suggestions_name_the_tile_the_line_indexes(tmp_path):
             "</code>") in text
 
 
+@pytest.mark.skipif(tools.locate("ptxas") is None or tools.locate("nvdisasm") is None,
+                    reason="the SASS level needs ptxas (CUDA toolkit) and nvdisasm (nvidia-cuda-nvdisasm)")
+def test_devices_of_several_architectures_get_a_section_per_program(tmp_path):
+    """sm_90 counts the SASS, sm_80 the PTX (ptxas cannot assemble sm_90 PTX for it): two analyses per kernel,
+    each section with its own devices and suggestions, the numbers still the JSON's."""
+    text, document = html_and_json(tmp_path, TRANSPOSE, *TRANSPOSE_LAUNCH, "-d", "sm_90", "-d", "sm_80", "--suggest")
+    page = Page(text)
+    assert page.errors == [] and _numbers(page) == _json_numbers(document)
+    sections = [a["data-kernel"] for tag, a in page.elements if tag == "section"]
+    assert sorted(sections) == sorted(["transpose_unpadded", "transpose_padded"] * 2)
+    assert text.count("<h3>Suggestions (sm_90)</h3>") == 2 and text.count("<h3>Suggestions (sm_80)</h3>") == 2
+    assert {a["data-device"] for tag, a in page.elements if tag == "figure"} == {"sm_90", "sm_80"}
+
+
 def test_compare_ncu_page_marks_mismatches(tmp_path):
     report = tmp_path / "float4_column.csv"
     text = (NCU / "float4_column.csv").read_text()
