@@ -23,8 +23,6 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
@@ -32,6 +30,7 @@ import pyarrow.compute as pc
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.names import function_name
 from traceconf.pipeline import KernelAnalysis
+from traceconf.sources import resolve_source, source_lines
 
 MAX_ROW_CANDIDATES = 2
 PAD_MULTIPLES = (1, 2)
@@ -115,14 +114,6 @@ _CONSTANT = re.compile(r"^\s*(?:#define\s+(\w+)\s+\(?\s*(\d+)\s*\)?\s*$|(?:stati
                        re.MULTILINE)
 
 
-@lru_cache(maxsize=32)
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text(errors="replace")
-    except OSError:
-        return None
-
-
 def _evaluate(expression: str, constants: dict[str, int]) -> int | None:
     """An integer array extent such as ``TILE_DIM + 1`` (literals, named constants, + - * /), else None."""
     try:
@@ -154,12 +145,11 @@ def _declarations(source_file: str | None, source_line: int | None, input_path: 
     Without a ``name`` (no shared layout: the SASS level, traces), the one tile the line's own text indexes."""
     if not source_file or not source_line:
         return None
-    here = Path(input_path).parent
-    text = next((t for t in (_read(str(c)) for c in (Path(source_file), here / source_file,
-                                                       here / Path(source_file).name)) if t is not None), None)
-    if text is None:
+    path = resolve_source(source_file, input_path)
+    lines = source_lines(path) if path is not None else ()
+    if not lines:
         return None
-    lines = text.splitlines()
+    text = "\n".join(lines)
     before = "\n".join(lines[:source_line])
     if name is None:
         used = lines[source_line - 1] if source_line <= len(lines) else ""

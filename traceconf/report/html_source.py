@@ -12,7 +12,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from traceconf.report.source import candidates, find_source, source_lines
+from traceconf.sources import resolve_source, source_candidates, source_lines
 
 #: Lines shown around each line with instructions, and the widest gap shown rather than folded.
 CONTEXT, GAP = 2, 3
@@ -110,13 +110,13 @@ def group_by_line(rows_by_device: list[list[dict]], input_path: str
     missing: dict[str, str] = {}
     for index, row in enumerate(rows_by_device[0]):
         name, number = row["source_file"], row["source_line"]
-        found = find_source(name, input_path) if name and number else None
+        found = resolve_source(name, input_path) if name and number else None
         if found is None:
             if name and name not in missing:
-                missing[name] = ", ".join(str(c) for c in candidates(name, input_path))
+                missing[name] = ", ".join(str(c) for c in source_candidates(name, input_path))
             loose.append(index)
             continue
-        _, by_line = files.setdefault(_shown(found), (source_lines(name, input_path), {}))
+        _, by_line = files.setdefault(_shown(found), (source_lines(found), {}))
         per_device = by_line.setdefault(number, [[] for _ in rows_by_device])
         for device, rows in enumerate(rows_by_device):
             per_device[device].append(rows[index])
