@@ -109,3 +109,30 @@ def test_render_lists_before_and_after_per_instruction():
     clean = Console(width=200, file=io.StringIO(), record=True)
     render_suggestions(transpose_analysis(row_words=33), SM90.name, suggestions(transpose_analysis(row_words=33), SM90, 2), clean)
     assert "no bank conflicts: nothing to suggest" in clean.export_text()
+
+
+def test_the_declaration_to_edit_without_a_layout_is_the_one_tile_the_line_indexes():
+    from conftest import FIXTURES
+    from traceconf.analyses.suggest import declaration
+
+    transpose = str(FIXTURES / "emulate" / "transpose.ptx")
+    assert declaration("transpose.cu", 17, transpose, None) == (8, "__shared__ float tile[TILE_DIM][TILE_DIM];")
+    assert declaration("transpose.cu", 31, transpose, None) == (22, "__shared__ float tile[TILE_DIM][TILE_DIM + 1];")
+    assert declaration("transpose.cu", 17, transpose, "tile") == declaration("transpose.cu", 17, transpose, None)
+    # As[ty][k] * Bs[k][tx]: two tiles on the line, so no single declaration to name
+    assert declaration("matmul.cu", 15, str(FIXTURES / "emulate" / "matmul.ptx"), None) is None
+    assert declaration("missing.cu", 15, transpose, None) is None
+
+
+def test_the_printed_suggestion_names_the_declaration_to_edit():
+    from typer.testing import CliRunner
+
+    from conftest import FIXTURES
+    from traceconf.cli import app
+
+    result = CliRunner().invoke(app, ["analyze", str(FIXTURES / "emulate" / "transpose.ptx"), "-k",
+                                      "transpose_unpadded", "--block", "32,8", "--grid", "32,32", "--suggest",
+                                      "--level", "ptx"])
+    assert result.exit_code == 0, result.output
+    assert "pad tile row 32→33 words: 32-way → 1-way\n    declaration to edit: transpose.cu:8 __shared__ float " \
+           "tile[TILE_DIM][TILE_DIM];" in result.stdout

@@ -12,15 +12,19 @@ from functools import lru_cache
 from pathlib import Path
 
 
+def source_candidates(name: str, input_path: str | Path | None) -> list[Path]:
+    """Where a line-info name is looked for, in order (reports name them when none exists)."""
+    recorded = Path(name)
+    folder = Path(input_path).parent if input_path else Path.cwd()
+    candidates = [recorded] if recorded.is_absolute() else [folder / recorded, Path.cwd() / recorded]
+    return candidates + [folder / recorded.name]     # compiled elsewhere, the source copied beside the input
+
+
 def resolve_source(name: str | None, input_path: str | Path | None) -> Path | None:
     """The readable file a line-info name stands for, or None."""
     if not name:
         return None
-    recorded = Path(name)
-    folder = Path(input_path).parent if input_path else Path.cwd()
-    candidates = [recorded] if recorded.is_absolute() else [folder / recorded, Path.cwd() / recorded]
-    candidates.append(folder / recorded.name)        # compiled elsewhere, the source copied beside the input
-    return next((path for path in candidates if path.is_file()), None)
+    return next((path for path in source_candidates(name, input_path) if path.is_file()), None)
 
 
 @lru_cache(maxsize=64)

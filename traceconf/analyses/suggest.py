@@ -23,8 +23,6 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
@@ -32,6 +30,7 @@ import pyarrow.compute as pc
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.names import function_name
 from traceconf.pipeline import KernelAnalysis
+from traceconf.sources import resolve_source, source_lines
 
 MAX_ROW_CANDIDATES = 2
 PAD_MULTIPLES = (1, 2)
@@ -115,14 +114,6 @@ _CONSTANT = re.compile(r"^\s*(?:#define\s+(\w+)\s+\(?\s*(\d+)\s*\)?\s*$|(?:stati
                        re.MULTILINE)
 
 
-@lru_cache(maxsize=32)
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text(errors="replace")
-    except OSError:
-        return None
-
-
 def _evaluate(expression: str, constants: dict[str, int]) -> int | None:
     """An integer array extent such as ``TILE_DIM + 1`` (literals, named constants, + - * /), else None."""
     try:
@@ -145,22 +136,53 @@ def _evaluate(expression: str, constants: dict[str, int]) -> int | None:
     return value(tree.body)
 
 
+#: A ``__shared__`` tile declaration (2-D or more): the element type words, the name, the extents.
+_SHARED_TILE = r"__shared__([^;]*?)\b{name}\s*((?:\[[^\]]*\]\s*){{2,}})"
+
+
+def _declarations(source_file: str | None, source_line: int | None, input_path: str, name: str | None):
+    """(file text, match of the last ``__shared__`` declaration of ``name`` above ``source_line``) or None.
+    Without a ``name`` (no shared layout: the SASS level, traces), the one tile the line's own text indexes."""
+    if not source_file or not source_line:
+        return None
+    path = resolve_source(source_file, input_path)
+    lines = source_lines(path) if path is not None else ()
+    if not lines:
+        return None
+    text = "\n".join(lines)
+    before = "\n".join(lines[:source_line])
+    if name is None:
+        used = lines[source_line - 1] if source_line <= len(lines) else ""
+        names = {m.group(2) for m in re.finditer(_SHARED_TILE.format(name=r"(\w+)"), before)}
+        indexed = [n for n in sorted(names) if re.search(r"\b" + re.escape(n) + r"\s*\[", used)]
+        if len(indexed) != 1:
+            return None
+        name = indexed[0]
+    found = list(re.finditer(_SHARED_TILE.format(name=re.escape(name)), before))
+    return (text, found[-1]) if found else None
+
+
+def declaration(source_file: str | None, source_line: int | None, input_path: str, name: str | None
+                ) -> tuple[int, str] | None:
+    """(line, text) of the ``__shared__`` declaration of ``name`` that the access at ``source_line`` uses: the
+    declaration a suggested pad or swizzle edits; None when the source is unreadable or declares no such tile.
+    ``name`` None: the one tile the access's line indexes (None when it indexes none or several)."""
+    found = _declarations(source_file, source_line, input_path, name)
+    if found is None:
+        return None
+    text, match = found
+    line = text.count("\n", 0, match.start()) + 1
+    return line, text.splitlines()[line - 1].strip()
+
+
 def declared_row(source_file: str | None, source_line: int | None, input_path: str, name: str
                  ) -> tuple[int, str] | None:
     """(row bytes, ``name[..][EXTENT]``) of the last ``__shared__`` declaration of ``name`` above
     ``source_line`` in the CUDA source (the tile's own row, as written), or None when unreadable."""
-    if not source_file or not source_line:
+    found = _declarations(source_file, source_line, input_path, name)
+    if found is None:
         return None
-    here = Path(input_path).parent
-    text = next((t for t in (_read(str(c)) for c in (Path(source_file), here / source_file,
-                                                       here / Path(source_file).name)) if t is not None), None)
-    if text is None:
-        return None
-    before = "\n".join(text.splitlines()[:source_line])
-    found = list(re.finditer(r"__shared__([^;]*?)\b" + re.escape(name) + r"\s*((?:\[[^\]]*\]\s*){2,})", before))
-    if not found:
-        return None
-    declaration = found[-1]
+    text, declaration = found
     element = [w for w in re.findall(r"\w+", declaration.group(1)) if w in ELEMENT_BYTES]
     extents = re.findall(r"\[([^\]]*)\]", declaration.group(2))
     constants = {m.group(1) or m.group(3): int(m.group(2) or m.group(4)) for m in _CONSTANT.finditer(text)}

@@ -236,6 +236,26 @@ class Format(str, Enum):
     table = "table"
     json = "json"
     csv = "csv"
+    html = "html"
+
+
+HtmlPictures = Annotated[str, typer.Option(
+    "--html-pictures", help="HTML report: draw the lane×bank picture of the top N hotspots per kernel and device "
+    "(0: none), or of every executed instruction (all).")]
+
+
+def parse_pictures(text: str) -> int | None:
+    """``--html-pictures``: a count, or ``all`` (None)."""
+    if text.strip().lower() == "all":
+        return None
+    count = parse_int(text, "--html-pictures")
+    if count < 0:
+        raise InputError(f"--html-pictures: expected a count or all, got {text!r}")
+    return count
+
+
+def wants_html(format: Format, output: Path | None) -> bool:
+    return format is Format.html or (output is not None and output.suffix.lower() == ".html")
 
 
 DISTRIBUTED = "Many inputs (suites of traces)"
@@ -254,10 +274,13 @@ def analyze(
     dynamic_smem: DynamicSmem = None,
     launches: Launches = None,
     device: Devices = None,
-    format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout.")] = Format.table,
+    format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout (html: the report page).")
+                      ] = Format.table,
     output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", help="Write the per-instruction results to .parquet, .csv or .json; a folder (a "
-        "name without extension) gets a partitioned dataset, one Parquet file per input and kernel.")] = None,
+        "--output", "-o", help="Write the per-instruction results to .parquet, .csv or .json, or the report page "
+        "to .html (one self-contained file); a folder (a name without extension) gets a partitioned dataset, one "
+        "Parquet file per input and kernel.")] = None,
+    html_pictures: HtmlPictures = "5",
     ctas: Ctas = None,
     max_steps: MaxSteps = 10_000_000,
     time_limit: TimeLimit = None,
@@ -266,7 +289,7 @@ def analyze(
     exhaustive: Exhaustive = False,
     top: Annotated[int, typer.Option("--top", "-n", min=1, help="Hotspot rows per kernel.")] = 20,
     suggest: Annotated[bool, typer.Option(
-        "--suggest", help="Try row padding and XOR swizzles on the top hotspots (table output).")] = False,
+        "--suggest", help="Try row padding and XOR swizzles on the top hotspots (table and HTML output).")] = False,
     fail_on_excess: Annotated[Optional[int], typer.Option(
         "--fail-on-excess", min=0, help="Exit 1 when any kernel's excess wavefronts (any device) exceed N; "
         "exit 3 when some accesses are unresolved (unless --allow-unresolved).")] = None,
@@ -288,6 +311,7 @@ def analyze(
 ) -> None:
     """Count shared-memory wavefronts per instruction and rank the bank-conflict hotspots."""
     from traceconf.analyses.results import results_table
+    from traceconf.outputs import write_text
     from traceconf.report.writers import check_output, csv_text, json_text, write_results
 
     dataset = output is not None and is_dataset_folder(output)
@@ -301,7 +325,10 @@ def analyze(
             check_output(output, inputs=files)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed, time_limit,
                                 memory_limit, exhaustive, work_limit=work_limit)
-        launch.retain = None if suggest else 0      # only --suggest looks at single executions
+        html = wants_html(format, output)
+        pictures = parse_pictures(html_pictures)
+        # only --suggest and the HTML report's pictures look at single executions
+        launch.retain = None if suggest or (html and pictures != 0) else 0
         rule_sets = load_rule_sets(device, DEFAULT_DEVICE)
         if many:
             analyses, failures = _run_many(files, kernel, launch, rule_sets, skip_bad, workers, scheduler,
@@ -317,12 +344,16 @@ def analyze(
     devices = [rules.name for rules in rule_sets]
     table = results_table(analyses, devices)
 
+    found = _suggestions(analyses, rule_sets, top) if suggest and (html or format is Format.table) else None
+    page = _html_page(analyses, rule_sets, files, pictures, found, failures) if html else None
     if format is Format.json:
         typer.echo(json_text(analyses, devices))
     elif format is Format.csv:
         typer.echo(csv_text(table), nl=False)
+    elif format is Format.html:
+        typer.echo(page, nl=False)
     else:
-        _print_tables(analyses, devices, top, suggest, rule_sets)
+        _print_tables(analyses, devices, top, found)
     report_failures(failures)
     for analysis in analyses:
         if "partial" in analysis.launch:
@@ -332,7 +363,10 @@ def analyze(
                        + (" (--ctas N samples N CTAs instead)" if total > 1 else ""), err=True)
     if output is not None and not dataset:
         try:
-            write_results(table, output, inputs=files)
+            if output.suffix.lower() == ".html":
+                write_text(output, page, inputs=files)
+            else:
+                write_results(table, output, inputs=files)
         except InputError as error:
             raise fail(error) from None
 
@@ -389,21 +423,39 @@ def _run_many(files: list[Path], kernels, launch: LaunchRequest, rule_sets: list
     return analyses, failures
 
 
-def _print_tables(analyses, devices: list[str], top: int, suggest: bool, rule_sets: list) -> None:
+def _suggestions(analyses, rule_sets: list, top: int) -> list[tuple[str, list]]:
+    """``--suggest``: per analysis, the device suggested for (the first it counted) and (instruction,
+    suggestion) for its top hotspots there."""
+    from traceconf.analyses.suggest import suggestions
+
+    devices = [r.name for r in rule_sets]
+    found = []
+    with progress_bar(True, "suggesting") as progress:
+        for done, analysis in enumerate(analyses):
+            rules = next(r for r in rule_sets if r.name in analysis.devices_among(devices))
+            found.append((rules.name, suggestions(analysis, rules, top)))
+            if progress:
+                progress(done + 1, len(analyses))
+    return found
+
+
+def _html_page(analyses, rule_sets: list, files: list[Path], pictures: int | None, found: list | None,
+               failures: list) -> str:
+    from traceconf.report.html import analysis_page
+
+    command = " ".join(["traceconf analyze", *map(str, files), *(f"-d {r.name}" for r in rule_sets)])
+    return analysis_page(analyses, rule_sets, command, pictures, found, [f.line() for f in failures])
+
+
+def _print_tables(analyses, devices: list[str], top: int, found: list | None) -> None:
     from traceconf.report.hotspots import render
 
     console = stdout_console()
     render(analyses, devices, top, console)
-    if suggest:
-        from traceconf.analyses.suggest import suggestions
+    if found is not None:
         from traceconf.report.suggest import render_suggestions
-        with progress_bar(True, "suggesting") as progress:
-            for done, analysis in enumerate(analyses):
-                rules = next(r for r in rule_sets if r.name in analysis.devices_among(devices))
-                found = suggestions(analysis, rules, top)
-                if progress:
-                    progress(done + 1, len(analyses))
-                render_suggestions(analysis, rules.name, found, console)
+        for analysis, (device, suggested) in zip(analyses, found):
+            render_suggestions(analysis, device, suggested, console)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,11 +8,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhaustive, Format, Grid, Kernels,
-                                        Launches, Level, MaxSteps, MemoryLimit, Params, PtxasOptions, Seed, TimeLimit,
-                                        WorkLimit,
-                                        check_input, exit_for_failures, fail, launch_request, report_failures,
-                                        run_file, stdout_console)
+from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhaustive, Format, Grid, HtmlPictures,
+                                        Kernels, Launches, Level, MaxSteps, MemoryLimit, Params, PtxasOptions, Seed,
+                                        TimeLimit, WorkLimit, check_input, exit_for_failures, fail, launch_request,
+                                        parse_pictures, report_failures, run_file, stdout_console, wants_html)
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error
 from traceconf.programs import DEFAULT_LEVEL
 from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
@@ -35,7 +34,12 @@ def compare_ncu(
     work_limit: WorkLimit = None,
     memory_limit: MemoryLimit = None,
     exhaustive: Exhaustive = False,
-    format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout (table, json or csv).")] = Format.table,
+    format: Annotated[Format, typer.Option("--format", "-f", help="Output on stdout (table, json, csv or html).")
+                      ] = Format.table,
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", help="Write the comparison as a report page (.html): measured beside predicted per "
+        "instruction, mismatches marked, with the kernel's source view and pictures.")] = None,
+    html_pictures: HtmlPictures = "5",
     level: Level = DEFAULT_LEVEL,
     ptxas_option: PtxasOptions = None,
     raw: Annotated[Optional[Path], typer.Option(
@@ -47,9 +51,17 @@ def compare_ncu(
     from traceconf.analyses.ncu import compare, pair_kernels, read_counters_csv, read_source_csv
     from traceconf.report.ncu import csv_text, render
 
+    html = wants_html(format, output)
     try:
         check_input(report)
         check_input(file, folder=True)
+        if output is not None:
+            from traceconf.outputs import check_not_input, check_writable
+            if output.suffix.lower() != ".html":
+                raise InputError("compare-ncu writes the report page: use a .html name", file=str(output))
+            check_not_input(output, [report, file, *([raw] if raw else [])])
+            check_writable(output)
+        pictures = parse_pictures(html_pictures)
         measured = read_source_csv(report)
         counters = None
         if raw is not None:
@@ -57,6 +69,7 @@ def compare_ncu(
             counters = read_counters_csv(raw)
         launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed,
                                 time_limit, memory_limit, exhaustive, work_limit=work_limit)
+        launch.retain = None if html and pictures != 0 else 0     # the pictures look at single executions
         (rules,) = load_rule_sets([device])
         analyses, failures = run_file(file, kernel, launch, [rules], level=level, ptxas_options=ptxas_option)
         by_name = {a.kernel: a for a in analyses}
@@ -65,12 +78,25 @@ def compare_ncu(
         raise fail(as_input_error(error, str(file))) from None
     comparisons = [compare(m, name, kernel_table(by_name[name], rules.name), counters, by_name[name].launch)
                    for m, name in pairs]
+    page = None
+    if html:
+        from traceconf.report.html_ncu import ncu_page
+        page = ncu_page(comparisons, analyses, rules, f"traceconf compare-ncu {report} {file} -d {rules.name}",
+                        pictures, [f.line() for f in failures])
     if format is Format.json:
         typer.echo(json.dumps({"device": rules.name, "comparisons": [c.__dict__ for c in comparisons]}, indent=2))
+    elif format is Format.html:
+        typer.echo(page, nl=False)
     elif format is Format.csv:
         typer.echo(csv_text(comparisons, rules.name), nl=False)
     else:
         render(comparisons, rules.name, stdout_console(), counters_given=raw is not None)
+    if output is not None:
+        from traceconf.outputs import write_text
+        try:
+            write_text(output, page, inputs=[report, file, *([raw] if raw else [])])
+        except InputError as error:
+            raise fail(error) from None
     report_failures(failures)
     exit_for_failures(failures)
 

@@ -70,12 +70,10 @@ def explain(
     ptxas_option: PtxasOptions = None,
 ) -> None:
     """Show which lane hits which bank and word in one warp execution, and which lanes collide."""
-    import numpy as np
-
     from traceconf.analyses.lookup import resolve_instruction, trace_executions
-    from traceconf.engine import analyze, lane_wavefronts
     from traceconf.pipeline import input_format
-    from traceconf.report.explain import choose_row, execution_at, executions_of, picture, render_terminal
+    from traceconf.report.explain import explain_instruction, render_terminal
+    from traceconf.report.source import source_text
     from traceconf.report.svg import render_svg
 
     try:
@@ -92,20 +90,17 @@ def explain(
         else:
             info, ident, accesses = trace_executions(file, kernel, instruction, rules)
             others = resolve_instruction(info, instruction, str(file))[1]
-        rows = executions_of(accesses, ident)
-        if not len(rows):
-            raise InputError(f"instruction {ident} never executed in the analysed launch", file=str(file))
-        counts = analyze(accesses.take(rows), rules)
-        try:
-            row, ordinal = choose_row(accesses, rows, counts.column("wavefronts").to_numpy(), warp, execution)
-        except LookupError as error:
-            raise InputError(str(error), file=str(file)) from None
+        row = next(r for r in info.to_pylist() if r["instruction"] == ident)
+        where = f"{Path(row['source_file']).name}:{row['source_line']}" if row["source_file"] and row["source_line"] \
+            else None
+        code = source_text(row["source_file"], row["source_line"], str(file))
     except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error
         raise fail(as_input_error(error, str(file))) from None
-    text = {int(r["instruction"]): r["text"] for r in info.to_pylist()}[ident]
-    # The picture is the engine's own lane assignment for that execution, not a redrawing of the rules.
-    served = lane_wavefronts(accesses.take(np.array([row])), rules)
-    pic = picture(execution_at(accesses, row, ordinal, text, rules.name), rules, served)
+    try:
+        # The picture is the engine's own lane assignment for that execution, not a redrawing of the rules.
+        pic = explain_instruction(accesses, ident, rules, row["text"], warp, execution, where, code)
+    except LookupError as error:        # never executed, or no such --warp / --execution
+        raise fail(InputError(str(error), file=str(file))) from None
     console = stdout_console()
     console.print(render_terminal(pic))
     if others:

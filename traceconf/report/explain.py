@@ -22,7 +22,8 @@ from rich.table import Table
 from rich.text import Text
 
 from traceconf.accesses import INACTIVE, WarpAccesses
-from traceconf.engine import LaneWavefronts
+from traceconf.engine import LaneWavefronts, analyze, lane_wavefronts
+from traceconf.names import short_name
 from traceconf.schemas import KINDS
 
 #: Phase colours (terminal styles and SVG fills), cycled.
@@ -46,6 +47,13 @@ class Execution:
     bytes: int
     matrices: int
     address: np.ndarray      # (warp_size,) byte addresses, INACTIVE for inactive lanes
+    source: str | None = None   # the CUDA (or Python) ``file:line`` of the instruction, from its line info
+    code: str | None = None     # that line's text, when the file is readable
+
+    def title(self) -> str:
+        """``transpose_unpadded [30] ld.shared.f32 … at transpose.cu:17``: readable, the mangled name left out."""
+        where = f" at {self.source}" if self.source else ""
+        return f"{short_name(self.kernel)} [{self.instruction}] {' '.join(self.text.split())}{where}"
 
 
 class Wavefront(NamedTuple):
@@ -150,12 +158,26 @@ def choose_row(accesses: WarpAccesses, rows: np.ndarray, wavefronts: np.ndarray,
     return int(pick), int(np.nonzero(same == pick)[0][0])
 
 
-def execution_at(accesses: WarpAccesses, row: int, ordinal: int, text: str, device: str) -> Execution:
+def execution_at(accesses: WarpAccesses, row: int, ordinal: int, text: str, device: str,
+                 source: str | None = None, code: str | None = None) -> Execution:
     return Execution(kernel=accesses.kernel, instruction=int(accesses.instruction[row]), text=text, device=device,
                      cta=int(accesses.cta[row]), warp=int(accesses.warp[row]), ordinal=ordinal,
                      execution=int(accesses.execution[row]), kind=KINDS[int(accesses.kind[row])],
                      bytes=int(accesses.bytes[row]), matrices=int(accesses.matrices[row]),
-                     address=accesses.address[row].copy())
+                     address=accesses.address[row].copy(), source=source, code=code)
+
+
+def explain_instruction(accesses: WarpAccesses, instruction: int, rules, text: str, warp: int | None = None,
+                        ordinal: int | None = None, source: str | None = None, code: str | None = None) -> Picture:
+    """The picture of one execution of ``instruction`` (the worst one unless ``warp``/``ordinal`` pick it):
+    the engine's own lane assignment for it.  LookupError when it never executed or the pick does not exist."""
+    rows = executions_of(accesses, instruction)
+    if not len(rows):
+        raise LookupError(f"instruction {instruction} never executed in the analysed launch")
+    counts = analyze(accesses.take(rows), rules)
+    row, ordinal = choose_row(accesses, rows, counts.column("wavefronts").to_numpy(), warp, ordinal)
+    served = lane_wavefronts(accesses.take(np.array([row])), rules)
+    return picture(execution_at(accesses, row, ordinal, text, rules.name, source, code), rules, served)
 
 
 # ---------------------------------------------------------------------------
@@ -172,8 +194,13 @@ def _cell_labels(pic: Picture) -> dict[tuple[int, int], str]:
 
 def header_text(pic: Picture) -> Text:
     e = pic.execution
-    text = Text.assemble(("explain ", "bold"), f"{e.kernel} [{e.instruction}] ", (" ".join(e.text.split()), "bold"),
-                         "\n",
+    text = Text.assemble(("explain ", "bold"), f"{short_name(e.kernel)} [{e.instruction}] ",
+                         (" ".join(e.text.split()), "bold"), "\n")
+    if short_name(e.kernel) != e.kernel:
+        text.append(f"kernel {e.kernel}\n", style="dim")
+    if e.source:
+        text.append(f"at {e.source}" + (f": {e.code}" if e.code else "") + "\n")
+    text.append(
                          f"device {e.device}, CTA {e.cta}, warp {e.warp}, execution {e.ordinal} of this warp "
                          f"(id {e.execution}); {e.kind}, {e.bytes * 8} bits per lane, "
                          f"{int((e.address != INACTIVE).sum())} active lanes\n")

@@ -10,6 +10,7 @@ kernel can be read side by side (e.g. sm_1x vs sm_90 vs cdna3).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -66,7 +67,7 @@ def launch_line(launch: dict, kernel: str) -> str:
     return ", ".join(parts) or "launch facts unknown"
 
 
-def _ranked(tables: list[pa.Table]) -> np.ndarray:
+def ranked(tables: list[pa.Table]) -> np.ndarray:
     """Row order: largest excess on any device first, then most wavefronts, then instruction id."""
     excess = np.max([t.column("excess_wavefronts").to_numpy() for t in tables], axis=0)
     wavefronts = np.max([t.column("wavefronts").to_numpy() for t in tables], axis=0)
@@ -74,21 +75,81 @@ def _ranked(tables: list[pa.Table]) -> np.ndarray:
     return np.lexsort((ids, -wavefronts, -excess))
 
 
-def _fit(table: Table, width: int | None) -> None:
-    """On a narrow terminal the source and instruction columns give way, never the counts."""
-    if width is None:
-        return
-    text_columns = [c for c in table.columns if c.header in ("source", "instruction")]
-    fixed = 0
-    for column in table.columns:
-        if column not in text_columns:
-            cells = [Text.from_markup(c) if isinstance(c, str) else c for c in column.cells]
-            header = max(len(line) for line in str(column.header).split("\n"))
-            fixed += max([header] + [c.cell_len for c in cells]) + 3  # padding and border
-    room = max(24, width - fixed - 7)
-    source, instruction = text_columns
-    source.max_width = max(12, min(source.max_width or room, room * 9 // 20))
-    instruction.max_width = max(12, min(instruction.max_width or room, room - source.max_width))
+class Column(NamedTuple):
+    """One column of a terminal table: its header, alignment and cells (``text`` columns may wrap)."""
+
+    header: str
+    cells: list
+    text: bool = False
+
+    def width(self) -> int:
+        """Columns the widest cell or header line takes, padding and border included."""
+        cells = [Text.from_markup(c) if isinstance(c, str) else c for c in self.cells]
+        widest = max([len(line) for line in self.header.split("\n")] +
+                     [max((len(line) for line in c.plain.split("\n")), default=0) for c in cells])
+        return widest + 3
+
+
+#: Widest and narrowest useful source and instruction columns (cells past the width end in …); narrower
+#: than that they move to a key table of their own, where they wrap.
+TEXT_WIDTHS = {"source": (44, 14), "instruction": (56, 20)}
+
+
+def _table(columns: list[Column], title: str | None = None, wrap: bool = False) -> Table:
+    table = Table(title=title, title_justify="left", show_header=True, header_style="bold", expand=False,
+                  pad_edge=False)
+    for column in columns:
+        widths = TEXT_WIDTHS.get(column.header) if column.text and not wrap else None
+        table.add_column(column.header, justify="left" if column.text else "right", no_wrap=not wrap,
+                         overflow="fold" if wrap else "ellipsis", max_width=widths[0] if widths else None)
+    for row in zip(*(column.cells for column in columns)):
+        table.add_row(*row)
+    return table
+
+
+def _chunks(lead: list[Column], groups: list[list[Column]], width: int) -> list[list[int]]:
+    """Device groups split into runs that fit ``width`` beside the leading columns (each run one table)."""
+    room = width - sum(c.width() for c in lead) - 1
+    chunks: list[list[int]] = [[]]
+    used = 0
+    for index, group in enumerate(groups):
+        need = sum(c.width() for c in group)
+        if chunks[-1] and used + need > room:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(index)
+        used += need
+    return chunks
+
+
+def fitted_tables(lead: list[Column], texts: list[Column], groups: list[list[Column]], width: int | None,
+                  title: str | None = None) -> list:
+    """One table when everything fits ``width`` (source and instruction cut to fit); otherwise the numbers
+    alone, device groups split over as many tables as needed, then the text columns in a key table where
+    they wrap, with a line saying so.  Numbers are never cut."""
+    numbers = sum(c.width() for c in lead) + sum(c.width() for g in groups for c in g) + 1
+    flexible = [c for c in texts if c.header in TEXT_WIDTHS]
+    fixed = sum(c.width() for c in texts if c not in flexible)
+    narrowest = sum(min(c.width(), TEXT_WIDTHS[c.header][1] + 3) for c in flexible)
+    if width is None or numbers + fixed + narrowest <= width:
+        table = _table(lead[:1] + texts + lead[1:] + [c for g in groups for c in g], title)
+        if width is not None and flexible:
+            room = width - numbers - fixed
+            first = [c for c in table.columns if c.header == flexible[0].header][0]
+            first.max_width = max(TEXT_WIDTHS[first.header][1], min(first.max_width, room * 9 // 20 - 3))
+            for column in table.columns:
+                if column.header in TEXT_WIDTHS and column is not first:
+                    column.max_width = max(TEXT_WIDTHS[column.header][1],
+                                           min(column.max_width, room - first.max_width - 6))
+        return [table]
+    parts: list = [_table(lead + [c for i in chunk for c in groups[i]], title if n == 0 else None)
+                   for n, chunk in enumerate(_chunks(lead, groups, width))]
+    if texts:
+        parts.append(Text(f"{', '.join(c.header for c in texts)} of each # below, to fit {width} columns "
+                          "(a wider terminal shows them in one row; --format csv or -o report.html shows all)",
+                          style="dim"))
+        parts.append(_table(lead[:1] + texts, wrap=True))
+    return parts
 
 
 def _share(excess: int, total: int) -> str:
@@ -123,32 +184,20 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
     for note in analysis.notes:
         header.append(f"\nnote: {note}", style="yellow")
 
-    table = Table(show_header=True, header_style="bold", expand=False, pad_edge=False)
-    table.add_column("#", justify="right")
-    table.add_column("source", overflow="ellipsis", max_width=44, no_wrap=True)
-    table.add_column("instruction", overflow="ellipsis", max_width=56, no_wrap=True)
-    table.add_column("kind")
     # Devices with other warp sizes (cdna: 64 lanes) count other executions: then one column per device.
     same_executions = all(t.column("executions").equals(tables[0].column("executions")) for t in tables)
-    if same_executions:
-        table.add_column("execs", justify="right", no_wrap=True)
-    for device in devices:
-        prefix = "" if single else f"{device}\n"
-        if not same_executions:
-            table.add_column(f"{prefix}execs", justify="right", no_wrap=True)
-        table.add_column(f"{prefix}wavefronts", justify="right", no_wrap=True)
-        if single:
-            table.add_column("ideal", justify="right", no_wrap=True)
-        table.add_column(f"{prefix}excess", justify="right", no_wrap=True)
-        if single:
-            table.add_column("share", justify="right", no_wrap=True)
-        table.add_column(f"{prefix}max", justify="right", no_wrap=True)
-
     totals = [int(pc.sum(t.column("excess_wavefronts")).as_py() or 0) for t in tables]
-    order = _ranked(tables) if tables[0].num_rows else np.zeros(0, dtype=np.int64)
+    order = ranked(tables) if tables[0].num_rows else np.zeros(0, dtype=np.int64)
     shown = order if top is None else order[:top]
     rows = [t.to_pylist() for t in tables]
-    for rank, at in enumerate(shown.tolist(), 1):
+    lead = [Column("#", [str(rank) for rank in range(1, len(shown) + 1)])]
+    texts = [Column("source", [], True), Column("instruction", [], True), Column("kind", [], True)]
+    if same_executions:
+        lead.append(Column("execs", [f"{rows[0][at]['executions']:,}" for at in shown.tolist()]))
+    names = (["execs"] if not same_executions else []) + (["wavefronts", "ideal", "excess", "share", "max"] if single
+                                                          else ["wavefronts", "excess", "max"])
+    groups = [[Column(name if single else f"{device}\n{name}", []) for name in names] for device in devices]
+    for at in shown.tolist():
         first = rows[0][at]
         code = source_text(first["source_file"], first["source_line"], analysis.input_path)
         location = Text(f"{Path(first['source_file']).name}:{first['source_line']}" if first["source"] else "–")
@@ -156,31 +205,28 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
             location.append(f"\n{code}", style="dim")
         instruction = Text(_where_in_input(first), style="dim")
         instruction.append(" ".join((first["text"] or "").split()))
-        cells = [str(rank), location, instruction, f"{first['kind']}.{first['width_bits']}"]
-        if same_executions:
-            cells.append(f"{first['executions']:,}")
-        for device_rows, total in zip(rows, totals):
+        for column, cell in zip(texts, (location, instruction, f"{first['kind']}.{first['width_bits']}")):
+            column.cells.append(cell)
+        for device_rows, total, group in zip(rows, totals, groups):
             row = device_rows[at]
-            if not same_executions:
-                cells.append(f"{row['executions']:,}")
+            cells = [] if same_executions else [f"{row['executions']:,}"]
             if not row["resolved"]:
-                cells += ["unresolved"] + [""] * (4 if single else 2)
-                continue
-            style = "red" if row["excess_wavefronts"] else ""
-            excess = Text(f"{row['excess_wavefronts']:,}", style=style)
-            if single:
-                cells += [f"{row['wavefronts']:,}", f"{row['ideal_wavefronts']:,}", excess,
-                          _share(row["excess_wavefronts"], total), _ways(row["max_ways"])]
+                cells += ["unresolved"] + [""] * (len(names) - len(cells) - 1)
             else:
-                excess.append(f" ({_share(row['excess_wavefronts'], total)})", style="dim")
-                cells += [f"{row['wavefronts']:,}", excess, _ways(row["max_ways"])]
-        table.add_row(*cells)
-    _fit(table, width)
+                excess = Text(f"{row['excess_wavefronts']:,}", style="red" if row["excess_wavefronts"] else "")
+                if single:
+                    cells += [f"{row['wavefronts']:,}", f"{row['ideal_wavefronts']:,}", excess,
+                              _share(row["excess_wavefronts"], total), _ways(row["max_ways"])]
+                else:
+                    excess.append(f" ({_share(row['excess_wavefronts'], total)})", style="dim")
+                    cells += [f"{row['wavefronts']:,}", excess, _ways(row["max_ways"])]
+            for column, cell in zip(group, cells):
+                column.cells.append(cell)
 
-    parts = [header, table]
+    parts = [header, *fitted_tables(lead, texts, groups, width)]
     if len(shown) < len(order):
         parts.append(Text(f"… {len(order) - len(shown)} more instruction(s); use --top to see more", style="dim"))
-    parts.append(_totals_table(tables, devices, analysis.device_gaps))
+    parts += _totals_tables(tables, devices, analysis.device_gaps, width)
     note = partial_note(analysis)
     if note:
         parts.append(Text(note, style="bold yellow"))
@@ -196,32 +242,28 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
     return Group(*parts)
 
 
-def _totals_table(tables: list[pa.Table], devices: list[str], gaps: dict[str, str]) -> Table:
+def _totals_tables(tables: list[pa.Table], devices: list[str], gaps: dict[str, str], width: int | None) -> list:
     """Per-kind totals (only kinds the kernel uses), one column group per device ("not counted" for a device
     whose rules cannot count this kernel: the reason is in the notes)."""
-    table = Table(title="totals", title_justify="left", show_header=True, header_style="bold", pad_edge=False)
-    table.add_column("kind")
-    for device in devices:
-        prefix = "" if len(devices) == 1 else f"{device}\n"
-        for name in COUNTS:
-            table.add_column(prefix + name.replace("_wavefronts", ""), justify="right", no_wrap=True)
     sums = []
     for t in tables:
         grouped = t.group_by("kind", use_threads=False).aggregate([(name, "sum") for name in COUNTS]).to_pylist()
         sums.append({row["kind"]: row for row in grouped})
     kinds = [k for k in KINDS if any(k in per_kind for per_kind in sums)]   # counted kinds only (not tma/wgmma)
-    for kind in kinds + ["all"]:
-        cells = [kind]
-        for device, per_kind in zip(devices, sums):
-            if device in gaps:
-                cells += ["not counted"] + [""] * (len(COUNTS) - 1)
-                continue
-            for name in COUNTS:
+    lead = [Column("kind", kinds + ["all"], True)]
+    groups = []
+    for device, per_kind in zip(devices, sums):
+        prefix = "" if len(devices) == 1 else f"{device}\n"
+        group = [Column(prefix + name.replace("_wavefronts", ""), []) for name in COUNTS]
+        for kind in kinds + ["all"]:
+            for column, name in zip(group, COUNTS):
                 value = (sum(r[f"{name}_sum"] for r in per_kind.values()) if kind == "all"
                          else per_kind[kind][f"{name}_sum"])
-                cells.append(f"{value:,}")
-        table.add_row(*cells, style="bold" if kind == "all" else None)
-    return table
+                style = "bold" if kind == "all" else ""
+                column.cells.append(Text("not counted" if device in gaps and name == COUNTS[0] else
+                                         "" if device in gaps else f"{value:,}", style=style))
+        groups.append(group)
+    return fitted_tables(lead, [], groups, width, title="totals")
 
 
 def render(analyses: list[KernelAnalysis], devices: list[str], top: int | None, console: Console) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import io
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 from traceconf.analyses.ncu import Comparison
 from traceconf.names import short_name
+from traceconf.report.hotspots import Column, fitted_tables
 
 COUNT_KEYS = ("wavefronts", "ideal_wavefronts", "excess_wavefronts")
 
@@ -23,25 +24,28 @@ def _ratio(measured: dict | None, predicted: dict) -> str:
     return f"×{predicted['wavefronts'] / measured['wavefronts']:.2f}" if measured["wavefronts"] else "–"
 
 
-def _table(title: str, label: str, rows: list[tuple[str, dict | None, dict]]) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
-    table.add_column(label, overflow="ellipsis", max_width=60, no_wrap=True)
+def _table(title: str, label: str, rows: list[tuple[str, dict | None, dict]], width: int | None) -> Group:
+    """Measured beside predicted, one column pair per count; on a narrow terminal the pairs wrap into further
+    tables (numbers are never cut; a long label is)."""
+    limit = max(20, min(60, (width or 200) // 3))
+    names = [name if len(name) <= limit else name[:limit - 1] + "…" for name, _, _ in rows]
+    lead = [Column(label, [Text(name) for name in names], True)]   # plain text: source like a[i] is no markup
+    groups = []
     for key in COUNT_KEYS:
         name = key.replace("_wavefronts", "")
-        table.add_column(f"{name} ncu", justify="right")
-        table.add_column(f"{name} predicted", justify="right")
-    table.add_column("wavefronts predicted/ncu", justify="right")
-    for name, measured, predicted in rows:
-        cells = [Text(name)]                          # plain text: source like tile[threadIdx.y + j] is no markup
-        for key in COUNT_KEYS:
+        measured_cells, predicted_cells = [], []
+        for _, measured, predicted in rows:
             if measured is None:                      # not in the report (no SASS rows): not a measured zero
-                cells += [Text("–", style="dim"), f"{predicted[key]:,}"]
+                measured_cells.append(Text("–", style="dim"))
+                predicted_cells.append(f"{predicted[key]:,}")
                 continue
-            same = measured[key] == predicted[key]
-            cells += [f"{measured[key]:,}", Text(f"{predicted[key]:,}", style="green" if same else "red")]
-        cells.append(_ratio(measured, predicted))
-        table.add_row(*cells)
-    return table
+            measured_cells.append(f"{measured[key]:,}")
+            predicted_cells.append(Text(f"{predicted[key]:,}", style="green" if measured[key] == predicted[key]
+                                        else "red"))
+        groups.append([Column(f"{name}\nncu", measured_cells), Column(f"{name}\npredicted", predicted_cells)])
+    groups.append([Column("wavefronts\npredicted/ncu", [_ratio(measured, predicted)
+                                                       for _, measured, predicted in rows])])
+    return Group(*fitted_tables(lead, [], groups, width, title))
 
 
 def _counter_table(entry: dict) -> Table:
@@ -72,25 +76,26 @@ def _counter_table(entry: dict) -> Table:
 
 
 def render(comparisons: list[Comparison], device: str, console: Console, counters_given: bool = False) -> None:
+    width = console.width
     for c in comparisons:
         console.print(Text(short_name(c.kernel), style="bold") + Text(f"  (ncu: {c.measured_name or 'unnamed'}, "
                                                                       f"predicted for {device})"))
         console.print(_table("per kernel (ncu: Source page, sum over instructions)", "kernel",
-                             [(short_name(c.kernel), c.totals["measured"], c.totals["predicted"])]))
+                             [(short_name(c.kernel), c.totals["measured"], c.totals["predicted"])], width))
         for entry in c.counters:
             console.print(_counter_table(entry))
         if not counters_given:
             console.print("the kernel-level l1tex counters (Details page) can exceed this sum when CTAs share an SM; "
                           "--raw (ncu --page raw --csv) shows them here", style="dim")
         console.print(_table("per access kind (SASS opcode class)", "kind",
-                             [(k["kind"], k["measured"], k["predicted"]) for k in c.by_kind]))
+                             [(k["kind"], k["measured"], k["predicted"]) for k in c.by_kind], width))
         if c.by_pc:
             console.print(_table("per SASS instruction", "pc", [(f"{row['pc']:#06x}  {row['sass']}", row["measured"],
-                                                                 row["predicted"]) for row in c.by_pc]))
+                                                                 row["predicted"]) for row in c.by_pc], width))
         if c.by_line:
             console.print(_table("per CUDA source line", "line",
                                  [(f"{row['line']}  {row['source']}".strip(), row["measured"], row["predicted"])
-                                  for row in c.by_line]))
+                                  for row in c.by_line], width))
         else:
             console.print("no CUDA source lines in the report (export with --print-source sass,cuda to "
                           "compare per line)", style="dim")

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from traceconf.names import short_name
 from traceconf.pipeline import KernelAnalysis
-from traceconf.analyses.suggest import Suggestion
+from traceconf.analyses.suggest import Suggestion, declaration
 
 
 def render_suggestions(analysis: KernelAnalysis, device: str, found: list[tuple[int, Suggestion | None]],
                        console: Console) -> None:
     """Suggestions for one kernel's hotspots on ``device``, each with the per-instruction before/after."""
-    text_of = {int(r["instruction"]): (r["text"], r["ptx_line"]) for r in analysis.instructions.to_pylist()}
+    info = analysis.instructions.to_pylist()
+    text_of = {int(r["instruction"]): (r["text"], r["ptx_line"]) for r in info}
+    places = {int(r["instruction"]): (r.get("source_file"), r.get("source_line")) for r in info}
     console.print(Text(f"\nsuggestions for {short_name(analysis.kernel)} on {device}", style="bold"))
     if not found:
         console.print("  no bank conflicts: nothing to suggest")
@@ -33,6 +37,11 @@ def render_suggestions(analysis: KernelAnalysis, device: str, found: list[tuple[
         done.add(key)
         console.print(Text(f"  {where}{text}: ", style="bold").append(
             suggestion.headline(), style="green" if suggestion.best else "yellow"))
+        source_file, source_line = places.get(instruction, (None, None))
+        known = suggestion.variable.name if suggestion.variable.bytes is not None else None
+        edit = declaration(source_file, source_line, analysis.input_path, known)
+        if edit is not None:
+            console.print(Text(f"    declaration to edit: {Path(source_file).name}:{edit[0]} {edit[1]}"))
         if suggestion.best is not None:
             worse = suggestion.regressions()
             if worse:

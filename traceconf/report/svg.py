@@ -40,15 +40,16 @@ def render_svg(pic: Picture) -> str:
     excess = pic.wavefronts - pic.ideal_wavefronts
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="11">',
-           f'<title>{escape(e.kernel)} [{e.instruction}] {escape(e.text)}</title>',
+           f'<title>{escape(e.title())}</title>',
            f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="10" y="20" font-size="14" font-weight="bold">{escape(e.kernel)} [{e.instruction}] '
-           f'{escape(e.text)}</text>',
+           f'<text x="10" y="20" font-size="14" font-weight="bold">{escape(e.title())}</text>',
            f'<text x="10" y="38">device {escape(e.device)} · CTA {e.cta} · warp {e.warp} · execution {e.ordinal}'
            f' · {e.kind} {e.bytes * 8}-bit · {int((e.address != INACTIVE).sum())} active lanes</text>',
            f'<text x="10" y="56" fill="{CONFLICT if excess else "#2ca02c"}" font-weight="bold">'
            f'{pic.wavefronts} wavefronts, ideal {pic.ideal_wavefronts}, excess {excess}, '
            f'worst {pic.max_ways}-way</text>']
+    if e.code:
+        out.append(f'<text x="10" y="72" fill="#555555">{escape(e.code)}</text>')
     for bank in range(pic.banks):
         x = LEFT + bank * CELL_W
         out.append(f'<text x="{x + CELL_W / 2}" y="{TOP - 8}" text-anchor="middle" font-weight="bold">{bank}</text>')

@@ -32,7 +32,7 @@ def _json_instruction(row: dict) -> dict:
     return {key: row["text" if key == "ptx" else key] for key in JSON_INSTRUCTION_KEYS}
 
 
-def _kind_totals(table: pa.Table) -> dict:
+def kind_totals(table: pa.Table) -> dict:
     """All six kinds, always present, so consumers can index without checking."""
     totals = {kind: {name: 0 for name in COUNTS} for kind in KINDS}
     for row in table.select(["kind", *COUNTS]).to_pylist():
@@ -59,7 +59,7 @@ def json_document(analyses: list[KernelAnalysis], devices: list[str]) -> dict:
                 "kernel_name": qualified_name(analysis.kernel),
                 "device": device,
                 "launch": analysis.launch,
-                "totals": _kind_totals(table),
+                "totals": kind_totals(table),
                 "partial": bool(unresolved_executions or uncounted),
                 "unresolved_executions": unresolved_executions,
                 "uncounted_instructions": uncounted,
@@ -93,20 +93,25 @@ WRITERS = {
 }
 
 
-def check_output(path: str | Path, inputs: Iterable[str | Path] = ()) -> None:
+#: Outputs that are a report page rather than the results table (written by the command that renders them).
+PAGES = (".html",)
+
+
+def check_output(path: str | Path, inputs: Iterable[str | Path] = (), pages: bool = True) -> None:
     """Refuse, before any work is done, an output path whose format we cannot write, that is one of the
     inputs, or whose folder cannot be written."""
     suffix = Path(path).suffix.lower()
-    if suffix not in WRITERS:
+    known = list(WRITERS) + list(PAGES if pages else ())
+    if suffix not in known:
         raise InputError(f"cannot write {suffix or 'files without an extension'}: "
-                         f"use one of {', '.join(WRITERS)}", file=str(path))
+                         f"use one of {', '.join(known)}", file=str(path))
     check_not_input(path, inputs)
     check_writable(path)
 
 
 def write_results(table: pa.Table, path: str | Path, inputs: Iterable[str | Path] = ()) -> None:
     """Write the results table; the format follows the extension (.parquet, .csv, .json); atomic."""
-    check_output(path, inputs)
+    check_output(path, inputs, pages=False)
     writer = WRITERS[Path(path).suffix.lower()]
     with atomic_output(path, inputs) as temporary:
         writer(table.cast(RESULT_ROWS), str(temporary))
