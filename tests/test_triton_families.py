@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 HW = REPO / "tests" / "data" / "hw"
 FIXTURES = REPO / "tests" / "fixtures"
 FAMILIES = ("triton_tut", "inductor")
-KERNEL_SOURCE = REPO / "scripts" / "hw" / "triton_families.py"
+KERNEL_SOURCE = REPO / "scripts" / "hw" / "triton_tutorial_kernels.py"
 
 triton = pytest.importorskip("triton", reason="Triton is not installed (pip install 'traceconf[triton]')")
 pytestmark = pytest.mark.skipif(not all((HW / family / "manifest.csv").exists() for family in FAMILIES),
