@@ -7,7 +7,7 @@ tests/test_hw_families.py does for the cubins:
 
 * **harvest**: the fixtures laid out as a Triton cache plus the launches as :func:`record_launches` writes
   them, through ``traceconf.triton.harvest`` — the ``torch.compile`` user's path;
-* **analyze**: the tutorial kernels, compiled here from ``scripts/hw/triton_families.py``'s source with the
+* **analyze**: the tutorial kernels, compiled here from ``scripts/hw/triton_tutorial_kernels.py``'s source with the
   recorded arguments, through ``traceconf.triton.analyze`` — the Triton author's path.  The PTX must be the
   one the GPU machine compiled (line info aside).
 
@@ -98,9 +98,9 @@ def per_pc(rows) -> tuple[Counter, Counter]:
 
 def assert_page(family: str, launch_id: str, rows) -> None:
     """Every LSU shared-memory pc of the Source page: predicted wavefronts and ideal equal the page's."""
-    from test_hw_families import LSU_SHARED, _opcode, source_page
+    from test_hw_families import LSU_KINDS, kind_of, source_page
     page = source_page(family, launch_id)
-    lsu = {pc for pc, row in page.items() if LSU_SHARED.match(_opcode(row["Source"]))}
+    lsu = {pc for pc, row in page.items() if kind_of(row["Source"]) in LSU_KINDS}
     wavefronts, ideal = per_pc(rows)
     assert set(wavefronts) <= set(page), "every analysed pc is on the page"
     assert {pc: wavefronts[pc] for pc in lsu if wavefronts[pc] or page[pc]["L1 Wavefronts Shared"] not in ("", "0")} \
@@ -139,12 +139,12 @@ def test_the_harvest_equals_the_source_pages(family, launch_id, harvest_table):
                  & (table.launch.str.startswith(f"grid {'×'.join(map(str, recorded['grid']))}"))]
     assert len(rows) and not unresolved(rows), launch_id
     if family == "triton_tut":          # the author's lines, not Triton's library
-        assert rows.source_file.str.endswith("triton_families.py").all()
+        assert rows.source_file.str.endswith("triton_tutorial_kernels.py").all()
     assert_page(family, launch_id, rows)
 
 
 def kernel_module(tmp: Path):
-    """The @triton.jit functions of scripts/hw/triton_families.py at their own line numbers, without torch
+    """The @triton.jit functions of scripts/hw/triton_tutorial_kernels.py at their own line numbers, without torch
     (the script imports torch and patches Triton's launcher at import)."""
     lines = KERNEL_SOURCE.read_text().splitlines()
     keep = [""] * len(lines)
@@ -158,13 +158,13 @@ def kernel_module(tmp: Path):
         if start is not None:
             keep[number] = line
     assert not any(lines[:2]) or lines[0].startswith(('"""', "#")), "the first two lines are free for imports"
-    path = tmp / "triton_families.py"
+    path = tmp / "triton_tutorial_kernels.py"
     path.write_text("\n".join(keep) + "\n")
     sys.path.insert(0, str(tmp))
     try:
         import importlib
-        sys.modules.pop("triton_families", None)
-        return importlib.import_module("triton_families")
+        sys.modules.pop("triton_tutorial_kernels", None)
+        return importlib.import_module("triton_tutorial_kernels")
     finally:
         sys.path.remove(str(tmp))
 
