@@ -214,13 +214,12 @@ class Surfaces:
         return text.encode("utf-8", "surrogatepass"), ".toml"
 
     def rule_file(self, rng):
-        from traceconf.rules import _load_file, load_rule_set
+        from traceconf.rules import load_rule_set
         text = rng.choice(self.rule_texts)
         text = swap_toml_value(text, rng) if rng.random() < 0.6 else mutate_text(text, rng, self.rule_texts)
         path = self.scratch() / "rules.toml"
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
-        _load_file.cache_clear()
-        load_rule_set(path)
+        load_rule_set(path)             # rule files are cached by content: an edited file is read again
         return text.encode("utf-8", "surrogatepass"), ".toml"
 
     def data(self, rng):

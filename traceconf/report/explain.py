@@ -296,13 +296,4 @@ def lane_ranges(lanes) -> str:
 def worst_execution(accesses: WarpAccesses, instruction: int, text: str, rules) -> Picture:
     """The picture ``traceconf explain`` draws by default: the execution of ``instruction`` with the most
     wavefronts (LookupError if it never executed in ``accesses``)."""
-    from traceconf.engine import analyze, lane_wavefronts
-
-    rows = executions_of(accesses, instruction)
-    if not len(rows):
-        raise LookupError(f"instruction {instruction} never executed in the analysed launch")
-    counts = analyze(accesses.take(rows), rules)
-    row, ordinal = choose_row(accesses, rows, counts.column("wavefronts").to_numpy(), None, None)
-    # The picture is the engine's own lane assignment for that execution, not a redrawing of the rules.
-    served = lane_wavefronts(accesses.take(np.array([row])), rules)
-    return picture(execution_at(accesses, row, ordinal, text, rules.name), rules, served)
+    return explain_instruction(accesses, instruction, rules, text)
