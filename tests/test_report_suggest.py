@@ -136,3 +136,22 @@ def test_the_printed_suggestion_names_the_declaration_to_edit():
     assert result.exit_code == 0, result.output
     assert "pad tile row 32→33 words: 32-way → 1-way\n    declaration to edit: transpose.cu:8 __shared__ float " \
            "tile[TILE_DIM][TILE_DIM];" in result.stdout
+
+
+def test_a_strided_reduction_on_a_one_dimensional_array_gets_an_index_rewrite_not_a_pad():
+    """cuda-samples-shaped reduce1 (``index = 2 * s * tid; sdata[index] += sdata[index + s]`` on
+    ``extern __shared__ float sdata[]``): padding a "row" of a 1-D array is not the fix, sequential addressing
+    is (issue 24, item 13); its what-if count is the engine's, over every access of the array."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from traceconf.cli import app
+
+    cubin = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "samples20" / "samples20.sm_90.cubin"
+    result = CliRunner().invoke(app, ["analyze", str(cubin), "-k", "reduce1", "--block", "256", "--grid", "16",
+                                      "--dynamic-smem", "1024", "-p", "2=4096", "--suggest"])
+    assert result.exit_code == 0, result.output
+    advice = result.output[result.output.index("suggestions for reduce1"):]
+    assert "index rewrite: sdata is one-dimensional, so no pad applies" in " ".join(advice.split())
+    assert "8-way → 1-way" in advice and " row " not in advice and "swizzle" not in advice

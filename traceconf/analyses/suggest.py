@@ -162,6 +162,47 @@ def _declarations(source_file: str | None, source_line: int | None, input_path: 
     return (text, found[-1]) if found else None
 
 
+#: A one-dimensional ``__shared__`` array (``extern __shared__ int sdata[];`` too): no row to pad.
+_SHARED_ARRAY = r"__shared__[^;]*?\b(\w+)\s*\[[^\]]*\]\s*[;=,]"
+
+
+def flat_array(source_file: str | None, source_line: int | None, input_path: str) -> str | None:
+    """The one-dimensional ``__shared__`` array the access's source line indexes, when it indexes only such
+    arrays (None otherwise): a pad or swizzle of a "row" there is not what a programmer can write; the index
+    is the fix."""
+    path = resolve_source(source_file, input_path) if source_file and source_line else None
+    lines = source_lines(path) if path is not None else ()
+    if not lines or source_line > len(lines):
+        return None
+    above = "\n".join(lines[:source_line])
+    flat = set(re.findall(_SHARED_ARRAY, above))
+    tiles = {m.group(2) for m in re.finditer(_SHARED_TILE.format(name=r"(\w+)"), above)}
+    line = lines[source_line - 1]
+    used = sorted(name for name in flat | tiles if re.search(r"\b" + re.escape(name) + r"\s*\[", line))
+    return used[0] if used and set(used) <= flat - tiles else None
+
+
+def sequential_outcome(scope: WarpAccesses, weights: np.ndarray, variable: Variable, array: str,
+                       rules) -> Outcome | None:
+    """Every access of the array whose consecutive active lanes are more than one element apart, re-addressed
+    so that they are consecutive (the lowest address first, then one element per active lane): what an
+    index rewrite such as a reduction's sequential addressing gives.  None when no access is strided."""
+    address = scope.address.copy()
+    active = address != INACTIVE
+    steps = np.where(active[:, 1:] & active[:, :-1], np.abs(address[:, 1:] - address[:, :-1]), 0)
+    strided = (steps.max(axis=1, initial=0) > scope.bytes) & _inside(address, variable).any(axis=1)
+    if not strided.any():
+        return None
+    rank = np.cumsum(active, axis=1) - 1
+    base = np.where(active, address, np.iinfo(np.int64).max).min(axis=1)
+    compact = base[:, None] + rank * scope.bytes[:, None].astype(np.int64)
+    address[strided] = np.where(active, compact, INACTIVE)[strided]
+    label = (f"index rewrite: {array} is one-dimensional, so no pad applies; give consecutive active threads "
+             "consecutive elements (a reduction's sequential addressing: s from blockDim.x / 2 down to 1, each "
+             "thread tid < s adding element tid + s into element tid)")
+    return Outcome(label, _count(scope, address, rules, weights))
+
+
 def declaration(source_file: str | None, source_line: int | None, input_path: str, name: str | None
                 ) -> tuple[int, str] | None:
     """(line, text) of the ``__shared__`` declaration of ``name`` that the access at ``source_line`` uses: the
@@ -268,7 +309,10 @@ def suggest_for(analysis: KernelAnalysis, instruction: int, rules, tried: dict |
     words = rules.bank_bytes
     baseline = Outcome("current layout", _count(scope, scope.address, rules, weights))
     outcomes = []
-    for row in rows:
+    flat = flat_array(source[0]["source_file"], source[0]["source_line"], analysis.input_path) if source else None
+    if flat and (sequential := sequential_outcome(scope, weights, variable, flat, rules)) is not None:
+        outcomes.append(sequential)
+    for row in rows if not outcomes else []:
         for multiple in PAD_MULTIPLES:
             extra = max(widest, words) * multiple
             label = (f"pad {variable.name} row {row // words}→{(row + extra) // words} words"
