@@ -337,3 +337,15 @@ def test_mixed_devices_each_count_their_own_level():
     assert "sm_1x, cdna3 are not NVIDIA architectures ptxas targets" in ptx_notes
     assert any("ptxas -arch=sm_75" in n for n in levels["sm_75", "sass"]["notes"])
     assert levels["sm_90", "sass"]["totals"]["ld"]["wavefronts"] == EXPECTED["_Z14transpose_tileILi0EEvPfPKfi"][0]
+
+
+@needs_tools
+@pytest.mark.parametrize("level", ["ptx", "sass"])
+def test_a_shared_atomic_is_placed_at_the_users_atomicadd_line(level):
+    """atomicAdd's body is inlined from the toolkit's device_atomic_functions.hpp; the report places it at the
+    user's call, through ``.loc … inlined_at`` (issue 24, item 11), at both levels."""
+    result = invoke("analyze", CUDA / "atomics.sm_90.ptx", "-k", "histogram_shared", "--block", "256", "--grid", "2",
+                    "-p", "2=4096", "--level", level, "--format", "json")
+    assert result.exit_code == 0, result.output
+    [kernel] = json.loads(result.stdout)["results"]
+    assert {row["source"] for row in kernel["instructions"] if row["kind"] == "atom"} == {"atomics.cu:10"}

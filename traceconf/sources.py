@@ -20,6 +20,13 @@ def source_candidates(name: str, input_path: str | Path | None) -> list[Path]:
     return candidates + [folder / recorded.name]     # compiled elsewhere, the source copied beside the input
 
 
+def toolkit_header(name: str | None) -> bool:
+    """Whether a line-info file is a header of the toolkit (``…/include/device_atomic_functions.hpp``): code it
+    holds was inlined into the user's line, where a report should place it."""
+    path = (name or "").replace("\\", "/")
+    return "/include/" in path and path.endswith((".h", ".hpp", ".cuh"))
+
+
 def resolve_source(name: str | None, input_path: str | Path | None) -> Path | None:
     """The readable file a line-info name stands for, or None."""
     if not name:

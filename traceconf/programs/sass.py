@@ -15,7 +15,7 @@ import pyarrow as pa
 from traceconf.sass.emulate import emulate_sass, is_shared
 from traceconf.sass.opcodes import shared_op, uncounted_op
 from traceconf.schemas import INSTRUCTION_INFO
-from traceconf.sources import with_source_names
+from traceconf.sources import toolkit_header, with_source_names
 
 
 def load_sass_input(path: str | Path):
@@ -120,6 +120,7 @@ class SassProgram:
                          widths: dict[int, int]) -> pa.Table:
         rows = self.module.instructions_of(kernel)
         wanted = set(ids) | {row["instruction"] for row in rows if is_shared(row) or uncounted_op(row["opcode"])}
+        user_line = self._user_lines()
         out = []
         for row in rows:
             ident = row["instruction"]
@@ -130,8 +131,22 @@ class SassProgram:
             out.append({"kernel": kernel, "instruction": ident, "text": row["text"],
                         "kind": kinds.get(ident) or (op.kind if op else uncounted[0] if uncounted else row["opcode"]),
                         "bytes": widths.get(ident, op.bytes if op else 0), "ptx_line": row.get("ptx_line"),
-                        "pc": row["pc"], "source_file": row["source_file"], "source_line": row["source_line"]})
+                        "pc": row["pc"], **user_line(row)})
         return pa.Table.from_pylist(out, schema=INSTRUCTION_INFO)
+
+    def _user_lines(self):
+        """row -> its source_file/source_line; an instruction the line info places in a toolkit header
+        (atomicAdd's body) goes to the user's line, which the PTX it was assembled from names (``inlined_at``)."""
+        source = {}
+        if self.ptx_module is not None:
+            table = self.ptx_module.instructions.select(["ptx_line", "source_file", "source_line"]).to_pylist()
+            source = {r["ptx_line"]: r for r in table}
+
+        def place(row: dict) -> dict:
+            mapped = source.get(row.get("ptx_line")) if toolkit_header(row["source_file"]) else None
+            found = mapped if mapped and mapped["source_line"] else row
+            return {"source_file": found["source_file"], "source_line": found["source_line"]}
+        return place
 
     def kernel_facts(self, kernel: str) -> dict:
         return {"level": "sass", "arch": self.module.kernel(kernel).get("arch") or self.module.arch}

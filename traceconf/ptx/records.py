@@ -53,6 +53,10 @@ class Loc(NamedTuple):
     file: int
     line: int
     column: int
+    # ``inlined_at F L C``: the line the inlined function was called from (atomicAdd's header line is inlined
+    # at the user's call); 0 when the code is not inlined
+    call_file: int = 0
+    call_line: int = 0
 
 
 class Variable(NamedTuple):

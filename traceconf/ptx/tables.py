@@ -21,6 +21,7 @@ from traceconf.ptx.bodies import INSTRUCTION, LABEL, LOC, VARIABLE, Bodies
 from traceconf.ptx.records import AddressSize, DumpLine, FileDecl, Function, Operand, Target, Variable, Version
 from traceconf.ptx.scopes import rename_scoped_registers
 from traceconf.schemas import INSTRUCTIONS, KERNELS, OPERAND_TYPE
+from traceconf.sources import toolkit_header
 
 #: A header line that starts a new module in a ``cuobjdump -ptx`` dump.
 DUMP_MODULE_START = "Fatbin ptx code:"
@@ -268,14 +269,33 @@ class TableBuilder:
         """source_file/source_line from the last .loc before each instruction in its function
         (.file resolved now: debug PTX declares files after the code)."""
         payloads = self.bodies.atoms
+        modules = np.fromiter((m for _, m, _ in self.definitions), np.int64, len(self.definitions))
+        loc_index = np.flatnonzero(kinds == LOC)
+        # each .loc's place as the user wrote it, and whether even that is inside the toolkit's headers (code
+        # inlined through several of their functions, cp.async through cuda_pipeline's): such an instruction
+        # takes the last .loc of the user's own files before it in its function
+        loc_module = modules[atom_function[loc_index]]
+        pairs, pair_of = np.unique(np.stack([atoms[loc_index], loc_module]), axis=1, return_inverse=True)
+        pair_of = pair_of.reshape(-1)
+        pair_place = [_user_place(payloads[atom], self.modules[module].files) for atom, module in pairs.T.tolist()]
+        pair_header = np.fromiter((toolkit_header(self.modules[module].files.get(file))
+                                   for (file, _), module in zip(pair_place, pairs[1].tolist())), bool, len(pair_place))
+        place_of = [pair_place[k] for k in pair_of.tolist()]
+        in_header = pair_header[pair_of] if len(loc_index) else np.zeros(0, dtype=bool)
         last = np.maximum.accumulate(np.where(kinds == LOC, np.arange(len(atoms)), -1))[rows]
+        user = np.full(len(atoms), -1, dtype=np.int64)
+        user[loc_index[~in_header]] = loc_index[~in_header]
+        last_user = np.maximum.accumulate(user)[rows]
+        header_row = np.isin(last, loc_index[in_header])
+        same_function = (last_user >= 0) & (atom_function[np.maximum(last_user, 0)] == atom_function[rows])
+        last = np.where(header_row & same_function, last_user, last)
         valid = (last >= 0) & (atom_function[np.maximum(last, 0)] == atom_function[rows])
         # Per distinct .loc atom, then per distinct (module, .file index).
-        locs, loc_of = np.unique(atoms[last[valid]], return_inverse=True)
-        locs = [payloads[a] for a in locs.tolist()]
-        loc_file = np.fromiter((loc.file for loc in locs), np.int64, len(locs))[loc_of.reshape(-1)]
-        loc_line = np.fromiter((loc.line for loc in locs), np.int64, len(locs))[loc_of.reshape(-1)]
-        modules = np.fromiter((m for _, m, _ in self.definitions), np.int64, len(self.definitions))
+        position = dict(zip(loc_index.tolist(), range(len(loc_index))))
+        chosen, loc_of = np.unique(last[valid], return_inverse=True)
+        places = [place_of[position[i]] for i in chosen.tolist()]
+        loc_file = np.fromiter((f for f, _ in places), np.int64, len(places))[loc_of.reshape(-1)]
+        loc_line = np.fromiter((line for _, line in places), np.int64, len(places))[loc_of.reshape(-1)]
         stride = int(loc_file.max()) + 1 if len(loc_file) else 1
         keys, key_of = np.unique(modules[atom_function[rows[valid]]] * stride + loc_file, return_inverse=True)
         paths = [self.modules[key // stride].files.get(key % stride) for key in keys.tolist()] + [None]
@@ -360,3 +380,10 @@ def _distinct_objects(objects) -> tuple[list, np.ndarray]:
 def _shared_var(variable: Variable, scope: str) -> dict:
     return {"name": variable.name, "type": variable.type, "bytes": variable.bytes, "align": variable.align,
             "extern": "extern" in variable.linkage, "scope": scope}
+
+
+def _user_place(loc, files: dict) -> tuple[int, int]:
+    """(file index, line) of a ``.loc`` as the user wrote it: code the toolkit's headers inlined (atomicAdd's
+    ``device_atomic_functions.hpp:112``) is placed at its ``inlined_at`` call, the user's line."""
+    inlined = loc.call_line and toolkit_header(files.get(loc.file))
+    return (loc.call_file, loc.call_line) if inlined else (loc.file, loc.line)

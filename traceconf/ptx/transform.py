@@ -337,16 +337,20 @@ class PtxTransformer(Transformer):
     def label(self, token):
         return Label(str(token)[:-1].rstrip())
 
-    def loc(self, file, line, column, *_attributes):
+    def loc(self, file, line, column, *attributes):
         try:
-            return loc_record(file, line, column)
+            loc = loc_record(file, line, column)
+            call = next((a for a in attributes if a is not None), None)
+            return loc if call is None else loc._replace(call_file=loc_record(*call).file,
+                                                         call_line=loc_record(*call).line)
         except ValueError as error:
             raise StatementError(str(error), file) from None
 
-    def loc_attribute(self, name, *_values):
+    def loc_attribute(self, name, *values):
+        """None, or the (file, line, column) tokens of ``inlined_at`` (the call site of inlined code)."""
         if str(name) not in LOC_ATTRIBUTES:
             raise StatementError(f"unknown .loc attribute '{name}' (expected {' or '.join(LOC_ATTRIBUTES)})", name)
-        return None
+        return tuple(values) if str(name) == "inlined_at" and len(values) == 3 else None
 
     def callprototype(self, *_children):
         return None
