@@ -93,6 +93,13 @@ def function_name(name: str) -> str:
     return text[start:] or name
 
 
+def readable(name: str) -> str:
+    """A kernel as messages name it: demangled without parameters, the mangled name beside it to select
+    exactly (``transpose_tile<0> (_Z14transpose_tileILi0EEvPfPKfi)``); a plain name as it is."""
+    qualified = qualified_name(name)
+    return name if qualified == name else f"{qualified} ({name})"
+
+
 def short_name(name: str, width: int = 60) -> str:
     """A readable kernel name for headers: demangled without return type and parameters, template
     arguments collapsed to ``<…>`` from the innermost out while it is wider than ``width``."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from traceconf.analyses.results import excess_by_kernel, unresolved_summary
+from traceconf.names import readable
 from traceconf.pipeline import KernelAnalysis
 
 
@@ -32,9 +33,9 @@ def gate(analyses: list[KernelAnalysis], table: pa.Table, limit: int, allow_unre
     """Judge the results (``table``: RESULT_ROWS of ``analyses``) against ``--fail-on-excess limit``."""
     over = [(k, d, e) for k, d, e in excess_by_kernel(table) if e > limit]
     if over:
-        return GateVerdict("over", [f"kernel {kernel} on {device} has {excess:,} excess wavefronts (limit "
+        return GateVerdict("over", [f"kernel {readable(kernel)} on {device} has {excess:,} excess wavefronts (limit "
                                     f"--fail-on-excess {limit})" for kernel, device, excess in over])
-    stopped = [analysis.kernel for analysis in analyses if "partial" in analysis.launch]
+    stopped = [readable(analysis.kernel) for analysis in analyses if "partial" in analysis.launch]
     if stopped:
         return GateVerdict("cannot_vouch", [
             f"--fail-on-excess cannot vouch for {', '.join(stopped)}: the emulation stopped at a limit before it "
