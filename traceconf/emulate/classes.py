@@ -92,6 +92,8 @@ def exact_value(value: np.ndarray, type_name: str) -> np.ndarray:
 
 
 def _full(array, size: int) -> np.ndarray:
+    if type(array) is np.ndarray and array.shape == (size,):
+        return array
     return np.broadcast_to(np.asarray(array), (size,))
 
 
@@ -125,6 +127,11 @@ class Check:
 # --------------------------------------------------------------------------- per-instruction checks any level builds on
 
 
+def _carries(bits, flags) -> bool:
+    """Whether any lane's taint ``bits`` has one of ``flags`` (one reduction: most values depend on no CTA)."""
+    return bool(int(np.bitwise_or.reduce(np.asarray(bits), axis=None)) & int(flags))
+
+
 def _cta_lanes(bits, size: int, active: np.ndarray) -> np.ndarray:
     return active & ((_full(bits, size) & CTA) != 0)
 
@@ -149,11 +156,14 @@ def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> C
     depends on the CTA index."""
     def before(m, active):
         pairs = [s(m) for s in sources]
+        if not any(_carries(b, CTA) for _, b in pairs) and (guard is None or not _carries(guard(m)[1], CTA | OPAQUE)):
+            return None              # nothing here depends on the CTA index: nothing is touched
         size = m.size
         # a result that is unknown anyway (loaded data, ...) needs no affinity: every use of it is explored or
         # unresolved, alike in every CTA, whatever its value
-        known = active & ~np.logical_or.reduce([_unknown(b, size) for _, b in pairs]) if pairs else active
-        cta = [_cta_lanes(b, size, known) for _, b in pairs]
+        known = active & ~np.logical_or.reduce([_unknown(b, size) for _, b in pairs]) \
+            if any(_carries(b, taint.UNKNOWN) for _, b in pairs) else active
+        cta = [_cta_lanes(b, size, known) if _carries(b, CTA) else np.zeros(size, dtype=bool) for _, b in pairs]
         touched = np.logical_or.reduce(cta) if cta else np.zeros(size, dtype=bool)
         # a guard that depends on the CTA index other than through decisions decides whether the write happens:
         # the destination is opaque in every lane it guards, written here or not
@@ -198,6 +208,8 @@ def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=No
         both = _full(tx, size) | _full(ty, size)
         for extra in ([guard] if guard is not None else []) + list(inputs):
             both = both | _full(extra(m)[1], size)
+        if not _carries(both, CTA | OPAQUE):
+            return None              # neither opaque nor affine anywhere: no decision to record
         opaque = active & ((both & OPAQUE) != 0)
         if opaque.any():
             m.watch.unclassable(opaque)
@@ -229,6 +241,9 @@ def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool =
 
     def before(m, active):
         size = m.size
+        if guard is None and not any(_carries(operand(m)[1], forbidden) for operand in addresses) and \
+                not any(_carries(operand(m)[1], CTA | OPAQUE) for operand in constant):
+            return None              # nothing can vary between the CTAs of a box
         bad = np.zeros(size, dtype=bool)
         executing = active
         if guard is not None:

@@ -27,12 +27,16 @@ BYTE_TAINT = np.uint64(0xFF)
 #: Bits kept per byte: everything below the missing-parameter bits.
 _KEPT = int(taint.LOADED | taint.FLOAT | taint.UNMODELLED | taint.CTA | taint.SHARED_WINDOW | taint.BRANCH)
 _UNSET = np.uint8(int(taint.UNMODELLED))
+#: Bits a byte does not keep as they are: missing parameters, the CTA-class refinements.
+_REFINED = int(taint.PARAMS | taint.CTA_DECIDED | taint.CTA_OPAQUE)
 
 
 def compress(bits: np.ndarray) -> np.ndarray:
     """Per-byte form of value taints (missing parameters become 'not modelled'; the CTA-class refinements
     become plain CTA dependence, which a load turns opaque while classes are sought: see emulate/classes)."""
     bits = np.asarray(bits, dtype=np.uint64)
+    if not int(np.bitwise_or.reduce(bits, axis=None)) & _REFINED:
+        return (bits & U64(_KEPT)).astype(np.uint8)      # nothing to turn into 'not modelled' or plain CTA
     lost = (bits & taint.PARAMS) != 0
     cta = (bits & taint.CTA_ANY) != 0
     return ((bits & U64(_KEPT)) | np.where(lost, taint.UNMODELLED, taint.ZERO)
@@ -123,6 +127,17 @@ class SharedContents:
         if not _aligned(self.data, start, size):
             return None
         return gather(self.data, self.taint, start, size)
+
+    def load_lanes(self, cta_base: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
+        """Values and taints per thread, as :meth:`load` gives them at ``lanes`` (anything elsewhere): read for
+        every thread at once (other threads at their CTA's byte 0), no per-lane selection."""
+        inside = lanes & (offsets >= 0) & (offsets <= self.bytes_per_cta - size)
+        everywhere = inside.all()
+        start = cta_base + (offsets if everywhere else np.where(inside, offsets, 0))
+        values, bits = gather(self.data, self.taint, start, size)
+        if not everywhere:
+            bits = np.where(inside | ~lanes, bits, taint.UNMODELLED)
+        return values, bits
 
     def load(self, cta_index, offsets, size, lanes) -> tuple[np.ndarray, np.ndarray]:
         """Values and taints per thread (unknown where outside the CTA's shared memory or not a lane)."""

@@ -53,6 +53,7 @@ from traceconf.emulate.launch import missing_params_message
 from traceconf.errors import InputError
 from traceconf.ptx.opcodes import may_access_shared
 
+U64 = np.uint64
 #: Steps between two looks at the clock and the memory in use (a step costs microseconds); the work budget is
 #: checked at every step.
 LIMIT_POLL_STEPS = 512
@@ -90,7 +91,7 @@ def guard_reader(slot: Slot, ctx: Context):
 
     def condition(m):
         value, bits = read(m)
-        return (np.broadcast_to(value, (m.size,)) & np.uint64(1)) == want, np.broadcast_to(bits, (m.size,))
+        return (m.spread(value) & np.uint64(1)) == want, m.spread(bits)
     return condition
 
 
@@ -112,6 +113,13 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
         if not bits.any():
             body(m, active & holds)
             return
+        if mask is None:
+            low, high = int(bits.min()), int(bits.max())
+            if low == high and not low & int(taint.UNKNOWN):
+                # every thread runs here and the guard's taint is one known value: a scalar does (nothing is
+                # unknown; the accesses' masks need no look at it, see Machine.record_access)
+                uniform(m, holds, U64(low))
+                return
         m.guard_taint = np.where(active, bits, taint.ZERO)
         if shared is not None and (m.guard_taint & taint.CTA_ANY).any():
             m.findings.cta_dependent(shared, "shared-memory predicate (active mask)")
@@ -123,6 +131,17 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
         for key in destinations:
             if key in m.taints:
                 m.taints[key] = np.where(skipped, m.taints[key] | m.guard_taint, m.taints[key])
+        m.guard_taint = taint.ZERO
+
+    def uniform(m, holds, bits):
+        if shared is not None and bits & taint.CTA_ANY:
+            m.findings.cta_dependent(shared, "shared-memory predicate (active mask)")
+        m.guard_taint = bits
+        body(m, holds)
+        skipped = ~holds
+        for key in destinations:
+            if key in m.taints:
+                m.taints[key] = np.where(skipped, m.taints[key] | bits, m.taints[key])
         m.guard_taint = taint.ZERO
     return run
 
@@ -405,8 +424,8 @@ class Machine(ThreadState):
     def known_lanes(self, slot: Slot, lanes: np.ndarray, bits: np.ndarray, what: str) -> np.ndarray | None:
         """``lanes`` without the warps where some lane's ``bits`` are unknown (those executions are reported
         unresolved, counted); None when no lane is left."""
-        selected = bits if lanes is self.valid and self.all_valid else bits[lanes]
-        active_bits = int(np.bitwise_or.reduce(selected)) if len(selected) else 0
+        active_bits = int(np.bitwise_or.reduce(bits) if lanes is self.valid and self.all_valid else
+                          np.bitwise_or.reduce(bits, where=lanes, initial=0))
         self.check_known(slot, active_bits, f"shared-memory {what}")
         if not active_bits & int(taint.UNKNOWN):
             return lanes
@@ -476,6 +495,7 @@ class Machine(ThreadState):
                       lanes: np.ndarray, op: int = 0) -> None:
         """Log one execution per warp with an active lane (``lanes``); inactive lanes become -1."""
         guard_bits = self.guard_taint
+        # a scalar guard taint is known and was noted by with_guard (CTA dependence): the mask needs no look
         if isinstance(guard_bits, np.ndarray):
             lanes = self.known_lanes(slot, lanes, guard_bits, "predicate (active mask)")
             if lanes is None:

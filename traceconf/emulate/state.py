@@ -110,6 +110,12 @@ class ThreadState:
         self.regs[key] = np.where(mask, value, old)
         self.taints[key] = np.where(mask, bits, old_bits)
 
+    def spread(self, value) -> np.ndarray:
+        """``value`` with one (read-only) element per thread: an array already so is itself, a scalar a view."""
+        if type(value) is np.ndarray and value.shape == (self.size,):
+            return value
+        return np.broadcast_to(value, (self.size,))
+
     def full(self, value) -> np.ndarray:
         """``value`` as a uint64 array with one element per thread (scalars are spread)."""
         if type(value) is np.ndarray and value.shape == (self.size,):
