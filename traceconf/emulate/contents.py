@@ -131,13 +131,11 @@ class SharedContents:
     def load_lanes(self, cta_base: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
         """Values and taints per thread, as :meth:`load` gives them at ``lanes`` (anything elsewhere): read for
         every thread at once (other threads at their CTA's byte 0), no per-lane selection."""
+        if int(offsets.min()) >= 0 and int(offsets.max()) <= self.bytes_per_cta - size:
+            return gather(self.data, self.taint, cta_base + offsets, size)      # every thread's is inside
         inside = lanes & (offsets >= 0) & (offsets <= self.bytes_per_cta - size)
-        everywhere = inside.all()
-        start = cta_base + (offsets if everywhere else np.where(inside, offsets, 0))
-        values, bits = gather(self.data, self.taint, start, size)
-        if not everywhere:
-            bits = np.where(inside | ~lanes, bits, taint.UNMODELLED)
-        return values, bits
+        values, bits = gather(self.data, self.taint, cta_base + np.where(inside, offsets, 0), size)
+        return values, np.where(inside | ~lanes, bits, taint.UNMODELLED)
 
     def load(self, cta_index, offsets, size, lanes) -> tuple[np.ndarray, np.ndarray]:
         """Values and taints per thread (unknown where outside the CTA's shared memory or not a lane)."""

@@ -110,11 +110,12 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
 
     def run(m, active, mask):
         holds, bits = guard(m)
-        if not bits.any():
+        one = bits.strides == (0,)          # a scalar taint spread to every thread (ThreadState.spread)
+        if not (bits[0] if one else bits.any()):
             body(m, active & holds)
             return
         if mask is None:
-            low, high = int(bits.min()), int(bits.max())
+            low, high = (int(bits[0]),) * 2 if one else (int(bits.min()), int(bits.max()))
             if low == high and not low & int(taint.UNKNOWN):
                 # every thread runs here and the guard's taint is one known value: a scalar does (nothing is
                 # unknown; the accesses' masks need no look at it, see Machine.record_access)
@@ -516,7 +517,11 @@ class Machine(ThreadState):
             rows = np.flatnonzero(lanes.reshape(-1, self.warp_size).any(axis=1))
             if not len(rows):
                 return
-            addresses = np.where(lanes, offsets, -1).reshape(-1, self.warp_size)[rows]
+            # inactive lanes -1: offsets | (1 - 1) where active, offsets | (0 - 1) elsewhere (no branch per lane,
+            # which a data-dependent mask makes costly in np.where)
+            addresses = (offsets | (lanes.astype(np.int64) - 1)).reshape(-1, self.warp_size)
+            if len(rows) < len(addresses):
+                addresses = addresses[rows]
             highest = int(addresses.max())
         self.findings.note_extent(slot, highest + size)
         self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, addresses, op))

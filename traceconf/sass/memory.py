@@ -93,7 +93,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
         lanes = m.valid if mask is None else mask
         if row_lanes:
             lanes = lanes & (m.lane < row_lanes)
-        bits = m.full(bits)
+        bits = m.spread(bits)
         value = m.full(value)
         outside = None
         if generic:
@@ -108,8 +108,8 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
 
     def shared(m, mask, lanes, value, bits):
         if lanes.any():
-            selected = np.bitwise_or.reduce(bits) if lanes is m.valid else \
-                np.bitwise_or.reduce(bits, where=lanes, initial=0)
+            selected = np.bitwise_or.reduce(bits) if lanes is m.valid or bits.strides == (0,) else \
+                np.bitwise_or.reduce(bits[np.flatnonzero(lanes)])
             if not m.address_unknown(slot, int(selected), "address"):
                 raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
                 # the reserved window start maps to byte 0; an address inside the reserved part stays as is
