@@ -60,12 +60,17 @@ def _fold(bits: np.ndarray, size: int) -> np.ndarray:
     return bits & BYTE_TAINT
 
 
-def gather(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Little-endian values of ``size`` bytes at ``start`` (int64 byte indices) and the OR of their taints."""
+def gather(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: int, one_taint: bool = False
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Little-endian values of ``size`` bytes at ``start`` (int64 byte indices) and the OR of their taints
+    (``one_taint``: one scalar where every word read has the same byte taints, the common case)."""
     if _aligned(data, start, size):
         word = start // size
-        return (data.view(_WORD[size])[word].astype(np.uint64),
-                _fold(byte_taint.view(_WORD[size])[word], size))
+        taints = byte_taint.view(_WORD[size])[word]
+        if one_taint and len(taints) and taints.min() == taints.max():
+            taints = taints[:1]
+            return data.view(_WORD[size])[word].astype(np.uint64), _fold(taints, size)[0]
+        return data.view(_WORD[size])[word].astype(np.uint64), _fold(taints, size)
     index = start[:, None] + np.arange(size, dtype=np.int64)
     raw = np.zeros((len(start), 8), dtype=np.uint8)
     raw[:, :size] = data[index]
@@ -130,12 +135,15 @@ class SharedContents:
 
     def load_lanes(self, cta_base: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
         """Values and taints per thread, as :meth:`load` gives them at ``lanes`` (anything elsewhere): read for
-        every thread at once (other threads at their CTA's byte 0), no per-lane selection."""
+        every thread at once, no per-lane selection; the taint may be one scalar for all (gather)."""
         if int(offsets.min()) >= 0 and int(offsets.max()) <= self.bytes_per_cta - size:
-            return gather(self.data, self.taint, cta_base + offsets, size)      # every thread's is inside
-        inside = lanes & (offsets >= 0) & (offsets <= self.bytes_per_cta - size)
-        values, bits = gather(self.data, self.taint, cta_base + np.where(inside, offsets, 0), size)
-        return values, np.where(inside | ~lanes, bits, taint.UNMODELLED)
+            return gather(self.data, self.taint, cta_base + offsets, size, one_taint=True)   # all inside
+        # threads outside (often ones not running, whose address register holds anything) read byte 0: a
+        # product, not np.where, whose per-lane branch costs on an irregular mask
+        inside = (offsets >= 0) & (offsets <= self.bytes_per_cta - size)
+        values, bits = gather(self.data, self.taint, cta_base + offsets * inside, size, one_taint=True)
+        outside = lanes & ~inside
+        return values, (np.where(outside, taint.UNMODELLED, bits) if outside.any() else bits)
 
     def load(self, cta_index, offsets, size, lanes) -> tuple[np.ndarray, np.ndarray]:
         """Values and taints per thread (unknown where outside the CTA's shared memory or not a lane)."""

@@ -139,10 +139,13 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
             m.findings.cta_dependent(shared, "shared-memory predicate (active mask)")
         m.guard_taint = bits
         body(m, holds)
-        skipped = ~holds
+        skipped = None
         for key in destinations:
-            if key in m.taints:
-                m.taints[key] = np.where(skipped, m.taints[key] | bits, m.taints[key])
+            written = m.taints.get(key)
+            if written is None or (np.ndim(written) == 0 and written | bits == written):
+                continue                # a scalar taint that has the guard's already (written with it)
+            skipped = ~holds if skipped is None else skipped
+            m.taints[key] = np.where(skipped, written | bits, written)
         m.guard_taint = taint.ZERO
     return run
 
@@ -340,18 +343,23 @@ class Machine(ThreadState):
         # the work budget left, in steps of this machine's width (None: no work limit)
         left = self.limits.steps_left(size // self.warp_size) if self.limits is not None else None
         cap = self.max_steps if left is None else min(self.max_steps, left)
+        everyone = np.ones(size, dtype=bool)
+        together = end              # the pc of every thread when the last step ran them all and fell through
         while True:
-            p = int(pc.min())
-            if p >= end:
-                if p == WAIT:
-                    waiting = pc == WAIT
-                    pc[waiting] = self.resume[waiting]
+            if together < end:
+                p, active = together, everyone
+            else:
+                p = int(pc.min())
+                if p >= end:
+                    if p == WAIT:
+                        waiting = pc == WAIT
+                        pc[waiting] = self.resume[waiting]
+                        continue
+                    if p == EXIT:
+                        return
+                    pc[pc == p] = EXIT         # fell off the end of the kernel
                     continue
-                if p == EXIT:
-                    return
-                pc[pc == p] = EXIT         # fell off the end of the kernel
-                continue
-            active = pc == p
+                active = pc == p
             self.steps += 1
             if self.steps > cap:
                 self.steps -= 1           # this step does not run
@@ -366,11 +374,16 @@ class Machine(ThreadState):
                     self.doubt[back] = -1
                     self.any_doubt = bool((self.doubt >= 0).any())
             op = compiled[p]
-            mask = None if np.count_nonzero(active) == size else active
+            mask = None if active is everyone or np.count_nonzero(active) == size else active
             check = self.watch.checks[p] if self.watch is not None else None
             token = check.before(self, active) if check is not None else None
+            together = end
             if op.control:
                 op.run(self, active, mask)
+            elif mask is None:
+                op.run(self, active, mask)
+                pc.fill(p + 1)
+                together = p + 1
             else:
                 op.run(self, active, mask)
                 pc[active] = p + 1
@@ -425,8 +438,8 @@ class Machine(ThreadState):
     def known_lanes(self, slot: Slot, lanes: np.ndarray, bits: np.ndarray, what: str) -> np.ndarray | None:
         """``lanes`` without the warps where some lane's ``bits`` are unknown (those executions are reported
         unresolved, counted); None when no lane is left."""
-        active_bits = int(np.bitwise_or.reduce(bits) if lanes is self.valid and self.all_valid else
-                          np.bitwise_or.reduce(bits, where=lanes, initial=0))
+        active_bits = int(np.bitwise_or.reduce(bits if lanes is self.valid and self.all_valid else
+                                               bits[np.flatnonzero(lanes)], initial=0))
         self.check_known(slot, active_bits, f"shared-memory {what}")
         if not active_bits & int(taint.UNKNOWN):
             return lanes
