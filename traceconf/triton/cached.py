@@ -90,6 +90,24 @@ def analyze_task(task: dict, device: str) -> tuple[pd.DataFrame, list[str]]:
     return frame, [f"{line} ({task['launch']})" for line in frame.attrs.get("failures", [])]
 
 
+def _with_params(records: list[dict], kernels: list[CachedKernel]) -> list[dict]:
+    """Every record in record_launches' form: a tritonparse launch names its arguments, and the kernel's
+    parameters (from its IR in the cache) say which are the PTX parameters, in order."""
+    from traceconf.triton.structured_log import resolved
+    by_hash = {kernel.hash: kernel for kernel in kernels}
+    parameters: dict[str, list] = {}
+    out = []
+    for record in records:
+        if "arguments" not in record:
+            out.append(record)
+        elif record["hash"] in by_hash:       # a launch of a kernel this cache lacks (or another GPU's) is no task
+            kernel = by_hash[record["hash"]]
+            if kernel.hash not in parameters:
+                parameters[kernel.hash] = kernel.parameters()
+            out.append(resolved(record, parameters[kernel.hash]))
+    return out
+
+
 def harvest_cache(path: Path, records: list[dict], device: str, arch: str, workers: int = 1) -> ConflictTable:
     """Every kernel of the cache compiled for ``arch`` (the device's architecture), at every recorded launch;
     kernels compiled for another architecture are failures (their SASS is another GPU's)."""
@@ -99,7 +117,7 @@ def harvest_cache(path: Path, records: list[dict], device: str, arch: str, worke
     kernels = [kernel for kernel in found if capability(kernel.arch) == capability(arch)]
     others = [f"{kernel.cubin}: kernel {kernel.name} was compiled for {kernel.arch}, not for {device} "
               f"({arch}): harvest it with --device {kernel.arch}" for kernel in found if kernel not in kernels]
-    work = tasks(kernels, records)
+    work = tasks(kernels, _with_params(records, kernels))
     if workers > 1 and len(work) > 1:
         from concurrent.futures import ProcessPoolExecutor
         with ProcessPoolExecutor(min(workers, len(work))) as pool:
