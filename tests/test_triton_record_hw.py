@@ -64,7 +64,7 @@ def harvested(log: str):
 
 
 def rows_of(table, record: dict):
-    from traceconf.triton.cached import _label, launch_params  # noqa: F401  (the label a harvest gives a launch)
+    from traceconf.triton.cached import _label      # the label a harvest gives a launch
     label = _label(record["grid"], record["params"])
     return table[(table.cache_hash == record["hash"]) & (table.launch == label)]
 

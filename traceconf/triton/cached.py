@@ -69,13 +69,19 @@ def analyze_task(task: dict, device: str) -> tuple[pd.DataFrame, list[str]]:
     """(rows, failure lines) of one kernel at one launch."""
     from traceconf import api
 
+    from traceconf.triton.memo import launch_key, remembered
+
     kernel: CachedKernel = task["kernel"]
-    try:
+    block = (32 * kernel.num_warps, 1, 1)
+
+    def analyse() -> pd.DataFrame:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            frame = api.analyze_sass(kernel.cubin, kernel=kernel.name, block=32 * kernel.num_warps,
-                                     grid=task["grid"], params=task["params"], dynamic_smem=kernel.shared_bytes,
-                                     devices=[device])
+            return api.analyze_sass(kernel.cubin, kernel=kernel.name, block=block, grid=task["grid"],
+                                    params=task["params"], dynamic_smem=kernel.shared_bytes, devices=[device])
+    try:
+        frame = remembered(launch_key(kernel.cubin.read_bytes(), kernel.name, block, task["grid"], task["params"],
+                                      kernel.shared_bytes, device, {}), analyse)
     except InputError as error:
         return pd.DataFrame(), [f"{error} (kernel {kernel.name}, {task['launch']})"]
     except Exception as error:   # one kernel's failure, whatever it is, never hides the others
