@@ -52,6 +52,18 @@ def test_compressed_logs_and_a_log_folder_read_alike(tmp_path):
     assert resolved(folder) == resolved(LOG)
 
 
+@pytest.mark.parametrize("head", [b"\x28\xb5\x2f\xfd", b"\x1f\x8b"], ids=["zstd", "gzip"])
+def test_a_damaged_compressed_log_is_bad_input(tmp_path, head):
+    import zstandard
+    whole = zstandard.ZstdCompressor().compress(LOG.read_bytes()) if head == b"\x28\xb5\x2f\xfd" \
+        else gzip.compress(LOG.read_bytes())
+    damaged = tmp_path / "log.bin.ndjson"
+    damaged.write_bytes(whole[: len(whole) // 2] + b"garbage")
+    with pytest.raises(InputError, match="cannot read the log") as error:
+        read_launches(damaged)
+    assert error.value.file == str(damaged)
+
+
 def test_a_folder_without_logs_names_itself(tmp_path):
     with pytest.raises(InputError, match="no tritonparse log") as empty:
         read_launches(tmp_path)

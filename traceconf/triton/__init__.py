@@ -147,7 +147,8 @@ def explain_compiled(compiled: CompiledLaunch, device: str, instruction: int | N
 def harvest(path: str | Path | None = None, launches: str | Path | None = None, device: str = DEFAULT_DEVICE,
             workers: int = 1) -> ConflictTable:
     """Every kernel of a Triton cache (``path``, else ``TRITON_CACHE_DIR``, else ``~/.triton/cache``) at every
-    recorded launch (:func:`record_launches`' JSON lines): one block of rows per kernel and launch."""
+    recorded launch (``launches``: :func:`record_launches`' JSON lines, or a tritonparse log file or folder,
+    :mod:`traceconf.triton.structured_log`): one block of rows per kernel and launch."""
     from traceconf.triton.cached import harvest_cache
     return harvest_cache(cache_dir(path), read_launches(launches) if launches else [], device, _arch(device),
                          workers)

@@ -92,6 +92,8 @@ def read_launches(path: str | Path) -> list[dict]:
         lines = Path(path).read_text().splitlines()
     except OSError as error:
         raise InputError(f"cannot read launch records: {error.strerror}", file=str(path)) from None
+    except UnicodeError:
+        raise InputError("not launch records (not UTF-8 text)", file=str(path)) from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue

@@ -32,6 +32,8 @@ import re
 from pathlib import Path
 from typing import Iterator
 
+import zstandard
+
 from traceconf.errors import DATA_ERRORS, InputError
 
 _GZIP, _ZSTD = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
@@ -43,6 +45,13 @@ def is_structured_log(path: Path) -> bool:
     """Whether ``path`` is a tritonparse log (a folder of them, or a file whose first event has an
     ``event_type``) rather than record_launches' JSON lines."""
     if path.is_dir():
+        return True
+    try:
+        with path.open("rb") as head:
+            magic = head.read(4)
+    except OSError:
+        return False                     # the record reader says why it cannot be read
+    if magic.startswith(_GZIP) or magic == _ZSTD:    # record_launches writes plain text: compressed is tritonparse's
         return True
     for _, _, event in _events_of(path):
         return "event_type" in event
@@ -67,10 +76,22 @@ def _text(path: Path) -> io.TextIOBase:
     if magic.startswith(_GZIP):
         return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8")
     if magic == _ZSTD:
-        import zstandard
-        return io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True),
-                                encoding="utf-8")
+        with raw:
+            return io.StringIO(_zstd_frames(raw.read()).decode("utf-8"))
     return io.TextIOWrapper(raw, encoding="utf-8")
+
+
+def _zstd_frames(data: bytes) -> bytes:
+    """The concatenated zstd frames' contents; a truncated frame is an error (zstandard's stream reader would
+    end quietly)."""
+    out = []
+    while data:
+        frame = zstandard.ZstdDecompressor().decompressobj()
+        out.append(frame.decompress(data))
+        if not frame.eof:
+            raise ValueError("truncated zstd frame")
+        data = frame.unused_data
+    return b"".join(out)
 
 
 def _events_of(path: Path) -> Iterator[tuple[str, int, dict]]:
@@ -89,7 +110,7 @@ def _events_of(path: Path) -> Iterator[tuple[str, int, dict]]:
                 yield str(path), number, event
     except InputError:
         raise
-    except DATA_ERRORS as error:
+    except (*DATA_ERRORS, zstandard.ZstdError) as error:      # a damaged or truncated compressed log
         raise InputError(f"cannot read the log: {error}", file=str(path)) from None
 
 
