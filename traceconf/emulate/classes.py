@@ -92,6 +92,9 @@ def exact_value(value: np.ndarray, type_name: str) -> np.ndarray:
 
 
 def _full(array, size: int) -> np.ndarray:
+    """``array`` with one element per thread, read-only (a per-thread array is taken as it is)."""
+    if type(array) is np.ndarray and array.shape == (size,):
+        return array
     return np.broadcast_to(np.asarray(array), (size,))
 
 
