@@ -121,3 +121,14 @@ def test_the_matmul_gap_is_only_its_ldgsts_copies():
     wrong = {pc for pc, row in measured.items() if kind_of(row["Source"]) in LSU_KINDS
              and wavefronts[pc] != int(row["L1 Wavefronts Shared"] or 0)}
     assert wrong and all(measured[pc]["Source"].lstrip("@!P0123456789 ").startswith("LDGSTS") for pc in wrong)
+
+
+def test_the_collection_script_switches_recording_on_without_a_gpu(tmp_path):
+    """What the GPU machine runs, up to the point it needs the GPU: the recording is switched on first."""
+    import os
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, str(REPO / "scripts" / "hw" / "triton_record.py"), "run", str(tmp_path)],
+                         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert f"'record_launches': '{tmp_path / 'launches.jsonl'}'" in run.stdout and "no GPU" in run.stdout
