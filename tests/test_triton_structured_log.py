@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from traceconf.errors import InputError
-from traceconf.triton.cached import _with_params
+from traceconf.triton.cached import resolve_records
 from traceconf.triton.records import read_cache, read_launches
 from traceconf.triton.structured_log import kernel_parameters
 
@@ -28,7 +28,9 @@ pytestmark = pytest.mark.skipif(not LOG.exists(), reason="the recorded run is no
 
 
 def resolved(path: Path) -> list[dict]:
-    return _with_params(read_launches(path), read_cache(DATA / "cache"))
+    records, failures = resolve_records(read_launches(path), read_cache(DATA / "cache"))
+    assert not failures
+    return records
 
 
 def test_launch_events_become_the_records_record_launches_wrote():
@@ -107,6 +109,18 @@ def test_bad_launch_events_name_file_and_line(tmp_path):
     assert garbage.value.line == 2
 
 
+def test_a_launch_logged_without_arguments_is_a_failure_line(tmp_path):
+    import traceconf.triton
+    note = "argument extraction skipped during CUDA graph capture"
+    path, number = _edited(tmp_path, lambda event: event.update(extracted_args={"_note": note}))
+    records, failures = resolve_records(read_launches(path), read_cache(DATA / "cache"))
+    assert failures == [f"{path}:{number}: launch of softmax_kernel not analysed: tritonparse logged no arguments "
+                        f"({note})"]
+    assert len(records) == len(resolved(LOG)) - 1
+    table = traceconf.triton.harvest(DATA / "cache", path)
+    assert failures[0] in table.attrs["failures"] and table.attrs["launches"] == 4     # the other launches go on
+
+
 def test_kernel_parameters_are_the_ir_signature_without_folded_constants():
     matmul = next((DATA / "cache").glob("*/matmul_kernel.source")).read_text()
     parameters = kernel_parameters(matmul)
@@ -124,7 +138,7 @@ def test_a_cache_without_ir_cannot_match_arguments(tmp_path):
     for ir in cache.glob("*/*.source"):
         ir.unlink()
     with pytest.raises(InputError, match="no Triton IR"):
-        _with_params(read_launches(LOG), read_cache(cache))
+        resolve_records(read_launches(LOG), read_cache(cache))
 
 
 def test_the_harvest_command_takes_a_tritonparse_log(tmp_path):

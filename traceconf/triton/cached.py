@@ -96,22 +96,29 @@ def analyze_task(task: dict, device: str) -> tuple[pd.DataFrame, list[str]]:
     return frame, [f"{line} ({task['launch']})" for line in frame.attrs.get("failures", [])]
 
 
-def _with_params(records: list[dict], kernels: list[CachedKernel]) -> list[dict]:
-    """Every record in record_launches' form: a tritonparse launch names its arguments, and the kernel's
-    parameters (from its IR in the cache) say which are the PTX parameters, in order."""
+def resolve_records(records: list[dict], kernels: list[CachedKernel]) -> tuple[list[dict], list[str]]:
+    """(records in record_launches' form, failure lines).  A tritonparse launch names its arguments, and the
+    kernel's parameters (from its IR in the cache) say which are the PTX parameters, in order; a launch it
+    logged without arguments (inside a CUDA graph capture) cannot be analysed and is a failure line."""
     from traceconf.triton.structured_log import resolved
     by_hash = {kernel.hash: kernel for kernel in kernels}
     parameters: dict[str, list] = {}
-    out = []
+    out, failures = [], []
     for record in records:
         if "arguments" not in record:
             out.append(record)
-        elif record["hash"] in by_hash:       # a launch of a kernel this cache lacks (or another GPU's) is no task
+        elif record["hash"] not in by_hash:    # a launch of a kernel this cache lacks (or another GPU's) is no task
+            continue
+        elif record.get("unrecorded"):
+            file, line = record["at"]
+            failures.append(f"{file}:{line}: launch of {record['kernel']} not analysed: tritonparse logged no "
+                            f"arguments ({record['unrecorded']})")
+        else:
             kernel = by_hash[record["hash"]]
             if kernel.hash not in parameters:
                 parameters[kernel.hash] = kernel.parameters()
             out.append(resolved(record, parameters[kernel.hash]))
-    return out
+    return out, failures
 
 
 def harvest_cache(path: Path, records: list[dict], device: str, arch: str, workers: int = 1) -> ConflictTable:
@@ -123,7 +130,8 @@ def harvest_cache(path: Path, records: list[dict], device: str, arch: str, worke
     kernels = [kernel for kernel in found if capability(kernel.arch) == capability(arch)]
     others = [f"{kernel.cubin}: kernel {kernel.name} was compiled for {kernel.arch}, not for {device} "
               f"({arch}): harvest it with --device {kernel.arch}" for kernel in found if kernel not in kernels]
-    work = tasks(kernels, _with_params(records, kernels))
+    resolved, unresolvable = resolve_records(records, kernels)
+    work = tasks(kernels, resolved)
     if workers > 1 and len(work) > 1:
         from concurrent.futures import ProcessPoolExecutor
         with ProcessPoolExecutor(min(workers, len(work))) as pool:
@@ -132,7 +140,7 @@ def harvest_cache(path: Path, records: list[dict], device: str, arch: str, worke
         done = [analyze_task(task, device) for task in work]
     frames = [frame for frame, _ in done if len(frame)]
     table = ConflictTable(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
-    table.attrs["failures"] = others + [line for _, lines in done for line in lines]
+    table.attrs["failures"] = others + unresolvable + [line for _, lines in done for line in lines]
     table.attrs["kernels"] = len(kernels)
     table.attrs["launches"] = len(work)
     return table

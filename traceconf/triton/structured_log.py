@@ -134,9 +134,12 @@ def _launch(event: dict, file: str, line: int) -> dict:
         raise InputError("tritonparse launch event without compilation_metadata.hash, grid (1 to 3 numbers) and "
                          "extracted_args (was it logged with enable_trace_launch=True?)", file=file, line=line) \
             from None
-    return {"hash": metadata["hash"], "kernel": metadata.get("name") or event.get("name", ""),
-            "grid": dims + [1] * (3 - len(dims)), "num_warps": metadata.get("num_warps"),
-            "arguments": arguments, "at": (file, line)}
+    record = {"hash": metadata["hash"], "kernel": metadata.get("name") or event.get("name", ""),
+              "grid": dims + [1] * (3 - len(dims)), "num_warps": metadata.get("num_warps"),
+              "arguments": arguments, "at": (file, line)}
+    if set(arguments) == {"_note"}:      # tritonparse skips the arguments inside a CUDA graph capture
+        record["unrecorded"] = str(arguments["_note"])
+    return record
 
 
 def kernel_parameters(ir: str) -> list[tuple[str, str]]:
