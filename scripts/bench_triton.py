@@ -142,8 +142,9 @@ def bench_analyze(repeats: int, label: str) -> None:
 
         def cell(runs) -> str:
             return f"{median(c for c, _, _ in runs):.3f} ({median(w for _, w, _ in runs):.2f})"
-        print(f"{name:<24} {cell(compiles):>19} {cell(warms):>15} {median(c for c, _, _ in warms) / compile_cpu:>5.2f}x "
-              f" {cell(firsts):>15} {median(c for c, _, _ in firsts) / compile_cpu:>5.2f}x  "
+        warm_cpu, first_cpu = median(c for c, _, _ in warms), median(c for c, _, _ in firsts)
+        print(f"{name:<24} {cell(compiles):>19} {cell(warms):>15} {warm_cpu / compile_cpu:>5.2f}x "
+              f" {cell(firsts):>15} {first_cpu / compile_cpu:>5.2f}x  "
               f"{int(table.wavefronts.sum()):>10,}  {int(table.excess_wavefronts.sum()):,}")
 
 

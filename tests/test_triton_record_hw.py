@@ -1,7 +1,8 @@
 """A recorded run, harvested here, against the Source pages of its launches (tests/data/hw/triton_record).
 
 ``scripts/hw/collect_triton_record.sh`` ran ``scripts/hw/triton_record.py`` on the GPU machine (an H100;
-a run of the same script on an H200 gave the same wavefronts at every pc) under ``ncu --clock-control none --section SourceCounters --profile-from-start off``:
+a run of the same script on an H200 gave the same wavefronts at every pc) under ``ncu --clock-control none
+--section SourceCounters --profile-from-start off``:
 Triton's tutorial softmax and matmul and a ``torch.compile``d layer_norm → softmax with a column sum
 (Inductor: two kernels), each twice to warm up and once profiled, with what docs/triton.md asks a user to
 switch on: ``traceconf.triton.record_launches`` and tritonparse's ``init(..., enable_trace_launch=True)``.
