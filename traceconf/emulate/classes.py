@@ -92,6 +92,7 @@ def exact_value(value: np.ndarray, type_name: str) -> np.ndarray:
 
 
 def _full(array, size: int) -> np.ndarray:
+    """``array`` with one element per thread, read-only (a per-thread array is taken as it is)."""
     if type(array) is np.ndarray and array.shape == (size,):
         return array
     return np.broadcast_to(np.asarray(array), (size,))
@@ -127,9 +128,11 @@ class Check:
 # --------------------------------------------------------------------------- per-instruction checks any level builds on
 
 
-def _carries(bits, flags) -> bool:
-    """Whether any lane's taint ``bits`` has one of ``flags`` (one reduction: most values depend on no CTA)."""
-    return bool(int(np.bitwise_or.reduce(np.asarray(bits), axis=None)) & int(flags))
+def _has(bits, flags: int) -> bool:
+    """Whether any lane's taint ``bits`` (an array, or one value for all lanes) has one of ``flags``."""
+    if isinstance(bits, np.ndarray):
+        return bool((bits & flags).any())
+    return bool(np.uint64(bits) & flags)
 
 
 def _cta_lanes(bits, size: int, active: np.ndarray) -> np.ndarray:
@@ -156,18 +159,21 @@ def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> C
     depends on the CTA index."""
     def before(m, active):
         pairs = [s(m) for s in sources]
-        if not any(_carries(b, CTA) for _, b in pairs) and (guard is None or not _carries(guard(m)[1], CTA | OPAQUE)):
-            return None              # nothing here depends on the CTA index: nothing is touched
+        guard_bits = guard(m)[1] if guard is not None else None
+        # most instructions touch no CTA-dependent value: nothing below can then mark a lane (the per-lane
+        # masks are all false), and this test costs a fraction of building them
+        if not any(_has(bits, CTA) for _, bits in pairs) and (guard_bits is None or not _has(guard_bits, CTA | OPAQUE)):
+            return None
         size = m.size
         # a result that is unknown anyway (loaded data, ...) needs no affinity: every use of it is explored or
         # unresolved, alike in every CTA, whatever its value
         known = active & ~np.logical_or.reduce([_unknown(b, size) for _, b in pairs]) \
-            if any(_carries(b, taint.UNKNOWN) for _, b in pairs) else active
-        cta = [_cta_lanes(b, size, known) if _carries(b, CTA) else np.zeros(size, dtype=bool) for _, b in pairs]
+            if any(_has(b, taint.UNKNOWN) for _, b in pairs) else active
+        cta = [_cta_lanes(b, size, known) if _has(b, CTA) else np.zeros(size, dtype=bool) for _, b in pairs]
         touched = np.logical_or.reduce(cta) if cta else np.zeros(size, dtype=bool)
         # a guard that depends on the CTA index other than through decisions decides whether the write happens:
         # the destination is opaque in every lane it guards, written here or not
-        guarded = _varies(guard(m)[1], size, active) if guard is not None else None
+        guarded = _varies(guard_bits, size, active) if guard is not None else None
         if guarded is not None:
             touched = touched | guarded
         if not touched.any():
@@ -208,7 +214,7 @@ def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=No
         both = _full(tx, size) | _full(ty, size)
         for extra in ([guard] if guard is not None else []) + list(inputs):
             both = both | _full(extra(m)[1], size)
-        if not _carries(both, CTA | OPAQUE):
+        if not _has(both, CTA | OPAQUE):
             return None              # neither opaque nor affine anywhere: no decision to record
         opaque = active & ((both & OPAQUE) != 0)
         if opaque.any():
@@ -241,8 +247,8 @@ def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool =
 
     def before(m, active):
         size = m.size
-        if guard is None and not any(_carries(operand(m)[1], forbidden) for operand in addresses) and \
-                not any(_carries(operand(m)[1], CTA | OPAQUE) for operand in constant):
+        if guard is None and not any(_has(operand(m)[1], forbidden) for operand in addresses) and \
+                not any(_has(operand(m)[1], CTA | OPAQUE) for operand in constant):
             return None              # nothing can vary between the CTAs of a box
         bad = np.zeros(size, dtype=bool)
         executing = active
