@@ -143,7 +143,9 @@ class SharedContents:
         inside = (offsets >= 0) & (offsets <= self.bytes_per_cta - size)
         values, bits = gather(self.data, self.taint, cta_base + offsets * inside, size, one_taint=True)
         outside = lanes & ~inside
-        return values, (np.where(outside, taint.UNMODELLED, bits) if outside.any() else bits)
+        if outside.any():       # unknown there, as load() has it
+            return np.where(outside, U64(0), values), np.where(outside, taint.UNMODELLED, bits)
+        return values, bits
 
     def load(self, cta_index, offsets, size, lanes) -> tuple[np.ndarray, np.ndarray]:
         """Values and taints per thread (unknown where outside the CTA's shared memory or not a lane)."""
