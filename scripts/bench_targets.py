@@ -16,7 +16,11 @@ cuda-samples reduction, ../shared/corpus/reduction_kernel.ptx), at the samples' 
 * reduce0-reduce6 (blockSize 256) over 16 Mi elements, no data: reduce0-2 on 65,536 CTAs, reduce3-5 on
   32,768, reduce6 on 64 (its grid-stride loop does the rest).
 
-Usage: python3 scripts/bench_targets.py [--repeat 3] [--baseline-tree DIR] [--busy 2] [--only NAME,...]
+``--full`` also runs each launch with every instruction emulated (``TRACECONF_FULL_EMULATION=1``, this tree):
+the speed-up of slicing alone (:mod:`traceconf.emulate.slice`) and the share of warp steps it skips; the two
+outputs must be identical.
+
+Usage: python3 scripts/bench_targets.py [--repeat 3] [--baseline-tree DIR] [--busy 2] [--full] [--only NAME,...]
 """
 
 from __future__ import annotations
@@ -79,9 +83,10 @@ main()
 """
 
 
-def run(args: list[str], tree: Path, counting: bool) -> tuple[float, str, str]:
-    """(CPU seconds, stdout, stderr) of one ``analyze`` run with the package of ``tree``."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
+def run(args: list[str], tree: Path, counting: bool, full: bool = False) -> tuple[float, str, str]:
+    """(CPU seconds, stdout, stderr) of one ``analyze`` run with the package of ``tree`` (``full``: every
+    instruction emulated, no slice)."""
+    env = dict(os.environ, PYTHONPATH=str(tree), TRACECONF_FULL_EMULATION="1" if full else "")
     command = [sys.executable, "-c", COUNTING] if counting else [sys.executable, "-m", "traceconf"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     # outside the repository: ``python -m`` puts the working folder first on sys.path
@@ -114,6 +119,7 @@ def main() -> None:
     parser.add_argument("--baseline-tree", type=Path)
     parser.add_argument("--busy", type=int, default=0, help="CPU-burning processes beside a last run")
     parser.add_argument("--only", help="comma-separated launch names")
+    parser.add_argument("--full", action="store_true", help="also run without the slice (this tree)")
     options = parser.parse_args()
     names = options.only.split(",") if options.only else list(TARGETS)
     print(f"{'launch':<22} {'CPU s':>7} {'baseline':>9} {'speed-up':>8} {'warp steps':>13}  result")
@@ -131,6 +137,13 @@ def main() -> None:
         else:
             same = ""
         note = f"{partial(runs[0][1])}; {'stable' if len(outputs) == 1 else 'OUTPUT VARIES'}"
+        if options.full:
+            full = [run(args, REPO, counting=True, full=True) for _ in range(options.repeat)]
+            full_seconds = statistics.median(r[0] for r in full)
+            full_work = int(full[0][2].rsplit("WORK ", 1)[-1].strip())
+            note += (f"; full emulation {full_seconds:.2f} s ({full_seconds / seconds:.2f}x), {full_work:,} warp steps "
+                     f"({1 - int(work) / max(1, full_work):.0%} skipped), output "
+                     + ("identical" if full[0][1] == runs[0][1] else "DIFFERENT"))
         if options.busy:
             busy = busy_run(args, options.busy)
             note += f"; beside {options.busy} busy: " + ("identical" if busy[1] == runs[0][1] else "DIFFERENT")
