@@ -299,12 +299,30 @@ _PLACES = {"generic": frozenset({"shared", "global", "local"}), "tex": frozenset
 CARRY = "%carry"                # the .cc flag: one per thread, written by .cc, read by addc/subc/madc
 
 
+def _read_keys(row: dict, slot: Slot) -> tuple[list[str], list[str]]:
+    """(keys read as values, keys read as addresses or guards): every name a source operand gives, ``%`` or not
+    (PTX registers need no ``%``; a name that is a symbol has no writer, which costs nothing)."""
+    operands = row["operands"] or []
+    first = 0 if row["opcode"] in NO_DESTINATION or not operands or operands[0]["kind"] not in ("reg", "vector") \
+        else 1
+    values, places = [], []
+    if row.get("guard"):
+        places.append(register_key(row["guard"].lstrip("!"), slot))
+    for operand in operands[first:]:
+        if operand["kind"] not in ("reg", "vector", "address", "symbol"):
+            continue
+        names = list(operand.get("elements") or []) if operand["kind"] == "vector" else [operand.get("name")]
+        keys = [register_key(name.lstrip("!"), slot) for name in names if name]
+        (places if operand["kind"] == "address" else values).extend(keys)
+    return values, places
+
+
 def ptx_effect(slot: Slot, global_data: bool) -> Effect:
     """What a PTX instruction reads and writes (:mod:`traceconf.emulate.slice`); ``global_data``: --data
     buffers are modelled (then every global access runs: it serves them and notes what it could not)."""
     row = slot.row
     opcode = row["opcode"]
-    values, places = _sources(row, slot)
+    values, places = _read_keys(row, slot)
     defs = set(_ptx_written(slot))
     if "cc" in (row["modifiers"] or []):
         defs.add(CARRY)

@@ -147,7 +147,10 @@ def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
             or entry.affine == "comparison" or "opaque" in entry.flags or "writes" in entry.flags \
             or uncounted_op(family):
         # what it reads: every register it names, but a comparison's destinations
+        # (a transfer to a register reads its pair: ``RET.REL.NODEC R4 `(k)`` returns to R4:R5; the listing
+        # prints such operands without commas)
         read = _named(sources + inputs, width) if entry is not None and entry.affine == "comparison" \
+            else _named([parse_operand(token) for op in ops for token in op.text.split()], 2) if role == "control" \
             else _named(ops, width)
         return Effect(defs=frozenset(defs), kills=kills, places=frozenset(guard | read), seed=True, loaded=role == "load",
                       writes=frozenset({"shared", "global", "local"}) if entry is None or "writes" in entry.flags
