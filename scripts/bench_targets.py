@@ -13,6 +13,8 @@ cuda-samples reduction, ../shared/corpus/reduction_kernel.ptx), at the samples' 
 
 * bitonic sort in shared memory, 1,024 CTAs x 512 threads, 1 Mi random keys and values (--data);
 * histogram64, 261 CTAs x 64, 1 Mi random words; histogram256, 240 CTAs x 192, 1 Mi random words (4 MiB);
+* the convolutionSeparable row pass on a 3072 x 3072 image, 24 x 768 CTAs of 16 x 4 threads, no data
+  (tests/fixtures/emulate/convolution.cu);
 * reduce0-reduce6 (blockSize 256) over 16 Mi elements, no data: reduce0-2 on 65,536 CTAs, reduce3-5 on
   32,768, reduce6 on 64 (its grid-stride loop does the rest).
 
@@ -37,6 +39,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "tests" / "fixtures" / "emulate" / "samples.ptx"
+CONVOLUTION = REPO / "tests" / "fixtures" / "emulate" / "convolution.ptx"
 REDUCTION = REPO.parent / "shared" / "corpus" / "reduction_kernel.ptx"
 N = 1 << 24
 WORDS = 1 << 20
@@ -56,6 +59,8 @@ TARGETS = {
                     "--data", f"1=random:uint32:{WORDS}", "-p", f"2={WORDS}"],
     "histogram256": [str(SAMPLES), "-k", "histogram256", "--block", "192", "--grid", "240",
                      "--data", f"1=random:uint32:{WORDS}", "-p", f"2={WORDS}"],
+    "convolution_rows": [str(CONVOLUTION), "-k", "convolution_rows", "--block", "16,4", "--grid", "24,768",
+                         "-p", "2=3072", "-p", "3=3072", "-p", "4=3072"],
     "reduce0": _reduce(0, N // 256),
     "reduce1": _reduce(1, N // 256),
     "reduce2": _reduce(2, N // 256),

@@ -82,6 +82,8 @@ def _small_launches():
     yield "bitonic", SAMPLES, "bitonic_sort_shared", request((512, 1, 1), (2, 1, 1), {"4": 1024, "5": 1},
                                                              {"2": f"random:uint32:{2048}",
                                                               "3": f"random:uint32:{2048}"})
+    yield "convolution_rows", FIXTURES / "emulate" / "convolution.ptx", "convolution_rows", request(
+        (16, 4, 1), (3, 2, 1), {"2": 3072, "3": 3072, "4": 3072})
     if REDUCTION.exists():
         for number, kernel in ((0, ""), (3, ""), (6, "_Z17reduce6_SMVERSIONIiLj256ELb1EEvPT_S1_j")):
             name = kernel or f"_Z17reduce{number}_SMVERSIONIiEvPT_S1_j"
