@@ -11,6 +11,7 @@ caught, and the slice does skip work where the issue says it should.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import tomllib
@@ -29,7 +30,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 SAMPLES = FIXTURES / "emulate" / "samples.ptx"
 CORPUS = REPO.parent / "shared" / "corpus"
 REDUCTION = CORPUS / "reduction_kernel.ptx"
-HW = REPO / "tests" / "data" / "hw"
+SASS_INPUTS = REPO / "tests" / "data" / "sass"
 HAS_SASS = tools.locate("nvdisasm") is not None and tools.locate("ptxas") is not None
 needs_sass = pytest.mark.skipif(not HAS_SASS, reason="needs ptxas and nvdisasm")
 needs_corpus = pytest.mark.skipif(not REDUCTION.exists(), reason="needs ../shared/corpus")
@@ -48,7 +49,7 @@ def canonical(done, failed) -> list:
 
 
 def analyse(path, request: LaunchRequest, level: str, kernels=None, full: bool = False) -> list:
-    import os
+    """canonical() of one run, sliced or with every instruction emulated (``full``)."""
     before = os.environ.get(slicing.FULL_EMULATION)
     os.environ[slicing.FULL_EMULATION] = "1" if full else ""
     try:
@@ -100,11 +101,10 @@ def test_sliced_equals_full_on_the_issue_kernels(name, path, kernel, launch, lev
     assert_same(path, launch, level, [f"^{re.escape(kernel)}$"])
 
 
+@needs_corpus
 @pytest.mark.parametrize("level", ["ptx", pytest.param("sass", marks=needs_sass)])
 def test_reduce6_without_data_skips_its_loads(level, monkeypatch):
     """The grid-stride loop's global loads and sums are not emulated: fewer warp steps, the same report."""
-    if not REDUCTION.exists():
-        pytest.skip("needs ../shared/corpus")
     from traceconf.emulate import launch as launch_module
     spent = []
     spend = launch_module.Limits.spend
@@ -200,7 +200,7 @@ def test_sliced_equals_full_on_every_fixture(path, level):
 
 @pytest.mark.slow
 @needs_sass
-@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in sorted((REPO / "tests" / "data" / "sass").glob("*"))
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in sorted(SASS_INPUTS.iterdir())
                                   if p.suffix in (".sass", ".cubin", ".so")])
 def test_sliced_equals_full_on_sass_inputs(path):
     assert_same(path, request(work_limit=5_000_000), "auto")

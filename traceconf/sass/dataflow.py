@@ -106,11 +106,12 @@ def _named(ops: list[Operand], width: int) -> set:
 
 
 def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
-    """What a SASS instruction reads and writes (:mod:`traceconf.emulate.slice`), erring towards more: every
-    register written gets its pair too (``CS2R R2, SRZ`` clears two), an opcode the table does not know or
-    whose memory effect it does not place runs, as do control transfers, comparisons (CTA-class decisions) and
-    shared accesses.  ``written``: the registers the emulator's semantics say it writes; ``global_data``:
-    --data buffers are modelled (then every global access runs)."""
+    """What a SASS instruction reads and writes (:mod:`traceconf.emulate.slice`), erring towards more: an ALU
+    result's register gets its pair too (``CS2R R2, SRZ`` clears two), only the leading register of an integer
+    or float result is taken as surely overwritten, an opcode the table does not know or whose memory effect
+    it does not place runs, as do control transfers, comparisons (CTA-class decisions) and shared accesses.
+    ``written``: the registers the emulator's semantics say it writes; ``global_data``: --data buffers are
+    modelled (then every global access runs)."""
     family, mods = row["opcode"], list(row["modifiers"] or [])
     full = ".".join([family, *mods])
     ops = [parse_operand(text) for text in row["operands"] or []]
@@ -118,14 +119,14 @@ def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
     width = _width(family, mods)
     role = entry.role if entry is not None else None
     guard = {row["guard"].lstrip("!")} - TRUE_PREDICATES if row.get("guard") else set()
+    # @!PT never runs: it must not be taken to overwrite anything
+    guarded = bool(guard) or bool(row.get("guard")) and (row["guard"].startswith("!") or row.get("guard_negated"))
     names, sources, inputs = alu_destinations(ops)
     defs = set(written) | set(names)
     first = written[0] if written else None
     if first and first.lstrip("U").startswith("R") and role not in ("shared", "window", "global", "local"):
         defs.add(pair_name(first))          # an ALU form whose width the listing does not spell (CS2R R2, SRZ)
-    # only the leading register is surely overwritten (the rest: the width the modifiers suggest, at most)
-    kills = frozenset({first} if first and role in ("int", "float", "warp", "shared", "global", "local", "load")
-                      else ())
+    kills = frozenset({first} if first and role in ("int", "float") else ())
     where = next((i for i, op in enumerate(ops) if op.kind == "address"), None)
     shared, other = shared_op(full), global_op(full)
     if where is not None and role in ("shared", "window", "global", "local", "load", "store"):
@@ -140,9 +141,9 @@ def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
             if kind == "cp_async" else frozenset()
         writes = spaces if kind in ("st", "atom", "stmatrix", "cp_async", "store") else frozenset()
         seed = shared is not None or "writes" in entry.flags or (global_data and "global" in reads | writes)
-        return Effect(defs=frozenset(defs), kills=kills, values=frozenset(values), places=frozenset(places), reads=reads,
-                      writes=writes, seed=seed, loaded=bool(reads), names_pointers=role == "global" and kind == "ld",
-                      guarded=bool(guard))
+        return Effect(defs=frozenset(defs), kills=kills, values=frozenset(values), places=frozenset(places),
+                      reads=reads, writes=writes, seed=seed, loaded=bool(reads),
+                      names_pointers=role == "global" and kind == "ld", guarded=guarded)
     if entry is None or role in ("control", "shared", "window", "global", "local", "load", "store") \
             or entry.affine == "comparison" or "opaque" in entry.flags or "writes" in entry.flags \
             or uncounted_op(family):
@@ -152,8 +153,9 @@ def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
         read = _named(sources + inputs, width) if entry is not None and entry.affine == "comparison" \
             else _named([parse_operand(token) for op in ops for token in op.text.split()], 2) if role == "control" \
             else _named(ops, width)
-        return Effect(defs=frozenset(defs), kills=kills, places=frozenset(guard | read), seed=True, loaded=role == "load",
+        return Effect(defs=frozenset(defs), kills=kills, places=frozenset(guard | read), seed=True,
+                      loaded=role == "load", guarded=guarded,
                       writes=frozenset({"shared", "global", "local"}) if entry is None or "writes" in entry.flags
-                      or "opaque" in entry.flags else frozenset(), guarded=bool(guard))
+                      or "opaque" in entry.flags else frozenset())
     return Effect(defs=frozenset(defs), kills=kills, values=frozenset(_named(sources + inputs, width)),
-                  places=frozenset(guard), guarded=bool(guard))
+                  places=frozenset(guard), guarded=guarded)
