@@ -73,6 +73,45 @@ def request(block=(128, 1, 1), grid=(3, 1, 1), params=None, data=None, dynamic_s
                          dynamic_smem=dynamic_smem, work_limit=work_limit)
 
 
+def _plan(effects, modelled=frozenset({"shared"})):
+    """kept flags of straight-line ``effects`` (each instruction followed by the next)."""
+    found = slicing.plan(effects, [[i + 1] for i in range(len(effects))], modelled)
+    return list(found.kept) if found is not None else [True] * len(effects)
+
+
+E = slicing.Effect
+
+
+def test_a_write_hides_older_writes_of_its_register_unless_guarded():
+    access = E(places=frozenset({"r"}), seed=True)
+    assert _plan([E(defs=frozenset({"r"})), E(defs=frozenset({"r"})), access]) == [False, True, True]
+    assert _plan([E(defs=frozenset({"r"})), E(defs=frozenset({"r"}), guarded=True), access]) == [True, True, True]
+    # a write only perhaps that wide (kills: what it surely overwrites) hides nothing else
+    assert _plan([E(defs=frozenset({"r"})), E(defs=frozenset({"q", "r"}), kills=frozenset({"q"})), access]) == \
+        [True, True, True]
+
+
+def test_a_needed_load_needs_the_stores_of_its_space_and_their_values():
+    effects = [E(defs=frozenset({"v"})), E(values=frozenset({"v"}), writes=frozenset({"shared"})),
+               E(defs=frozenset({"x"}), reads=frozenset({"shared"}), loaded=True),
+               E(places=frozenset({"x"}), seed=True), E(defs=frozenset({"unused"}))]
+    assert _plan(effects) == [True, True, True, True, False]
+    # memory whose contents are not kept (global without --data): the store changes nothing a load returns
+    assert _plan(effects, modelled=frozenset()) == [False, False, True, True, False]
+
+
+def test_loads_naming_pointers_run_once_a_loaded_value_is_needed():
+    pointer_load = E(defs=frozenset({"p"}), reads=frozenset({"global"}), loaded=True, names_pointers=True)
+    loaded = E(defs=frozenset({"x"}), reads=frozenset({"shared"}), loaded=True)
+    assert _plan([pointer_load, E(places=frozenset(), seed=True)]) == [False, True]
+    assert _plan([pointer_load, loaded, E(places=frozenset({"x"}), seed=True)]) == [True, True, True]
+
+
+def test_full_emulation_switch(monkeypatch):
+    monkeypatch.setenv(slicing.FULL_EMULATION, "1")
+    assert slicing.plan([E(defs=frozenset({"r"})), E(seed=True)], [[1], [2]], frozenset()) is None
+
+
 #: Launches of the issue's kernels at small sizes: (name, path, kernel, request).
 def _small_launches():
     words = 4096
@@ -127,10 +166,7 @@ def _kept_plan_dropping(victims_of):
         kept = list(found.kept) if found is not None else [True] * len(effects)
         for victim in victims_of(kept, effects):
             kept[victim] = False
-        follow = [len(kept)] * (len(kept) + 1)
-        for index in range(len(kept) - 1, -1, -1):
-            follow[index] = index if kept[index] else follow[index + 1]
-        return slicing.Plan(kept=tuple(kept), follow=tuple(follow[:-1]))
+        return slicing.Plan.of(kept)
     return mutated
 
 

@@ -58,6 +58,13 @@ class Plan:
     kept: tuple
     follow: tuple
 
+    @classmethod
+    def of(cls, kept: list[bool]) -> "Plan":
+        follow = [len(kept)] * (len(kept) + 1)
+        for index in range(len(kept) - 1, -1, -1):
+            follow[index] = index if kept[index] else follow[index + 1]
+        return cls(kept=tuple(kept), follow=tuple(follow[:-1]))
+
     @property
     def skipped(self) -> int:
         return self.kept.count(False)
@@ -177,9 +184,4 @@ def plan(effects: list[Effect], successors: list[list[int]], modelled: frozenset
         pointers = frozenset(i for i, e in enumerate(effects) if e.names_pointers)
         if pointers:
             kept, needed = kept_instructions(effects, flow, modelled, pointers)
-    if all(kept):
-        return None
-    follow = [len(kept)] * (len(kept) + 1)
-    for index in range(len(kept) - 1, -1, -1):
-        follow[index] = index if kept[index] else follow[index + 1]
-    return Plan(kept=tuple(kept), follow=tuple(follow[:-1]))
+    return None if all(kept) else Plan.of(kept)
