@@ -4,15 +4,18 @@ What a launch reports (per-instruction wavefronts, unresolved reasons, notes, CT
 a few kinds of instruction: shared-memory (and generic) accesses, control transfers and barriers, the
 comparisons whose signs prove CTA classes, and, with ``--data``, every global access (they serve the buffers,
 raise the out-of-bounds errors and write the unserved notes).  Everything those read, transitively, must run
-as well: the instructions that write a register they read (flow-insensitively: every writer of the register,
-anywhere), and, when a loaded register is needed, every store to the memory it comes from, with the values
-stored.  The rest writes only registers nobody needed and memory nobody reads: it is not executed.
+as well: the instructions whose write of a register they read may reach them (reaching definitions over the
+control-flow graph: SASS reuses physical registers, so "every writer of the register" would keep most of a
+kernel), and, when a loaded register is needed, every store to the memory it comes from (flow-insensitively),
+with the values stored.  The rest writes only registers nobody needs and memory nobody reads: it is not
+executed.
 
 Control dependence needs no analysis of its own because every control transfer is kept (with the registers
-its condition reads): a branch decides which lanes run an access and which CTAs share a class, and a branch
-whose condition depends on the CTA index or on unknown data is reported even where nothing depends on it.
+its condition reads), and that is what identical output needs: a branch whose condition depends on the CTA
+index is reported ("shared accesses depend on the CTA index") and its comparison's sign decides the CTA
+classes, and one whose condition is unknown stops or explores, even where nothing after it depends on it.
 So a loop whose body has nothing kept still counts its trips, but only with the instructions its exit test
-reads.  Conservative everywhere it is unsure: an instruction an instruction set's facts mark ``seed`` (an
+reads (a grid-stride loop's counter, compare and branch).  Conservative everywhere it is unsure: an instruction an instruction set's facts mark ``seed`` (an
 opcode it does not know, a memory effect it cannot place) always runs, and a store with a guard runs whenever
 any memory contents are needed (an unknown guard makes every modelled memory unknown).
 
