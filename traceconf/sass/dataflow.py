@@ -23,6 +23,10 @@ from traceconf.sass.operands import ZERO_REGS, TRUE_PREDICATES, Operand, pair_na
 READS = frozenset({"ld", "ldmatrix", "atom"})
 
 
+#: ``PR`` / ``UPR`` name every predicate at once (``P2R R2, PR, R2, 0x4`` packs them, ``R2P PR, R2, 0x4`` unpacks).
+PREDICATE_FILES = {"PR": frozenset(f"P{i}" for i in range(7)), "UPR": frozenset(f"UP{i}" for i in range(7))}
+
+
 def _registers(op: Operand, count: int = 1) -> set[str]:
     """The registers an operand names: ``count`` consecutive ones from it (pairs of .64 operands included)."""
     if op.kind in ("address", "const"):
@@ -123,6 +127,9 @@ def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
     guarded = bool(guard) or bool(row.get("guard")) and (row["guard"].startswith("!") or row.get("guard_negated"))
     names, sources, inputs = alu_destinations(ops)
     defs = set(written) | set(names)
+    files = [PREDICATE_FILES.get(op.text, frozenset()) for op in ops]
+    packed_in = frozenset().union(*files[1:])          # the predicates a P2R reads
+    defs |= files[0] if files else frozenset()         # those an R2P may write (some: it kills none)
     first = written[0] if written else None
     if first and first.lstrip("U").startswith("R") and role not in ("shared", "window", "global", "local"):
         defs.add(pair_name(first))          # an ALU form whose width the listing does not spell (CS2R R2, SRZ)
@@ -153,9 +160,9 @@ def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
         read = _named(sources + inputs, width) if entry is not None and entry.affine == "comparison" \
             else _named([parse_operand(token) for op in ops for token in op.text.split()], 2) if role == "control" \
             else _named(ops, width)
-        return Effect(defs=frozenset(defs), kills=kills, places=frozenset(guard | read), seed=True,
+        return Effect(defs=frozenset(defs), kills=kills, places=frozenset(guard | read | packed_in), seed=True,
                       loaded=role == "load", guarded=guarded,
                       writes=frozenset({"shared", "global", "local"}) if entry is None or "writes" in entry.flags
                       or "opaque" in entry.flags else frozenset())
-    return Effect(defs=frozenset(defs), kills=kills, values=frozenset(_named(sources + inputs, width)),
+    return Effect(defs=frozenset(defs), kills=kills, values=frozenset(_named(sources + inputs, width) | packed_in),
                   places=frozenset(guard), guarded=guarded)
