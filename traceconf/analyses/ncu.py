@@ -191,7 +191,9 @@ class Comparison:
     # With kernel-level counters (--raw): one entry per matching launch of the counters CSV,
     # {"id", "grid", "block", "by_op": [{"op", "metric", "counter": {...}, "source": {...} | None, "predicted": {...}}]}
     counters: list[dict] = field(default_factory=list)
-    launch_id: str | None = None      # the report's ID of the profiled launch, when its launch pages name it
+    # the predicted launch: {"id" (the report's ID of the profiled launch, None when no launch page names it),
+    # "grid", "block", "dynamic_smem"}
+    launch: dict = field(default_factory=dict)
 
 
 def _sum(rows, keys=("wavefronts", "ideal_wavefronts", "excess_wavefronts")) -> dict:
@@ -230,8 +232,8 @@ def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table,
             notes.append(f"CUDA lines with shared wavefronts differ: only the report has {_lines(only_measured)}, "
                          f"only the prediction has {_lines(only_predicted)}; was the report made from another build "
                          "of the source (other line numbers) than this PTX's .loc lines?")
-    result = Comparison(kernel, measured.name, totals, by_kind, by_line, notes, _by_pc(measured, rows),
-                        launch_id=launch_id)
+    facts = {"id": launch_id, **{key: (launch or {}).get(key) for key in ("grid", "block", "dynamic_smem")}}
+    result = Comparison(kernel, measured.name, totals, by_kind, by_line, notes, _by_pc(measured, rows), launch=facts)
     if counters is not None:
         result.counters, counter_notes = kernel_level(counters, kernel, launch or {}, shared_sass, totals, rows)
         result.notes += counter_notes

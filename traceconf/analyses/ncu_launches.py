@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from traceconf.errors import InputError
 from traceconf.names import same_kernel
 
-#: Byte units ncu prints (``--print-units auto`` scales them), with or without ``/block``.
-_BYTE_UNITS = {"byte": 1, "kbyte": 10**3, "mbyte": 10**6, "gbyte": 10**9, "kibyte": 2**10, "mibyte": 2**20}
 DETAILS_DYNAMIC = "Dynamic Shared Memory Per Block"
 RAW_DYNAMIC = "launch__shared_mem_per_block_dynamic"
 HOW_TO_EXPORT = "ncu -i REPORT.ncu-rep --page details --csv > launches.csv"
@@ -111,24 +109,19 @@ def launch_dims(text: str | None) -> tuple[int, int, int] | None:
     return (tuple(numbers) + (1, 1, 1))[:3] if 1 <= len(numbers) <= 3 else None
 
 
-def read_bytes(value: str, unit: str | None, path: str, line: int, column: int, what: str) -> int | None:
-    """A byte count as ncu prints it (``1,536`` byte/block, ``1.54`` Kbyte/block); None when empty/n/a."""
+def read_bytes(value: str | None, unit: str | None, path: str, line: int, column: int, what: str) -> int | None:
+    """A byte count as ncu prints it in bytes (``1,536`` byte/block); None when empty or n/a.  A scaled unit
+    (``1.54`` Kbyte/block) is rounded by ncu, so it cannot give the exact size: the error says how to export."""
     cleaned = (value or "").strip().replace(",", "")
     if not cleaned or cleaned.lower() in ("-", "n/a", "nan"):
         return None
-    scale = _BYTE_UNITS.get((unit or "byte").strip().split("/")[0].lower())
-    try:
-        number = float(cleaned)
-    except ValueError:
-        number = None
-    if scale is None or number is None or number < 0:
-        raise InputError(f"{what}: expected a byte count, got {value.strip()!r} {unit or ''}".rstrip(), file=path,
-                         line=line, column=column)
-    total = number * scale
-    if abs(total - round(total)) > 1e-6 * max(1.0, total):
-        raise InputError(f"{what}: {value.strip()} {unit} is not a whole number of bytes: export with "
+    if (unit or "byte").strip().split("/")[0].lower() != "byte":
+        raise InputError(f"{what}: {value.strip()} {unit.strip()} is rounded, not a byte count: export with "
                          "--print-units base", file=path, line=line, column=column)
-    return int(round(total))
+    if not cleaned.isdigit():
+        raise InputError(f"{what}: expected a byte count, got {value.strip()!r}", file=path, line=line,
+                         column=column)
+    return int(cleaned)
 
 
 def read_launch_csv(path: str | Path) -> list[ProfiledLaunch]:
@@ -201,13 +194,15 @@ def read_launches(path: str | Path) -> list[ProfiledLaunch]:
     return read_ncu_rep(path) if str(path).lower().endswith(".ncu-rep") else read_launch_csv(path)
 
 
-def pair_launches(tables: list, launches: list[ProfiledLaunch]) -> list[ProfiledLaunch | None]:
+def pair_launches(tables: list, launches: list[ProfiledLaunch],
+                  given: frozenset[str] = frozenset()) -> list[ProfiledLaunch | None]:
     """The launch of each Source-page table (``MeasuredKernel``; None: no launch page has its kernel).
 
     Among the launches of the table's kernel, those that ran as many warps as the table's first instruction
-    executed (every warp executes it once) are its candidates; one candidate, or several that are the same
-    launch, is the table's; otherwise the k-th table of the kernel is the k-th launch, when the two counts are
-    equal."""
+    executed (every warp executes it once) are its candidates; one candidate, or several that differ only in
+    what the command line gives (``given``: grid, block, dynamic_smem), is the table's; otherwise the k-th
+    table of the kernel is the k-th launch, when the two counts are equal."""
+    differing = [key for key in ("grid", "block", "dynamic_smem") if key not in given]
     out = []
     for index, table in enumerate(tables):
         if table.name is None:
@@ -216,17 +211,18 @@ def pair_launches(tables: list, launches: list[ProfiledLaunch]) -> list[Profiled
         mine = [launch for launch in launches if same_kernel(launch.kernel, table.name)]
         candidates = [m for m in mine if table.warps is None or m.warps() in (None, table.warps)]
         same = [t for t in tables if t.name is not None and same_kernel(t.name, table.name)]
-        if len({(m.grid, m.block, m.dynamic_smem) for m in candidates}) == 1:
-            out.append(candidates[0])
+        if len({tuple(getattr(m, key) for key in differing) for m in candidates}) == 1:
+            ids = [str(m.id) for m in candidates]     # launches the table may be: all of them, named
+            out.append(replace(candidates[0], id=", ".join(ids)) if len(ids) > 1 else candidates[0])
         elif candidates and len(mine) == len(same):
             out.append(mine[sum(1 for t in tables[:index] if any(t is s for s in same))])
         elif mine:
             ran = f" of {table.warps:,} warps" if table.warps is not None else ""
             raise InputError(f"the launch pages hold {len(candidates) or 'no'} launch(es){ran} of {table.name} "
                              f"({'; '.join(m.describe() for m in (candidates or mine)[:4])}), the Source pages "
-                             f"{len(same)} table(s) of it: export the Source page and the launch page of the same "
-                             "launches (ncu -i REPORT --page source --csv --print-source sass --launch-skip N "
-                             "--launch-count 1)", file=mine[0].file)
+                             f"{len(same)} table(s) of it: give the launch's --grid/--block/--dynamic-smem, or export "
+                             "the Source page and the launch page of the same launches (ncu -i REPORT --page source "
+                             "--csv --print-source sass --launch-skip N --launch-count 1)", file=mine[0].file)
         else:
             out.append(None)
     return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from traceconf.analyses.ncu import MeasuredKernel
 from traceconf.analyses.ncu_launches import HOW_TO_EXPORT, ProfiledLaunch, pair_launches
-from traceconf.emulate.launch import LaunchRequest
+from traceconf.emulate.launch import LaunchRequest, parameter_name
 from traceconf.errors import InputError
 from traceconf.launches import LaunchEntry
 from traceconf.names import KernelPattern, readable, same_kernel
@@ -78,7 +78,7 @@ def predict(path: str, tables: list[tuple[str, MeasuredKernel]], launches: list[
     matched = match_tables(tables, names, kernels, path)
     kernel_of = {id(t): k for t, k in matched}
     plan = []                 # every launch checked before any is assembled or run
-    for (report, table), launch in zip(tables, pair_launches([t for _, t in tables], launches)):
+    for (report, table), launch in zip(tables, pair_launches([t for _, t in tables], launches, request.given)):
         if id(table) in kernel_of:
             kernel = kernel_of[id(table)]
             entry = _entry(kernel, launch, request)
@@ -90,9 +90,14 @@ def predict(path: str, tables: list[tuple[str, MeasuredKernel]], launches: list[
         program = open_program(path, fmt, level, [rules], replace(request, entries=entries),
                                [kernel for _, kernel, *_ in plan], ptxas_options, module)
         sets = [rules]
+    request.check_params([program.declaration(k) for k in dict.fromkeys(k for _, k, *_ in plan)], path)
     out, failures = [], []
     for table, kernel, launch, entry, notes in plan:
-        done, failed = run_program(program, [kernel], replace(request, entries=(entry,) if entry else ()), sets)
+        row = program.declaration(kernel)    # --param / --data keys are checked above, for all kernels at once
+        own = lambda given: {k: v for k, v in given.items() if parameter_name(k, row)}    # noqa: E731
+        single = replace(request, entries=(entry,) if entry else (), params=own(request.params),
+                         data=own(request.data))
+        done, failed = run_program(program, [kernel], single, sets)
         failures += failed
         for analysis in done:
             analysis.notes += notes
