@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import lzma
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 from conftest import REPO
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import InputError
-from traceconf.schemas import ACCESSES
+from traceconf.schemas import ACCESSES, CONVERTED_ACCESSES
 from traceconf.traces import detect_format, open_trace, read_gpgpusim_stats
 from traceconf.traces import source as trace_source
 
@@ -263,7 +264,7 @@ def test_convert_cli_parquet_csv_and_bad_input(generated, tmp_path):
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     table = pq.read_table(out)
-    assert table.schema.names == ACCESSES.names
+    assert table.schema.names == CONVERTED_ACCESSES.names
     assert set(table.column("kernel").to_pylist()) == {samples.KERNEL, samples.KERNEL + "#2"}
     assert table.num_rows == 2 * samples.expected_accesses().to_table().num_rows
     again = read_all(out)
@@ -285,6 +286,29 @@ def test_convert_cli_parquet_csv_and_bad_input(generated, tmp_path):
     run = subprocess.run(cli + ["convert", "--skip-bad", str(bad), "-o", str(tmp_path / "skipped.parquet")],
                          capture_output=True, text=True)
     assert run.returncode == 0 and "1 bad line(s) skipped" in run.stdout
+
+
+def test_convert_keeps_each_instructions_pc_sass_and_source_line(tmp_path):
+    """A re-analysis of a converted trace shows what the trace said of each instruction (`pc 0x30 LDS.U.32 R4,
+    R2`, its source line), not `#48 ld` (issue 24, item 13): Parquet and CSV, identical JSON to the trace's."""
+    from typer.testing import CliRunner
+
+    from traceconf.cli import app
+
+    trace = REPO / "traces" / "accelsim-v4-lineinfo.traceg"
+    analyse = lambda path: CliRunner().invoke(app, ["analyze", str(path), "-f", "json"])   # noqa: E731
+    direct = json.loads(analyse(trace).stdout)["results"][0]["instructions"]
+    for name in ("converted.parquet", "converted.csv"):
+        out = tmp_path / name
+        assert CliRunner().invoke(app, ["convert", str(trace), "-o", str(out)]).exit_code == 0
+        again = analyse(out)
+        assert again.exit_code == 0, again.output
+        assert json.loads(again.stdout)["results"][0]["instructions"] == direct
+        table = CliRunner().invoke(app, ["analyze", str(out)]).stdout
+        assert "pc 0x30 LDS.U.32 R4, R2" in table and "ld.32" in table
+    rows = pq.read_table(tmp_path / "converted.parquet").to_pylist()
+    assert {(r["pc"], r["sass"], r["source_line"]) for r in rows if r["instruction"] == 48} == {
+        (48, "LDS.U.32 R4, R2", 103)}
 
 
 def test_trace_to_engine_wavefronts(generated):

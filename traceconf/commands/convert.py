@@ -22,11 +22,30 @@ def _writer(path: Path, kind: str):
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from traceconf.schemas import ACCESSES
+    from traceconf.schemas import CONVERTED_ACCESSES
 
     if kind == "parquet":
-        return pq.ParquetWriter(path, ACCESSES)
-    return pacsv.CSVWriter(path, ACCESSES)
+        return pq.ParquetWriter(path, CONVERTED_ACCESSES)
+    return pacsv.CSVWriter(path, CONVERTED_ACCESSES)
+
+
+def with_instructions(table, trace):
+    """The chunk's ACCESSES rows with each instruction's pc, SASS text and source line as the trace describes
+    it (null where it records none: an instruction the trace names only by its kind has no SASS text)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from traceconf.schemas import ACCESS_INSTRUCTION_COLUMNS, CONVERTED_ACCESSES
+
+    ids, rows = np.unique(table.column("instruction").to_numpy(), return_inverse=True)
+    described = [trace.seen(int(i)) or {} for i in ids]
+    for name in ("pc", "sass", "source_line"):
+        values = [d.get(name) for d in described]
+        if name == "sass":          # a kind standing in for text the trace does not have
+            values = [None if v == d.get("kind") and d.get("pc") is None else v for v, d in zip(values, described)]
+        field = ACCESS_INSTRUCTION_COLUMNS.field(name)
+        table = table.append_column(field, pa.array(values, field.type).take(pa.array(rows)))
+    return table.cast(CONVERTED_ACCESSES)
 
 
 def _output_kind(path: Path) -> str:
@@ -73,7 +92,7 @@ def convert(
             for kt in traces:
                 executions = accesses = 0
                 for chunk in kt.chunks():
-                    table = chunk.to_table()
+                    table = with_instructions(chunk.to_table(), kt)
                     writer.write_table(table)
                     executions += len(chunk)
                     accesses += table.num_rows
