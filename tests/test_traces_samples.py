@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import InputError
-from traceconf.schemas import ACCESSES, CONVERTED_ACCESSES
+from traceconf.schemas import CONVERTED_ACCESSES
 from traceconf.traces import detect_format, open_trace, read_gpgpusim_stats
 from traceconf.traces import source as trace_source
 
