@@ -11,6 +11,7 @@ error ... please report" with exit status 70 (the traceback only under
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from functools import lru_cache
 
@@ -90,6 +91,10 @@ def main() -> None:
     from traceconf.commands.analyze import report_input_error
     from traceconf.errors import EXIT_INPUT, InputError
 
+    if hasattr(signal, "SIGPIPE"):
+        # `traceconf analyze ... | head` ends as every Unix tool does (by SIGPIPE), not with Click's exit status
+        # 1, which is the --fail-on-excess gate's
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         sys.modules[__name__].app()        # the module's app (built on first use; a test may put another there)
     except InputError as error:
