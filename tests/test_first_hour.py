@@ -73,23 +73,17 @@ block = [256]
 grid = [64]
 """
 
-SOFTMAX = '''import triton
+TILE_TRANSPOSE = '''import triton
 import triton.language as tl
 
 
 @triton.jit
-def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_rows, n_cols,
-                   BLOCK_SIZE: tl.constexpr, num_stages: tl.constexpr):
-    row_start = tl.program_id(0)
-    row_step = tl.num_programs(0)
-    for row_idx in tl.range(row_start, n_rows, row_step, num_stages=num_stages):
-        row_start_ptr = input_ptr + row_idx * input_row_stride
-        col_offsets = tl.arange(0, BLOCK_SIZE)
-        mask = col_offsets < n_cols
-        row = tl.load(row_start_ptr + col_offsets, mask=mask, other=-float('inf'))
-        numerator = tl.exp(row - tl.max(row, axis=0))
-        softmax_output = numerator / tl.sum(numerator, axis=0)
-        tl.store(output_ptr + row_idx * output_row_stride + col_offsets, softmax_output, mask=mask)
+def tile_transpose(out_ptr, in_ptr, n, BLOCK: tl.constexpr):
+    """Transpose one BLOCK x BLOCK tile per program; tl.trans moves the tile between layouts in shared memory."""
+    row = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    tile = tl.load(in_ptr + row[:, None] * n + col[None, :])
+    tl.store(out_ptr + col[:, None] * n + row[None, :], tl.trans(tile))
 '''
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA toolkit) is not on PATH")
@@ -217,14 +211,16 @@ def test_8_the_readme_quick_start_prints_what_you_get(hour):
 
 
 def test_9_a_triton_kernel(hour):
+    """The user's own @triton.jit kernel, with the command shaped as docs/triton.md shows it."""
     pytest.importorskip("triton")
-    (hour / "softmax.py").write_text(SOFTMAX)
-    doc = (REPO / "docs" / "triton.md").read_text()
-    command = doc.split("```sh\ntraceconf triton softmax.py", 1)[1].split("\n```", 1)[0].replace("\\\n", " ")
-    result = typed("traceconf triton softmax.py" + command, hour)
+    (hour / "tile_transpose.py").write_text(TILE_TRANSPOSE)
+    result = typed("traceconf triton tile_transpose.py -k tile_transpose --grid 16,16 --arg 'f32[1024,1024]' "
+                   "--arg 'f32[1024,1024]' --arg 1024 --arg BLOCK=64 --num-warps 4 --top 3", hour)
     assert result.exit_code == 0, result.output
-    assert "softmax_kernel  grid 264×1×1, 8 warps, 12320 B shared" in result.stdout
-    assert "excess 0" in result.stdout and "softmax.py:" in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("tile_transpose  grid 16×16×1, 4 warps, 16384 B shared, Triton ")
+    assert lines[0].endswith(": wavefronts 65,536, excess 0")
+    assert len(lines) == 4 and all("tile_transpose.py:11  STS" in line for line in lines[1:])
 
 
 def test_10_piping_the_table_into_head_is_not_a_gate_failure():

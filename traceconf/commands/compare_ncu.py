@@ -23,7 +23,8 @@ def compare_ncu(
         "details page (ncu -i REP --page details --csv), raw page (--page raw --csv) or the .ncu-rep itself "
         "(read through Nsight Compute's ncu_report module). Several reports, several launches each.",
         metavar="REPORT...")],
-    file: Annotated[Path, typer.Argument(help="The PTX, SASS, CUDA binary or trace of the profiled kernels.")],
+    file: Annotated[Path, typer.Argument(help="The PTX, SASS, CUDA binary or trace of the profiled kernels.",
+                                         metavar="FILE")],
     kernel: Kernels = None,
     block: Block = None,
     grid: Grid = None,
