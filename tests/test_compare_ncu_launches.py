@@ -88,6 +88,8 @@ def test_a_source_page_alone_says_what_is_missing_and_how_to_give_it():
     # --block alone: the grid is taken as 1 and the comparison says so
     given = comparisons(run(PAGES / "stride_words_1.csv", CUDA / "strides.sm_90.ptx", "--block", "64", "-f", "json"))
     assert given[0]["launch"]["grid"] == [1, 1, 1]
+    assert given[0]["notes"] == ["grid taken as 1: neither the report nor the options give it (add the report's "
+                                 "launch page, ncu -i REPORT.ncu-rep --page details --csv > launches.csv, or --grid)"]
 
 
 def test_a_report_kernel_the_input_lacks_is_a_note_and_no_source_page_is_an_error():
@@ -143,3 +145,18 @@ def test_ncu_rep_through_the_ncu_report_interface(tmp_path, monkeypatch):
     found = comparisons(run(PAGES / "stride_dynamic_2.csv", report, CUDA / "strides.sm_90.ptx", "-p", "2=2",
                             "-f", "json"))
     assert found[0]["launch"]["dynamic_smem"] == 512 and exact(found[0])
+
+
+def test_a_cuda_binary_of_many_kernels_only_the_reports_run():
+    """cub_blocks.sm_90.cubin holds 21 CUB kernels; three H100 Source pages and the report's raw page name three
+    of them and their launches: nothing is typed, only those run, each pc equals the Source page."""
+    cub = REPO / "tests" / "data" / "hw" / "cub"
+    pages = [cub / "source" / f"{name}.csv" for name in
+             ("cub_exchange_i16_160x4", "cub_load_store_transpose_i32_96x7", "cub_shuffle_i32_96x4")]
+    found = comparisons(run(*pages, cub / "raw.csv", REPO / "tests" / "fixtures" / "cub" / "cub_blocks.sm_90.cubin",
+                            "-f", "json"))
+    assert [(c["kernel"], c["launch"]["id"], c["launch"]["block"]) for c in found] == [
+        ("_Z22cub_exchange_i16_160x4PKsPs", "4", [160, 1, 1]),
+        ("_Z33cub_load_store_transpose_i32_96x7PKiPi", "0", [96, 1, 1]),
+        ("_Z20cub_shuffle_i32_96x4PKiPi", "12", [96, 1, 1])]
+    assert all(exact(c) for c in found)

@@ -8,7 +8,7 @@ missing and how to give it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from traceconf.analyses.ncu import MeasuredKernel
 from traceconf.analyses.ncu_launches import HOW_TO_EXPORT, ProfiledLaunch, pair_launches
@@ -27,6 +27,7 @@ class Predicted:
     kernel: str
     analysis: KernelAnalysis
     launch: ProfiledLaunch | None       # the report's launch (None: from the options alone)
+    notes: list[str] = field(default_factory=list)     # about the launch (a grid nothing gave)
 
 
 def _entry(kernel: str, profiled: ProfiledLaunch | None, request: LaunchRequest) -> LaunchEntry | None:
@@ -99,9 +100,7 @@ def predict(path: str, tables: list[tuple[str, MeasuredKernel]], launches: list[
                          data=own(request.data))
         done, failed = run_program(program, [kernel], single, sets)
         failures += failed
-        for analysis in done:
-            analysis.notes += notes
-            out.append(Predicted(table, kernel, analysis, launch))
+        out += [Predicted(table, kernel, analysis, launch, notes) for analysis in done]
     return out, failures, _unmatched(tables, matched, path)
 
 

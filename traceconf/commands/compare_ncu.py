@@ -87,8 +87,8 @@ def compare_ncu(
         raise fail(as_input_error(error, str(file))) from None
     comparisons = [compare(p.measured, p.kernel, kernel_table(p.analysis, rules.name), counters, p.analysis.launch,
                            p.launch.id if p.launch else None) for p in predicted]
-    for comparison in comparisons:
-        comparison.notes += unmatched
+    for comparison, prediction in zip(comparisons, predicted):
+        comparison.notes += prediction.notes + unmatched
     page = None
     if html:
         from traceconf.report.html_ncu import ncu_page
