@@ -160,3 +160,20 @@ def test_a_cuda_binary_of_many_kernels_only_the_reports_run():
         ("_Z33cub_load_store_transpose_i32_96x7PKiPi", "0", [96, 1, 1]),
         ("_Z20cub_shuffle_i32_96x4PKiPi", "12", [96, 1, 1])]
     assert all(exact(c) for c in found)
+
+
+def test_a_report_naming_kernels_by_their_function_alone(tmp_path):
+    """ncu --print-kernel-base function names a kernel `stride_dynamic`: the input's only kernel of that function
+    is it; a function with several template instances in the input is not guessed."""
+    page = tmp_path / "source.csv"
+    page.write_text((PAGES / "stride_dynamic_2.csv").read_text().replace("_Z14stride_dynamicPKfPfi", "stride_dynamic"))
+    launches = tmp_path / "details.csv"
+    launches.write_text(DETAILS.read_text().replace("_Z14stride_dynamicPKfPfi", "stride_dynamic"))
+    found = comparisons(run(page, launches, CUDA / "strides.sm_90.ptx", "-p", "2=2", "-f", "json"))
+    assert [(c["kernel"], c["launch"]["dynamic_smem"]) for c in found] == [("_Z14stride_dynamicPKfPfi", 512)]
+    assert exact(found[0])
+    words = tmp_path / "words.csv"
+    words.write_text((PAGES / "stride_words_1.csv").read_text().replace("_Z12stride_wordsILi1EEvPKfPf", "stride_words"))
+    ambiguous = run(words, CUDA / "strides.sm_90.ptx", "--block", "64")
+    assert ambiguous.exit_code == 2 and "no kernel of the report (stride_words) is a kernel of this input" in \
+        ambiguous.stderr

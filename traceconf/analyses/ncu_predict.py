@@ -15,7 +15,7 @@ from traceconf.analyses.ncu_launches import HOW_TO_EXPORT, ProfiledLaunch, pair_
 from traceconf.emulate.launch import LaunchRequest, parameter_name
 from traceconf.errors import InputError
 from traceconf.launches import LaunchEntry
-from traceconf.names import KernelPattern, readable, same_kernel
+from traceconf.names import KernelPattern, function_name, readable, same_kernel
 from traceconf.pipeline import KernelAnalysis, KernelFailure, input_format, run_program, run_trace
 
 
@@ -113,7 +113,8 @@ def _unmatched(tables: list[tuple[str, MeasuredKernel]], matched: list, path: st
 def match_tables(tables: list[tuple[str, MeasuredKernel]], found: list[str], kernels: list[str] | None,
              path: str) -> list[tuple[MeasuredKernel, str]]:
     """(table, the input's kernel it names) for each table whose kernel the input has and ``kernels`` selects;
-    an unnamed table goes with the input's only (selected) kernel."""
+    a table named by the bare function (``ncu --print-kernel-base function``) goes with the input's only kernel
+    of that function, an unnamed table with the input's only (selected) kernel."""
     selected = [k for k in found if not kernels or any(KernelPattern(p).tier(k) is not None for p in kernels)]
     pairs = []
     for _, table in tables:
@@ -121,6 +122,8 @@ def match_tables(tables: list[tuple[str, MeasuredKernel]], found: list[str], ker
             kernel = selected[0] if len(selected) == 1 else None
         else:
             kernel = next((k for k in selected if same_kernel(table.name, k)), None)
+            bare = [k for k in selected if function_name(k) == table.name]
+            kernel = kernel or (bare[0] if len(bare) == 1 else None)
         if kernel is not None:
             pairs.append((table, kernel))
     if not pairs:
