@@ -288,27 +288,54 @@ def test_convert_cli_parquet_csv_and_bad_input(generated, tmp_path):
     assert run.returncode == 0 and "1 bad line(s) skipped" in run.stdout
 
 
-def test_convert_keeps_each_instructions_pc_sass_and_source_line(tmp_path):
+def test_convert_keeps_each_instructions_pc_sass_and_source_line_and_the_launch(tmp_path):
     """A re-analysis of a converted trace shows what the trace said of each instruction (`pc 0x30 LDS.U.32 R4,
-    R2`, its source line), not `#48 ld` (issue 24, item 13): Parquet and CSV, identical JSON to the trace's."""
+    R2`, its source line), not `#48 ld` (issue 24, item 13), and of its launch (grid, block, the architecture it
+    was recorded on): Parquet and CSV give the trace's JSON (CSV has no place for the launch)."""
     from typer.testing import CliRunner
 
     from traceconf.cli import app
 
-    trace = REPO / "traces" / "accelsim-v4-lineinfo.traceg"
-    analyse = lambda path: CliRunner().invoke(app, ["analyze", str(path), "-f", "json"])   # noqa: E731
-    direct = json.loads(analyse(trace).stdout)["results"][0]["instructions"]
+    trace = tmp_path / "sm61.traceg"       # recorded on another architecture: the analysis says so (item 12)
+    trace.write_text((REPO / "traces" / "accelsim-v4-lineinfo.traceg").read_text().replace(
+        "-binary version = 90", "-binary version = 61"))
+    analyse = lambda path: json.loads(CliRunner().invoke(app, ["analyze", str(path), "-f", "json"]).stdout)  # noqa: E731
+    (direct,) = analyse(trace)["results"]
+    assert any("recorded on sm_61" in note for note in direct["notes"])
     for name in ("converted.parquet", "converted.csv"):
         out = tmp_path / name
         assert CliRunner().invoke(app, ["convert", str(trace), "-o", str(out)]).exit_code == 0
-        again = analyse(out)
-        assert again.exit_code == 0, again.output
-        assert json.loads(again.stdout)["results"][0]["instructions"] == direct
+        (again,) = analyse(out)["results"]
+        assert again["instructions"] == direct["instructions"]
         table = CliRunner().invoke(app, ["analyze", str(out)]).stdout
         assert "pc 0x30 LDS.U.32 R4, R2" in table and "ld.32" in table
+        if name.endswith(".parquet"):
+            assert again["notes"] == direct["notes"]
+            assert again["launch"] == {"format": "canonical", "file": str(out), "kernel_name": "_Z13bank_patternsPf",
+                                       "kernel_id": 1, "grid": [2, 1, 1], "block": [64, 1, 1], "warps_per_cta": 2,
+                                       "shmem_bytes": 16384, "nregs": 32, "binary_version": 61,
+                                       "cuda_stream_id": 0, "nvbit_version": "1.7.4", "trace_version": 4,
+                                       "lineinfo": True}
     rows = pq.read_table(tmp_path / "converted.parquet").to_pylist()
     assert {(r["pc"], r["sass"], r["source_line"]) for r in rows if r["instruction"] == 48} == {
         (48, "LDS.U.32 R4, R2", 103)}
+
+
+def test_stored_launch_facts_of_the_wrong_shape_are_not_given_back(tmp_path):
+    """A converted table's launch metadata is input: a grid out of CUDA's limits, a key the analysis sets, a
+    non-object are left out, never an internal error."""
+    from traceconf.schemas import LAUNCHES_KEY
+
+    table = pq.read_table(REPO / "traces" / "canonical.parquet")
+    kernel = table.column("kernel")[0].as_py()
+    path = tmp_path / "odd.parquet"
+    stored = {kernel: {"grid": [0, 1, 1], "block": "64", "params": {"0": 1}, "scale": 9, "binary_version": 61},
+              "other": [1, 2]}
+    pq.write_table(table.replace_schema_metadata({LAUNCHES_KEY: json.dumps(stored)}), path)
+    kt = next(open_trace(path))
+    assert {k: v for k, v in kt.launch.items() if k not in ("format", "file")} == {"binary_version": 61}
+    pq.write_table(table.replace_schema_metadata({LAUNCHES_KEY: "[" * 100_000}), path)
+    assert next(open_trace(path)).kernel == kernel
 
 
 def test_trace_to_engine_wavefronts(generated):

@@ -154,6 +154,9 @@ ACCESS_INSTRUCTION_COLUMNS = pa.schema(
 )
 #: ACCESSES with the instruction columns: what ``traceconf convert`` writes.
 CONVERTED_ACCESSES = pa.schema(list(ACCESSES) + list(ACCESS_INSTRUCTION_COLUMNS))
+#: Parquet key-value metadata of a converted table: JSON ``{kernel: launch facts}`` as the trace stated them
+#: (grid, block, the architecture it was recorded on ...), given back by the canonical reader.
+LAUNCHES_KEY = "traceconf.launches"
 
 # --------------------------------------------------------------------------
 # Engine output

@@ -7,6 +7,7 @@ flat.  On a bad line the rows already read are kept in the output file.
 
 from __future__ import annotations
 
+import json
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -74,6 +75,7 @@ def convert(
 ) -> None:
     """Convert a recorded trace to the canonical access table (one row per lane access)."""
     from traceconf.outputs import atomic_output, check_not_input, check_writable
+    from traceconf.schemas import LAUNCHES_KEY
     from traceconf.traces import open_trace
 
     kind = _output_kind(output)
@@ -88,6 +90,7 @@ def convert(
         traces = open_trace(trace, skip_bad=skip_bad, progress=progress)
         writer = _writer(temporary, kind)
         summary = []
+        launches = {}
         try:
             for kt in traces:
                 executions = accesses = 0
@@ -97,9 +100,12 @@ def convert(
                     executions += len(chunk)
                     accesses += table.num_rows
                 summary.append((kt.kernel, executions, accesses, kt.bad_lines))
+                launches[kt.kernel] = kt.launch
         except (InputError, *DATA_ERRORS) as error:
             stopped = as_input_error(error, str(trace))
         finally:
+            if kind == "parquet":     # each kernel's launch facts (grid, block, architecture) travel with it
+                writer.add_key_value_metadata({LAUNCHES_KEY: json.dumps(launches, default=str)})
             writer.close()
     for kernel, executions, accesses, bad in summary:
         skipped = f", {bad} bad line(s) skipped" if bad else ""

@@ -24,8 +24,9 @@ import pyarrow.parquet as pq
 
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.errors import InputError
-from traceconf.schemas import ACCESS_INSTRUCTION_COLUMNS, ACCESSES, KINDS, OPS
-from traceconf.traces.kernel import BadLines, InstructionsSeen, KernelStart, chunked
+from traceconf.schemas import ACCESS_INSTRUCTION_COLUMNS, ACCESSES, KINDS, LAUNCHES_KEY, OPS
+from traceconf.traces.kernel import (BLOCK_LIMITS, GRID_LIMITS, BadLines, InstructionsSeen, KernelStart, chunked,
+                                     dims_problem)
 from traceconf.traces.options import ReadOptions
 
 OPTIONAL = {"kernel", "matrices", "op", *ACCESS_INSTRUCTION_COLUMNS.names}
@@ -57,7 +58,8 @@ def events(path: Path, options: ReadOptions, fmt: str, row_groups: tuple[int, in
     batches = _parquet_batches(path, options, row_groups) if fmt == "canonical_parquet" else \
         _csv_batches(path, options)
     reader = _Pivot(str(path), default_kernel(path), options, first_line=2 if fmt == "canonical_csv" else 1,
-                    row_word="line" if fmt == "canonical_csv" else "row")
+                    row_word="line" if fmt == "canonical_csv" else "row",
+                    launches=_launches(path) if fmt == "canonical_parquet" else {})
     for batch, first_row, bad in batches:
         reader.bad_rows += bad
         yield from reader.batch(batch, first_row)
@@ -68,6 +70,37 @@ def events(path: Path, options: ReadOptions, fmt: str, row_groups: tuple[int, in
 #: decoded at a time, so this bounds memory; ``traceconf convert`` writes far smaller ones.
 MAX_ROW_GROUP_ROWS = 1 << 27
 MAX_ROW_GROUP_BYTES = 4 << 30
+
+
+def _launches(path: Path) -> dict:
+    """The launch facts ``traceconf convert`` stored with each kernel (``LAUNCHES_KEY``); {} when none."""
+    import json
+
+    try:
+        metadata = pq.read_metadata(path).metadata or {}
+        stored = json.loads(metadata.get(LAUNCHES_KEY.encode(), b"{}"))
+    except (pa.ArrowException, OSError, ValueError, RecursionError):   # the batch reader reports an unreadable file
+        return {}
+    return {kernel: _launch_facts(facts) for kernel, facts in stored.items()} if isinstance(stored, dict) else {}
+
+
+#: Launch facts given back from a converted table: a file's metadata is input like its rows, so only facts of
+#: the right shape come back (grid and block within CUDA's limits, scalars), never a key the analysis sets.
+_STORED_FACTS = ("kernel_name", "kernel_id", "binary_version", "shmem_bytes", "nregs", "warps_per_cta",
+                 "cuda_stream_id", "trace_version", "nvbit_version", "lineinfo")
+
+
+def _launch_facts(facts) -> dict:
+    if not isinstance(facts, dict):
+        return {}
+    kept = {key: facts[key] for key in _STORED_FACTS
+            if isinstance(facts.get(key), (str, bool)) or type(facts.get(key)) is int}
+    for key, limits in (("grid", GRID_LIMITS), ("block", BLOCK_LIMITS)):
+        dims = facts.get(key)
+        if (isinstance(dims, list) and len(dims) == 3 and all(type(v) is int for v in dims)
+                and dims_problem(key, tuple(dims), limits) is None):
+            kept[key] = dims
+    return kept
 
 
 def _check_row_groups(metadata, path: Path) -> None:
@@ -224,7 +257,8 @@ def _normalize(table: pa.Table, path: Path) -> pa.Table:
 class _Pivot:
     """Turns consecutive ACCESSES batches into WarpAccesses chunks, kernel by kernel."""
 
-    def __init__(self, path: str, default_kernel: str, options: ReadOptions, first_line: int, row_word: str):
+    def __init__(self, path: str, default_kernel: str, options: ReadOptions, first_line: int, row_word: str,
+                 launches: dict):
         self.path = path
         self.default_kernel = default_kernel
         self.options = options
@@ -236,6 +270,7 @@ class _Pivot:
         self.carry_row = 0
         self.instructions: set[int] = set()
         self.bad_rows = 0  # skipped rows not yet reported (reported once a kernel has started)
+        self.launches = launches  # kernel -> the launch facts the converted trace stated
 
     def _where(self, row: int) -> dict:
         number = self.first_line + row
@@ -265,7 +300,7 @@ class _Pivot:
                     self.finished.add(self.kernel)
                 self.kernel = name
                 self.instructions = set()
-                yield KernelStart(name, {"format": "canonical", "file": self.path})
+                yield KernelStart(name, {**self.launches.get(name, {}), "format": "canonical", "file": self.path})
             part = table.slice(begin, end - begin)
             if self.carry is not None:
                 part = pa.concat_tables([self.carry, part])
