@@ -11,7 +11,6 @@ error ... please report" with exit status 70 (the traceback only under
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from functools import lru_cache
 
@@ -91,12 +90,11 @@ def main() -> None:
     from traceconf.commands.analyze import report_input_error
     from traceconf.errors import EXIT_INPUT, InputError
 
-    if hasattr(signal, "SIGPIPE"):
-        # `traceconf analyze ... | head` ends as every Unix tool does (by SIGPIPE), not with Click's exit status
-        # 1, which is the --fail-on-excess gate's
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
-        sys.modules[__name__].app()        # the module's app (built on first use; a test may put another there)
+        sys.modules[__name__].app()
+    except SystemExit as done:
+        _closed_pipe(done)
+        raise        # the module's app (built on first use; a test may put another there)
     except InputError as error:
         report_input_error(error)
         sys.exit(EXIT_INPUT)
@@ -105,6 +103,15 @@ def main() -> None:
         sys.exit(130)
     except Exception as error:   # the last boundary: a bug of ours, never a traceback unless asked for
         _internal(error)
+
+
+def _closed_pipe(done: SystemExit) -> None:
+    """`traceconf ... | head` on a typer.echo: the reader closed stdout, and Click exits 1 (the --fail-on-excess
+    gate's status) after swapping in its PacifyFlushWrapper; end by SIGPIPE instead (the rich tables do so in
+    their console).  The signal's default action is set only here: a Dask cluster's sockets keep EPIPE errors."""
+    if done.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        from traceconf.outputs import end_by_closed_pipe
+        end_by_closed_pipe()
 
 
 def _internal(error: BaseException) -> None:
