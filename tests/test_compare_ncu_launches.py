@@ -81,8 +81,8 @@ def test_a_source_page_alone_says_what_is_missing_and_how_to_give_it():
     result = run(PAGES / "stride_words_1.csv", CUDA / "strides.sm_90.ptx")
     assert result.exit_code == 2 and result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
-    assert line == (f"{PAGES / 'stride_words_1.csv'}: stride_words<1> (_Z12stride_wordsILi1EEvPKfPf): the Source page does not give the launch "
-                    "(grid, block, dynamic shared memory); add the report's launch page as another REPORT (ncu -i "
+    assert line == (f"{PAGES / 'stride_words_1.csv'}: stride_words<1> (_Z12stride_wordsILi1EEvPKfPf): the Source "
+                    "page does not give the launch (grid, block, dynamic shared memory); add the report's launch page as another REPORT (ncu -i "
                     "REPORT.ncu-rep --page details --csv > launches.csv, or --page raw --csv, or the .ncu-rep "
                     "itself), or give --grid and --block (or --launches FILE)")
     # --block alone: the grid is taken as 1 and the comparison says so
@@ -134,15 +134,16 @@ def test_ncu_rep_through_the_ncu_report_interface(tmp_path, monkeypatch):
     action = types.SimpleNamespace(name=lambda base: "_Z14stride_dynamicPKfPfi" if base == "mangled" else "?",
                                    metric_by_name=lambda n: value(metrics[n]) if n in metrics else None)
     launches = types.SimpleNamespace(num_actions=lambda: 1, action_by_idx=lambda i: action)
-    module = types.SimpleNamespace(load_report=lambda path: types.SimpleNamespace(
-        num_ranges=lambda: 1, range_by_idx=lambda i: launches), IAction=types.SimpleNamespace(NameBase_MANGLED="mangled"))
+    report = types.SimpleNamespace(num_ranges=lambda: 1, range_by_idx=lambda i: launches)
+    module = types.SimpleNamespace(load_report=lambda path: report,
+                                   IAction=types.SimpleNamespace(NameBase_MANGLED="mangled"))
     monkeypatch.setitem(sys.modules, "ncu_report", module)
-    report = tmp_path / "run.ncu-rep"
-    report.write_bytes(b"\0")
-    (launch,) = read_ncu_rep(report)
+    path = tmp_path / "run.ncu-rep"
+    path.write_bytes(b"\0")
+    (launch,) = read_ncu_rep(path)
     assert (launch.kernel, launch.grid, launch.block, launch.dynamic_smem) == (
         "_Z14stride_dynamicPKfPfi", (2, 1, 1), (64, 1, 1), 512)
-    found = comparisons(run(PAGES / "stride_dynamic_2.csv", report, CUDA / "strides.sm_90.ptx", "-p", "2=2",
+    found = comparisons(run(PAGES / "stride_dynamic_2.csv", path, CUDA / "strides.sm_90.ptx", "-p", "2=2",
                             "-f", "json"))
     assert found[0]["launch"]["dynamic_smem"] == 512 and exact(found[0])
 

@@ -170,7 +170,8 @@ def test_5_results_in_pandas(hour):
     excess = frame.groupby("kernel_name")["excess_wavefronts"].sum().to_dict()
     assert excess == {"reduce_strided": 6_720, "transpose_naive": 1_015_808}
     worst = frame.sort_values("excess_wavefronts").iloc[-1]
-    assert worst["source_file"].endswith("kernels.cu") and worst["source_line"] == 14 and worst["text"].startswith("LDS")
+    assert worst["source_file"].endswith("kernels.cu") and worst["source_line"] == 14
+    assert worst["text"].startswith("LDS")
 
 
 @needs_nvcc
