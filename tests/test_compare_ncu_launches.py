@@ -178,3 +178,21 @@ def test_a_report_naming_kernels_by_their_function_alone(tmp_path):
     ambiguous = run(words, CUDA / "strides.sm_90.ptx", "--block", "64")
     assert ambiguous.exit_code == 2 and "no kernel of the report (stride_words) is a kernel of this input" in \
         ambiguous.stderr
+
+
+def test_a_whole_report_export_of_three_launches_from_the_gpu():
+    """A real export (tests/data/hw/ncu_reports, H200, Nsight Compute 2025.3.1): one ncu run of three transpose
+    launches, two of one kernel on different grids; the Source page prints each launch's table twice (line info
+    names two files), the details page gives the launches. One exact comparison per launch, each on its grid."""
+    reports = REPO / "tests" / "data" / "hw" / "ncu_reports"
+    result = run(reports / "transpose_source_all.csv", reports / "transpose_details.csv",
+                 REPO / "tests" / "fixtures" / "emulate" / "transpose.ptx", "-f", "json")
+    found = comparisons(result)
+    assert [(c["kernel"], c["launch"]["id"], c["launch"]["grid"]) for c in found] == [
+        ("transpose_unpadded", "0", [32, 32, 1]), ("transpose_padded", "1", [32, 32, 1]),
+        ("transpose_unpadded", "2", [16, 16, 1])]
+    assert [c["totals"]["measured"]["excess_wavefronts"] for c in found] == [1_015_808, 0, 253_952]
+    assert all(exact(c) for c in found)
+    raw = run(reports / "transpose_source_all.csv", reports / "transpose_raw.csv",
+              REPO / "tests" / "fixtures" / "emulate" / "transpose.ptx", "-f", "json")
+    assert [c["launch"] for c in comparisons(raw)] == [c["launch"] for c in found]

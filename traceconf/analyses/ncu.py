@@ -168,7 +168,9 @@ def read_source_csv(path: str | Path) -> list[MeasuredKernel]:
     if not kernels:
         raise InputError("no Source-page table found (export with ncu --page source --csv --print-source sass)",
                          file=str(path))
-    return kernels
+    # a whole-report export of a kernel built with line info prints each launch's table again right after
+    # itself (Nsight Compute 2025.3: tests/data/hw/ncu_reports); a table equal to the one before is that repeat
+    return [kernel for n, kernel in enumerate(kernels) if n == 0 or kernel != kernels[n - 1]]
 
 
 def kernel_matches(measured: str | None, predicted: str) -> bool:
