@@ -46,6 +46,7 @@ LAYERS = {
     "traceconf.api": 8, "traceconf.commands": 8, "traceconf.pictures": 8, "traceconf.pytest_plugin": 8,
     # Triton: compiling and launch records are sources; the one-call analysis is an API
     "traceconf.triton": 8, "traceconf.triton.compile": 1, "traceconf.triton.records": 1,
+    "traceconf.triton.structured_log": 1,
     "traceconf.cli": 9, "traceconf.__main__": 9,
 }
 

@@ -15,7 +15,9 @@ def harvest(
     cache: Annotated[Optional[Path], typer.Argument(
         help="Triton cache directory (default: TRITON_CACHE_DIR, else ~/.triton/cache).")] = None,
     launches: Annotated[Optional[Path], typer.Option(
-        "--launches", help="Launch records written by traceconf.triton.record_launches (JSON lines).")] = None,
+        "--launches", help="The run's launch records: the JSON lines of traceconf.triton.record_launches(FILE), or "
+        "a tritonparse log (its file or folder) written with tritonparse.structured_logging.init(FOLDER, "
+        "enable_trace_launch=True). Without: one CTA per kernel, no scalar arguments.")] = None,
     device: Annotated[str, typer.Option("--device", "-d", help="Rule set (an NVIDIA architecture).")] = DEFAULT_DEVICE,
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Write every row (.parquet, .csv or .json): the columns of analyze -o, plus "
@@ -24,7 +26,12 @@ def harvest(
     top: Annotated[int, typer.Option("--top", min=1, help="Hotspot rows shown per kernel and launch.")] = 5,
 ) -> None:
     """Analyse every kernel in a Triton cache at each launch the run recorded: one table per kernel and launch,
-    per Python line."""
+    per Python line.
+
+    Switch on during the run, before its first kernel: export TRITON_CACHE_DIR=$PWD/triton-cache (a new
+    folder), then in the program either traceconf.triton.record_launches("launches.jsonl") or
+    tritonparse.structured_logging.init("tritonparse-logs", enable_trace_launch=True); for torch.compile also
+    export TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER=0 and a new TORCHINDUCTOR_CACHE_DIR (docs/triton.md)."""
     from traceconf.commands.analyze import fail
     from traceconf.errors import EXIT_INPUT, EXIT_INTERNAL
     from traceconf.report.notebook import hotspot_lines

@@ -92,6 +92,9 @@ def exact_value(value: np.ndarray, type_name: str) -> np.ndarray:
 
 
 def _full(array, size: int) -> np.ndarray:
+    """``array`` with one element per thread, read-only (a per-thread array is taken as it is)."""
+    if type(array) is np.ndarray and array.shape == (size,):
+        return array
     return np.broadcast_to(np.asarray(array), (size,))
 
 
@@ -125,6 +128,13 @@ class Check:
 # --------------------------------------------------------------------------- per-instruction checks any level builds on
 
 
+def _has(bits, flags: int) -> bool:
+    """Whether any lane's taint ``bits`` (an array, or one value for all lanes) has one of ``flags``."""
+    if isinstance(bits, np.ndarray):
+        return bool((bits & flags).any())
+    return bool(np.uint64(bits) & flags)
+
+
 def _cta_lanes(bits, size: int, active: np.ndarray) -> np.ndarray:
     return active & ((_full(bits, size) & CTA) != 0)
 
@@ -149,6 +159,11 @@ def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> C
     depends on the CTA index."""
     def before(m, active):
         pairs = [s(m) for s in sources]
+        guard_bits = guard(m)[1] if guard is not None else None
+        # most instructions touch no CTA-dependent value: nothing below can then mark a lane (the per-lane
+        # masks are all false), and this test costs a fraction of building them
+        if not any(_has(bits, CTA) for _, bits in pairs) and (guard_bits is None or not _has(guard_bits, CTA | OPAQUE)):
+            return None
         size = m.size
         # a result that is unknown anyway (loaded data, ...) needs no affinity: every use of it is explored or
         # unresolved, alike in every CTA, whatever its value
@@ -157,7 +172,7 @@ def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> C
         touched = np.logical_or.reduce(cta) if cta else np.zeros(size, dtype=bool)
         # a guard that depends on the CTA index other than through decisions decides whether the write happens:
         # the destination is opaque in every lane it guards, written here or not
-        guarded = _varies(guard(m)[1], size, active) if guard is not None else None
+        guarded = _varies(guard_bits, size, active) if guard is not None else None
         if guarded is not None:
             touched = touched | guarded
         if not touched.any():

@@ -106,7 +106,7 @@ def assemble(ptx: bytes, arch: str, options: list[str] | tuple[str, ...] = (), w
             reason = error.message.removeprefix(f"ptxas failed on {what}: ")
             raise InputError(f"ptxas rejects {' '.join(options)}: {reason}", file="--ptxas-option") from None
         cubin = output.read_bytes()
-    _store(cached, cubin)
+    store_cached(cached, cubin)
     return cubin
 
 
@@ -125,12 +125,13 @@ def disassemble(binary: bytes, what: str) -> tuple[str, str]:
     if listing_file.is_file() and elf_file.is_file():
         return listing_file.read_text(), elf_file.read_text()
     listing, elf = _disassemble(binary, what)
-    _store(listing_file, listing.encode())
-    _store(elf_file, elf.encode())
+    store_cached(listing_file, listing.encode())
+    store_cached(elf_file, elf.encode())
     return listing, elf
 
 
-def _store(path: Path, data: bytes) -> None:
+def store_cached(path: Path, data: bytes) -> None:
+    """Write a cache entry atomically (a temporary file, then a rename); a read-only cache only costs speed."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")

@@ -85,13 +85,19 @@ def analyze_compiled(compiled: CompiledLaunch, device: str) -> ConflictTable:
 
 
 def _analyse_sass(compiled: CompiledLaunch, device: str) -> pd.DataFrame:
+    """The SASS analysis of the launch; kept by content (:mod:`traceconf.triton.memo`): the same launch of the
+    same kernel is read back."""
     from traceconf import api
+    from traceconf.triton.memo import launch_key, remembered
 
-    with tempfile.TemporaryDirectory(prefix="traceconf-triton-") as work:
-        cubin, data = _write_inputs(Path(work), compiled)
-        return api.analyze_sass(cubin, kernel=compiled.name, block=compiled.block, grid=compiled.grid,
-                                params=compiled.params, dynamic_smem=compiled.shared_bytes, devices=[device],
-                                data=data)
+    def analyse() -> pd.DataFrame:
+        with tempfile.TemporaryDirectory(prefix="traceconf-triton-") as work:
+            cubin, data = _write_inputs(Path(work), compiled)
+            return api.analyze_sass(cubin, kernel=compiled.name, block=compiled.block, grid=compiled.grid,
+                                    params=compiled.params, dynamic_smem=compiled.shared_bytes, devices=[device],
+                                    data=data)
+    return remembered(launch_key(compiled.cubin, compiled.name, compiled.block, compiled.grid, compiled.params,
+                                 compiled.shared_bytes, device, compiled.data), analyse)
 
 
 def _write_inputs(work: Path, compiled: CompiledLaunch) -> tuple[Path, dict[int, str]]:
@@ -141,7 +147,8 @@ def explain_compiled(compiled: CompiledLaunch, device: str, instruction: int | N
 def harvest(path: str | Path | None = None, launches: str | Path | None = None, device: str = DEFAULT_DEVICE,
             workers: int = 1) -> ConflictTable:
     """Every kernel of a Triton cache (``path``, else ``TRITON_CACHE_DIR``, else ``~/.triton/cache``) at every
-    recorded launch (:func:`record_launches`' JSON lines): one block of rows per kernel and launch."""
+    recorded launch (``launches``: :func:`record_launches`' JSON lines, or a tritonparse log file or folder,
+    :mod:`traceconf.triton.structured_log`): one block of rows per kernel and launch."""
     from traceconf.triton.cached import harvest_cache
     return harvest_cache(cache_dir(path), read_launches(launches) if launches else [], device, _arch(device),
                          workers)

@@ -69,13 +69,19 @@ def analyze_task(task: dict, device: str) -> tuple[pd.DataFrame, list[str]]:
     """(rows, failure lines) of one kernel at one launch."""
     from traceconf import api
 
+    from traceconf.triton.memo import launch_key, remembered
+
     kernel: CachedKernel = task["kernel"]
-    try:
+    block = (32 * kernel.num_warps, 1, 1)
+
+    def analyse() -> pd.DataFrame:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            frame = api.analyze_sass(kernel.cubin, kernel=kernel.name, block=32 * kernel.num_warps,
-                                     grid=task["grid"], params=task["params"], dynamic_smem=kernel.shared_bytes,
-                                     devices=[device])
+            return api.analyze_sass(kernel.cubin, kernel=kernel.name, block=block, grid=task["grid"],
+                                    params=task["params"], dynamic_smem=kernel.shared_bytes, devices=[device])
+    try:
+        frame = remembered(launch_key(kernel.cubin.read_bytes(), kernel.name, block, task["grid"], task["params"],
+                                      kernel.shared_bytes, device, {}), analyse)
     except InputError as error:
         return pd.DataFrame(), [f"{error} (kernel {kernel.name}, {task['launch']})"]
     except Exception as error:   # one kernel's failure, whatever it is, never hides the others
@@ -90,6 +96,31 @@ def analyze_task(task: dict, device: str) -> tuple[pd.DataFrame, list[str]]:
     return frame, [f"{line} ({task['launch']})" for line in frame.attrs.get("failures", [])]
 
 
+def resolve_records(records: list[dict], kernels: list[CachedKernel]) -> tuple[list[dict], list[str]]:
+    """(records in record_launches' form, failure lines).  A tritonparse launch names its arguments, and the
+    kernel's parameters (from its IR in the cache) say which are the PTX parameters, in order; a launch it
+    logged without arguments (inside a CUDA graph capture) cannot be analysed and is a failure line."""
+    from traceconf.triton.structured_log import resolved
+    by_hash = {kernel.hash: kernel for kernel in kernels}
+    parameters: dict[str, list] = {}
+    out, failures = [], []
+    for record in records:
+        if "arguments" not in record:
+            out.append(record)
+        elif record["hash"] not in by_hash:    # a launch of a kernel this cache lacks (or another GPU's) is no task
+            continue
+        elif record.get("unrecorded"):
+            file, line = record["at"]
+            failures.append(f"{file}:{line}: launch of {record['kernel']} not analysed: tritonparse logged no "
+                            f"arguments ({record['unrecorded']})")
+        else:
+            kernel = by_hash[record["hash"]]
+            if kernel.hash not in parameters:
+                parameters[kernel.hash] = kernel.parameters()
+            out.append(resolved(record, parameters[kernel.hash]))
+    return out, failures
+
+
 def harvest_cache(path: Path, records: list[dict], device: str, arch: str, workers: int = 1) -> ConflictTable:
     """Every kernel of the cache compiled for ``arch`` (the device's architecture), at every recorded launch;
     kernels compiled for another architecture are failures (their SASS is another GPU's)."""
@@ -99,7 +130,8 @@ def harvest_cache(path: Path, records: list[dict], device: str, arch: str, worke
     kernels = [kernel for kernel in found if capability(kernel.arch) == capability(arch)]
     others = [f"{kernel.cubin}: kernel {kernel.name} was compiled for {kernel.arch}, not for {device} "
               f"({arch}): harvest it with --device {kernel.arch}" for kernel in found if kernel not in kernels]
-    work = tasks(kernels, records)
+    resolved, unresolvable = resolve_records(records, kernels)
+    work = tasks(kernels, resolved)
     if workers > 1 and len(work) > 1:
         from concurrent.futures import ProcessPoolExecutor
         with ProcessPoolExecutor(min(workers, len(work))) as pool:
@@ -108,7 +140,7 @@ def harvest_cache(path: Path, records: list[dict], device: str, arch: str, worke
         done = [analyze_task(task, device) for task in work]
     frames = [frame for frame, _ in done if len(frame)]
     table = ConflictTable(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
-    table.attrs["failures"] = others + [line for _, lines in done for line in lines]
+    table.attrs["failures"] = others + unresolvable + [line for _, lines in done for line in lines]
     table.attrs["kernels"] = len(kernels)
     table.attrs["launches"] = len(work)
     return table

@@ -6,7 +6,8 @@
 ``shared`` bytes, ``target``, ``hash``, ``triton_version`` ...).  Inductor
 (``torch.compile``) compiles its Triton kernels through the same cache.
 
-**Launches.** :func:`record_launches` appends one JSON line per kernel launch:
+**Launches.** :func:`record_launches` appends one JSON line per kernel launch (tritonparse's launch events
+are the other source: :mod:`traceconf.triton.structured_log`):
 ``{"hash", "kernel", "grid": [x, y, z], "num_warps", "params": [...]}``
 with one entry per PTX parameter (the arguments Triton did not fold into
 constants, in order): ``{"type": "*fp32", "dtype": "float32", "shape": [..]}``
@@ -38,6 +39,17 @@ class CachedKernel:
     arch: str
     triton_version: str
 
+    def parameters(self) -> list[tuple[str, str]]:
+        """(name, Triton type) of each PTX parameter before the scratch pointers, from the kernel's Triton IR
+        in the cache (``NAME.source``, else ``NAME.ttir``)."""
+        from traceconf.triton.structured_log import kernel_parameters
+        for suffix in (".source", ".ttir"):
+            ir = self.cubin.with_suffix(suffix)
+            if ir.exists():
+                return kernel_parameters(ir.read_text(errors="replace"))
+        raise InputError(f"no Triton IR ({self.name}.source or .ttir) beside the cubin: the arguments a "
+                         "tritonparse log names cannot be matched to the kernel's parameters", file=str(self.cubin))
+
 
 def cache_dir(path: str | Path | None = None) -> Path:
     """The cache to read: ``path``, else ``TRITON_CACHE_DIR``, else ``~/.triton/cache``."""
@@ -68,12 +80,20 @@ def read_cache(path: str | Path) -> list[CachedKernel]:
 
 
 def read_launches(path: str | Path) -> list[dict]:
-    """The JSON lines :func:`record_launches` wrote (bad lines are errors naming file and line)."""
+    """The JSON lines :func:`record_launches` wrote, or the launch events of a tritonparse log (a file or its
+    folder: :mod:`traceconf.triton.structured_log`); bad lines are errors naming file and line."""
+    from traceconf.triton import structured_log
+
+    path = Path(path)
+    if path.exists() and structured_log.is_structured_log(path):
+        return structured_log.read_events(path)
     records = []
     try:
         lines = Path(path).read_text().splitlines()
     except OSError as error:
         raise InputError(f"cannot read launch records: {error.strerror}", file=str(path)) from None
+    except UnicodeError:
+        raise InputError("not launch records (not UTF-8 text)", file=str(path)) from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
