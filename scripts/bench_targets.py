@@ -21,7 +21,11 @@ parameters, --data inputs and the page's totals), at the samples' sizes with ran
   no data;
 * convolutionRowsKernel on a 3072 x 3072 image, 18,432 CTAs of 16 x 4.
 
-Usage: python3 scripts/bench_targets.py [--repeat 3] [--baseline-tree DIR]... [--busy 2] [--only NAME,...]
+``--full`` also runs each launch with every instruction emulated (``TRACECONF_FULL_EMULATION=1``, this tree):
+the speed-up of slicing alone (:mod:`traceconf.emulate.slice`) and the share of warp steps it skips; the two
+outputs must be identical.
+
+Usage: python3 scripts/bench_targets.py [--repeat 3] [--baseline-tree DIR]... [--busy 2] [--full] [--only NAME,...]
 """
 
 from __future__ import annotations
@@ -86,11 +90,12 @@ main()
 """
 
 
-def run(args: list[str], tree: Path, counting: bool) -> tuple[float, str, str]:
-    """(CPU seconds, stdout, stderr) of one ``analyze`` run with the package of ``tree``."""
+def run(args: list[str], tree: Path, counting: bool, full: bool = False) -> tuple[float, str, str]:
+    """(CPU seconds, stdout, stderr) of one ``analyze`` run with the package of ``tree`` (``full``: every
+    instruction emulated, no slice)."""
     if tree != REPO and "--time-limit" in _help(tree):
         args = args + ["--time-limit", "900"]
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = dict(os.environ, PYTHONPATH=str(tree), TRACECONF_FULL_EMULATION="1" if full else "")
     command = [sys.executable, "-c", COUNTING] if counting else [sys.executable, "-m", "traceconf"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     # outside the repository: ``python -m`` puts the working folder first on sys.path
@@ -131,6 +136,7 @@ def main() -> None:
     parser.add_argument("--baseline-tree", type=Path, action="append", default=[])
     parser.add_argument("--busy", type=int, default=0, help="CPU-burning processes beside a last run")
     parser.add_argument("--only", help="comma-separated launch names")
+    parser.add_argument("--full", action="store_true", help="also run without the slice (this tree)")
     options = parser.parse_args()
     names = options.only.split(",") if options.only else list(LAUNCHES)
     rows = manifest()
@@ -154,6 +160,13 @@ def main() -> None:
             columns += f" {base:8.2f} {base / seconds:4.1f}x"
             if _totals(base_out) != _totals(runs[0][1]):
                 note += f"; COUNTS DIFFER from {tree}"
+        if options.full:
+            full = [run(args, REPO, counting=True, full=True) for _ in range(options.repeat)]
+            full_seconds = statistics.median(r[0] for r in full)
+            full_work = int(full[0][2].rsplit("WORK ", 1)[-1].strip())
+            note += (f"; full emulation {full_seconds:.2f} s ({full_seconds / seconds:.2f}x), {full_work:,} warp steps "
+                     f"({1 - int(work) / max(1, full_work):.0%} skipped), output "
+                     + ("identical" if full[0][1] == runs[0][1] else "DIFFERENT"))
         if options.busy:
             busy = busy_run(args, options.busy)
             note += f"; beside {options.busy} busy: " + ("identical" if busy[1] == runs[0][1] else "DIFFERENT")

@@ -273,6 +273,7 @@ class Surfaces:
 
     def compare(self, rng):
         from traceconf.analyses.ncu import read_counters_csv, read_source_csv
+        from traceconf.analyses.ncu_launches import read_launch_csv
         from traceconf.traces.gpgpusim import read_gpgpusim_stats
         folder = self.scratch()
         if rng.random() < 0.3:
@@ -284,7 +285,7 @@ class Surfaces:
             text = mutate_text(rng.choice(self.ncu), rng, self.ncu)
             path = folder / "ncu.csv"
             path.write_text(text, encoding="utf-8", errors="surrogatepass")
-            (read_source_csv if rng.random() < 0.6 else read_counters_csv)(path)
+            rng.choice([read_source_csv, read_source_csv, read_counters_csv, read_launch_csv])(path)
         return text.encode("utf-8", "surrogatepass"), path.suffix
 
     def outputs(self, rng):

@@ -35,7 +35,7 @@ SLOW_MODULES = frozenset({
     "test_scale_sass.py", "test_lane_wavefronts.py", "test_program_path.py",
     "test_triton.py", "test_triton_hw.py", "test_triton_families.py", "test_pytest_plugin.py",
     "test_hw_families.py", "test_batches.py", "test_work_limit.py", "test_reliability.py",
-    "test_report_html.py", "test_report_browser.py",
+    "test_report_html.py", "test_report_browser.py", "test_first_hour.py",
 })
 
 

@@ -60,12 +60,12 @@ def data_files(tmp_path):
 
 
 @pytest.mark.parametrize("data, message", [
-    ("0={d}/missing.npy", "missing.npy: kernel _Z7hist256PKhPji: --data 0: no such file"),
+    ("0={d}/missing.npy", "missing.npy: kernel hist256 (_Z7hist256PKhPji): --data 0: no such file"),
     ("nosuch={d}/good.npy", "--data nosuch: no selected kernel has such a parameter"),
     ("7={d}/good.npy", "--data 7: no selected kernel has such a parameter"),
-    ("0=random:u7:100", "--data 0: kernel _Z7hist256PKhPji: unknown dtype 'u7'"),
-    ("0=random:u8", "--data 0: kernel _Z7hist256PKhPji: expected random:DTYPE:COUNT[:LOW:HIGH]"),
-    ("0={d}/odd.bin:uint16", "odd.bin: kernel _Z7hist256PKhPji: --data 0: 3 bytes is not a whole number of uint16 elements"),
+    ("0=random:u7:100", "--data 0: kernel hist256 (_Z7hist256PKhPji): unknown dtype 'u7'"),
+    ("0=random:u8", "--data 0: kernel hist256 (_Z7hist256PKhPji): expected random:DTYPE:COUNT[:LOW:HIGH]"),
+    ("0={d}/odd.bin:uint16", "odd.bin: kernel hist256 (_Z7hist256PKhPji): --data 0: 3 bytes is not a whole number of uint16 elements"),
     ("0={d}/short.npy", "reads bytes 100..100 of parameter _Z7hist256PKhPji_param_0, but --data gives it only "
                         "100 bytes"),
     ("0={d}/floats.npy", "reads .u8 values from parameter _Z7hist256PKhPji_param_0, but --data gives it float32"),

@@ -14,7 +14,8 @@ from test_report_support import transpose_analysis
 from traceconf.cli import app
 from traceconf.errors import InputError
 from traceconf.analyses.results import kernel_table
-from traceconf.analyses.ncu import compare, opcode_kind, pair_kernels, read_counters_csv, read_source_csv
+from traceconf.analyses.ncu import compare, opcode_kind, read_counters_csv, read_source_csv
+from traceconf.analyses.ncu_predict import match_tables
 
 NCU = FIXTURES / "ncu"
 CUDA_FIXTURES = FIXTURES / "cuda"
@@ -41,7 +42,7 @@ def test_cuda_view_compared_per_line():
     assert [m.name.split("(")[0] for m in measured] == ["transpose_unpadded", "transpose_padded"]
     analyses = {"transpose_unpadded": transpose_analysis(),
                 "transpose_padded": transpose_analysis("transpose_padded", row_words=33)}
-    pairs = pair_kernels(measured, list(analyses), "r.csv")
+    pairs = match_tables([("r.csv", m) for m in measured], list(analyses), None, "t.ptx")
     assert [(m.name.split("(")[0], k) for m, k in pairs] == [("transpose_unpadded", "transpose_unpadded"),
                                                              ("transpose_padded", "transpose_padded")]
     result = compare(pairs[0][0], "transpose_unpadded", kernel_table(analyses["transpose_unpadded"], "sm_90"))
@@ -53,8 +54,10 @@ def test_cuda_view_compared_per_line():
 
 
 def test_unmatched_kernel_is_an_input_error():
-    with pytest.raises(InputError, match="no kernel of the report matches other"):
-        pair_kernels(read_source_csv(NCU / "transpose_cuda.csv"), ["other"], "r.csv")
+    tables = [("r.csv", m) for m in read_source_csv(NCU / "transpose_cuda.csv")]
+    with pytest.raises(InputError, match=r"no kernel of the report \(transpose_unpadded.*\) is a kernel of this "
+                                         r"input \(other\)"):
+        match_tables(tables, ["other"], None, "t.ptx")
 
 
 @pytest.mark.parametrize("text, message, line", [

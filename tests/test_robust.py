@@ -106,7 +106,7 @@ def test_huge_accelsim_header_numbers(tmp_path, old, new, message):
 
 @pytest.mark.parametrize("old, new, message", [
     ("grid size 2,1,1", "grid size 99999999999999999999999,1,1", ":3:1: LAUNCH line: grid x 99999999999999999999999"),
-    ("CTA 0,0,0 - warp 1 - STS", "CTA 0,0,0 - warp 99999999999999999999999 - STS", ":14:1: kernel _Z13bank_patternsPf: warp"),
+    ("CTA 0,0,0 - warp 1 - STS", "CTA 0,0,0 - warp 99999999999999999999999 - STS", ":14:1: kernel bank_patterns (_Z13bank_patternsPf): warp"),
 ])
 def test_huge_nvbit_numbers(tmp_path, old, new, message):
     path = _replaced(TRACES / "nvbit-memtrace.log", tmp_path / "m.log", old, new)
@@ -477,7 +477,7 @@ def test_too_few_source_operands_is_a_located_error(tmp_path):
     ("parquet_int_bits.parquet", "unreadable Parquet file: Integers with less than 8 bits not implemented"),
     ("parquet_dictionary_index.parquet", "unreadable Parquet data after row 0: Dictionary indices invalid"),
     ("parquet_schema_without_kind.parquet", "unreadable Parquet file:"),
-    ("parquet_bytes_out_of_range.parquet", "row 241: kernel _Z13bank_patternsPf: bytes 8200 is out of range 1..255"),
+    ("parquet_bytes_out_of_range.parquet", "row 241: kernel bank_patterns (_Z13bank_patternsPf): bytes 8200 is out of range 1..255"),
 ])
 def test_fuzzed_parquet_files(name, message):
     """Found by scripts/fuzz_traces.py (bit flips of traces/canonical.parquet, kept in tests/data/fuzz)."""
@@ -490,9 +490,9 @@ def test_fuzzed_parquet_files(name, message):
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ("thread block = 0,0,0", "thread block = 99999999999999999999999,0,0", ":19:1: kernel _Z13bank_patternsPf: thread block index x"),
+    ("thread block = 0,0,0", "thread block = 99999999999999999999999,0,0", ":19:1: kernel bank_patterns (_Z13bank_patternsPf): thread block index x"),
     ("thread block = 0,0,0", "thread block = 5,0,0", "thread block index x 6 is out of range 1..2"),
-    ("warp = 1\n", "warp = 99999999999999999999999\n", ":41:1: kernel _Z13bank_patternsPf: warp 99999999999999999999999 is out of range"),
+    ("warp = 1\n", "warp = 99999999999999999999999\n", ":41:1: kernel bank_patterns (_Z13bank_patternsPf): warp 99999999999999999999999 is out of range"),
 ])
 def test_accelsim_structure_numbers(tmp_path, old, new, message):
     """Found by scripts/fuzz_traces.py: CTA and warp numbers of the trace body are range-checked too."""

@@ -196,7 +196,7 @@ def test_an_error_in_the_assembled_sass_names_the_ptx_line(tmp_path):
     result = invoke("analyze", ptx, "--block", "64", "--level", "sass")
     assert result.exit_code == 2, result.output
     store = STRIDED.splitlines().index("    st.shared.f32 [%r6], %f1;") + 1
-    assert result.stderr.startswith(f"{ptx}:{store}: kernel _Z7stridedPfi: the shared-memory address at SASS "), result.stderr
+    assert result.stderr.startswith(f"{ptx}:{store}: kernel strided (_Z7stridedPfi): the shared-memory address at SASS "), result.stderr
     assert "--param stride=VALUE" in result.stderr
 
 

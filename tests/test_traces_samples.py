@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import lzma
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 from conftest import REPO
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import InputError
-from traceconf.schemas import ACCESSES
+from traceconf.schemas import CONVERTED_ACCESSES
 from traceconf.traces import detect_format, open_trace, read_gpgpusim_stats
 from traceconf.traces import source as trace_source
 
@@ -263,7 +264,7 @@ def test_convert_cli_parquet_csv_and_bad_input(generated, tmp_path):
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     table = pq.read_table(out)
-    assert table.schema.names == ACCESSES.names
+    assert table.schema.names == CONVERTED_ACCESSES.names
     assert set(table.column("kernel").to_pylist()) == {samples.KERNEL, samples.KERNEL + "#2"}
     assert table.num_rows == 2 * samples.expected_accesses().to_table().num_rows
     again = read_all(out)
@@ -285,6 +286,56 @@ def test_convert_cli_parquet_csv_and_bad_input(generated, tmp_path):
     run = subprocess.run(cli + ["convert", "--skip-bad", str(bad), "-o", str(tmp_path / "skipped.parquet")],
                          capture_output=True, text=True)
     assert run.returncode == 0 and "1 bad line(s) skipped" in run.stdout
+
+
+def test_convert_keeps_each_instructions_pc_sass_and_source_line_and_the_launch(tmp_path):
+    """A re-analysis of a converted trace shows what the trace said of each instruction (`pc 0x30 LDS.U.32 R4,
+    R2`, its source line), not `#48 ld` (issue 24, item 13), and of its launch (grid, block, the architecture it
+    was recorded on): Parquet and CSV give the trace's JSON (CSV has no place for the launch)."""
+    from typer.testing import CliRunner
+
+    from traceconf.cli import app
+
+    trace = tmp_path / "sm61.traceg"       # recorded on another architecture: the analysis says so (item 12)
+    trace.write_text((REPO / "traces" / "accelsim-v4-lineinfo.traceg").read_text().replace(
+        "-binary version = 90", "-binary version = 61"))
+    analyse = lambda path: json.loads(CliRunner().invoke(app, ["analyze", str(path), "-f", "json"]).stdout)  # noqa: E731
+    (direct,) = analyse(trace)["results"]
+    assert any("recorded on sm_61" in note for note in direct["notes"])
+    for name in ("converted.parquet", "converted.csv"):
+        out = tmp_path / name
+        assert CliRunner().invoke(app, ["convert", str(trace), "-o", str(out)]).exit_code == 0
+        (again,) = analyse(out)["results"]
+        assert again["instructions"] == direct["instructions"]
+        table = CliRunner().invoke(app, ["analyze", str(out)]).stdout
+        assert "pc 0x30 LDS.U.32 R4, R2" in table and "ld.32" in table
+        if name.endswith(".parquet"):
+            assert again["notes"] == direct["notes"]
+            assert again["launch"] == {"format": "canonical", "file": str(out), "kernel_name": "_Z13bank_patternsPf",
+                                       "kernel_id": 1, "grid": [2, 1, 1], "block": [64, 1, 1], "warps_per_cta": 2,
+                                       "shmem_bytes": 16384, "nregs": 32, "binary_version": 61,
+                                       "cuda_stream_id": 0, "nvbit_version": "1.7.4", "trace_version": 4,
+                                       "lineinfo": True}
+    rows = pq.read_table(tmp_path / "converted.parquet").to_pylist()
+    assert {(r["pc"], r["sass"], r["source_line"]) for r in rows if r["instruction"] == 48} == {
+        (48, "LDS.U.32 R4, R2", 103)}
+
+
+def test_stored_launch_facts_of_the_wrong_shape_are_not_given_back(tmp_path):
+    """A converted table's launch metadata is input: a grid out of CUDA's limits, a key the analysis sets, a
+    non-object are left out, never an internal error."""
+    from traceconf.schemas import LAUNCHES_KEY
+
+    table = pq.read_table(REPO / "traces" / "canonical.parquet")
+    kernel = table.column("kernel")[0].as_py()
+    path = tmp_path / "odd.parquet"
+    stored = {kernel: {"grid": [0, 1, 1], "block": "64", "params": {"0": 1}, "scale": 9, "binary_version": 61},
+              "other": [1, 2]}
+    pq.write_table(table.replace_schema_metadata({LAUNCHES_KEY: json.dumps(stored)}), path)
+    kt = next(open_trace(path))
+    assert {k: v for k, v in kt.launch.items() if k not in ("format", "file")} == {"binary_version": 61}
+    pq.write_table(table.replace_schema_metadata({LAUNCHES_KEY: "[" * 100_000}), path)
+    assert next(open_trace(path)).kernel == kernel
 
 
 def test_trace_to_engine_wavefronts(generated):

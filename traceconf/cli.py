@@ -91,7 +91,10 @@ def main() -> None:
     from traceconf.errors import EXIT_INPUT, InputError
 
     try:
-        sys.modules[__name__].app()        # the module's app (built on first use; a test may put another there)
+        sys.modules[__name__].app()
+    except SystemExit as done:
+        _closed_pipe(done)
+        raise        # the module's app (built on first use; a test may put another there)
     except InputError as error:
         report_input_error(error)
         sys.exit(EXIT_INPUT)
@@ -100,6 +103,15 @@ def main() -> None:
         sys.exit(130)
     except Exception as error:   # the last boundary: a bug of ours, never a traceback unless asked for
         _internal(error)
+
+
+def _closed_pipe(done: SystemExit) -> None:
+    """`traceconf ... | head` on a typer.echo: the reader closed stdout, and Click exits 1 (the --fail-on-excess
+    gate's status) after swapping in its PacifyFlushWrapper; end by SIGPIPE instead (the rich tables do so in
+    their console).  The signal's default action is set only here: a Dask cluster's sockets keep EPIPE errors."""
+    if done.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        from traceconf.outputs import end_by_closed_pipe
+        end_by_closed_pipe()
 
 
 def _internal(error: BaseException) -> None:

@@ -205,3 +205,20 @@ def read_manifest(path: str | Path, fields: dict[str, type], records: str | None
         raise InputError(f"not a traceconf results manifest ({missing[0]} is missing or of another type): remove it "
                          "to start afresh", file=str(manifest))
     return body
+
+
+def end_by_closed_pipe() -> None:
+    """The reader of stdout closed the pipe (``traceconf analyze ... | head``): end as every Unix tool does, by
+    SIGPIPE, never with exit status 1, the --fail-on-excess gate's; nothing more is written (the Python docs'
+    "Note on SIGPIPE": stdout goes to devnull first)."""
+    import signal
+    import sys
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):        # no real stdout (captured): nothing to silence
+        pass
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+    raise SystemExit(1)

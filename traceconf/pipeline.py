@@ -17,7 +17,7 @@ import pyarrow as pa
 from traceconf.accesses import WarpAccesses
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error, internal_message
 from traceconf.machine import memory_limit as default_memory_limit
-from traceconf.names import matches, select_kernels
+from traceconf.names import matches, readable, select_kernels
 from traceconf.programs import DEFAULT_LEVEL
 from traceconf.schemas import INSTRUCTION_INFO, INSTRUCTION_RESULTS
 
@@ -77,8 +77,10 @@ class KernelFailure:
         where = self.error.location()
         message = self.error.message
         message = without_kernel(message, self.kernel)
-        if self.kernel and not message.startswith(f"kernel {self.kernel}"):
-            message = f"kernel {self.kernel}: {message}"
+        if self.kernel and message.startswith(f"kernel {self.kernel} "):     # named readably (issue 24, item 7)
+            message = f"kernel {readable(self.kernel)} " + message[len(f"kernel {self.kernel} "):]
+        elif self.kernel and not message.startswith(f"kernel {self.kernel}"):
+            message = f"kernel {readable(self.kernel)}: {message}"
         return f"{where + ': ' if where else 'error: '}{message}"
 
 

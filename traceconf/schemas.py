@@ -142,6 +142,22 @@ ACCESSES = pa.schema(
 #: ACCESSES columns a reader may leave out.
 OPTIONAL_ACCESS_COLUMNS = ("op",)
 
+#: What the canonical table may also say of each access's instruction (``traceconf convert`` writes them from
+#: the trace's instruction descriptions; the canonical reader gives them back, so a re-analysis shows
+#: ``pc 0xc70 LDS.U R136, R0``, not ``#3184 ld``).  Null where the trace recorded none.
+ACCESS_INSTRUCTION_COLUMNS = pa.schema(
+    [
+        _f("pc", pa.int64(), "SASS PC offset inside the function"),
+        _f("sass", pa.string(), "the instruction's SASS text as the trace recorded it"),
+        _f("source_line", pa.int32(), "CUDA source line"),
+    ]
+)
+#: ACCESSES with the instruction columns: what ``traceconf convert`` writes.
+CONVERTED_ACCESSES = pa.schema(list(ACCESSES) + list(ACCESS_INSTRUCTION_COLUMNS))
+#: Parquet key-value metadata of a converted table: JSON ``{kernel: launch facts}`` as the trace stated them
+#: (grid, block, the architecture it was recorded on ...), given back by the canonical reader.
+LAUNCHES_KEY = "traceconf.launches"
+
 # --------------------------------------------------------------------------
 # Engine output
 # --------------------------------------------------------------------------
@@ -320,6 +336,7 @@ TABLES = {
     "instructions": INSTRUCTIONS,
     "kernels": KERNELS,
     "accesses": ACCESSES,
+    "converted_accesses": CONVERTED_ACCESSES,
     "executions": EXECUTIONS,
     "instruction_results": INSTRUCTION_RESULTS,
     "instruction_info": INSTRUCTION_INFO,

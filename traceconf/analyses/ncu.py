@@ -31,6 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from traceconf.errors import InputError
+from traceconf.analyses.ncu_launches import launch_dims, read_launch_table
 from traceconf.names import same_kernel
 from traceconf.numbers import INT64_MAX, read_count, read_int
 from traceconf.sass.opcodes import shared_op
@@ -63,6 +64,9 @@ class MeasuredKernel:
     name: str | None
     sass: list[MeasuredRow] = field(default_factory=list)
     cuda: list[MeasuredRow] = field(default_factory=list)
+    # warps the launch ran: "Instructions Executed" of the kernel's first SASS instruction, which every warp
+    # executes once (None: no such column); it tells which of several launches of a kernel the table is
+    warps: int | None = None
 
 
 def opcode_kind(sass: str) -> str | None:
@@ -86,7 +90,7 @@ def _header_index(row: list[str]) -> dict[str, int] | None:
                 break
     if "wavefronts" not in index:
         return None
-    for key, option in (("number", "#"), ("address", "Address")):
+    for key, option in (("number", "#"), ("address", "Address"), ("executed", "Instructions Executed")):
         if option in names:
             index[key] = names.index(option)
     for option in LOCATION_COLUMNS:
@@ -151,6 +155,9 @@ def read_source_csv(path: str | Path) -> list[MeasuredKernel]:
         if address_text:
             address = read_int(address_text, str(path), what="address", base=16, low=0, high=INT64_MAX,
                                line=number, column=index["address"] + 1)
+            if not kernel.sass and "executed" in index:
+                kernel.warps = read_count(row[index["executed"]], str(path), what="Instructions Executed value",
+                                          line=number, column=index["executed"] + 1, empty=None)
             kernel.sass.append(MeasuredRow(kernel.name, source, address,
                                            _line_of(row[index["location"]]) if "location" in index else None,
                                            opcode_kind(source), **counts))
@@ -161,7 +168,9 @@ def read_source_csv(path: str | Path) -> list[MeasuredKernel]:
     if not kernels:
         raise InputError("no Source-page table found (export with ncu --page source --csv --print-source sass)",
                          file=str(path))
-    return kernels
+    # a whole-report export of a kernel built with line info prints each launch's table again right after
+    # itself (Nsight Compute 2025.3: tests/data/hw/ncu_reports); a table equal to the one before is that repeat
+    return [kernel for n, kernel in enumerate(kernels) if n == 0 or kernel != kernels[n - 1]]
 
 
 def kernel_matches(measured: str | None, predicted: str) -> bool:
@@ -184,6 +193,9 @@ class Comparison:
     # With kernel-level counters (--raw): one entry per matching launch of the counters CSV,
     # {"id", "grid", "block", "by_op": [{"op", "metric", "counter": {...}, "source": {...} | None, "predicted": {...}}]}
     counters: list[dict] = field(default_factory=list)
+    # the predicted launch: {"id" (the report's ID of the profiled launch, None when no launch page names it),
+    # "grid", "block", "dynamic_smem"}
+    launch: dict = field(default_factory=dict)
 
 
 def _sum(rows, keys=("wavefronts", "ideal_wavefronts", "excess_wavefronts")) -> dict:
@@ -191,9 +203,11 @@ def _sum(rows, keys=("wavefronts", "ideal_wavefronts", "excess_wavefronts")) -> 
 
 
 def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table,
-            counters: list[KernelCounters] | None = None, launch: dict | None = None) -> Comparison:
+            counters: list[KernelCounters] | None = None, launch: dict | None = None,
+            launch_id: str | None = None) -> Comparison:
     """``predicted``: RESULT_ROWS of one kernel on one device; ``counters``: the kernel-level counters CSV's
-    launches (every kernel's), ``launch``: the predicted launch's facts (grid and block pick the CSV's rows)."""
+    launches (every kernel's), ``launch``: the predicted launch's facts (grid and block pick the CSV's rows);
+    ``launch_id``: the report's ID of the launch."""
     rows = predicted.to_pylist()
     shared_sass = [r for r in measured.sass if r.kind is not None or r.wavefronts]
     totals = {"measured": _sum(shared_sass or measured.cuda), "predicted": _sum(rows)}
@@ -220,7 +234,8 @@ def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table,
             notes.append(f"CUDA lines with shared wavefronts differ: only the report has {_lines(only_measured)}, "
                          f"only the prediction has {_lines(only_predicted)}; was the report made from another build "
                          "of the source (other line numbers) than this PTX's .loc lines?")
-    result = Comparison(kernel, measured.name, totals, by_kind, by_line, notes, _by_pc(measured, rows))
+    facts = {"id": launch_id, **{key: (launch or {}).get(key) for key in ("grid", "block", "dynamic_smem")}}
+    result = Comparison(kernel, measured.name, totals, by_kind, by_line, notes, _by_pc(measured, rows), launch=facts)
     if counters is not None:
         result.counters, counter_notes = kernel_level(counters, kernel, launch or {}, shared_sass, totals, rows)
         result.notes += counter_notes
@@ -255,23 +270,6 @@ def _lines(lines: list[int]) -> str:
     return ", ".join(map(str, lines[:6])) + (f" (+{len(lines) - 6})" if len(lines) > 6 else "")
 
 
-def pair_kernels(measured: list[MeasuredKernel], predicted: list[str], path: str) -> list[tuple[MeasuredKernel, str]]:
-    """Match every predicted kernel to a measured table (unnamed tables only when unambiguous)."""
-    pairs = []
-    unnamed = [m for m in measured if m.name is None]
-    for kernel in predicted:
-        named = [m for m in measured if m.name is not None and kernel_matches(m.name, kernel)]
-        if named:
-            pairs.append((named[0], kernel))
-        elif len(unnamed) == 1 and len(predicted) == 1:
-            pairs.append((unnamed[0], kernel))
-    if not pairs:
-        names = ", ".join(m.name or "(unnamed)" for m in measured)
-        raise InputError(f"no kernel of the report matches {', '.join(predicted)} (report has: {names}); "
-                         f"pick one with --kernel", file=path)
-    return pairs
-
-
 # -- kernel-level counters (ncu --page raw / details) -------------------------------------------------------
 
 #: The per-op l1tex shared-memory counters, the Source-page access kinds each one counts (``_op_ld`` counts LDS
@@ -303,11 +301,6 @@ class KernelCounters:
     line: int
 
 
-def _dims(text: str | None) -> tuple[int, ...] | None:
-    numbers = re.findall(r"\d+", (text or "").replace(",", ""))
-    return tuple(int(n) for n in numbers) if numbers else None
-
-
 def _counter(text: str, path: str, line: int, column: int) -> int | None:
     """A counter cell: thousands separators allowed; empty or n/a: not collected (None)."""
     return read_count(text, path, what="counter value", line=line, column=column, empty=None)
@@ -316,24 +309,12 @@ def _counter(text: str, path: str, line: int, column: int) -> int | None:
 def read_counters_csv(path: str | Path) -> list[KernelCounters]:
     """Every launch of ``ncu -i REP --page raw --csv`` (one row per launch, metric names as columns, a units row
     allowed) or ``--page details --csv`` (one row per launch and metric: ``Metric Name``, ``Metric Value``)."""
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
-    # ncu's own "==PROF==" / "==WARNING==" lines end up in the file when stdout was redirected whole
-    numbered = [(n, row) for n, row in enumerate(csv.reader(text.splitlines()), 1)
-                if row and not row[0].startswith("==")]
-    header_at = next((i for i, (_, row) in enumerate(numbered) if "Kernel Name" in [c.strip() for c in row]), None)
-    if header_at is None:
+    table = read_launch_table(path, "the counters CSV")
+    if table is None:
         raise InputError("no kernel-level counters table (a header row with Kernel Name): export with "
                          "ncu -i REPORT --page raw --csv (or --page details --csv)", file=str(path), line=1)
-    header_line, header = numbered[header_at]
-    names = [c.strip() for c in header]
-    col = {name: i for i, name in enumerate(names)}
+    header_line, col, cell = table.header_line, table.columns, table.cell
     launches: dict[tuple, KernelCounters] = {}
-
-    def cell(row: list[str], name: str) -> str | None:
-        return row[col[name]] if name in col and col[name] < len(row) else None
 
     long = "Metric Name" in col and "Metric Value" in col
     wide = [m for m in COUNTER_METRICS if m in col]
@@ -342,13 +323,13 @@ def read_counters_csv(path: str | Path) -> list[KernelCounters]:
                          "is a column, and there are no Metric Name/Metric Value columns: collect them with ncu "
                          "--metrics (or --section MemoryWorkloadAnalysis_Tables) and export --page raw --csv",
                          file=str(path), line=header_line)
-    for line, row in numbered[header_at + 1:]:
+    for line, row in table.rows:
         kernel = (cell(row, "Kernel Name") or "").strip()
         if not kernel:          # the units row of --print-units, blank lines
             continue
         key = (cell(row, "ID"), kernel)
-        entry = launches.setdefault(key, KernelCounters(cell(row, "ID"), kernel, _dims(cell(row, "Grid Size")),
-                                                        _dims(cell(row, "Block Size")), {}, line))
+        entry = launches.setdefault(key, KernelCounters(cell(row, "ID"), kernel, launch_dims(cell(row, "Grid Size")),
+                                                        launch_dims(cell(row, "Block Size")), {}, line))
         if long:
             metric = (cell(row, "Metric Name") or "").strip()
             if metric in COUNTER_METRICS:

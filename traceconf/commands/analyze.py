@@ -189,9 +189,15 @@ def progress_bar(enabled: bool, label: str) -> Iterator:
         yield update
 
 
+class _StdoutConsole(Console):
+    def on_broken_pipe(self) -> None:          # rich's default exits 1, the gate's status
+        from traceconf.outputs import end_by_closed_pipe
+        end_by_closed_pipe()
+
+
 def stdout_console() -> Console:
     """Rich console on stdout; piped output is read by grep and diff, so it is not squeezed to 80 columns."""
-    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+    return _StdoutConsole(soft_wrap=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
 
 
 def report_failures(failures: list[KernelFailure]) -> None:

@@ -11,14 +11,20 @@ import typer
 from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhaustive, Format, Grid, HtmlPictures,
                                         Kernels, Launches, Level, MaxSteps, MemoryLimit, Params, PtxasOptions, Seed,
                                         TimeLimit, WorkLimit, check_input, exit_for_failures, fail, launch_request,
-                                        parse_pictures, report_failures, run_file, stdout_console, wants_html)
+                                        parse_pictures, report_failures, stdout_console, wants_html)
 from traceconf.errors import DATA_ERRORS, InputError, as_input_error
 from traceconf.programs import DEFAULT_LEVEL
 from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
 
 def compare_ncu(
-    report: Annotated[Path, typer.Argument(help="CSV of: ncu -i REP --page source --csv --print-source sass[,cuda]")],
-    file: Annotated[Path, typer.Argument(help="The PTX (or trace) of the profiled kernels.")],
+    reports: Annotated[list[Path], typer.Argument(
+        help="Nsight Compute exports of the profiled launches: Source pages (ncu -i REP --page source --csv "
+        "--print-source sass[,cuda]), and for each launch's grid, block and dynamic shared memory the report's "
+        "details page (ncu -i REP --page details --csv), raw page (--page raw --csv) or the .ncu-rep itself "
+        "(read through Nsight Compute's ncu_report module). Several reports, several launches each.",
+        metavar="REPORT...")],
+    file: Annotated[Path, typer.Argument(help="The PTX, SASS, CUDA binary or trace of the profiled kernels.",
+                                         metavar="FILE")],
     kernel: Kernels = None,
     block: Block = None,
     grid: Grid = None,
@@ -46,23 +52,27 @@ def compare_ncu(
         "--raw", help="CSV of: ncu -i REP --page raw --csv (or --page details --csv) of the same launch: the "
                       "kernel-level l1tex shared counters, shown beside the Source-page sum.")] = None,
 ) -> None:
-    """Line up Nsight Compute's measured shared wavefronts with the prediction (per kernel, kind, CUDA line)."""
+    """Line up Nsight Compute's measured shared wavefronts with the prediction (per launch, kind, pc, CUDA line):
+    the kernels and launches are the report's."""
+    from traceconf.analyses.ncu import compare, read_counters_csv
     from traceconf.analyses.results import kernel_table
-    from traceconf.analyses.ncu import compare, pair_kernels, read_counters_csv, read_source_csv
+    from traceconf.analyses.ncu_predict import predict
     from traceconf.report.ncu import csv_text, render
 
     html = wants_html(format, output)
+    inputs = [*reports, file, *([raw] if raw else [])]
     try:
-        check_input(report)
+        for report in reports:
+            check_input(report)
         check_input(file, folder=True)
         if output is not None:
             from traceconf.outputs import check_not_input, check_writable
             if output.suffix.lower() != ".html":
                 raise InputError("compare-ncu writes the report page: use a .html name", file=str(output))
-            check_not_input(output, [report, file, *([raw] if raw else [])])
+            check_not_input(output, inputs)
             check_writable(output)
         pictures = parse_pictures(html_pictures)
-        measured = read_source_csv(report)
+        tables, profiled = read_reports(reports)
         counters = None
         if raw is not None:
             check_input(raw)
@@ -71,18 +81,20 @@ def compare_ncu(
                                 time_limit, memory_limit, exhaustive, work_limit=work_limit)
         launch.retain = None if html and pictures != 0 else 0     # the pictures look at single executions
         (rules,) = load_rule_sets([device])
-        analyses, failures = run_file(file, kernel, launch, [rules], level=level, ptxas_options=ptxas_option)
-        by_name = {a.kernel: a for a in analyses}
-        pairs = pair_kernels(measured, list(by_name), str(report)) if analyses else []
+        predicted, failures, unmatched = predict(str(file), tables, profiled, launch, kernel, rules, level,
+                                                 ptxas_option)
     except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error
         raise fail(as_input_error(error, str(file))) from None
-    comparisons = [compare(m, name, kernel_table(by_name[name], rules.name), counters, by_name[name].launch)
-                   for m, name in pairs]
+    comparisons = [compare(p.measured, p.kernel, kernel_table(p.analysis, rules.name), counters, p.analysis.launch,
+                           p.launch.id if p.launch else None) for p in predicted]
+    for comparison, prediction in zip(comparisons, predicted):
+        comparison.notes += prediction.notes + unmatched
     page = None
     if html:
         from traceconf.report.html_ncu import ncu_page
-        page = ncu_page(comparisons, analyses, rules, f"traceconf compare-ncu {report} {file} -d {rules.name}",
-                        pictures, [f.line() for f in failures])
+        page = ncu_page(list(zip(comparisons, [p.analysis for p in predicted])), rules,
+                        f"traceconf compare-ncu {' '.join(map(str, reports))} {file} -d {rules.name}", pictures,
+                        [f.line() for f in failures])
     if format is Format.json:
         typer.echo(json.dumps({"device": rules.name, "comparisons": [c.__dict__ for c in comparisons]}, indent=2))
     elif format is Format.html:
@@ -94,11 +106,28 @@ def compare_ncu(
     if output is not None:
         from traceconf.outputs import write_text
         try:
-            write_text(output, page, inputs=[report, file, *([raw] if raw else [])])
+            write_text(output, page, inputs=inputs)
         except InputError as error:
             raise fail(error) from None
     report_failures(failures)
     exit_for_failures(failures)
+
+
+def read_reports(reports: list[Path]) -> tuple[list, list]:
+    """The Source-page tables (with the file each is in) and the profiled launches of every REPORT."""
+    from traceconf.analyses.ncu import read_source_csv
+    from traceconf.analyses.ncu_launches import is_source_page, read_launches
+
+    tables, profiled = [], []
+    for report in reports:
+        if not str(report).lower().endswith(".ncu-rep") and is_source_page(report):
+            tables += [(str(report), table) for table in read_source_csv(report)]
+        else:
+            profiled += read_launches(report)
+    if not tables:
+        raise InputError("no Source page among the reports: export one with ncu -i REPORT.ncu-rep --page source "
+                         "--csv --print-source sass > source.csv", file=str(reports[0]))
+    return tables, profiled
 
 
 def register(app: typer.Typer) -> None:

@@ -22,7 +22,8 @@ from traceconf.emulate.layout import lay_out
 from traceconf.emulate.spaces import space_of
 from traceconf.emulate.operands import Context
 from traceconf.emulate.program import link
-from traceconf.emulate.regions import read_registers, value_facts
+from traceconf.emulate.regions import flow_edges, ptx_effect, read_registers, value_facts
+from traceconf.emulate.slice import plan
 from traceconf.emulate.simt import Findings, Machine, compile_slot
 from traceconf.errors import InputError
 from traceconf.ptx.opcodes import may_access_shared, shared_access_kind
@@ -100,10 +101,12 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
     ctx.relevant_registers, ctx.shared_values = value_facts(program, global_values=memory is not None)
     compiled = [compile_slot(slot, ctx) for slot in program.slots]
     findings = Findings(program, layout.total_bytes)
+    sliced = plan([ptx_effect(slot, memory is not None) for slot in program.slots], flow_edges(program.slots),
+                  modelled_spaces(memory))
 
     def machine(ctas: np.ndarray, watch) -> Machine:
         return Machine(program, compiled, ctx, ctas, block, grid, launch.warp_size,
-                       (layout.static_bytes, layout.dynamic_bytes), launch.max_steps, findings, watch)
+                       (layout.static_bytes, layout.dynamic_bytes), launch.max_steps, findings, watch, sliced)
 
     # CTAs that may communicate through global memory (counters, spin locks) run as in launch order
     serial = memory is not None and memory.written
@@ -115,6 +118,11 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
     notes += findings.stop_notes + ctx.notes
     return EmulationResult.of(outcome, findings, _assumed_extern_size(layout, findings.extent, launch.dynamic_smem),
                               notes)
+
+
+def modelled_spaces(memory: GlobalContents | None) -> frozenset:
+    """The memory spaces whose contents the emulator keeps (both levels): global memory only with --data."""
+    return frozenset({"shared", "local", "param"} | ({"global"} if memory is not None else set()))
 
 
 def _writes_global(rows: list[dict]) -> bool:

@@ -23,8 +23,9 @@ from typing import Callable
 
 from traceconf.emulate.operands import register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
+from traceconf.emulate.slice import Effect
 from traceconf.emulate.spaces import space_of
-from traceconf.ptx.opcodes import may_access_shared
+from traceconf.ptx.opcodes import may_access_shared, uncounted_shared_op
 
 #: Opcodes whose first operand is a source (or that write no register at all).
 NO_DESTINATION = frozenset({"st", "red", "bar", "barrier", "bra", "brx", "call", "ret", "exit", "trap", "stmatrix",
@@ -116,6 +117,18 @@ def immediate_post_dominators(slots: list[Slot], successors=successors) -> list[
                 idom[node] = new
                 changed = True
     return [idom.get(index) for index in range(end)]
+
+
+def flow_edges(slots: list[Slot], successors=successors) -> list[list[int]]:
+    """Per instruction, what may run after it, for dataflow: its successors, and where the sides of a
+    branch meet again (lanes whose direction is unknown jump there: :meth:`Machine.explore`)."""
+    edges = [list(successors(slots, index)) for index in range(len(slots))]
+    if any(len(set(following)) > 1 for following in edges):
+        ipdom = immediate_post_dominators(slots, successors)
+        for following, rejoin in zip(edges, ipdom):
+            if len(set(following)) > 1 and rejoin is not None:
+                following.append(rejoin)
+    return edges
 
 
 @dataclass
@@ -272,3 +285,59 @@ def value_facts(program: Program, global_values: bool) -> tuple[frozenset[str], 
         return relevant, False
     relevant = relevant_registers(program, global_values, shared_values=True)
     return relevant, True
+
+
+#: PTX opcodes that transfer control, wait at a barrier, or decide (a comparison: CTA classes record its sign).
+_ALWAYS_RUN = frozenset({"bra", "brx", "call", "ret", "exit", "trap", "bar", "barrier", "setp", "set",
+                         "mbarrier"})
+#: Memory opcodes the slice follows: what they read into registers or store; any other memory opcode runs.
+_LOADS = frozenset({"ld", "ldu", "atom", "tex", "tld4", "suld"})
+_STORES = frozenset({"st", "atom", "red"})
+#: Where a PTX state space's bytes may lie, as the slice tracks memory contents.
+_PLACES = {"generic": frozenset({"shared", "global", "local"}), "tex": frozenset({"texture"}),
+           "surf": frozenset({"texture"})}
+CARRY = "%carry"                # the .cc flag: one per thread, written by .cc, read by addc/subc/madc
+
+
+def _read_keys(row: dict, slot: Slot) -> tuple[list[str], list[str]]:
+    """(keys read as values, keys read as addresses or guards): every name a source operand gives, ``%`` or not
+    (PTX registers need no ``%``; a name that is a symbol has no writer, which costs nothing)."""
+    operands = row["operands"] or []
+    first = 0 if row["opcode"] in NO_DESTINATION or not operands or operands[0]["kind"] not in ("reg", "vector") \
+        else 1
+    values, places = [], []
+    if row.get("guard"):
+        places.append(register_key(row["guard"].lstrip("!"), slot))
+    for operand in operands[first:]:
+        if operand["kind"] not in ("reg", "vector", "address", "symbol"):
+            continue
+        names = list(operand.get("elements") or []) if operand["kind"] == "vector" else [operand.get("name")]
+        keys = [register_key(name.lstrip("!"), slot) for name in names if name]
+        (places if operand["kind"] == "address" else values).extend(keys)
+    return values, places
+
+
+def ptx_effect(slot: Slot, global_data: bool) -> Effect:
+    """What a PTX instruction reads and writes (:mod:`traceconf.emulate.slice`); ``global_data``: --data
+    buffers are modelled (then every global access runs: it serves them and notes what it could not)."""
+    row = slot.row
+    opcode = row["opcode"]
+    values, places = _read_keys(row, slot)
+    defs = set(_ptx_written(slot))
+    if "cc" in (row["modifiers"] or []):
+        defs.add(CARRY)
+    if opcode in ("addc", "subc", "madc"):
+        values.append(CARRY)
+    space = space_of(row)
+    spaces = _PLACES.get(space, frozenset({space}))
+    reads = spaces if opcode in _LOADS else frozenset()
+    writes = spaces if opcode in _STORES else frozenset()
+    memory = opcode in _LOADS or opcode in _STORES
+    seed = opcode in _ALWAYS_RUN or may_access_shared(opcode, row["state_space"]) \
+        or bool(uncounted_shared_op(opcode, row["modifiers"])) or (opcode in MEMORY_WRITES and not memory) \
+        or (global_data and "global" in reads | writes)
+    if seed and not writes:
+        places, values = places + values, []
+    return Effect(defs=frozenset(defs), values=frozenset(values), places=frozenset(places), reads=reads,
+                  writes=writes, seed=seed, loaded=bool(reads) and space != "param",
+                  names_pointers=opcode in ("ld", "ldu") and space == "global", guarded=bool(row.get("guard")))

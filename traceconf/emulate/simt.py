@@ -297,11 +297,13 @@ class Machine(ThreadState):
     """Thread state plus the scheduler and the logs of one chunk."""
 
     def __init__(self, program: Program, compiled: list[Compiled], ctx: Context, ctas, block, grid,
-                 warp_size: int, layout_sizes, max_steps: int, findings: "Findings", watch=None):
+                 warp_size: int, layout_sizes, max_steps: int, findings: "Findings", watch=None, sliced=None):
         super().__init__(ctas, block, grid, warp_size, layout_sizes)
         self.program, self.compiled, self.ctx = program, compiled, ctx
         self.max_steps = max_steps
         self.watch = watch              # classes.Watch: CTA-class bookkeeping around each step (or None)
+        self.follow = sliced.follow if sliced is not None else None   # slice.Plan: where lanes jump over what
+                                                                        # the counts do not depend on
         self.limits = None              # launch.Limits, set by the scheduler: work checked every step, clock and
                                         # memory polled every LIMIT_POLL_STEPS
         self.findings = findings
@@ -343,6 +345,7 @@ class Machine(ThreadState):
         # the work budget left, in steps of this machine's width (None: no work limit)
         left = self.limits.steps_left(size // self.warp_size) if self.limits is not None else None
         cap = self.max_steps if left is None else min(self.max_steps, left)
+        follow = self.follow
         everyone = np.ones(size, dtype=bool)
         together = end              # the pc of every thread when the last step ran them all and fell through
         while True:
@@ -360,6 +363,10 @@ class Machine(ThreadState):
                     pc[pc == p] = EXIT         # fell off the end of the kernel
                     continue
                 active = pc == p
+            if follow is not None and follow[p] != p:
+                self._pass_over(active, p, follow[p])
+                together = int(follow[p]) if active is everyone else end
+                continue
             self.steps += 1
             if self.steps > cap:
                 self.steps -= 1           # this step does not run
@@ -389,6 +396,16 @@ class Machine(ThreadState):
                 pc[active] = p + 1
             if token is not None and check.after is not None:
                 check.after(self, active, token)
+
+    def _pass_over(self, active: np.ndarray, start: int, stop: int) -> None:
+        """``active`` lanes go from ``start`` to ``stop`` without a step: nothing kept reads what the instructions
+        between write.  A lane waiting to rejoin in between has rejoined (it would have run them)."""
+        if self.any_doubt:
+            back = active & (self.doubt >= start) & (self.doubt < stop)
+            if back.any():
+                self.doubt[back] = -1
+                self.any_doubt = bool((self.doubt >= 0).any())
+        self.pc[active] = stop
 
     where = staticmethod(ptx_where)
 

@@ -51,18 +51,16 @@ def _comparison(c: Comparison) -> str:
     return "\n".join(parts)
 
 
-def ncu_page(comparisons: list[Comparison], analyses: list[KernelAnalysis], rules, command: str,
+def ncu_page(compared: list[tuple[Comparison, KernelAnalysis]], rules, command: str,
              pictures: int | None = DEFAULT_PICTURES, failures: list[str] = ()) -> str:
-    """The report of a ``compare-ncu`` run: per kernel, ncu's measured counts beside the prediction (mismatches
-    marked), then the kernel's section as ``analyze`` draws it."""
-    by_name = {a.kernel: a for a in analyses}
+    """The report of a ``compare-ncu`` run: per profiled launch, ncu's measured counts beside the prediction
+    (mismatches marked), then the kernel's section as ``analyze`` draws it."""
     body = [notes_box([("warn", line) for line in failures], "Failures", " failures")]
     shown = []
-    for number, c in enumerate(comparisons):
-        analysis = by_name[c.kernel]
+    for number, (c, analysis) in enumerate(compared):
         shown.append(analysis)
         body.append(KernelPage(analysis, [rules], number).section(pictures, None, before=_comparison(c)))
-    if not comparisons:
+    if not compared:
         body.append("<p>No kernel of the report matched a predicted kernel.</p>")
     return document("traceconf: Nsight Compute vs prediction", command, kernel_options(shown), body)
 

@@ -78,8 +78,14 @@ def _counter_table(entry: dict) -> Table:
 def render(comparisons: list[Comparison], device: str, console: Console, counters_given: bool = False) -> None:
     width = console.width
     for c in comparisons:
-        console.print(Text(short_name(c.kernel), style="bold") + Text(f"  (ncu: {c.measured_name or 'unnamed'}, "
-                                                                      f"predicted for {device})"))
+        launch = f", launch ID {c.launch['id']}" if c.launch.get("id") is not None else ""
+        console.print(Text(short_name(c.kernel), style="bold") + Text(f"  (ncu: {c.measured_name or 'unnamed'}"
+                                                                      f"{launch}, predicted for {device})"))
+        if c.launch.get("grid"):
+            dims = lambda d: "×".join(map(str, d))    # noqa: E731
+            console.print(f"launch: grid {dims(c.launch['grid'])}, block {dims(c.launch['block'])}, dynamic shared "
+                          f"{c.launch.get('dynamic_smem') or 0:,} bytes"
+                          + (" (the report's)" if c.launch.get("id") is not None else ""))
         console.print(_table("per kernel (ncu: Source page, sum over instructions)", "kernel",
                              [(short_name(c.kernel), c.totals["measured"], c.totals["predicted"])], width))
         for entry in c.counters:
@@ -109,11 +115,11 @@ def csv_text(comparisons: list[Comparison], device: str) -> str:
     report) and predicted wavefronts, ideal and excess."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["kernel", "device", "level", "key", "source"]
+    writer.writerow(["kernel", "launch_id", "device", "level", "key", "source"]
                     + [f"{side}_{key}" for key in COUNT_KEYS for side in ("measured", "predicted")])
 
     def row(c, level, key, source, measured, predicted):
-        writer.writerow([c.kernel, device, level, key, source]
+        writer.writerow([c.kernel, c.launch.get("id") or "", device, level, key, source]
                         + [v for k in COUNT_KEYS for v in ("" if measured is None else measured[k], predicted[k])])
 
     for c in comparisons:

@@ -14,17 +14,22 @@ never wrong.
 
 from __future__ import annotations
 
+from traceconf.emulate.slice import Effect
 from traceconf.sass.classes import alu_destinations
-from traceconf.sass.opcodes import shared_op, transfer
+from traceconf.sass.opcodes import global_op, opcode_of, shared_op, transfer, uncounted_op
 from traceconf.sass.operands import ZERO_REGS, TRUE_PREDICATES, Operand, pair_name, parse_operand
 
 #: Shared accesses whose destinations receive what shared memory held.
 READS = frozenset({"ld", "ldmatrix", "atom"})
 
 
+#: ``PR`` / ``UPR`` name every predicate at once (``P2R R2, PR, R2, 0x4`` packs them, ``R2P PR, R2, 0x4`` unpacks).
+PREDICATE_FILES = {"PR": frozenset(f"P{i}" for i in range(7)), "UPR": frozenset(f"UP{i}" for i in range(7))}
+
+
 def _registers(op: Operand, count: int = 1) -> set[str]:
     """The registers an operand names: ``count`` consecutive ones from it (pairs of .64 operands included)."""
-    if op.kind == "address":
+    if op.kind in ("address", "const"):
         names = [n for name, _, wide in op.registers for n in ([name, pair_name(name)] if wide else [name])]
     elif op.kind in ("reg", "pred") and op.name:
         names = [op.name]
@@ -88,3 +93,76 @@ def shared_values_matter(rows: list[dict], successors: list[list[int]]) -> bool:
                     waiting.add(j)
                     todo.append(j)
     return any(read and written & relevant_out(i) for i, (written, _, _, read) in enumerate(effects))
+
+
+def _width(family: str, mods: list[str]) -> int:
+    """Registers per register operand, at most (a pair for 64-bit forms, four for 128-bit and matrix ones)."""
+    entry = opcode_of(family)
+    if "128" in mods or (entry is not None and entry.role == "matrix"):
+        return 4
+    if family.startswith("D") or "WIDE" in mods or any("64" in m for m in mods):
+        return 2
+    return 1
+
+
+def _named(ops: list[Operand], width: int) -> set:
+    return {n for op in ops for n in _registers(op, width)}
+
+
+def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
+    """What a SASS instruction reads and writes (:mod:`traceconf.emulate.slice`), erring towards more: an ALU
+    result's register gets its pair too (``CS2R R2, SRZ`` clears two), only the leading register of an integer
+    or float result is taken as surely overwritten, an opcode the table does not know or whose memory effect
+    it does not place runs, as do control transfers, comparisons (CTA-class decisions) and shared accesses.
+    ``written``: the registers the emulator's semantics say it writes; ``global_data``: --data buffers are
+    modelled (then every global access runs)."""
+    family, mods = row["opcode"], list(row["modifiers"] or [])
+    full = ".".join([family, *mods])
+    ops = [parse_operand(text) for text in row["operands"] or []]
+    entry = opcode_of(family)
+    width = _width(family, mods)
+    role = entry.role if entry is not None else None
+    guard = {row["guard"].lstrip("!")} - TRUE_PREDICATES if row.get("guard") else set()
+    # @!PT never runs: it must not be taken to overwrite anything
+    guarded = bool(guard) or bool(row.get("guard")) and (row["guard"].startswith("!") or row.get("guard_negated"))
+    names, sources, inputs = alu_destinations(ops)
+    defs = set(written) | set(names)
+    files = [PREDICATE_FILES.get(op.text, frozenset()) for op in ops]
+    packed_in = frozenset().union(*files[1:])          # the predicates a P2R reads
+    defs |= files[0] if files else frozenset()         # those an R2P may write (some: it kills none)
+    first = written[0] if written else None
+    if first and first.lstrip("U").startswith("R") and role not in ("shared", "window", "global", "local"):
+        defs.add(pair_name(first))          # an ALU form whose width the listing does not spell (CS2R R2, SRZ)
+    kills = frozenset({first} if first and role in ("int", "float") else ())
+    where = next((i for i, op in enumerate(ops) if op.kind == "address"), None)
+    shared, other = shared_op(full), global_op(full)
+    if where is not None and role in ("shared", "window", "global", "local", "load", "store"):
+        kind = shared.kind if shared else other.kind if other else entry.access[0] if entry.access else role
+        defs |= _named(ops[:where], width)
+        places = guard | _named([op for op in ops if op.kind == "address"], 1)
+        values = _named([op for op in ops[where + 1:] if op.kind != "address"], width)
+        spaces = frozenset({"local"}) if role == "local" else frozenset({"shared", "global"}) if role == "window" \
+            else frozenset({"shared"}) if role == "shared" else frozenset({"global"}) if role == "global" \
+            else frozenset({"unmodelled"})
+        reads = spaces if kind in ("ld", "ldmatrix", "atom", "load") else frozenset({"global"}) \
+            if kind == "cp_async" else frozenset()
+        writes = spaces if kind in ("st", "atom", "stmatrix", "cp_async", "store") else frozenset()
+        seed = shared is not None or "writes" in entry.flags or (global_data and "global" in reads | writes)
+        return Effect(defs=frozenset(defs), kills=kills, values=frozenset(values), places=frozenset(places),
+                      reads=reads, writes=writes, seed=seed, loaded=bool(reads),
+                      names_pointers=role == "global" and kind == "ld", guarded=guarded)
+    if entry is None or role in ("control", "shared", "window", "global", "local", "load", "store") \
+            or entry.affine == "comparison" or "opaque" in entry.flags or "writes" in entry.flags \
+            or uncounted_op(family):
+        # what it reads: every register it names, but a comparison's destinations
+        # (a transfer to a register reads its pair: ``RET.REL.NODEC R4 `(k)`` returns to R4:R5; the listing
+        # prints such operands without commas)
+        read = _named(sources + inputs, width) if entry is not None and entry.affine == "comparison" \
+            else _named([parse_operand(token) for op in ops for token in op.text.split()], 2) if role == "control" \
+            else _named(ops, width)
+        return Effect(defs=frozenset(defs), kills=kills, places=frozenset(guard | read | packed_in), seed=True,
+                      loaded=role == "load", guarded=guarded,
+                      writes=frozenset({"shared", "global", "local"}) if entry is None or "writes" in entry.flags
+                      or "opaque" in entry.flags else frozenset())
+    return Effect(defs=frozenset(defs), kills=kills, values=frozenset(_named(sources + inputs, width) | packed_in),
+                  places=frozenset(guard), guarded=guarded)

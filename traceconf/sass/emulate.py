@@ -24,17 +24,18 @@ import numpy as np
 
 from traceconf.emulate.alu import SHARED_WINDOW_BASE
 from traceconf.emulate.contents import SharedContents
-from traceconf.emulate.driver import EmulationResult, data_notes, extent_note, global_contents
+from traceconf.emulate.driver import EmulationResult, data_notes, extent_note, global_contents, modelled_spaces
 from traceconf.emulate.grid import Consume, Emulator, Progress, run_grid
 from traceconf.emulate.launch import Launch
 from traceconf.emulate.program import Program, Slot
-from traceconf.emulate.regions import ControlFacts
+from traceconf.emulate.regions import ControlFacts, flow_edges
 from traceconf.emulate.simt import Findings, Machine
 from traceconf.errors import InputError
 from traceconf.sass.listing import SassModule, arch_number, default_param_base
 from traceconf.sass.opcodes import global_op, shared_op, transfer, uncounted_op, writes_memory
 from traceconf.sass.classes import compile_sass_checks
-from traceconf.sass.dataflow import shared_values_matter
+from traceconf.emulate.slice import plan
+from traceconf.sass.dataflow import sass_effect, shared_values_matter
 from traceconf.sass.local import LocalMemory
 from traceconf.sass.control import indirect_target, reconvergence_targets
 from traceconf.sass.operands import SassContext
@@ -204,9 +205,12 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
     if not any(is_shared(row) for row in rows):
         return EmulationResult.nothing_to_run(kernel, 32, total, [])
 
+    sliced = plan([sass_effect(row, written_registers(row), memory is not None) for row in rows],
+                  flow_edges(slots, _successors), modelled_spaces(memory))
+
     def machine(ctas: np.ndarray, watch) -> Machine:
         return SassMachine(program, compiled, ctx, ctas, block, grid, 32, (layout_bytes or 0, 0), launch.max_steps,
-                           findings, watch)
+                           findings, watch, sliced)
 
     # CTAs that may communicate through global memory (counters, spin locks) run as in launch order
     serial = memory is not None and memory.written

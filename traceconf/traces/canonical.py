@@ -2,7 +2,9 @@
 
 One row per lane of a warp-level shared access, with the ACCESSES column
 names.  CSV may omit ``matrices`` (0) and ``kernel`` (the file's stem); Parquet
-may too.  Rows are streamed in batches, so the file must list each kernel's
+may too.  The optional instruction columns (``pc``, ``sass``, ``source_line``:
+``ACCESS_INSTRUCTION_COLUMNS``, which ``traceconf convert`` writes) describe each
+instruction as its first row says.  Rows are streamed in batches, so the file must list each kernel's
 rows together and, within a kernel, the rows of one execution together with
 execution ids ascending — the order ``traceconf convert`` writes.  A batch is
 pivoted into :class:`WarpAccesses` by finding where the execution id changes
@@ -22,12 +24,15 @@ import pyarrow.parquet as pq
 
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.errors import InputError
-from traceconf.schemas import ACCESSES, KINDS, OPS
-from traceconf.traces.kernel import BadLines, InstructionsSeen, KernelStart, chunked
+from traceconf.schemas import ACCESS_INSTRUCTION_COLUMNS, ACCESSES, KINDS, LAUNCHES_KEY, OPS
+from traceconf.traces.kernel import (BLOCK_LIMITS, GRID_LIMITS, BadLines, InstructionsSeen, KernelStart, chunked,
+                                     dims_problem)
 from traceconf.traces.options import ReadOptions
 
-OPTIONAL = {"kernel", "matrices", "op"}
-_INTEGER_COLUMNS = ("cta", "warp", "execution", "instruction", "lane", "address", "bytes", "matrices")
+OPTIONAL = {"kernel", "matrices", "op", *ACCESS_INSTRUCTION_COLUMNS.names}
+_INTEGER_COLUMNS = ("cta", "warp", "execution", "instruction", "lane", "address", "bytes", "matrices", "pc",
+                    "source_line")
+_NULLABLE_INTEGERS = ("pc", "source_line")          # empty: not recorded
 _KIND_SET = pa.array(KINDS)
 _OP_SET = pa.array(OPS)
 # rows that carry one execution's per-execution values; all its rows must agree on them
@@ -53,7 +58,8 @@ def events(path: Path, options: ReadOptions, fmt: str, row_groups: tuple[int, in
     batches = _parquet_batches(path, options, row_groups) if fmt == "canonical_parquet" else \
         _csv_batches(path, options)
     reader = _Pivot(str(path), default_kernel(path), options, first_line=2 if fmt == "canonical_csv" else 1,
-                    row_word="line" if fmt == "canonical_csv" else "row")
+                    row_word="line" if fmt == "canonical_csv" else "row",
+                    launches=_launches(path) if fmt == "canonical_parquet" else {})
     for batch, first_row, bad in batches:
         reader.bad_rows += bad
         yield from reader.batch(batch, first_row)
@@ -64,6 +70,37 @@ def events(path: Path, options: ReadOptions, fmt: str, row_groups: tuple[int, in
 #: decoded at a time, so this bounds memory; ``traceconf convert`` writes far smaller ones.
 MAX_ROW_GROUP_ROWS = 1 << 27
 MAX_ROW_GROUP_BYTES = 4 << 30
+
+
+def _launches(path: Path) -> dict:
+    """The launch facts ``traceconf convert`` stored with each kernel (``LAUNCHES_KEY``); {} when none."""
+    import json
+
+    try:
+        metadata = pq.read_metadata(path).metadata or {}
+        stored = json.loads(metadata.get(LAUNCHES_KEY.encode(), b"{}"))
+    except (pa.ArrowException, OSError, ValueError, RecursionError):   # the batch reader reports an unreadable file
+        return {}
+    return {kernel: _launch_facts(facts) for kernel, facts in stored.items()} if isinstance(stored, dict) else {}
+
+
+#: Launch facts given back from a converted table: a file's metadata is input like its rows, so only facts of
+#: the right shape come back (grid and block within CUDA's limits, scalars), never a key the analysis sets.
+_STORED_FACTS = ("kernel_name", "kernel_id", "binary_version", "shmem_bytes", "nregs", "warps_per_cta",
+                 "cuda_stream_id", "trace_version", "nvbit_version", "lineinfo")
+
+
+def _launch_facts(facts) -> dict:
+    if not isinstance(facts, dict):
+        return {}
+    kept = {key: facts[key] for key in _STORED_FACTS
+            if isinstance(facts.get(key), (str, bool)) or type(facts.get(key)) is int}
+    for key, limits in (("grid", GRID_LIMITS), ("block", BLOCK_LIMITS)):
+        dims = facts.get(key)
+        if (isinstance(dims, list) and len(dims) == 3 and all(type(v) is int for v in dims)
+                and dims_problem(key, tuple(dims), limits) is None):
+            kept[key] = dims
+    return kept
 
 
 def _check_row_groups(metadata, path: Path) -> None:
@@ -87,7 +124,7 @@ def _parquet_batches(path: Path, options: ReadOptions, row_groups: tuple[int, in
     try:
         present = pq.read_schema(path).names
         # dictionary-decoded strings: millions of repeated kernel/kind names stay integer codes
-        file = pq.ParquetFile(path, read_dictionary=[n for n in ("kernel", "kind") if n in present])
+        file = pq.ParquetFile(path, read_dictionary=[n for n in ("kernel", "kind", "sass") if n in present])
     except (pa.ArrowException, OSError, ValueError, KeyError, IndexError) as error:
         # a corrupt footer can fail in many ways inside pyarrow (a schema without the columns it names ...)
         raise InputError(f"unreadable Parquet file: {_first_line(error)}", str(path)) from None
@@ -168,6 +205,8 @@ def _convert_csv(table: pa.Table, path: Path, first_row: int, skip_bad: bool) ->
     for name in table.column_names:
         column = pc.utf8_trim_whitespace(table.column(name))
         if name in _INTEGER_COLUMNS:
+            empty = pc.equal(pc.utf8_length(pc.fill_null(column, "")), 0).to_numpy(zero_copy_only=False) \
+                if name in _NULLABLE_INTEGERS else np.zeros(table.num_rows, dtype=bool)
             ok = pc.fill_null(pc.match_substring_regex(column, r"^[+-]?\d{1,18}$"), False)
             hexadecimal = pc.fill_null(pc.match_substring_regex(column, r"^0[xX][0-9a-fA-F]{1,16}$"), False)
             values = pc.cast(pc.if_else(ok, column, "0"), pa.int64()).to_numpy().copy()
@@ -175,8 +214,8 @@ def _convert_csv(table: pa.Table, path: Path, first_row: int, skip_bad: bool) ->
             if len(hex_rows):
                 text = column.take(pa.array(hex_rows)).to_pylist()
                 values[hex_rows] = np.array([int(v, 16) for v in text], dtype=np.uint64).view(np.int64)
-            good = ok.to_numpy(zero_copy_only=False) | hexadecimal.to_numpy(zero_copy_only=False)
-            columns[name] = pa.array(values)
+            good = ok.to_numpy(zero_copy_only=False) | hexadecimal.to_numpy(zero_copy_only=False) | empty
+            columns[name] = pa.array(values, mask=empty)
             message = f"column {name!r}: expected an integer"
         elif name == "kind":
             good = pc.fill_null(pc.is_in(column, value_set=_KIND_SET), False).to_numpy(zero_copy_only=False)
@@ -206,10 +245,11 @@ def _normalize(table: pa.Table, path: Path) -> pa.Table:
         table = table.append_column("matrices", pa.array(np.zeros(table.num_rows, dtype=np.int8)))
     if "op" not in table.column_names:
         table = table.append_column("op", pa.nulls(table.num_rows, pa.string()))
+    fields = list(ACCESSES) + [f for f in ACCESS_INSTRUCTION_COLUMNS if f.name in table.column_names]
     schema = pa.schema([table.schema.field(f.name) if pa.types.is_dictionary(table.schema.field(f.name).type) else f
-                        for f in ACCESSES])
+                        for f in fields])
     try:
-        return table.select(ACCESSES.names).cast(schema)
+        return table.select(schema.names).cast(schema)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
         raise InputError(f"access table does not match the ACCESSES schema: {error}", str(path)) from None
 
@@ -217,7 +257,8 @@ def _normalize(table: pa.Table, path: Path) -> pa.Table:
 class _Pivot:
     """Turns consecutive ACCESSES batches into WarpAccesses chunks, kernel by kernel."""
 
-    def __init__(self, path: str, default_kernel: str, options: ReadOptions, first_line: int, row_word: str):
+    def __init__(self, path: str, default_kernel: str, options: ReadOptions, first_line: int, row_word: str,
+                 launches: dict):
         self.path = path
         self.default_kernel = default_kernel
         self.options = options
@@ -229,6 +270,7 @@ class _Pivot:
         self.carry_row = 0
         self.instructions: set[int] = set()
         self.bad_rows = 0  # skipped rows not yet reported (reported once a kernel has started)
+        self.launches = launches  # kernel -> the launch facts the converted trace stated
 
     def _where(self, row: int) -> dict:
         number = self.first_line + row
@@ -258,7 +300,7 @@ class _Pivot:
                     self.finished.add(self.kernel)
                 self.kernel = name
                 self.instructions = set()
-                yield KernelStart(name, {"format": "canonical", "file": self.path})
+                yield KernelStart(name, {**self.launches.get(name, {}), "format": "canonical", "file": self.path})
             part = table.slice(begin, end - begin)
             if self.carry is not None:
                 part = pa.concat_tables([self.carry, part])
@@ -300,13 +342,23 @@ class _Pivot:
         if new:
             self.instructions.update(new)
             first = {i: int(np.flatnonzero(accesses.instruction == i)[0]) for i in new}
-            yield InstructionsSeen([
-                {"instruction": i, "pc": None, "sass": KINDS[accesses.kind[first[i]]],
-                 "opcode": KINDS[accesses.kind[first[i]]], "kind": KINDS[accesses.kind[first[i]]],
-                 "bytes": int(accesses.bytes[first[i]]), "matrices": int(accesses.matrices[first[i]]),
-                 "source_line": None}
-                for i in new])
+            yield InstructionsSeen([self._described(table, i, accesses, first[i]) for i in new])
         yield from chunked(accesses, self.options.chunk_executions)
+
+    @staticmethod
+    def _described(table: pa.Table, instruction: int, accesses: WarpAccesses, execution: int) -> dict:
+        """An instruction's description: its first row's pc, SASS text and source line where the table has
+        them (a table without them names it by its kind)."""
+        kind = KINDS[accesses.kind[execution]]
+        row = int(np.flatnonzero(table.column("instruction").to_numpy() == instruction)[0])
+        said = {name: table.column(name)[row].as_py() for name in ACCESS_INSTRUCTION_COLUMNS.names
+                if name in table.column_names}
+        sass = said.get("sass") or kind
+        tokens = sass.split()
+        opcode = tokens[1] if tokens[0].startswith("@") and len(tokens) > 1 else tokens[0]
+        return {"instruction": instruction, "pc": said.get("pc"), "sass": sass, "opcode": opcode, "kind": kind,
+                "bytes": int(accesses.bytes[execution]), "matrices": int(accesses.matrices[execution]),
+                "source_line": said.get("source_line")}
 
     def _pivot(self, table: pa.Table, row0: int) -> WarpAccesses:
         execution = table.column("execution").to_numpy()

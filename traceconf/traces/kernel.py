@@ -143,6 +143,10 @@ class KernelTrace:
             else:
                 self.bad_lines += event.count
 
+    def seen(self, instruction: int) -> dict | None:
+        """The description of an instruction read so far (None: not yet described), while streaming."""
+        return self._rows.get(instruction)
+
     def drain(self) -> None:
         """Read whatever is left of this launch; accesses not yet taken from chunks() are discarded."""
         self._started = True
