@@ -331,8 +331,9 @@ def _spin(size: int, destination: Operand | None, sources: list[Operand], write_
     atomics shared memory lacks (64-bit add/min/max/and/or).  In one pass per 128-byte lane group (16 lanes
     of 8 bytes), the lowest active lane of each bank serves; the others fail and the loop retries them.
     Served lanes compare and store in lane order; Rd is 1 where the stored word was the expected one.  This
-    reproduces every atomics2.cu Source page (executions and wavefronts, docs/hardware.md).  Only the served
-    lanes reach the banks: they are the access recorded."""
+    reproduces every atomics2.cu Source page (executions, wavefronts and ideal, docs/hardware.md).  Every
+    lane that executes it is recorded (op ``cas_spin``): the rule set serves each active lane group in one pass
+    (the served lanes never conflict), and Nsight's ideal counts the bytes of all of them."""
     words = max(size, 4)
     group_lanes = 128 // words
     registers = max(1, size // 4)
@@ -361,7 +362,7 @@ def _spin(size: int, destination: Operand | None, sources: list[Operand], write_
             write_register(m, names[0], success, success_bits, lanes)
             for name in names[1:]:
                 write_register(m, name, U64(0), success_bits, lanes)
-        return served
+        return lanes
     return apply
 
 
