@@ -115,10 +115,28 @@ class SassModule:
     notes: list[str] = field(default_factory=list)
     from_ptx: bool = False      # ``path`` is the PTX ptxas assembled (errors cite its lines: -gp's ptx_line)
     constants: dict[str, dict[int, bytes]] = field(default_factory=dict)  # kernel ("" all) -> bank -> bytes
+    globals: list[dict] = field(default_factory=list)   # module globals (__device__): name, bytes, init
+    relocations: dict[str, dict[int, list]] = field(default_factory=dict)  # kernel -> bank -> [(offset, symbol,
+    #                                                                         addend, bytes)]
 
-    def constant_banks(self, kernel: str) -> dict[int, bytes]:
-        """The contents of a kernel's constant banks other than 0, as far as the binary told them."""
-        return {**self.constants.get("", {}), **self.constants.get(kernel, {})}
+    def constant_banks(self, kernel: str, addresses: dict[str, int] | None = None) -> dict[int, bytes]:
+        """The contents of a kernel's constant banks other than 0, as far as the binary told them, with the
+        addresses the loader writes into them (its relocations) where ``addresses`` gives the symbol's."""
+        banks = {**self.constants.get("", {}), **self.constants.get(kernel, {})}
+        relocations = {**self.relocations.get("", {}), **self.relocations.get(kernel, {})}
+        for bank, rows in relocations.items():
+            data = bytearray(banks.get(bank, b""))
+            for offset, symbol, addend, size in rows:
+                if symbol in (addresses or {}):
+                    data.extend(bytes(max(0, offset + size - len(data))))
+                    value = (addresses[symbol] + addend) & ((1 << 8 * size) - 1)
+                    data[offset:offset + size] = value.to_bytes(size, "little")
+            banks[bank] = bytes(data)
+        return banks
+
+    def module_globals(self, kernel: str) -> list[dict]:
+        """The module globals (``__device__`` variables, the cubin's ``.nv.global``/``.nv.global.init``)."""
+        return self.globals
 
     def kernel_names(self) -> list[str]:
         return self.kernels.column("kernel").to_pylist()
