@@ -53,12 +53,6 @@ UNRESOLVED: dict[tuple[str, str], str] = {
     ("cub", "cub_merge_sort_f32_64x7"): "merge-path search: addresses and active masks depend on a value the "
                                         "emulator does not model (no opcode named; issue 21 traces it to a read "
                                         "of a shared padding word nothing wrote)",
-    ("lastblock", "last_block_128x64"): "last-block election not followed: atomicInc on the __device__ counter "
-                                        "(no --data buffer) returns unknown data, analysis stops at the "
-                                        "am_last branch (@!P6 EXIT)",
-    ("lastblock", "last_block_256x32"): "last-block election not followed: atomicInc on the __device__ counter "
-                                        "(no --data buffer) returns unknown data, analysis stops at the "
-                                        "am_last branch (@!P6 EXIT)",
 }
 #: Launches analysed completely whose wavefronts differ from the Source page at some pc.
 WRONG: dict[tuple[str, str], str] = {

@@ -184,7 +184,8 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
     ctx.memory = memory
     ctx.from_ptx = module.from_ptx
     # the loader writes the module globals' addresses into the constant banks (c[0x4][...] on sm_90)
-    ctx.constants = module.constant_banks(kernel, module_global_addresses(module_globals))
+    ctx.globals = module_global_addresses(module_globals)
+    ctx.constants = module.constant_banks(kernel, ctx.globals)
     slots = [Slot(row=row) for row in rows]
     _set_targets(slots, ctx, labels)       # the branch targets, which the dataflow below follows
     # shared memory holds values where a shared read decides a branch, and wherever --data gives values to keep

@@ -142,7 +142,7 @@ def global_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
     if ctx.memory is None:
         if not op.result:
             return lambda m, mask: None
-        return global_without_data(read, ctx.param_names, _loaded(ops[:address_index], max(1, op.bytes // 4)))
+        return global_without_data(read, ctx, _loaded(ops[:address_index], max(1, op.bytes // 4)))
     access = global_access(opcode, ops, address_index, ctx, slot)
 
     def run(m, mask):
