@@ -45,9 +45,9 @@ def _totals(analysis) -> dict[str, tuple[int, int]]:
 def test_ptx_and_cubin_give_the_same_module_globals():
     from traceconf.ptx.parse import parse_file
     from traceconf.sass.binary import load_binary
-    expected = [{"name": "counter", "bytes": 4, "init": None},
-                {"name": "table", "bytes": 16, "init": struct.pack("<4i", 3, -1, 7, 8)},
-                {"name": "scale", "bytes": 4, "init": struct.pack("<f", 1.5)}]
+    expected = [{"name": "counter", "bytes": 4, "init": None, "unknown": False},
+                {"name": "table", "bytes": 16, "init": struct.pack("<4i", 3, -1, 7, 8), "unknown": False},
+                {"name": "scale", "bytes": 4, "init": struct.pack("<f", 1.5), "unknown": False}]
     assert parse_file(FIXTURE.with_suffix(".sm_90.ptx")).module_globals("_Z7stridedPi") == expected
     cubin = load_binary(FIXTURE.with_suffix(".sm_90.cubin"))
     assert cubin.module_globals("_Z7stridedPi") == expected

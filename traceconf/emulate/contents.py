@@ -181,8 +181,12 @@ def module_global_buffers(variables: list[dict]) -> list[Buffer]:
         if initial:
             data[:len(initial)] = np.frombuffer(initial[:len(data)], dtype=np.uint8)
         how = "its initialiser" if initial else "zero-initialised"
+        unknown = variable.get("unknown", False)
+        if unknown:
+            how = "initialised with addresses, not modelled"
         buffers.append(Buffer(name=variable["name"], base=addresses[variable["name"]], data=data,
-                              taint=np.full(len(data), compress(np.array([taint.ZERO]))[0], dtype=np.uint8),
+                              taint=np.full(len(data), compress(np.array([taint.UNMODELLED if unknown else
+                                                                          taint.ZERO]))[0], dtype=np.uint8),
                               dtype=RAW_BYTES, description=f"__device__ variable, {variable['bytes']} bytes, {how}"))
     return buffers
 

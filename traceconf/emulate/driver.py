@@ -86,7 +86,9 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
     block, grid, params = launch.block, launch.grid, dict(launch.params)
     program = link(module, kernel, path)
     module_rows = [slot.row for slot in program.slots]
-    module_globals = module.module_globals(kernel)
+    named = {operand.get("name") for slot in program.slots for operand in slot.row["operands"] or []
+             if isinstance(operand, dict)}
+    module_globals = [variable for variable in module.module_globals(kernel) if variable["name"] in named]
     memory = global_contents(launch.data, params, kernel_row, _writes_global(module_rows), module_globals)
     declarations = [variable for name in program.functions for variable in module.kernel(name).get("shared") or []]
     layout = lay_out(declarations, int(launch.dynamic_smem))

@@ -94,12 +94,14 @@ class PtxModule:
         return self.kernels.slice(self._kernel_rows[name], 1).to_pylist()[0]
 
     def module_globals(self, name: str) -> list[dict]:
-        """The module's ``.global`` variables (``__device__``) function ``name`` can reach: name, bytes and
-        initial contents (``init``: the initialiser's bytes, None when zero-initialised); ``.extern`` ones
-        are defined elsewhere and left out."""
+        """The module's ``.global`` variables (``__device__``) function ``name`` can reach: name, bytes,
+        initial contents (``init``: the initialiser's bytes, None when zero-initialised) and ``unknown``:
+        the initialiser holds addresses (``{f, g}``), which this level does not know; ``.extern`` ones are
+        defined elsewhere and left out."""
         header = self.modules[self._module_of.get(name, 0)]
-        return [{"name": v.name, "bytes": v.bytes, "init": initial_bytes(v, self.path)} for v in header.variables
-                if v.space == "global" and "extern" not in v.linkage]
+        return [{"name": v.name, "bytes": v.bytes, "init": initial_bytes(v, self.path),
+                 "unknown": any(isinstance(value, str) for value in v.initial or ())}
+                for v in header.variables if v.space == "global" and "extern" not in v.linkage]
 
     def instructions_of(self, name: str) -> list[dict]:
         """INSTRUCTIONS rows of function ``name`` as dicts, in ordinal order."""
@@ -139,6 +141,8 @@ def initial_bytes(variable, path: str) -> bytes | None:
     packed = bytearray(variable.bytes)
     size = struct.calcsize(code)
     for index, value in enumerate(variable.initial[:variable.bytes // size]):
+        if isinstance(value, str):               # an address: the emulator does not know it (``unknown``)
+            continue
         if code in "efd":
             struct.pack_into("<" + code, packed, index * size, float(value))
         else:

@@ -278,6 +278,8 @@ class PtxTransformer(Transformer):
         return out
 
     def initial_scalar(self, *tokens):
+        if tokens[0].type == "IDENT":           # an address (symbol, symbol+N, generic(symbol)): kept as text
+            return " ".join(str(token) for token in tokens)
         literal, negative = tokens[-1], len(tokens) == 2
         if literal.type == "INT":
             value = self._int(literal)

@@ -41,6 +41,8 @@ _GLOBAL_INIT = re.compile(r"^\.nv\.global\.init[ \t]*\n(?P<words>(?:[ \t]*0x[0-9
 #: address there: how SASS finds a ``__device__`` variable, ``LDC.64 R8, c[0x4][RZ]``).
 _CONSTANT_RELOCATIONS = re.compile(r"^\.section \.rela\.nv\.constant(?P<bank>[1-9]\d*)(?:\.(?P<kernel>\S+))?\s+RELA\s*\n"
                                    r"(?P<rows>(?:0x[0-9a-f]+\s+\S+\s+R_CUDA_\w+\s+0x[0-9a-f]+\s*\n)+)", re.M)
+_INIT_RELOCATIONS = re.compile(r"^\.section \.rela\.nv\.global\.init\s+RELA\s*\n((?:0x[0-9a-f]+\s+\S+\s+R_CUDA_\w+"
+                               r"\s+0x[0-9a-f]+\s*\n)*)", re.M)
 _RELOCATION = re.compile(r"(0x[0-9a-f]+)\s+(\S+)\s+R_CUDA_(64|32)\s+(0x[0-9a-f]+)")
 
 
@@ -90,6 +92,8 @@ def _module_globals(elf: str) -> list[dict]:
     """The objects of ``.nv.global`` (zero-initialised) and ``.nv.global.init`` (initialised: its bytes)."""
     sections = {int(m.group("index"), 16): m.group("name") for m in _SECTION.finditer(elf)}
     init = _GLOBAL_INIT.search(elf)
+    relocated = {int(offset, 16) for rows in _INIT_RELOCATIONS.findall(elf) for offset in re.findall(
+        r"^(0x[0-9a-f]+)\s", rows, re.M)}
     data = b"".join(int(word, 16).to_bytes(4, "little") for word in init.group("words").split()) if init else b""
     found = []
     for match in _OBJECT.finditer(elf):
@@ -97,8 +101,11 @@ def _module_globals(elf: str) -> list[dict]:
         if section not in (".nv.global", ".nv.global.init"):
             continue
         start, size = int(match.group("value"), 16), int(match.group("size"), 16)
+        initialised = section == ".nv.global.init"
         found.append({"name": match.group("name"), "bytes": size,
-                      "init": data[start:start + size].ljust(size, b"\0") if section == ".nv.global.init" else None})
+                      "init": data[start:start + size].ljust(size, b"\0") if initialised else None,
+                      # an address the loader writes into it (.rela.nv.global.init): not known here
+                      "unknown": initialised and any(start <= offset < start + size for offset in relocated)})
     return found
 
 
