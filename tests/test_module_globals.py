@@ -48,21 +48,22 @@ def test_ptx_and_cubin_give_the_same_module_globals():
     expected = [{"name": "counter", "bytes": 4, "init": None, "unknown": False},
                 {"name": "table", "bytes": 16, "init": struct.pack("<4i", 3, -1, 7, 8), "unknown": False},
                 {"name": "scale", "bytes": 4, "init": struct.pack("<f", 1.5), "unknown": False}]
-    assert parse_file(FIXTURE.with_suffix(".sm_90.ptx")).module_globals("_Z7stridedPi") == expected
+    assert parse_file(FIXTURE.with_suffix(".sm_90.ptx")).module_globals("_Z7stridedPi")[:3] == expected
     cubin = load_binary(FIXTURE.with_suffix(".sm_90.cubin"))
-    assert cubin.module_globals("_Z7stridedPi") == expected
+    assert cubin.module_globals("_Z7stridedPi") == expected    # the globals its code reads, not `stores`
     # constant bank 4 holds their addresses once the loader's relocations are applied
     addresses = {"counter": 1 << 40, "table": 2 << 40, "scale": 3 << 40}
     bank = cubin.constant_banks("_Z7stridedPi", addresses)[4]
     words = {int.from_bytes(bank[offset:offset + 8], "little") for offset in range(0, len(bank), 8)}
-    assert words == set(addresses.values())
+    assert set(addresses.values()) <= words      # (the word of `stores`, not given here, stays 0)
 
 
 @pytest.mark.parametrize("suffix, level", LEVELS)
 def test_with_data_the_globals_initial_contents_decide_strides_and_the_election(suffix, level, tmp_path):
     np.save(tmp_path / "out.npy", np.zeros(256, np.int32))
     analysis = _run(FIXTURE.with_suffix(suffix), level,
-                    LaunchRequest(block=(32, 1, 1), grid=(4, 1, 1), data={"0": str(tmp_path / "out.npy")}))
+                    LaunchRequest(block=(32, 1, 1), grid=(4, 1, 1), data={"0": str(tmp_path / "out.npy")}),
+                    "_Z7stridedPi")
     assert not analysis.unresolved, analysis.unresolved
     # stride table[3] = 8: 8-way in every CTA (32); the am_last flag read by each CTA (4); the last CTA alone
     # reads at stride table[2] = 7 (1)
@@ -72,10 +73,27 @@ def test_with_data_the_globals_initial_contents_decide_strides_and_the_election(
 
 @pytest.mark.parametrize("suffix, level", LEVELS)
 def test_without_data_the_reason_names_the_device_variables(suffix, level):
-    analysis = _run(FIXTURE.with_suffix(suffix), level, LaunchRequest(block=(32, 1, 1), grid=(4, 1, 1)))
+    analysis = _run(FIXTURE.with_suffix(suffix), level, LaunchRequest(block=(32, 1, 1), grid=(4, 1, 1)),
+                    "_Z7stridedPi")
     reasons = {u["reason"] for u in analysis.unresolved}
     assert reasons and all("__device__ variables scale, table" in reason and "only with --data" in reason
                            for reason in reasons), reasons
+
+
+@pytest.mark.parametrize("which, stride", [(0, 1), (1, 32)])
+def test_a_call_through_a_device_table_is_followed_only_where_its_address_is_known(which, stride, tmp_path):
+    """SASS: the table's initialiser holds the callees' addresses (with --data: the call is followed, 1 or
+    32-way as the direct call); PTX: ``{store_unit, store_stride}`` are addresses this level does not know."""
+    np.save(tmp_path / "out.npy", np.zeros(32, np.float32))
+    request = LaunchRequest(block=(32, 1, 1), grid=(1, 1, 1), params={"1": which},
+                            data={"0": str(tmp_path / "out.npy")})
+    sass = _run(FIXTURE.with_suffix(".sm_90.cubin"), "sass", request, "pointer_table")
+    assert not sass.unresolved and _totals(sass)["st"] == (stride, 1)
+    ptx = _run(FIXTURE.with_suffix(".sm_90.ptx"), "ptx", request, "pointer_table")
+    assert any("indirect call" in u["reason"] for u in ptx.unresolved)
+    no_data = _run(FIXTURE.with_suffix(".sm_90.cubin"), "sass", LaunchRequest(
+        block=(32, 1, 1), grid=(1, 1, 1), params={"1": which}), "pointer_table")
+    assert no_data.unresolved and all("__device__ variable stores" in u["reason"] for u in no_data.unresolved)
 
 
 def _lastblock_launches():
