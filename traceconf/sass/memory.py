@@ -257,9 +257,10 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
     signed = next((int(m[1:]) for m in opcode.split(".")[1:] if m in ("S8", "S16")), 0)
     first_destination = next((o for o in ops[:address_index] if o.kind == "reg"), None)     # ATOM PT, Rd, [a]...
 
-    def chunks(m, offsets):
-        """(offsets, bytes) of the 8-byte pieces of each lane's access."""
-        return [(offsets + 8 * k, min(size, 8)) for k in range(max(1, size // 8))]
+    def words(offsets):
+        """(offsets, bytes) of each register's part of each lane's access: one taint per register, so a word
+        nothing wrote (the 4th of an LDS.128 over 3 warps' totals, CUB's block scan) leaves the others known."""
+        return [(offsets + 4 * k, min(size, 4)) for k in range(registers)]
 
     def load(m, mask, lanes, offsets, bits):
         if write_loaded:
@@ -268,26 +269,28 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
             return lanes
         names = _registers(first_destination, registers)
         contents = m.shared_contents()
-        for k, (at, width) in enumerate(chunks(m, offsets)):
+        for name, (at, width) in zip(names, words(offsets)):
             value, content_bits = contents.load(m.cta_index, at, width, lanes)
             if signed:             # LDS.S8 / LDS.S16: the register holds the sign-extended 32-bit value
                 value = intops.bits_of(intops.signed(value, signed)) & M32
-            _write_piece(m, names, k, value, _read_back(content_bits, bits), lanes)
+            write_register(m, name, value & M32, _read_back(content_bits, bits), lanes)
         return lanes
 
     def store(m, mask, lanes, offsets, bits):
         contents = m.shared_contents()
-        halves = _value_of(m, _registers(sources[0], registers)) if sources and sources[0].kind == "reg" else \
-            [(U64(0), taint.LOADED)] * max(1, size // 8)
-        for (at, width), (value, value_bits) in zip(chunks(m, offsets), halves):
-            contents.store(m.cta_index, at, width, value, value_bits | (bits & taint.CTA_ANY), lanes)
+        from_registers = sources and sources[0].kind == "reg"
+        names = _registers(sources[0], registers) if from_registers else [None] * registers
+        for name, (at, width) in zip(names, words(offsets)):
+            value, value_bits = read_register(m, name) if name is not None else (U64(0), taint.LOADED)
+            contents.store(m.cta_index, at, width, m.full(value) & M32, m.full(value_bits) | (bits & taint.CTA_ANY),
+                           lanes)
         return lanes
 
     def clobber(m, mask, lanes, offsets, bits):
         """What the access writes is not modelled (other atomics, STSM, the async LDGSTS): unknown from now."""
         if write_loaded:
             write_loaded(m, mask)
-        for at, width in chunks(m, offsets):
+        for at, width in words(offsets):
             m.shared_contents().store(m.cta_index, at, width, U64(0), taint.LOADED, lanes)
         return lanes
 
