@@ -43,17 +43,7 @@ pytestmark = pytest.mark.skipif(tools.locate("nvdisasm") is None,
                                 reason="needs nvdisasm (CUDA toolkit, or pip install nvidia-cuda-nvdisasm)")
 
 #: Launches that come back (partly) unresolved today although a model could resolve them: (family, launch) -> cause.
-UNRESOLVED: dict[tuple[str, str], str] = {
-    ("cub", "cub_radix_sort_pairs_f32_i32_96x7"): "float keys: with --data the rank addresses still depend on a "
-                                                  "value the emulator does not model (the u32 radix sort and "
-                                                  "histogram SORT ranks, BMSK/UBMSK, are exact)",
-    ("cub", "cub_merge_sort_i32_128x4"): "merge-path search: addresses and active masks depend on a value the "
-                                         "emulator does not model (no opcode named; issue 21 traces it to a read "
-                                         "of a shared padding word nothing wrote)",
-    ("cub", "cub_merge_sort_f32_64x7"): "merge-path search: addresses and active masks depend on a value the "
-                                        "emulator does not model (no opcode named; issue 21 traces it to a read "
-                                        "of a shared padding word nothing wrote)",
-}
+UNRESOLVED: dict[tuple[str, str], str] = {}
 #: Launches analysed completely whose wavefronts differ from the Source page at some pc.
 WRONG: dict[tuple[str, str], str] = {
     ("wmma", "wmma_gemm_tf32_async"): "the C-tile copy LDGSTS.E.BYPASS.128 (pc 0x2d0, __pipeline_memcpy_async): "
