@@ -233,6 +233,19 @@ def test_triton_kernels_at_sass_level_equal_the_hardware(spec, measured):
     assert all(page[pc][1] > predicted[pc] for pc in unpredictable)
 
 
+@pytest.mark.parametrize("spec, measured", list(_triton_cases()))
+def test_triton_kernels_ideal_per_pc_equals_the_source_page(spec, measured):
+    """Nsight's ideal at every pc of the Triton kernels' pages (HGMMA aside: descriptors, no lane addresses)."""
+    analysis = _triton_analysis(spec["id"])
+    pc_of = {row["instruction"]: row["pc"] for row in analysis.instructions.to_pylist()}
+    ideal = Counter()
+    for row in analysis.results.to_pylist():
+        ideal[pc_of[row["instruction"]]] += row["ideal_wavefronts"]
+    page = _source_page(f"triton_{spec['id']}", "L1 Wavefronts Shared Ideal")
+    assert {pc: n for pc, n in ideal.items() if n} == {pc: n for pc, (text, n) in page.items()
+                                                       if n and "GMMA" not in text}
+
+
 @pytest.mark.parametrize("spec, measured", [c for c in _triton_cases() if "matmul" in c.id])
 def test_ptx_level_copies_follow_ptxas_on_the_triton_matmuls(spec, measured):
     """Triton's ``cp.async.cg ... 16, %r`` with ``%r = selp 16, 0``: ptxas proves the size is 0 or 16 and emits
