@@ -383,16 +383,11 @@ def _isetp(ops, mods, ctx):
 
 
 def _decided(combine, x, x_bits, y, y_bits):
-    """Taint of ``x COMBINE y``: where one side is known and decides it alone (AND false, OR true) the other
-    does not matter (CUB's merge compares a key read past its list's end where the index test has decided the
-    step); elsewhere the taint of both."""
-    both = np.asarray(x_bits, dtype=np.uint64) | np.asarray(y_bits, dtype=np.uint64)
+    """Taint of ``x COMBINE y`` (:func:`traceconf.emulate.taint.of_logic`; XOR needs both)."""
     if combine is np.logical_xor:
-        return both
-    decides = (lambda v: v) if combine is np.logical_or else (lambda v: ~v)
-    x_decides = decides(np.asarray(x)) & ((np.asarray(x_bits, dtype=np.uint64) & taint.UNKNOWN) == 0)
-    y_decides = decides(np.asarray(y)) & ((np.asarray(y_bits, dtype=np.uint64) & taint.UNKNOWN) == 0)
-    return np.where(x_decides, x_bits, np.where(y_decides, y_bits, both))
+        return np.asarray(x_bits, dtype=np.uint64) | np.asarray(y_bits, dtype=np.uint64)
+    return taint.of_logic(combine is np.logical_or, np.asarray(x).astype(np.uint64), x_bits,
+                          np.asarray(y).astype(np.uint64), y_bits)
 
 
 def _plop3(ops, mods, ctx):
