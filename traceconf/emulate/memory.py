@@ -411,6 +411,8 @@ def _atomic(slot, ctx, row, modifiers):
         return (lambda m, mask: write(m, mask)) if write else (lambda m, mask: None)
     if space == "global" and ctx.memory is None:
         write = _loaded_destinations(row, slot) if has_result else (lambda m, mask: None)
+        if ctx.relevant_registers is not None and not any(key in ctx.relevant_registers for key in keys):
+            return write                 # its old value reaches no address, condition or modelled memory
         return global_without_data(address_reader(row["operands"][address_index], slot, ctx), ctx, write)
     op = atomic_op(row)
     size, is_signed, is_float = _element(row)
