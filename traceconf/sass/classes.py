@@ -45,13 +45,14 @@ def alu_destinations(ops: list[Operand]) -> tuple[list[str], list[Operand], list
         return [], ops, []
     names = [ops[0].name]
     rest = ops[1:]
-    if ops[0].kind == "pred":                        # ISETP Pd, Pq, ...: two predicate destinations
-        while rest and rest[0].kind == "pred" and not rest[0].negate and len(names) < 2:
-            names.append(rest[0].name)
+    if ops[0].kind == "pred":                        # ISETP Pd, Pq, ...: two predicate destinations; after
+        while rest and rest[0].kind == "pred" and not rest[0].negate and len(names) < 2:   # them, PLOP3's and
+            names.append(rest[0].name)               # PSETP's predicates are sources
             rest = rest[1:]
-    while rest and rest[0].kind == "pred" and not rest[0].negate:
-        names.append(rest[0].name)                   # carry outputs
-        rest = rest[1:]
+    else:
+        while rest and rest[0].kind == "pred" and not rest[0].negate:
+            names.append(rest[0].name)               # carry outputs (IADD3 Rd, P0, ...)
+            rest = rest[1:]
     inputs = []
     while rest and rest[-1].kind == "pred":
         inputs.insert(0, rest[-1])
