@@ -502,3 +502,31 @@ def test_accelsim_structure_numbers(tmp_path, old, new, message):
     _, failures = run_trace(path, None, load_rule_sets(["sm_90"]))
     assert failures and not failures[0].internal
     assert message in failures[0].line(), failures[0].line()
+
+
+@pytest.mark.parametrize("raise_error", [
+    lambda: __import__("pyarrow").lib.ArrowNotImplementedError("unsupported Parquet encoding"),
+    lambda: __import__("pyarrow").lib.ArrowTypeError("column of another type"),
+    lambda: __import__("pyarrow").lib.ArrowCapacityError("array too large"),
+    lambda: __import__("zstandard").ZstdError("corrupted block detected"),
+    lambda: __import__("lzma").LZMAError("Corrupt input data"),
+    lambda: __import__("struct").error("unpack requires a buffer of 8 bytes"),
+], ids=["arrow-not-implemented", "arrow-type", "arrow-capacity", "zstd", "lzma", "struct"])
+def test_every_library_data_error_becomes_a_located_message(raise_error):
+    """Issue 25: a library's error class that is not a builtin ValueError/OSError (pyarrow.ArrowException
+    and its kin, zstandard, lzma, struct) is the input's fault, located at the input, never an internal error."""
+    from traceconf.errors import InputError, data_errors, reading
+
+    error = raise_error()
+    assert isinstance(error, data_errors())
+    with pytest.raises(InputError) as caught:
+        with reading("in.parquet", line=3):
+            raise error
+    assert str(caught.value).startswith("in.parquet:3: cannot read") and "\n" not in str(caught.value)
+
+
+def test_the_error_module_imports_no_library():
+    """data_errors() names the libraries' classes without importing them (the CLI starts without pyarrow)."""
+    code = "import sys, traceconf.errors as e; e.data_errors(); print('pyarrow' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[1]).stdout.strip() == "False"

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from traceconf.accesses import WarpAccesses
-from traceconf.errors import DATA_ERRORS, InputError, as_input_error, internal_message
+from traceconf.errors import InputError, as_input_error, data_errors, internal_message
 from traceconf.machine import memory_limit as default_memory_limit
 from traceconf.names import matches, select_kernels
 from traceconf.programs import DEFAULT_LEVEL
@@ -306,7 +306,7 @@ def run_program(program, kernels: list[str] | None, launch: LaunchRequest, rule_
 
 def kernel_failure(kernel: str, error: Exception, path: str) -> KernelFailure:
     """The failure of one kernel: bad input (InputError, or a data error a library raised on it) or a bug."""
-    if isinstance(error, (InputError, *DATA_ERRORS)):
+    if isinstance(error, (InputError, *data_errors())):
         return KernelFailure(kernel, as_input_error(error, path))
     failure = KernelFailure(kernel, InputError(internal_message(error), file=path), internal=True)
     failure.error.__cause__ = error      # for --debug and the fuzz harness

@@ -12,7 +12,7 @@ from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhausti
                                         Kernels, Launches, Level, MaxSteps, MemoryLimit, Params, PtxasOptions, Seed,
                                         TimeLimit, WorkLimit, check_input, exit_for_failures, fail, launch_request,
                                         parse_pictures, report_failures, run_file, stdout_console, wants_html)
-from traceconf.errors import DATA_ERRORS, InputError, as_input_error
+from traceconf.errors import InputError, as_input_error, data_errors
 from traceconf.programs import DEFAULT_LEVEL
 from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
 
@@ -74,7 +74,7 @@ def compare_ncu(
         analyses, failures = run_file(file, kernel, launch, [rules], level=level, ptxas_options=ptxas_option)
         by_name = {a.kernel: a for a in analyses}
         pairs = pair_kernels(measured, list(by_name), str(report)) if analyses else []
-    except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error
+    except (InputError, *data_errors()) as error:   # the input boundary: bad data is the input's error
         raise fail(as_input_error(error, str(file))) from None
     comparisons = [compare(m, name, kernel_table(by_name[name], rules.name), counters, by_name[name].launch)
                    for m, name in pairs]

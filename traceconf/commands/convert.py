@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from traceconf.errors import DATA_ERRORS, InputError, as_input_error
+from traceconf.errors import InputError, as_input_error, data_errors
 
 OUTPUT_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 
@@ -78,7 +78,7 @@ def convert(
                     executions += len(chunk)
                     accesses += table.num_rows
                 summary.append((kt.kernel, executions, accesses, kt.bad_lines))
-        except (InputError, *DATA_ERRORS) as error:
+        except (InputError, *data_errors()) as error:
             stopped = as_input_error(error, str(trace))
         finally:
             writer.close()
