@@ -105,8 +105,8 @@ def make_one(emulate_every: int, crashes: Path | None = None):
                         assert default.equals(exhaustive), (f"default level and --exhaustive differ "
                                                             f"(block {block}, grid {grid})")
             findings.passed += 1
-        except InputError:
-            findings.input_errors += 1
+        except InputError as error:
+            findings.input_error(error, text.encode("utf-8", "surrogatepass"), crashes, ".ptx")
         except Exception as error:  # a finding: anything but InputError
             findings.count_stage(f"failed in {stage}")
             findings.record(error, text.encode("utf-8", "surrogatepass"), crashes, ".ptx")

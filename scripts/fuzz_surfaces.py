@@ -4,8 +4,10 @@ Surfaces (``--surface NAME``, repeatable; default: all, drawn in turn):
 
 * ``sass-text``, ``sass-json``: SASS listings (nvdisasm / cuobjdump text, ``nvdisasm -json`` with structural
   edits: keys removed, values of another type) read by traceconf.sass.listing.parse_text;
-* ``elf``: the ``cuobjdump -elf`` text of a cubin (traceconf.sass.binary.elf_facts), and every 50th input a
-  mutated cubin or fatbin through the NVIDIA tools (load_binary), when they are installed;
+* ``elf``: the ``cuobjdump -elf`` text of a cubin (traceconf.sass.binary.elf_facts), and half the inputs a
+  cubin or fatbin with a table field at an edge value or mutated bytes, through load_binary: our container
+  checks (traceconf.sass.containers) refuse most; at most TOOL_BUDGET distinct ones reach the NVIDIA tools,
+  the rest are drawn from those again and answered by the disassembly cache;
 * ``tracez``: structural edits of a small .tracez (header fields, counts, offsets, sizes, frames swapped for
   zstd bombs that claim or stream past the sub-chunk cap), read by run_trace;
 * ``launch-files``, ``rule-files``: TOML with values swapped for other types (lists of lists, tables, huge
@@ -13,13 +15,16 @@ Surfaces (``--surface NAME``, repeatable; default: all, drawn in turn):
 * ``data``: ``--data`` specs (edge integers, dtypes) and .npy / raw files of random dtypes, shapes and byte
   orders, read by traceconf.emulate.data.load_source; differential oracle: an array saved little- and
   big-endian loads as the same numbers;
-* ``compare``: Nsight Compute Source-page and counters CSVs and GPGPU-Sim stats files, read by
-  read_source_csv / read_counters_csv / read_gpgpusim_stats;
+* ``compare-ncu``, ``compare-gpgpusim``: Nsight Compute Source-page and counters CSVs (read_source_csv,
+  read_counters_csv) and GPGPU-Sim stats files (read_gpgpusim_stats);
 * ``outputs``: output targets (FIFOs, links to /dev/null, folders, paths under files, /proc, inside an
   input folder) through check_output / check_results_folder; oracle: nothing that is not a regular file is
-  ever replaced, and a target the checks accept can be written;
+  ever replaced, and a target the checks accept can be written.  One input in SIGNAL_EVERY forks a CLI run
+  writing ``-o`` from this warm process and sends it SIGINT, SIGTERM or SIGHUP; oracle: exit 0/1/2/3/130 or
+  death by that signal, no traceback, the target as it was or whole;
 * ``resume``: a results folder of a tiny suite, damaged (partitions truncated or bit-flipped, the manifest
-  edited or of another shape), then resumed; oracle: the resumed dataset equals the clean one;
+  edited or of another shape); oracle: no unit whose partitions changed is skipped, and (every
+  RESUME_RUN_EVERY-th input, resumed in full) the resumed dataset equals the clean one;
 * ``options``: --workers, --scheduler, --block/--grid, --param, --dynamic-smem, --memory-limit values;
 * ``overlap``: one input vs the same input twice (the folder, its kernelslist.g, a link): the plans agree.
 
@@ -79,6 +84,37 @@ def _json_edit(value, rng: random.Random, depth: int = 0):
     return rng.choice(ODD_VALUES)
 
 
+#: One damaged results folder in this many is resumed in full (the rest: the skip decision only).
+RESUME_RUN_EVERY = 10
+#: One output case in this many is a signal sent to a run writing its output.
+SIGNAL_EVERY = 100
+#: Distinct mutated binaries that may reach the NVIDIA tools in one run (each costs about a second).
+TOOL_BUDGET = 150
+
+
+def _edit_table_field(data: bytes, rng: random.Random) -> bytes:
+    """``data`` with one field of its container tables (ELF header, section or program header, fatbin header
+    or entry header) set to an edge value: most are caught by our container checks."""
+    out = bytearray(data)
+    if out[:4] == b"\x7fELF":
+        shoff, = struct.unpack_from("<Q", out, 40)
+        shnum, = struct.unpack_from("<H", out, 60)
+        regions = [(0, 64), (shoff, shoff + 64 * shnum), (struct.unpack_from("<Q", out, 32)[0], len(out))]
+    else:
+        regions = [(0, 16), (16, 16 + 80)] + [(len(out) - 816, len(out) - 736)]
+    start, end = rng.choice(regions)
+    end = min(end, len(out))
+    if end - start < 8:
+        return mutate_bytes(data, rng)
+    width = rng.choice([1, 2, 4, 8])
+    at = rng.randrange(start, end - width + 1)
+    at -= at % width
+    value = rng.choice([0, 1, 2, 3, 0x7F, 0xFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, len(data), len(data) + 1, 2**63,
+                        2**64 - 1, struct.unpack_from("<Q", out, 40)[0]])
+    out[at:at + width] = (value % (1 << (8 * width))).to_bytes(width, "little")
+    return bytes(out)
+
+
 class Surfaces:
     """The seeds and scratch folder of every surface; ``run(name, rng)`` -> (input bytes, suffix) and raises
     what the library raised (InputError passes; an AssertionError is an oracle's finding)."""
@@ -104,6 +140,13 @@ class Surfaces:
         self.bombs: list[bytes] = []
         self.suite = None
         self.clean = None
+        self.cache = Path(tempfile.mkdtemp(prefix="traceconf-fuzz-cache-"))   # outside the scratch folder
+        self.tool_inputs: set[bytes] = set()
+        self.cli = None
+        self.counts: dict[str, int] = {}        # sub-cases of a surface, merged into the run's stages
+
+    def count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
 
     # ------------------------------------------------------------------ scratch
     def scratch(self) -> Path:
@@ -138,19 +181,36 @@ class Surfaces:
         return text.encode("utf-8", "surrogatepass"), ".json"
 
     def elf(self, rng):
+        """Half the inputs: the ``cuobjdump -elf`` text of a cubin, edited.  The other half: a cubin or fatbin
+        with a table field set to an edge value or its bytes mutated, read by load_binary.  Our own container
+        checks reject most of them in microseconds; of those that pass, at most ``TOOL_BUDGET`` distinct
+        binaries go to the NVIDIA tools (a second each) and the rest are drawn from them again, so that the
+        disassembly cache (by content hash) answers."""
         from traceconf import tools
         from traceconf.sass.binary import elf_facts, load_binary
+        from traceconf.sass.containers import check_container
         if self.elf_text is None:
+            os.environ["TRACECONF_CACHE"] = str(self.cache)
             self.elf_text = ""
             if tools.locate("cuobjdump"):
                 from traceconf.sass.toolchain import disassemble
                 self.elf_text = disassemble(self.binaries[0][1], "seed")[1]
-        if rng.random() < 0.02 and tools.locate("cuobjdump"):
+        if rng.random() < 0.5 and tools.locate("cuobjdump"):
             suffix, data = rng.choice(self.binaries)
-            data = mutate_bytes(data, rng)
+            data = _edit_table_field(data, rng) if rng.random() < 0.6 else mutate_bytes(data, rng)
             path = self.scratch() / f"k{suffix}"
+            try:
+                check_container(data, str(path))
+            except Exception:
+                self.count("binary: refused by the container checks")
+            else:
+                if data not in self.tool_inputs and len(self.tool_inputs) >= TOOL_BUDGET:
+                    data = rng.choice(sorted(self.tool_inputs))
+                    self.count("binary: through the tools (cached)")
+                else:
+                    self.tool_inputs.add(data)
+                    self.count("binary: through the tools")
             path.write_bytes(data)
-            os.environ["TRACECONF_CACHE"] = str(self.folder / "cache")
             load_binary(path)
             return data, suffix
         text = mutate_text(self.elf_text or "", rng, [self.elf_text or ""])
@@ -271,23 +331,29 @@ class Surfaces:
             assert "big-endian" in loaded.description, loaded.description
         return raw, ".npy"
 
-    def compare(self, rng):
+    def compare_ncu(self, rng):
         from traceconf.analyses.ncu import read_counters_csv, read_source_csv
+        text = mutate_text(rng.choice(self.ncu), rng, self.ncu)
+        path = self.scratch() / "ncu.csv"
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        (read_source_csv if rng.random() < 0.6 else read_counters_csv)(path)
+        return text.encode("utf-8", "surrogatepass"), path.suffix
+
+    def compare_gpgpusim(self, rng):
         from traceconf.traces.gpgpusim import read_gpgpusim_stats
-        folder = self.scratch()
-        if rng.random() < 0.3:
-            text = mutate_text(rng.choice(self.stats), rng, self.stats)
-            path = folder / "gpgpu_inst_stats.txt"
-            path.write_text(text, encoding="utf-8", errors="surrogatepass")
-            read_gpgpusim_stats(path)
-        else:
-            text = mutate_text(rng.choice(self.ncu), rng, self.ncu)
-            path = folder / "ncu.csv"
-            path.write_text(text, encoding="utf-8", errors="surrogatepass")
-            (read_source_csv if rng.random() < 0.6 else read_counters_csv)(path)
+        text = mutate_text(rng.choice(self.stats), rng, self.stats)
+        path = self.scratch() / "gpgpu_inst_stats.txt"
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        read_gpgpusim_stats(path)
         return text.encode("utf-8", "surrogatepass"), path.suffix
 
     def outputs(self, rng):
+        """An output target of every kind (FIFO, link to /dev/null, folder, path under a file, /proc, inside
+        an input folder); every ``SIGNAL_EVERY``-th input instead interrupts a run writing ``-o`` (see
+        :meth:`signal`)."""
+        self.outputs_run = getattr(self, "outputs_run", 0) + 1
+        if self.outputs_run % SIGNAL_EVERY == 0:
+            return self.signal(rng)
         from traceconf.errors import InputError
         from traceconf.outputs import check_results_folder, write_text
         from traceconf.report.writers import check_output
@@ -323,11 +389,81 @@ class Surfaces:
         assert (folder / "input" / "part.parquet").read_bytes() == b"PAR1"
         return name.encode(), ".path"
 
-    def resume(self, rng):
-        import pyarrow as pa
+    def signal(self, rng):
+        """A CLI run (``analyze PTX -o TARGET``) forked from this warm process and sent SIGINT, SIGTERM or
+        SIGHUP after a random delay.  Oracle: it ends with 0/1/2/3 or 130 (or dies of the signal it was sent),
+        prints no traceback, and TARGET is either as it was or a whole new result, never half-written."""
+        import signal
+        import time
+        folder = self.scratch()
+        target = folder / rng.choice(["out.json", "out.csv"])
+        old = rng.choice([None, "old"])
+        if old is not None:
+            target.write_text(old)
+        errors = folder / "stderr"
+        errors.write_text("")                   # the child may be stopped before it writes a byte
+        argv = ["traceconf", "analyze", str(FIXTURES / "ptx" / "smem_kernels.ptx"), "--block", "128",
+                "--param", "2=4096", "--grid", rng.choice(["1", "2", "8"]), "-o", str(target)]
+        how = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+        delay = rng.choice([0.0, 0.001, 0.01, 0.05, 0.2]) * rng.random()
+        if self.cli is None:         # warm: one whole run here, so that a child imports nothing
+            import contextlib
 
+            import traceconf.cli
+            self.cli = traceconf.cli
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                    contextlib.suppress(SystemExit):
+                sys.argv = argv[:-1] + [str(folder / "warm.json")]
+                self.cli.main()
+        pid = os.fork()
+        if pid == 0:                                      # the child: one CLI run, nothing of the parent's after
+            code = 99
+            try:
+                descriptor = os.open(errors, os.O_WRONLY)
+                os.dup2(descriptor, 2)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+                sys.argv = argv
+                self.cli.main()
+                code = 0
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 98
+            finally:
+                os._exit(code)
+        time.sleep(delay)
+        os.kill(pid, how)
+        deadline = time.monotonic() + 60
+        while (waited := os.waitpid(pid, os.WNOHANG))[0] == 0:
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise AssertionError(f"{argv} did not end within 60 s of {how.name}")
+            time.sleep(0.002)
+        status = waited[1]
+        self.count(f"signal: {how.name} " + ("ended" if os.WIFEXITED(status) else "killed"))
+        text = errors.read_text(errors="replace")
+        assert "Traceback" not in text, f"{how.name}: a traceback\n{text[-2000:]}"
+        if os.WIFEXITED(status):
+            assert os.WEXITSTATUS(status) in (0, 1, 2, 3, 130), f"{how.name}: exit {os.WEXITSTATUS(status)}: {text}"
+        else:
+            assert os.WTERMSIG(status) == how, f"died of signal {os.WTERMSIG(status)} after {how.name}"
+        if target.exists():
+            body = target.read_text()
+            if body != old:      # a new result: whole (JSON that parses, CSV whose last line ends)
+                assert body.endswith("\n") or target.suffix == ".json", f"{target.name} half-written"
+                if target.suffix == ".json":
+                    json.loads(body)
+        else:
+            assert old is None, f"{how.name} removed the old {target.name}"
+        return f"{how.name} after {delay:.4f} s: {' '.join(argv[1:])}".encode(), ".txt"
+
+    def resume(self, rng):
+        """A results folder of a tiny suite, damaged (partitions truncated, bit-flipped or with runs of one
+        byte, the manifest edited or of another shape).  Every input: which units --resume would skip;
+        oracle: no unit whose partition bytes changed is skipped.  Every ``RESUME_RUN_EVERY``-th input also
+        resumes the run; oracle: the resumed dataset is the clean one, row for row."""
         from traceconf.distributed import run_many
-        from traceconf.distributed.dataset import MANIFEST, read_dataset
+        from traceconf.distributed.dataset import MANIFEST, Dataset, read_dataset
+        from traceconf.distributed.units import plan
         from traceconf.emulate.launch import LaunchRequest
         if self.suite is None:
             sys.path.insert(0, str(ROOT / "tests"))
@@ -337,8 +473,13 @@ class Surfaces:
             run_many([self.suite], None, LaunchRequest(), self.rules, output=clean)
             self.clean = read_dataset(clean).sort_by("kernel")
             self.clean_folder = clean
+            self.clean_files = {p.relative_to(clean): p.read_bytes() for p in clean.rglob("*") if p.is_file()}
+            self.clean_manifest = json.loads((clean / MANIFEST).read_text())
+            self.units = plan([self.suite])[0]
         out = self.scratch() / "results"
-        shutil.copytree(self.clean_folder, out)
+        for relative, data in self.clean_files.items():
+            (out / relative).parent.mkdir(parents=True, exist_ok=True)
+            (out / relative).write_bytes(data)
         damaged = []
         for _ in range(rng.randint(1, 3)):
             files = sorted(out.rglob("*.parquet")) + [out / MANIFEST]
@@ -352,14 +493,21 @@ class Surfaces:
             else:
                 path.write_bytes(mutate_bytes(path.read_bytes(), rng))
             damaged.append(path.name)
-        run_many([self.suite], None, LaunchRequest(), self.rules, output=out, resume=True)
-        resumed = read_dataset(out).sort_by("kernel")
-        # oracle: whatever was damaged, the resumed dataset is the clean one (a bit flip that leaves a
-        # partition readable with the right row count but other values is the one thing --resume cannot see)
-        if not resumed.equals(self.clean):
-            assert resumed.num_rows == self.clean.num_rows and resumed.schema == self.clean.schema, \
-                f"resume left {resumed.num_rows} rows, the clean run {self.clean.num_rows} ({damaged})"
-            assert isinstance(resumed, pa.Table)
+        changed = {str(relative) for relative, data in self.clean_files.items()
+                   if not (out / relative).is_file() or (out / relative).read_bytes() != data}
+        dataset = Dataset(out, [rules.name for rules in self.rules], resume=True)
+        clean_units = {u["key"]: u for u in self.clean_manifest["units"]}
+        for unit in self.units:
+            if dataset.written(unit):       # oracle: a unit is skipped only with every partition unchanged
+                partitions = clean_units[unit.key]["partitions"]
+                assert not changed & set(partitions), f"--resume skips {unit.key} over {changed & set(partitions)}"
+        self.resumes = getattr(self, "resumes", 0) + 1
+        if self.resumes % RESUME_RUN_EVERY == 0:
+            self.count("resume: run resumed and compared")
+            run_many([self.suite], None, LaunchRequest(), self.rules, output=out, resume=True)
+            resumed = read_dataset(out).sort_by("kernel")
+            assert resumed.equals(self.clean), \
+                f"the resumed dataset differs from the clean one ({resumed.num_rows} rows, {damaged})"
         return ",".join(damaged).encode(), ".txt"
 
     def options(self, rng):
@@ -411,15 +559,19 @@ class Surfaces:
 
 
 def _raise_internal(failures) -> None:
-    """A per-kernel failure that is internal (a bug the pipeline caught) is a finding: raise its cause."""
+    """A per-kernel failure that is internal (a bug the pipeline caught) is a finding: raise its cause; an
+    input's failure is raised as the InputError it is (its message is checked like any other)."""
     for failure in failures:
         if failure.internal and failure.error.__cause__ is not None:
             raise failure.error.__cause__
+    if failures:
+        raise failures[0].error
 
 
 SURFACES = {"sass-text": Surfaces.sass_text, "sass-json": Surfaces.sass_json_listing, "elf": Surfaces.elf,
             "tracez": Surfaces.tracez_structure, "launch-files": Surfaces.launch_file,
-            "rule-files": Surfaces.rule_file, "data": Surfaces.data, "compare": Surfaces.compare,
+            "rule-files": Surfaces.rule_file, "data": Surfaces.data, "compare-ncu": Surfaces.compare_ncu,
+            "compare-gpgpusim": Surfaces.compare_gpgpusim,
             "outputs": Surfaces.outputs, "resume": Surfaces.resume, "options": Surfaces.options,
             "overlap": Surfaces.overlap}
 
@@ -437,12 +589,13 @@ def make_one(names: list[str] | None = None, crashes: Path | None = None):
         turn[0] += 1
         findings.inputs += 1
         findings.count_stage(name)
+        surfaces.counts = findings.stages       # sub-cases land in the run's summary
         data, suffix = b"", ".bin"
         try:
             data, suffix = SURFACES[name](surfaces, rng)
             findings.passed += 1
-        except InputError:
-            findings.input_errors += 1
+        except InputError as error:
+            findings.input_error(error, data, crashes, suffix)
         except Exception as error:      # a finding: anything but InputError (an oracle's AssertionError too)
             findings.count_stage(f"failed: {name}")
             findings.record(error, data or repr(error).encode(), crashes, suffix)

@@ -1,0 +1,123 @@
+"""The issue-25 fuzz campaign: every harness step in turn, one process at a time, at ``nice 19``.
+
+Not part of CI (tests/test_fuzz_smoke.py runs the harnesses for seconds).  Each step is one command line of
+scripts/fuzz_ptx.py, fuzz_traces.py or fuzz_surfaces.py with a fixed seed and count, so that any step's
+result can be reproduced alone; the JSON report of each step goes to ``--reports`` (a step whose report is
+already there is not run again, so an interrupted campaign resumes), and the whole is summarised in
+scripts/fuzz_results.json and docs/fuzz_campaign.md.
+
+    python scripts/fuzz_campaign.py --reports /tmp/fuzz-campaign             # about an hour on one core
+    python scripts/fuzz_campaign.py --reports /tmp/fuzz-campaign --summarise  # the summary files only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "scripts" / "fuzz_results.json"
+SUMMARY = ROOT / "docs" / "fuzz_campaign.md"
+
+#: Surfaces that an earlier round already fuzzed: one mixed step over them (the "old" million, with PTX
+#: and the trace readers).
+OLD_SURFACES = ["sass-text", "sass-json", "elf", "launch-files", "rule-files", "compare-ncu", "compare-gpgpusim",
+                "options", "outputs"]
+#: Every surface of scripts/fuzz_surfaces.py, each a step of its own (issue 25: at least 100,000 inputs each).
+NEW_SURFACES = ["sass-text", "sass-json", "elf", "tracez", "launch-files", "rule-files", "data", "compare-ncu",
+                "compare-gpgpusim", "outputs", "resume", "options", "overlap"]
+NEW_COUNT = 100_000
+
+#: (step name, group, script, arguments)
+STEPS = [("ptx", "old", "fuzz_ptx.py", ["--count", "700000", "--seed", "2501"]),
+         ("traces", "old", "fuzz_traces.py", ["--count", "150000", "--seed", "2502"]),
+         ("old-surfaces", "old", "fuzz_surfaces.py",
+          [arg for surface in OLD_SURFACES for arg in ("--surface", surface)] + ["--count", "150000", "--seed",
+                                                                                   "2503"])]
+STEPS += [(surface, "new", "fuzz_surfaces.py", ["--surface", surface, "--count", str(NEW_COUNT), "--seed",
+                                                  str(2510 + index)])
+          for index, surface in enumerate(NEW_SURFACES)]
+
+
+def command(script: str, arguments: list[str], report: Path, crashes: Path) -> list[str]:
+    return ["nice", "-n", "19", sys.executable, f"scripts/{script}", *arguments, "--report", str(report),
+            "--crashes", str(crashes), "--progress", "120"]
+
+
+def shown(script: str, arguments: list[str]) -> str:
+    """The step's command line as a user types it (reports and crashes to a folder of their choice)."""
+    return " ".join(["python", f"scripts/{script}", *arguments])
+
+
+def run(reports: Path, only: list[str] | None) -> None:
+    reports.mkdir(parents=True, exist_ok=True)
+    for name, _, script, arguments in STEPS:
+        report = reports / f"{name}.json"
+        if report.exists() or (only and name not in only):
+            continue
+        print(f"== {name}: {shown(script, arguments)}", flush=True)
+        subprocess.run(command(script, arguments, report, reports / f"crashes-{name}"), cwd=ROOT, check=False)
+        summarise(reports)
+
+
+def summarise(reports: Path) -> dict:
+    steps = []
+    for name, group, script, arguments in STEPS:
+        report = reports / f"{name}.json"
+        if not report.exists():
+            continue
+        data = json.loads(report.read_text())
+        steps.append({"step": name, "group": group, "command": shown(script, arguments),
+                      "inputs": data["inputs"], "failures": data["failures"],
+                      "distinct_failures": data["distinct_failures"], "seconds": data["seconds"],
+                      "inputs_per_second": data["inputs_per_second"], "accepted": data["accepted"],
+                      "input_errors": data["input_errors"], "peak_rss_mib": data.get("peak_rss_mib"),
+                      "stages": data["stages"], "by_signature": data["by_signature"]})
+    totals = {group: sum(s["inputs"] for s in steps if s["group"] == group) for group in ("old", "new")}
+    body = {"steps": steps, "inputs": totals, "failures": sum(s["failures"] for s in steps),
+            "cpu_minutes": round(sum(s["seconds"] for s in steps) / 60, 1)}
+    RESULTS.write_text(json.dumps(body, indent=1) + "\n")
+    SUMMARY.write_text(markdown(body))
+    return body
+
+
+def markdown(body: dict) -> str:
+    lines = ["# Fuzz campaign (issue 25)", "",
+             "Written by `python scripts/fuzz_campaign.py` (numbers: scripts/fuzz_results.json).  Each row is one",
+             "command line; run alone with `--report FILE --crashes FOLDER` it reproduces its row.  A failure is",
+             "anything but a result or an InputError whose message is one line naming a file or an option:",
+             "a traceback, an internal error, an oracle's disagreement, an output replaced or half-written, a",
+             "signalled run that ends other than 0/1/2/3/130.", "",
+             f"Old surfaces: {body['inputs']['old']:,} inputs; new surfaces: {body['inputs']['new']:,} inputs; "
+             f"failures: {body['failures']}; {body['cpu_minutes']} CPU-minutes (wall time of each step at nice 19 "
+             "on a shared 2-core machine).", "",
+             "| step | group | inputs | failures | inputs/s | command |", "|---|---|---:|---:|---:|---|"]
+    for step in body["steps"]:
+        lines.append(f"| {step['step']} | {step['group']} | {step['inputs']:,} | {step['failures']} | "
+                     f"{step['inputs_per_second']:,} | `{step['command']}` |")
+    lines += ["", "Sub-cases counted within the steps (oracles, tool runs, signals):", ""]
+    for step in body["steps"]:
+        extra = {k: v for k, v in step["stages"].items() if k != step["step"]}
+        if extra:
+            lines.append(f"- {step['step']}: " + ", ".join(f"{k} {v:,}" for k, v in sorted(extra.items())))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reports", type=Path, required=True, help="folder of the steps' JSON reports")
+    parser.add_argument("--only", action="append", help="run only this step (repeatable)")
+    parser.add_argument("--summarise", action="store_true", help="write the summary files only")
+    args = parser.parse_args()
+    if not args.summarise:
+        run(args.reports, args.only)
+    body = summarise(args.reports)
+    print(json.dumps({"inputs": body["inputs"], "failures": body["failures"]}))
+    sys.exit(1 if body["failures"] else 0)
+
+
+if __name__ == "__main__":
+    main()
