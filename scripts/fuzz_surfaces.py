@@ -240,7 +240,7 @@ class Surfaces:
             data = bytearray(mutate_bytes(bytes(data), rng))
         path = self.scratch() / "kernel-1.tracez"
         path.write_bytes(bytes(data))
-        _, failures = run_trace(path, None, self.rules, memory_limit=4 << 30)
+        _, failures = run_trace(path, None, self.rules, memory_limit=1 << 30)
         _raise_internal(failures)
         return bytes(data), ".tracez"
 
