@@ -26,6 +26,8 @@ Surfaces (``--surface NAME``, repeatable; default: all, drawn in turn):
   edited or of another shape); oracle: no unit whose partitions changed is skipped, and (every
   RESUME_RUN_EVERY-th input, resumed in full) the resumed dataset equals the clean one;
 * ``options``: --workers, --scheduler, --block/--grid, --param, --dynamic-smem, --memory-limit values;
+* ``cli``: ``traceconf analyze`` in this process (traceconf.cli.main) with one to three options at edge values;
+  oracle: exit 0/1/2/3, no traceback or internal error, a refusal names the option or the file;
 * ``overlap``: one input vs the same input twice (the folder, its kernelslist.g, a link): the plans agree.
 
     python scripts/fuzz_surfaces.py --seconds 60
@@ -84,8 +86,29 @@ def _json_edit(value, rng: random.Random, depth: int = 0):
     return rng.choice(ODD_VALUES)
 
 
+#: Options of ``traceconf analyze`` and values beyond the edge integers (None: a flag without a value).
+CLI_OPTIONS = [("--block", ["0x20", "32x8", "32,8,1,1", "", "-32", "1024,2"]),
+               ("--grid", ["0", "65536,65536,65536", "1,,1", "2147483648"]),
+               ("--param", ["0=1", "2=70000", "n=1", "=", "0=0x", "99=1", "0=-1", "2=1e3"]),
+               ("--data", ["0=random:u8:100", "0=random:f32:1e9", "1=/dev/null", "0=/nonexistent.npy",
+                           "0=random:s32:16:-5:5", "x=random"]),
+               ("--dynamic-smem", ["0", "49152", "1e9", "-1", "4G"]),
+               ("--ctas", ["0", "1", "-1"]), ("--max-steps", ["0", "1", "10"]),
+               ("--time-limit", ["0", "-1", "nan", "inf", "1e-9"]), ("--work-limit", ["0", "1", "-5"]),
+               ("--memory-limit", ["0", "1", "1K", "1e400G", "nanG", "4G", "-1M"]),
+               ("--workers", ["0", "-1", "1000", "2", "x"]),
+               ("--scheduler", ["", " ", "tcp://", "tcp://h:99999", "inproc://x", "::"]),
+               ("--device", ["sm_90", "nosuch", "", "sm_90,sm_75", "cdna3"]),
+               ("--format", ["table", "json", "csv", "html", "xml", ""]),
+               ("--level", ["ptx", "sass", "x", ""]), ("--top", ["0", "-1", "1"]),
+               ("--fail-on-excess", ["0", "-1", "1", "x"]), ("--seed", ["0", "-1", "x"]),
+               ("--kernel", ["nosuch", "*", "[", ""]), ("--launches", ["/dev/null", "/nonexistent.toml", ""]),
+               ("--ptxas-option", ["-O0", "--bogus", "", "-arch=sm_1"]),
+               ("--exhaustive", [None]), ("--skip-bad", [None]), ("--resume", [None]), ("--output", [None])]
+#: Share of SASS text inputs that are a whole listing (the rest: the header and a window of lines).
+WHOLE_LISTINGS = 0.05
 #: One damaged results folder in this many is resumed in full (the rest: the skip decision only).
-RESUME_RUN_EVERY = 10
+RESUME_RUN_EVERY = 25
 #: One output case in this many is a signal sent to a run writing its output.
 SIGNAL_EVERY = 100
 #: Distinct mutated binaries that may reach the NVIDIA tools in one run (each costs about a second).
@@ -143,6 +166,7 @@ class Surfaces:
         self.cache = Path(tempfile.mkdtemp(prefix="traceconf-fuzz-cache-"))   # outside the scratch folder
         self.tool_inputs: set[bytes] = set()
         self.cli = None
+        self.once = None             # the units of the overlap surface's input, planned once
         self.counts: dict[str, int] = {}        # sub-cases of a surface, merged into the run's stages
 
     def count(self, what: str) -> None:
@@ -164,8 +188,15 @@ class Surfaces:
 
     # ------------------------------------------------------------------ surfaces
     def sass_text(self, rng):
+        """A listing, most often cut to its first lines and a window of about 40 more (a listing of 20-50 KB
+        takes 3 ms to parse, a window a tenth of that), then edited."""
         from traceconf.sass.listing import parse_text
-        text = mutate_text(rng.choice(self.sass_texts), rng, self.sass_texts)
+        text = rng.choice(self.sass_texts)
+        if rng.random() > WHOLE_LISTINGS:
+            lines = text.split("\n")
+            begin = rng.randrange(12, max(13, len(lines)))
+            text = "\n".join(lines[:12] + lines[begin:begin + rng.randint(2, 80)]) + "\n"
+        text = mutate_text(text, rng, self.sass_texts)
         parse_text(text, "<fuzz>.sass")
         return text.encode("utf-8", "surrogatepass"), ".sass"
 
@@ -537,6 +568,46 @@ class Surfaces:
             assert 1 <= workers <= max(1, min(requested, units)), (requested, units, workers)
         return text.encode("utf-8", "surrogatepass"), ".txt"
 
+    def cli(self, rng):
+        """``traceconf analyze`` run in this process the way the console script runs it (traceconf.cli.main),
+        on a small PTX file with one to three options set to edge values.  Oracle: exit 0/1/2/3, never a
+        traceback or an internal error, and a refusal names the option or the file."""
+        import contextlib
+
+        import traceconf.cli
+        if "app" not in vars(traceconf.cli):    # the click command built once (typer builds it per call)
+            import typer.main
+            command = typer.main.get_command(traceconf.cli.build_app())
+            traceconf.cli.app = lambda: command.main(args=sys.argv[1:], prog_name="traceconf")
+        argv = ["traceconf", "analyze", str(FIXTURES / "emulate" / "transpose.ptx"), "--block", "32,8",
+                "--kernel", "transpose_padded"]
+        for _ in range(rng.randint(1, 3)):
+            option, values = rng.choice(CLI_OPTIONS)
+            value = rng.choice(values + EDGE_INTEGERS) if values != [None] else None
+            argv += [option] if value is None else [option, mutate_text(value, rng, EDGE_INTEGERS)
+                                                     if rng.random() < 0.2 else value]
+        if "--output" in argv or "--resume" in argv:
+            argv += ["--output", str(self.scratch() / rng.choice(["out.json", "out.csv", "results"]))]
+        out, err = io.StringIO(), io.StringIO()
+        code = 0
+        sys.argv = argv
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                traceconf.cli.main()
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 98
+        text = f"{' '.join(argv[1:])}\n{err.getvalue()}"
+        self.count(f"cli: exit {code}")
+        assert "Traceback" not in err.getvalue() and "internal error" not in text, text[-1500:]
+        assert code in (0, 1, 2, 3), f"exit {code}: {text[-1500:]}"
+        if code == 2:      # the option, or a file named on the command line (the input, a value read as a path)
+            first = err.getvalue().lstrip().split("\n")[0]
+            usage = first.startswith("Usage:")      # click's own refusal: a box naming the option or argument
+            assert ("--" in first or any(first.startswith(f"{word}:") for word in argv[2:])
+                    or usage and ("'--" in err.getvalue() or "argument" in err.getvalue())), \
+                f"a refusal naming neither option nor file: {text[-500:]}"
+        return " ".join(argv[1:]).encode(), ".txt"
+
     def overlap(self, rng):
         from traceconf.distributed.units import plan
         from traceconf.inputs import distinct_units
@@ -548,7 +619,9 @@ class Surfaces:
             link.symlink_to(app)
         spellings = [app, app / "kernelslist.g", link, link / "kernelslist.g", Path(str(app) + "/."),
                      self.suite / "app0" / ".." / "app0"]
-        once = distinct_units(plan([app])[0])[0]
+        if self.once is None:
+            self.once = distinct_units(plan([app])[0])[0]
+        once = self.once
         chosen = [rng.choice(spellings) for _ in range(rng.randint(2, 4))]
         units, notes = distinct_units(plan(chosen)[0])
         assert [u.path for u in units] == [u.path for u in once] or \
@@ -573,6 +646,7 @@ SURFACES = {"sass-text": Surfaces.sass_text, "sass-json": Surfaces.sass_json_lis
             "rule-files": Surfaces.rule_file, "data": Surfaces.data, "compare-ncu": Surfaces.compare_ncu,
             "compare-gpgpusim": Surfaces.compare_gpgpusim,
             "outputs": Surfaces.outputs, "resume": Surfaces.resume, "options": Surfaces.options,
+            "cli": Surfaces.cli,
             "overlap": Surfaces.overlap}
 
 

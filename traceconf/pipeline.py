@@ -226,7 +226,7 @@ def analyze_kernel(program, kernel: str, launch: LaunchRequest, rule_sets: list,
                        program.static_shared_bytes(kernel) + resolved.dynamic_smem)
     gaps.update({rules.name: reason for rules in rule_sets
                  if rules.name not in gaps and (reason := program.unsupported(rules))})
-    check_some_device(gaps, rule_sets)
+    check_some_device(gaps, rule_sets, str(path))
 
     def emulate_for(warp_size: int, row_bytes: int, consume) -> object:
         return program.emulate(kernel, replace(resolved, warp_size=warp_size, row_bytes=row_bytes), progress,
@@ -278,10 +278,11 @@ def count_devices(accesses, rule_sets: list, gaps: dict[str, str], scale: int = 
     return out
 
 
-def check_some_device(gaps: dict[str, str], rule_sets: list) -> None:
-    """A kernel that no device could count is that kernel's error (the first device's reason)."""
+def check_some_device(gaps: dict[str, str], rule_sets: list, path: str | None = None) -> None:
+    """A kernel that no device could count is that kernel's error (the first device's reason), located at
+    its input ``path`` where given."""
     if len(gaps) == len(rule_sets):
-        raise InputError(gaps[rule_sets[0].name])
+        raise InputError(gaps[rule_sets[0].name], file=path)
 
 
 def run_program(program, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
