@@ -473,6 +473,28 @@ def test_too_few_source_operands_is_a_located_error(tmp_path):
     _clean_error(_run("analyze", path, "--block", "32,8", "--level", "ptx"), "cannot emulate shl with these 2 operand(s)")
 
 
+@pytest.mark.parametrize("setp, count", [("setp.lt.s32 %p1, [%r1+8192];", 2), ("setp.lt.s32 %p1, %r1;", 2),
+                                         ("setp.lt.and.s32 %p1, %r1, 5;", 3)])
+def test_setp_with_too_few_sources_is_a_located_error(setp, count):
+    """Found by the issue-25 campaign (scripts/fuzz_ptx.py, seed 2501): ``setp`` with one source operand was
+    an IndexError in the middle of a run; it is reported at compile time, at its line."""
+    from traceconf.emulate.launch import LaunchRequest
+    from traceconf.errors import InputError
+    from traceconf.pipeline import analyze_kernel
+    from traceconf.programs.ptx import PtxProgram
+    from traceconf.ptx import parse_ptx
+    from traceconf.rules import load_rule_sets
+
+    text = (".version 9.0\n.target sm_75\n.address_size 64\n.visible .entry k(\n.param .u64 k_param_0\n)\n{\n"
+            f".reg .b32 %r<4>;\n.reg .pred %p<2>;\nmov.u32 %r1, %tid.x;\n{setp}\n"
+            ".shared .align 4 .b8 s[256];\n@%p1 ld.shared.u32 %r2, [s];\nret;\n}\n")
+    module = parse_ptx(text.encode(), "k.ptx")
+    with pytest.raises(InputError) as caught:
+        analyze_kernel(PtxProgram(module), "k", LaunchRequest(block=(32, 1, 1)), load_rule_sets(["sm_90"]))
+    assert caught.value.file == "k.ptx" and caught.value.line == 11
+    assert f"cannot emulate setp with these {count} operand(s)" in caught.value.message
+
+
 @pytest.mark.parametrize("name, message", [
     ("parquet_int_bits.parquet", "unreadable Parquet file: Integers with less than 8 bits not implemented"),
     ("parquet_dictionary_index.parquet", "unreadable Parquet data after row 0: Dictionary indices invalid"),
