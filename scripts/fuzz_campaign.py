@@ -33,11 +33,11 @@ OLD_SURFACES = {"sass-text", "sass-json", "elf", "launch-files", "rule-files", "
                 "options", "outputs"}
 
 #: (step name, groups, script, arguments)
-STEPS = [("ptx", ["old"], "fuzz_ptx.py", ["--count", "700000", "--seed", "2501"])]
-STEPS += [(surface, ["new"] + (["old"] if surface in OLD_SURFACES else []), "fuzz_surfaces.py",
+STEPS = [(surface, ["new"] + (["old"] if surface in OLD_SURFACES else []), "fuzz_surfaces.py",
            ["--surface", surface, "--count", str(NEW_COUNT), "--seed", str(2510 + index)])
           for index, surface in enumerate(NEW_SURFACES)]
-STEPS += [("traces", ["old"], "fuzz_traces.py", ["--count", "100000", "--seed", "2502"]),
+STEPS += [("ptx", ["old"], "fuzz_ptx.py", ["--count", "300000", "--seed", "2501"]),
+          ("traces", ["old"], "fuzz_traces.py", ["--count", "100000", "--seed", "2502"]),
           # whole CLI runs in this process (about 20 a second): fewer inputs, every option of analyze
           ("cli", ["new"], "fuzz_surfaces.py", ["--surface", "cli", "--count", "5000", "--seed", "2530"])]
 
