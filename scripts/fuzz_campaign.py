@@ -75,10 +75,12 @@ def summarise(reports: Path) -> dict:
                       "distinct_failures": data["distinct_failures"], "seconds": data["seconds"],
                       "inputs_per_second": data["inputs_per_second"], "accepted": data["accepted"],
                       "input_errors": data["input_errors"], "peak_rss_mib": data.get("peak_rss_mib"),
+                      "cpu_seconds": data.get("cpu_seconds"),
                       "stages": data["stages"], "by_signature": data["by_signature"]})
     totals = {group: sum(s["inputs"] for s in steps if group in s["groups"]) for group in ("old", "new")}
     body = {"steps": steps, "inputs": totals, "failures": sum(s["failures"] for s in steps),
-            "cpu_minutes": round(sum(s["seconds"] for s in steps) / 60, 1)}
+            "wall_minutes": round(sum(s["seconds"] for s in steps) / 60, 1),
+            "cpu_minutes": round(sum(s["cpu_seconds"] or 0 for s in steps) / 60, 1)}
     RESULTS.write_text(json.dumps(body, indent=1) + "\n")
     SUMMARY.write_text(markdown(body))
     return body
@@ -95,12 +97,15 @@ def markdown(body: dict) -> str:
              "surfaces of issue 25 (at least 100,000 each); a per-surface step of an old surface counts in both.",
              "",
              f"Old surfaces: {body['inputs']['old']:,} inputs; new surfaces: {body['inputs']['new']:,} inputs; "
-             f"failures: {body['failures']}; {body['cpu_minutes']} CPU-minutes (wall time of each step at nice 19 "
-             "on a shared 2-core machine).", "",
-             "| step | groups | inputs | failures | inputs/s | command |", "|---|---|---:|---:|---:|---|"]
+             f"failures: {body['failures']}; {body['wall_minutes']} minutes of wall time at nice 19 on a 2-core "
+             f"machine shared with other work, {body['cpu_minutes']} CPU-minutes (of the steps that measured it).",
+             "",
+             "| step | groups | inputs | failures | inputs/s (wall) | CPU s | peak RSS MiB | command |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
     for step in body["steps"]:
         lines.append(f"| {step['step']} | {', '.join(step['groups'])} | {step['inputs']:,} | {step['failures']} | "
-                     f"{step['inputs_per_second']:,} | `{step['command']}` |")
+                     f"{step['inputs_per_second']:,} | {step['cpu_seconds'] or 'n/a'} | {step['peak_rss_mib']} | "
+                     f"`{step['command']}` |")
     lines += ["", "Sub-cases counted within the steps (oracles, tool runs, signals):", ""]
     for step in body["steps"]:
         extra = {k: v for k, v in step["stages"].items() if k != step["step"]}

@@ -109,6 +109,8 @@ class Findings:
         return {"inputs": self.inputs, "seconds": round(seconds, 1), "inputs_per_second": round(self.inputs / max(
             seconds, 1e-9)), "accepted": self.passed, "input_errors": self.input_errors,
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+            "cpu_seconds": round(sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+                                     for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)), 1),
             "failures": sum(e["count"] for e in self.by_signature.values()),
             "distinct_failures": len(self.by_signature), "stages": self.stages, "by_signature": self.by_signature}
 
