@@ -6,8 +6,8 @@ Surfaces (``--surface NAME``, repeatable; default: all, drawn in turn):
   edits: keys removed, values of another type) read by traceconf.sass.listing.parse_text;
 * ``elf``: the ``cuobjdump -elf`` text of a cubin (traceconf.sass.binary.elf_facts), and half the inputs a
   cubin or fatbin with a table field at an edge value or mutated bytes, through load_binary: our container
-  checks (traceconf.sass.containers) refuse most; at most TOOL_BUDGET distinct ones reach the NVIDIA tools,
-  the rest are drawn from those again and answered by the disassembly cache;
+  checks (traceconf.sass.containers) refuse many; of the rest, the first TOOL_BUDGET distinct ones go on to
+  the NVIDIA tools and the listing parser, the others stop after the checks (counted apart);
 * ``tracez``: structural edits of a small .tracez (header fields, counts, offsets, sizes, frames swapped for
   zstd bombs that claim or stream past the sub-chunk cap), read by run_trace;
 * ``launch-files``, ``rule-files``: TOML with values swapped for other types (lists of lists, tables, huge
@@ -214,10 +214,11 @@ class Surfaces:
     def elf(self, rng):
         """Half the inputs: the ``cuobjdump -elf`` text of a cubin, edited.  The other half: a cubin or fatbin
         with a table field set to an edge value or its bytes mutated, read by load_binary.  Our own container
-        checks reject most of them in microseconds; of those that pass, at most ``TOOL_BUDGET`` distinct
-        binaries go to the NVIDIA tools (a second each) and the rest are drawn from them again, so that the
-        disassembly cache (by content hash) answers."""
+        checks reject many of them in microseconds; of those that pass, the first ``TOOL_BUDGET`` distinct
+        binaries go on to the NVIDIA tools (a second each) and the listing parser, the rest stop after the
+        checks (counted apart in the summary)."""
         from traceconf import tools
+        from traceconf.errors import InputError
         from traceconf.sass.binary import elf_facts, load_binary
         from traceconf.sass.containers import check_container
         if self.elf_text is None:
@@ -232,15 +233,14 @@ class Surfaces:
             path = self.scratch() / f"k{suffix}"
             try:
                 check_container(data, str(path))
-            except Exception:
+            except InputError:
                 self.count("binary: refused by the container checks")
             else:
                 if data not in self.tool_inputs and len(self.tool_inputs) >= TOOL_BUDGET:
-                    data = rng.choice(sorted(self.tool_inputs))
-                    self.count("binary: through the tools (cached)")
-                else:
-                    self.tool_inputs.add(data)
-                    self.count("binary: through the tools")
+                    self.count("binary: passed the container checks (tool budget spent)")
+                    return data, suffix
+                self.tool_inputs.add(data)
+                self.count("binary: through the tools")
             path.write_bytes(data)
             load_binary(path)
             return data, suffix
