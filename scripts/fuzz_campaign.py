@@ -25,8 +25,12 @@ SUMMARY = ROOT / "docs" / "fuzz_campaign.md"
 #: Every surface of scripts/fuzz_surfaces.py, each a step of its own (issue 25: at least 100,000 inputs each),
 #: cheapest first (an interrupted campaign has the most surfaces done).
 NEW_SURFACES = ["options", "compare-gpgpusim", "sass-json", "data", "compare-ncu", "overlap", "launch-files",
-                "rule-files", "sass-text", "elf", "outputs", "resume", "tracez"]
+                "rule-files", "sass-text", "outputs", "elf", "resume", "tracez"]
 NEW_COUNT = 100_000
+#: The seed of each surface's step (fixed per surface, whatever the order of the steps).
+SEEDS = {surface: 2510 + index for index, surface in enumerate(
+    ["options", "compare-gpgpusim", "sass-json", "data", "compare-ncu", "overlap", "launch-files", "rule-files",
+     "sass-text", "elf", "outputs", "resume", "tracez"])}
 #: The surfaces an earlier round fuzzed (with PTX and the trace readers: at least 1,000,000 inputs in all).
 #: Their per-surface steps count towards that total too: one run, counted once per requirement.
 OLD_SURFACES = {"sass-text", "sass-json", "elf", "launch-files", "rule-files", "compare-ncu", "compare-gpgpusim",
@@ -34,8 +38,8 @@ OLD_SURFACES = {"sass-text", "sass-json", "elf", "launch-files", "rule-files", "
 
 #: (step name, groups, script, arguments)
 STEPS = [(surface, ["new"] + (["old"] if surface in OLD_SURFACES else []), "fuzz_surfaces.py",
-           ["--surface", surface, "--count", str(NEW_COUNT), "--seed", str(2510 + index)])
-          for index, surface in enumerate(NEW_SURFACES)]
+           ["--surface", surface, "--count", str(NEW_COUNT), "--seed", str(SEEDS[surface])])
+          for surface in NEW_SURFACES]
 STEPS += [("ptx", ["old"], "fuzz_ptx.py", ["--count", "300000", "--seed", "2501"]),
           ("traces", ["old"], "fuzz_traces.py", ["--count", "100000", "--seed", "2502"]),
           # whole CLI runs in this process (about 20 a second): fewer inputs, every option of analyze
