@@ -46,6 +46,19 @@ STEPS += [("ptx", ["old"], "fuzz_ptx.py", ["--count", "300000", "--seed", "2501"
           ("cli", ["new"], "fuzz_surfaces.py", ["--surface", "cli", "--count", "5000", "--seed", "2530"])]
 
 
+#: Failures found on the way (the rows above ran after their fixes).
+FIXED = ["- `fuzz_ptx.py --seed 2501`, a first run stopped at 401,164 inputs: `setp` with one source operand was",
+         "  an IndexError mid-run; now a located error at compile time",
+         "  (tests/test_robust.py::test_setp_with_too_few_sources_is_a_located_error).",
+         "- cli surface: `--device 127` printed `error: unknown device` naming no option; now `--device: ...`;",
+         "  an unrunnable launch (`--grid 0x8000000000000000`) named neither the file nor the options; now",
+         "  `FILE: kernel K: the launch cannot run: ... (the launch: --block, --grid, ...)`",
+         "  (tests/test_cli_errors.py::test_bad_options).",
+         "- Library errors that are not ValueError/OSError (pyarrow.ArrowException and its kin, zstandard.ZstdError,",
+         "  lzma.LZMAError, struct.error, zlib.error) are data errors at every input boundary",
+         "  (traceconf.errors.data_errors; tests/test_robust.py::test_every_library_data_error_becomes_a_located_message)."]
+
+
 def command(script: str, arguments: list[str], report: Path, crashes: Path) -> list[str]:
     return ["nice", "-n", "19", sys.executable, f"scripts/{script}", *arguments, "--report", str(report),
             "--crashes", str(crashes), "--progress", "120"]
@@ -111,10 +124,24 @@ def markdown(body: dict) -> str:
                      f"{step['inputs_per_second']:,} | {step['cpu_seconds'] or 'n/a'} | {step['peak_rss_mib']} | "
                      f"`{step['command']}` |")
     lines += ["", "Sub-cases counted within the steps (oracles, tool runs, signals):", ""]
+    notes = ["- elf: \"through the tools\" counts the inputs that reached load_binary; at most TOOL_BUDGET (150)",
+             "  of them are distinct binaries run by cuobjdump/nvdisasm, repeats of one are answered by the",
+             "  disassembly cache (by content hash) and parsed again.",
+             "- outputs: one input in 100 is a signal case (a CLI run forked from the warm harness, then SIGINT,",
+             "  SIGTERM or SIGHUP); \"ended\" means it exited (0/1/2/3/130), \"killed\" that the signal ended it.",
+             "- resume: every input checks which units --resume would skip; one in 25 resumes the run in full.",
+             "- ptx: every 25th parsed input is emulated at the default level and with --exhaustive and compared."]
     for step in body["steps"]:
         extra = {k: v for k, v in step["stages"].items() if k != step["step"]}
         if extra:
             lines.append(f"- {step['step']}: " + ", ".join(f"{k} {v:,}" for k, v in sorted(extra.items())))
+    lines += ["", "Notes:", ""] + notes + ["", "Found and fixed while the harnesses were readied and the campaign ran "
+                                           "(each is a test now):", ""] + FIXED
+    missing = [shown(script, arguments) for name, _, script, arguments in STEPS
+               if name not in {step["step"] for step in body["steps"]}]
+    if missing:
+        lines += ["", "Not run yet (`python scripts/fuzz_campaign.py --reports FOLDER` runs what is missing):", ""]
+        lines += [f"- `{command}`" for command in missing]
     return "\n".join(lines) + "\n"
 
 
