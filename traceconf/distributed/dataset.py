@@ -79,6 +79,9 @@ class Dataset:
         if entry is None or entry.get("stamp") != unit.stamp:
             return False
         rows, digests = (entry.get(key) if isinstance(entry.get(key), dict) else {} for key in ("rows", "digests"))
+        kernels = entry.get("kernels")
+        if not isinstance(kernels, list) or kernels and not entry["partitions"]:   # its rows must be somewhere
+            return False
         # every partition vouched for by its row count and digest: a manifest that lost either for a
         # partition (edited, damaged) cannot say the file is the one it wrote
         return all(isinstance(p, str) and isinstance(rows.get(p), int) and isinstance(digests.get(p), str)
