@@ -495,6 +495,17 @@ def test_setp_with_too_few_sources_is_a_located_error(setp, count):
     assert f"cannot emulate setp with these {count} operand(s)" in caught.value.message
 
 
+def test_a_trace_no_device_can_count_names_its_file():
+    """Found by the issue-25 campaign (fuzz_traces.py --seed 2502): a canonical trace whose ldmatrix no rule
+    set can count was reported as ``error: kernel ...`` naming no file."""
+    from traceconf.pipeline import run_trace
+    from traceconf.rules import load_rule_sets
+    path = Path(__file__).resolve().parent / "data" / "fuzz" / "parquet_ldmatrix_zero_matrices.parquet"
+    _, failures = run_trace(path, None, load_rule_sets(["sm_90"]))
+    assert failures and not failures[0].internal
+    assert failures[0].error.file == str(path) and "does not fit rule set 'sm_90'" in failures[0].error.message
+
+
 @pytest.mark.parametrize("name, message", [
     ("parquet_int_bits.parquet", "unreadable Parquet file: Integers with less than 8 bits not implemented"),
     ("parquet_dictionary_index.parquet", "unreadable Parquet data after row 0: Dictionary indices invalid"),

@@ -348,7 +348,7 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
         try:
             for chunk in trace.chunks():
                 partial += count_devices(chunk, rule_sets, gaps)
-            check_some_device(gaps, rule_sets)
+            check_some_device(gaps, rule_sets, str(path))
         except Exception as error:   # bad data in this launch, or a bug: the launches after it are still read
             failure = kernel_failure(trace.kernel, error, str(path))
             failed.append(failure)
