@@ -52,6 +52,21 @@ def swap_toml_value(text: str, rng: random.Random) -> str:
     return "\n".join(lines)
 
 
+def message_fault(error) -> str | None:
+    """What is wrong with an InputError as the user would see it, or None: the CLI prints ``str(error)`` as
+    one line, so it must be one line, and it must name where the bad value is (a file, or an option)."""
+    text = str(error)
+    if "\n" in text or "\r" in text:
+        return "a message of more than one line"
+    if not error.file and "--" not in error.message:
+        return "a message that names neither a file nor an option"
+    return None
+
+
+class UnclearMessage(Exception):
+    """A finding: an InputError the user could not act on (see :func:`message_fault`)."""
+
+
 @dataclass
 class Findings:
     inputs: int = 0
@@ -77,9 +92,25 @@ class Findings:
             (crashes / f"crash-{len(self.by_signature):03d}.txt").write_text(
                 "".join(traceback.format_exception(error)))
 
+    def input_error(self, error, data: bytes, crashes: Path | None, suffix: str) -> None:
+        """An InputError: counted, and a finding when its message is unclear."""
+        fault = message_fault(error)
+        if fault is None:
+            self.input_errors += 1
+            return
+        try:
+            raise UnclearMessage(f"{fault}: {str(error)[:300]!r}") from error
+        except UnclearMessage as finding:
+            finding.__traceback__ = error.__traceback__
+            self.record(finding, data, crashes, suffix)
+
     def summary(self, seconds: float) -> dict:
+        import resource
         return {"inputs": self.inputs, "seconds": round(seconds, 1), "inputs_per_second": round(self.inputs / max(
             seconds, 1e-9)), "accepted": self.passed, "input_errors": self.input_errors,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+            "cpu_seconds": round(sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+                                     for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)), 1),
             "failures": sum(e["count"] for e in self.by_signature.values()),
             "distinct_failures": len(self.by_signature), "stages": self.stages, "by_signature": self.by_signature}
 

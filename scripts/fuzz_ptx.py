@@ -4,9 +4,11 @@ Seeds are the PTX fixtures (tests/fixtures) and, when present, the corpus in ../
 modules (the module header plus one function) so that each input parses in about a millisecond.  Each input is
 one to four edits of a seed (numbers at the edges of their fields, odd characters, lines deleted, duplicated,
 spliced from another seed, truncated); every ``--emulate-every``-th input that parses is also emulated and
-counted on sm_90 (block and grid drawn from a small set, the step budget bounded).
+counted on sm_90 (block and grid drawn from a small set, the step budget bounded) twice: at the default level
+(CTA classes) and with every CTA emulated (``--exhaustive``).
 
-Passing means: the library returns, or raises InputError.  Anything else is a failure (see fuzz_common).
+Passing means: the library returns, or raises InputError, and the two levels count the same (differential
+oracle, where both finished).  Anything else is a failure (see fuzz_common).
 
     python scripts/fuzz_ptx.py --seconds 30                     # what CI runs (tests/test_fuzz_smoke.py)
     python scripts/fuzz_ptx.py --count 1000000 --seed 7 --crashes /tmp/crashes --report fuzz_ptx.json
@@ -76,7 +78,8 @@ def make_one(emulate_every: int, crashes: Path | None = None):
 
     seeds = snippets(seed_files())
     rules = load_rule_sets(["sm_90"])
-    launches = [((32, 1, 1), (1, 1, 1)), ((64, 1, 1), (2, 1, 1)), ((16, 2, 1), (1, 2, 1)), ((256, 1, 1), (1, 1, 1))]
+    launches = [((32, 1, 1), (1, 1, 1)), ((64, 1, 1), (2, 1, 1)), ((16, 2, 1), (1, 2, 1)), ((256, 1, 1), (1, 1, 1)),
+                ((32, 1, 1), (5, 1, 1)), ((64, 1, 1), (3, 2, 1))]
     parsed = [0]
 
     def one(rng: random.Random, findings: Findings) -> None:
@@ -91,12 +94,19 @@ def make_one(emulate_every: int, crashes: Path | None = None):
                 stage = "emulate"
                 findings.count_stage("emulated")
                 block, grid = rng.choice(launches)
-                request = LaunchRequest(block=block, grid=grid, params={}, max_steps=20_000, ctas=2)
                 for kernel in module.kernel_names()[:1]:
-                    analyze_kernel(PtxProgram(module), kernel, request, rules)
+                    levels = [analyze_kernel(PtxProgram(module), kernel, LaunchRequest(
+                        block=block, grid=grid, params={}, max_steps=20_000, classes=classes), rules)
+                        for classes in (True, False)]
+                    if not any("partial" in level.launch for level in levels):
+                        stage = "oracle"
+                        findings.count_stage("compared with --exhaustive")
+                        default, exhaustive = (level.results for level in levels)
+                        assert default.equals(exhaustive), (f"default level and --exhaustive differ "
+                                                            f"(block {block}, grid {grid})")
             findings.passed += 1
-        except InputError:
-            findings.input_errors += 1
+        except InputError as error:
+            findings.input_error(error, text.encode("utf-8", "surrogatepass"), crashes, ".ptx")
         except Exception as error:  # a finding: anything but InputError
             findings.count_stage(f"failed in {stage}")
             findings.record(error, text.encode("utf-8", "surrogatepass"), crashes, ".ptx")

@@ -101,11 +101,11 @@ def make_one(crashes: Path | None = None):
                     if cause is not None:          # a library's data error turned into an InputError
                         findings.count_stage(f"boundary: {type(cause).__name__}")
                 if failures:
-                    findings.input_errors += 1
+                    findings.input_error(failures[0].error, data, crashes, path.suffix or ".bin")
                     return
             findings.passed += 1
-        except InputError:
-            findings.input_errors += 1
+        except InputError as error:
+            findings.input_error(error, data, crashes, path.suffix or ".bin")
         except Exception as error:  # a finding: anything but InputError
             findings.record(error, data, crashes, path.suffix or ".bin")
 

@@ -31,7 +31,7 @@ LAYERS = {
     # sources: inputs read into tables, rule sets, the ACCESSES format
     "traceconf.rules": 1, "traceconf.launches": 1, "traceconf.accesses": 1, "traceconf.ptx": 1,
     "traceconf.traces": 1, "traceconf.sass.opcodes": 1, "traceconf.sass.listing": 1, "traceconf.sass.binary": 1,
-    "traceconf.sass.toolchain": 1,
+    "traceconf.sass.toolchain": 1, "traceconf.sass.containers": 1,
     # emulation (both instruction sets) and the launch it runs
     "traceconf.emulate": 2, "traceconf.sass": 2,
     # programs: an input at its level, with its emulator

@@ -40,7 +40,10 @@ def test_unreadable_inputs(files, name, message):
 
 @pytest.mark.parametrize("args, message", [
     (["--block", "32,x"], "--block: expected X[,Y[,Z]] of whole numbers, got '32,x'"),
-    (["--block", "32", "--device", "nosuch"], "unknown device 'nosuch'"),
+    (["--block", "32", "--device", "nosuch"], "--device: unknown device 'nosuch'"),
+    (["--block", "32", "--device", "127"], "--device: unknown device '127'"),   # found by fuzz_surfaces.py (cli)
+    (["--block", "32", "--grid", "0x8000000000000000"], "cannot run: grid x = 9,223,372,036,854,775,808"),
+    (["--block", "32", "--grid", "0x8000000000000000"], "(the launch: --block, --grid, --dynamic-smem"),  # (cli)
     (["--block", "32", "--param", "oops"], "--param: expected NAME_OR_INDEX=VALUE"),
 ])
 def test_bad_options(args, message):

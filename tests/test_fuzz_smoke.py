@@ -77,3 +77,27 @@ def test_a_failure_is_recorded_with_its_input(harness, tmp_path):
     assert summary["failures"] == 3 and summary["distinct_failures"] == 1
     saved = Path(next(iter(summary["by_signature"].values()))["saved"])
     assert saved.read_bytes() == b"input bytes"
+
+
+def test_an_unclear_message_is_a_finding(harness, tmp_path):
+    """An InputError of more than one line, or naming neither a file nor an option, is recorded as a failure."""
+    from traceconf.errors import InputError
+
+    common, _, _, _ = harness
+    findings = common.Findings()
+    findings.input_error(InputError("bad value", file="k.ptx", line=3), b"a", tmp_path, ".ptx")
+    findings.input_error(InputError("--block: not a number"), b"b", tmp_path, ".txt")
+    assert findings.input_errors == 2 and not findings.by_signature
+    findings.input_error(InputError("bad value"), b"c", tmp_path, ".txt")
+    findings.input_error(InputError("two\nlines", file="k.ptx"), b"d", tmp_path, ".txt")
+    assert findings.input_errors == 2 and sum(e["count"] for e in findings.by_signature.values()) == 2
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_a_signalled_run_leaves_its_output_as_it_was_or_whole(harness, seed):
+    """The signal cases of the outputs surface (a CLI run forked from the harness, then SIGINT/SIGTERM/SIGHUP)."""
+    _, _, _, fuzz_surfaces = harness
+    surfaces = fuzz_surfaces.Surfaces()
+    surfaces.counts = {}
+    surfaces.signal(random.Random(seed))
+    assert sum(surfaces.counts.values()) == 1, surfaces.counts

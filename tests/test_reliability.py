@@ -296,6 +296,56 @@ def test_resume_rewrites_a_partition_changed_inside(small_suite, tmp_path):
     assert read_dataset(out).equals(expected)
 
 
+@pytest.mark.parametrize("edit", ["digest key", "rows key", "no digests"])
+def test_resume_does_not_trust_a_partition_the_manifest_no_longer_vouches_for(small_suite, tmp_path, edit):
+    """Found by the issue-25 campaign (fuzz_surfaces.py --surface resume --seed 2521): a manifest whose digest
+    (or row count) of a partition was lost or renamed skipped that partition's checks, so a partition changed
+    inside was kept.  Without both, the unit runs again."""
+    import json
+
+    from traceconf.distributed.dataset import read_dataset
+    out = tmp_path / "results"
+    _run_suite(small_suite, out)
+    expected = read_dataset(out)
+    manifest = json.loads((out / "_manifest.json").read_text())
+    unit = next(u for u in manifest["units"] if u["partitions"])
+    partition = unit["partitions"][0]
+    if edit == "digest key":
+        unit["digests"] = {partition + "x": unit["digests"][partition]}
+    elif edit == "rows key":
+        unit["rows"] = {}
+    else:
+        del unit["digests"]
+    (out / "_manifest.json").write_text(json.dumps(manifest))
+    data = bytearray((out / partition).read_bytes())
+    data[len(data) // 3] ^= 0x40                       # footer and row count kept
+    (out / partition).write_bytes(bytes(data))
+    (_, failures, _), ran = _run_suite(small_suite, out, resume=True)
+    assert failures == [] and any(u.key == unit["key"] for u in ran)
+    assert read_dataset(out).equals(expected)
+
+
+@pytest.mark.parametrize("edit", ["partitions emptied", "kernels lost"])
+def test_a_unit_whose_manifest_lost_its_partitions_is_not_written(small_suite, tmp_path, edit):
+    """Found by the issue-25 campaign (resume, seed 2521, 3 of 100,000): a done unit whose partition list was
+    emptied vouched for nothing and was skipped, its damaged partition kept."""
+    import json
+
+    from traceconf.distributed.dataset import Dataset
+    from traceconf.distributed.units import plan
+    out = tmp_path / "results"
+    _run_suite(small_suite, out)
+    manifest = json.loads((out / "_manifest.json").read_text())
+    entry = next(u for u in manifest["units"] if u["partitions"])
+    if edit == "partitions emptied":
+        entry["partitions"] = []
+    else:
+        del entry["kernels"]
+    (out / "_manifest.json").write_text(json.dumps(manifest))
+    unit = next(u for u in plan([small_suite])[0] if u.key == entry["key"])
+    assert not Dataset(out, ["sm_90"], resume=True).written(unit)
+
+
 @pytest.mark.parametrize("body", ["[]", '{"devices": "sm_90", "units": []}', '{"devices": ["sm_90"], "units": [1]}',
                                   '{"devices": ["sm_90"], "units": [{"key": 3}]}', "not json", "[" * 100000])
 def test_resume_with_a_manifest_of_another_shape_is_a_clean_error(small_suite, tmp_path, body):

@@ -473,6 +473,39 @@ def test_too_few_source_operands_is_a_located_error(tmp_path):
     _clean_error(_run("analyze", path, "--block", "32,8", "--level", "ptx"), "cannot emulate shl with these 2 operand(s)")
 
 
+@pytest.mark.parametrize("setp, count", [("setp.lt.s32 %p1, [%r1+8192];", 2), ("setp.lt.s32 %p1, %r1;", 2),
+                                         ("setp.lt.and.s32 %p1, %r1, 5;", 3)])
+def test_setp_with_too_few_sources_is_a_located_error(setp, count):
+    """Found by the issue-25 campaign (scripts/fuzz_ptx.py, seed 2501): ``setp`` with one source operand was
+    an IndexError in the middle of a run; it is reported at compile time, at its line."""
+    from traceconf.emulate.launch import LaunchRequest
+    from traceconf.errors import InputError
+    from traceconf.pipeline import analyze_kernel
+    from traceconf.programs.ptx import PtxProgram
+    from traceconf.ptx import parse_ptx
+    from traceconf.rules import load_rule_sets
+
+    text = (".version 9.0\n.target sm_75\n.address_size 64\n.visible .entry k(\n.param .u64 k_param_0\n)\n{\n"
+            f".reg .b32 %r<4>;\n.reg .pred %p<2>;\nmov.u32 %r1, %tid.x;\n{setp}\n"
+            ".shared .align 4 .b8 s[256];\n@%p1 ld.shared.u32 %r2, [s];\nret;\n}\n")
+    module = parse_ptx(text.encode(), "k.ptx")
+    with pytest.raises(InputError) as caught:
+        analyze_kernel(PtxProgram(module), "k", LaunchRequest(block=(32, 1, 1)), load_rule_sets(["sm_90"]))
+    assert caught.value.file == "k.ptx" and caught.value.line == 11
+    assert f"cannot emulate setp with these {count} operand(s)" in caught.value.message
+
+
+def test_a_trace_no_device_can_count_names_its_file():
+    """Found by the issue-25 campaign (fuzz_traces.py --seed 2502): a canonical trace whose ldmatrix no rule
+    set can count was reported as ``error: kernel ...`` naming no file."""
+    from traceconf.pipeline import run_trace
+    from traceconf.rules import load_rule_sets
+    path = Path(__file__).resolve().parent / "data" / "fuzz" / "parquet_ldmatrix_zero_matrices.parquet"
+    _, failures = run_trace(path, None, load_rule_sets(["sm_90"]))
+    assert failures and not failures[0].internal
+    assert failures[0].error.file == str(path) and "does not fit rule set 'sm_90'" in failures[0].error.message
+
+
 @pytest.mark.parametrize("name, message", [
     ("parquet_int_bits.parquet", "unreadable Parquet file: Integers with less than 8 bits not implemented"),
     ("parquet_dictionary_index.parquet", "unreadable Parquet data after row 0: Dictionary indices invalid"),
@@ -502,3 +535,31 @@ def test_accelsim_structure_numbers(tmp_path, old, new, message):
     _, failures = run_trace(path, None, load_rule_sets(["sm_90"]))
     assert failures and not failures[0].internal
     assert message in failures[0].line(), failures[0].line()
+
+
+@pytest.mark.parametrize("raise_error", [
+    lambda: __import__("pyarrow").lib.ArrowNotImplementedError("unsupported Parquet encoding"),
+    lambda: __import__("pyarrow").lib.ArrowTypeError("column of another type"),
+    lambda: __import__("pyarrow").lib.ArrowCapacityError("array too large"),
+    lambda: __import__("zstandard").ZstdError("corrupted block detected"),
+    lambda: __import__("lzma").LZMAError("Corrupt input data"),
+    lambda: __import__("struct").error("unpack requires a buffer of 8 bytes"),
+], ids=["arrow-not-implemented", "arrow-type", "arrow-capacity", "zstd", "lzma", "struct"])
+def test_every_library_data_error_becomes_a_located_message(raise_error):
+    """Issue 25: a library's error class that is not a builtin ValueError/OSError (pyarrow.ArrowException
+    and its kin, zstandard, lzma, struct) is the input's fault, located at the input, never an internal error."""
+    from traceconf.errors import InputError, data_errors, reading
+
+    error = raise_error()
+    assert isinstance(error, data_errors())
+    with pytest.raises(InputError) as caught:
+        with reading("in.parquet", line=3):
+            raise error
+    assert str(caught.value).startswith("in.parquet:3: cannot read") and "\n" not in str(caught.value)
+
+
+def test_the_error_module_imports_no_library():
+    """data_errors() names the libraries' classes without importing them (the CLI starts without pyarrow)."""
+    code = "import sys, traceconf.errors as e; e.data_errors(); print('pyarrow' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[1]).stdout.strip() == "False"

@@ -7,6 +7,7 @@ exits with status 2, never with a traceback.
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -40,8 +41,22 @@ EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_UNVERIFIABLE, EXIT_INTERNAL = 0, 1, 2, 3, 7
 #: Parquet files (OSError, EOFError, ArrowInvalid is a ValueError), numbers too large for their field,
 #: nesting too deep to follow, an input that asks for more memory than there is.  Raised while one input is
 #: read, these are that input's fault; anything else (KeyError, TypeError ...) is a bug of ours.
-DATA_ERRORS: tuple[type[BaseException], ...] = (UnicodeError, OSError, EOFError, ValueError, OverflowError,
-                                                 RecursionError, MemoryError)
+BUILTIN_DATA_ERRORS: tuple[type[BaseException], ...] = (UnicodeError, OSError, EOFError, ValueError, OverflowError,
+                                                         RecursionError, MemoryError)
+#: The error classes of the libraries that read our inputs, as (module, class): Arrow's base class (a damaged
+#: Parquet file can raise ArrowTypeError, ArrowNotImplementedError, ArrowCapacityError ...), a damaged
+#: .tracez frame, an .xz stream, a packed binary record.  Named here, never imported here: a library that was
+#: never imported raised nothing, and importing pyarrow only to name its error would slow every command.
+LIBRARY_DATA_ERRORS = (("pyarrow", "ArrowException"), ("zstandard", "ZstdError"), ("lzma", "LZMAError"),
+                       ("struct", "error"), ("zlib", "error"))
+
+
+def data_errors() -> tuple[type[BaseException], ...]:
+    """Every class that means "this input's data is bad" (the builtin ones and those of the libraries loaded
+    so far): the one list the input boundaries catch."""
+    loaded = tuple(getattr(sys.modules[module], name) for module, name in LIBRARY_DATA_ERRORS
+                   if module in sys.modules and hasattr(sys.modules[module], name))
+    return BUILTIN_DATA_ERRORS + loaded
 
 
 def data_error_message(error: BaseException) -> str:
@@ -72,12 +87,12 @@ def as_input_error(error: BaseException, file: str | None = None) -> InputError:
 
 @contextmanager
 def reading(source: str | None, line: int | None = None) -> Iterator[None]:
-    """The one place a library's data error becomes a located message: whatever :data:`DATA_ERRORS` the
+    """The one place a library's data error becomes a located message: whatever :func:`data_errors` the
     block raises is an InputError at ``source`` (the file, or the option such as ``--data 0``, whose value
     was being read; ``line`` where known).  An InputError passes as it is: its own location is more precise."""
     try:
         yield
-    except DATA_ERRORS as error:
+    except data_errors() as error:
         located = as_input_error(error, source)
         located.line = line
         raise located

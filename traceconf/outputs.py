@@ -161,15 +161,15 @@ def file_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def partition_intact(path: str | Path, rows: int | None = None, digest: str | None = None) -> bool:
+def partition_intact(path: str | Path, rows: int, digest: str) -> bool:
     """Whether a Parquet file written earlier is whole and unchanged: its footer reads, it holds ``rows`` rows
-    and its bytes hash to ``digest``, where the manifest recorded them (a file cut short by a full disk loses
+    and its bytes hash to ``digest``, as the manifest recorded them (a file cut short by a full disk loses
     its footer; a flipped bit inside a page keeps footer and row count, not the digest)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     try:
         metadata = pq.ParquetFile(path).metadata
-        return (rows is None or metadata.num_rows == rows) and (digest is None or file_digest(path) == digest)
+        return metadata.num_rows == rows and file_digest(path) == digest
     except (OSError, ValueError, pa.ArrowException):    # a damaged footer raises any of these
         return False
 

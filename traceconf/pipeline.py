@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from traceconf.accesses import WarpAccesses
-from traceconf.errors import DATA_ERRORS, InputError, as_input_error, internal_message
+from traceconf.errors import InputError, as_input_error, data_errors, internal_message
 from traceconf.machine import memory_limit as default_memory_limit
 from traceconf.names import matches, readable, select_kernels
 from traceconf.programs import DEFAULT_LEVEL
@@ -228,7 +228,7 @@ def analyze_kernel(program, kernel: str, launch: LaunchRequest, rule_sets: list,
                        program.static_shared_bytes(kernel) + resolved.dynamic_smem)
     gaps.update({rules.name: reason for rules in rule_sets
                  if rules.name not in gaps and (reason := program.unsupported(rules))})
-    check_some_device(gaps, rule_sets)
+    check_some_device(gaps, rule_sets, str(path))
 
     def emulate_for(warp_size: int, row_bytes: int, consume) -> object:
         return program.emulate(kernel, replace(resolved, warp_size=warp_size, row_bytes=row_bytes), progress,
@@ -280,10 +280,11 @@ def count_devices(accesses, rule_sets: list, gaps: dict[str, str], scale: int = 
     return out
 
 
-def check_some_device(gaps: dict[str, str], rule_sets: list) -> None:
-    """A kernel that no device could count is that kernel's error (the first device's reason)."""
+def check_some_device(gaps: dict[str, str], rule_sets: list, path: str | None = None) -> None:
+    """A kernel that no device could count is that kernel's error (the first device's reason), located at
+    its input ``path`` where given."""
     if len(gaps) == len(rule_sets):
-        raise InputError(gaps[rule_sets[0].name])
+        raise InputError(gaps[rule_sets[0].name], file=path)
 
 
 def run_program(program, kernels: list[str] | None, launch: LaunchRequest, rule_sets: list,
@@ -308,7 +309,7 @@ def run_program(program, kernels: list[str] | None, launch: LaunchRequest, rule_
 
 def kernel_failure(kernel: str, error: Exception, path: str) -> KernelFailure:
     """The failure of one kernel: bad input (InputError, or a data error a library raised on it) or a bug."""
-    if isinstance(error, (InputError, *DATA_ERRORS)):
+    if isinstance(error, (InputError, *data_errors())):
         return KernelFailure(kernel, as_input_error(error, path))
     failure = KernelFailure(kernel, InputError(internal_message(error), file=path), internal=True)
     failure.error.__cause__ = error      # for --debug and the fuzz harness
@@ -349,7 +350,7 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
         try:
             for chunk in trace.chunks():
                 partial += count_devices(chunk, rule_sets, gaps)
-            check_some_device(gaps, rule_sets)
+            check_some_device(gaps, rule_sets, str(path))
         except Exception as error:   # bad data in this launch, or a bug: the launches after it are still read
             failure = kernel_failure(trace.kernel, error, str(path))
             failed.append(failure)

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
     TimeRemainingColumn
 
 from traceconf.emulate.launch import DEFAULT_WORK_LIMIT
-from traceconf.errors import DATA_ERRORS, EXIT_INPUT, EXIT_INTERNAL, InputError, as_input_error
+from traceconf.errors import EXIT_INPUT, EXIT_INTERNAL, InputError, as_input_error, data_errors
 from traceconf.numbers import read_int
 from traceconf.programs import DEFAULT_LEVEL
 from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
@@ -345,7 +345,7 @@ def analyze(
             with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
                 analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress, level=level,
                                               ptxas_options=ptxas_option)
-    except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error
+    except (InputError, *data_errors()) as error:   # the input boundary: bad data is the input's error
         raise fail(as_input_error(error, str(files[0]))) from None
     devices = [rules.name for rules in rule_sets]
     table = results_table(analyses, devices)

@@ -12,7 +12,7 @@ from traceconf.commands.analyze import (Block, Ctas, Data, Devices, DynamicSmem,
                                         Kernels, Launches, MaxSteps, MemoryLimit, Params, Seed, TimeLimit, WorkLimit,
                                         check_input, exit_for_failures, fail, launch_request, report_failures,
                                         stdout_console)
-from traceconf.errors import DATA_ERRORS, InputError, as_input_error
+from traceconf.errors import InputError, as_input_error, data_errors
 from traceconf.rules import load_rule_sets
 
 GPGPUSIM = "GPGPU-Sim model (replayed on the emulation)"
@@ -74,7 +74,7 @@ def compare_gpgpusim(
         rule_sets = load_rule_sets(device)
         # GPGPU-Sim runs the PTX as written and counts per PTX line: always the PTX level
         analyses, failures = run_file(file, kernel, launch, rule_sets, level="ptx")
-    except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error
+    except (InputError, *data_errors()) as error:   # the input boundary: bad data is the input's error
         raise fail(as_input_error(error, str(file))) from None
     comparison = compare(rows, analyses, [rules.name for rules in rule_sets], model, str(stats), str(file), name)
     if format is Format.json:

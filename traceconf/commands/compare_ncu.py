@@ -12,7 +12,7 @@ from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhausti
                                         Kernels, Launches, Level, MaxSteps, MemoryLimit, Params, PtxasOptions, Seed,
                                         TimeLimit, WorkLimit, check_input, exit_for_failures, fail, launch_request,
                                         parse_pictures, report_failures, stdout_console, wants_html)
-from traceconf.errors import DATA_ERRORS, InputError, as_input_error
+from traceconf.errors import InputError, as_input_error, data_errors
 from traceconf.programs import DEFAULT_LEVEL
 from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
 
@@ -83,7 +83,7 @@ def compare_ncu(
         (rules,) = load_rule_sets([device])
         predicted, failures, unmatched = predict(str(file), tables, profiled, launch, kernel, rules, level,
                                                  ptxas_option)
-    except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error
+    except (InputError, *data_errors()) as error:   # the input boundary: bad data is the input's error
         raise fail(as_input_error(error, str(file))) from None
     comparisons = [compare(p.measured, p.kernel, kernel_table(p.analysis, rules.name), counters, p.analysis.launch,
                            p.launch.id if p.launch else None) for p in predicted]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from traceconf.errors import DATA_ERRORS, InputError, as_input_error
+from traceconf.errors import InputError, as_input_error, data_errors
 
 OUTPUT_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 
@@ -101,7 +101,7 @@ def convert(
                     accesses += table.num_rows
                 summary.append((kt.kernel, executions, accesses, kt.bad_lines))
                 launches[kt.kernel] = kt.launch
-        except (InputError, *DATA_ERRORS) as error:
+        except (InputError, *data_errors()) as error:
             stopped = as_input_error(error, str(trace))
         finally:
             if kind == "parquet":     # each kernel's launch facts (grid, block, architecture) travel with it

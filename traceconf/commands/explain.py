@@ -15,7 +15,7 @@ from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhausti
                                         MaxSteps, MemoryLimit, Params, PtxasOptions, Seed, TimeLimit, WorkLimit,
                                         check_input,
                                         fail, launch_request, report_failures, run_file, stdout_console)
-from traceconf.errors import DATA_ERRORS, InputError, as_input_error
+from traceconf.errors import InputError, as_input_error, data_errors
 from traceconf.programs import DEFAULT_LEVEL, PROGRAM_FORMATS
 from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
 
@@ -94,7 +94,7 @@ def explain(
         where = f"{Path(row['source_file']).name}:{row['source_line']}" if row["source_file"] and row["source_line"] \
             else None
         code = source_text(row["source_file"], row["source_line"], str(file))
-    except (InputError, *DATA_ERRORS) as error:   # the input boundary: bad data is the input's error
+    except (InputError, *data_errors()) as error:   # the input boundary: bad data is the input's error
         raise fail(as_input_error(error, str(file))) from None
     try:
         # The picture is the engine's own lane assignment for that execution, not a redrawing of the rules.

@@ -79,8 +79,13 @@ class Dataset:
         if entry is None or entry.get("stamp") != unit.stamp:
             return False
         rows, digests = (entry.get(key) if isinstance(entry.get(key), dict) else {} for key in ("rows", "digests"))
-        return all(isinstance(p, str) and partition_intact(self.output / p, rows.get(p), digests.get(p))
-                   for p in entry["partitions"])
+        kernels = entry.get("kernels")
+        if not isinstance(kernels, list) or kernels and not entry["partitions"]:   # its rows must be somewhere
+            return False
+        # every partition vouched for by its row count and digest: a manifest that lost either for a
+        # partition (edited, damaged) cannot say the file is the one it wrote
+        return all(isinstance(p, str) and isinstance(rows.get(p), int) and isinstance(digests.get(p), str)
+                   and partition_intact(self.output / p, rows[p], digests[p]) for p in entry["partitions"])
 
     def write(self, analyses: list[KernelAnalysis]) -> list[str]:
         from traceconf.analyses.results import results_table

@@ -424,6 +424,9 @@ def _setp(row, slot, ctx, modifiers, bits, is_signed):
     combine = next((_BOOL_OPS[m] for m in modifiers if m in _BOOL_OPS), None)
     keys = _writer(row, slot)
     sources = _sources(row, slot, ctx)
+    needed = 3 if combine is not None else 2     # a, b (and c for .and/.or/.xor): checked at compile time,
+    if len(sources) < needed:                    # where compile_slot reports the instruction's line
+        raise ValueError(f"{row['opcode']} needs {needed} source operands, got {len(sources)}")
     to_integer = row["opcode"] == "set"
     dest_type = types[0] if to_integer and len(types) > 1 else None
 

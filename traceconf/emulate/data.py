@@ -20,7 +20,7 @@ from tokenize import TokenError
 
 import numpy as np
 
-from traceconf.errors import DATA_ERRORS, InputError, data_error_message, reading
+from traceconf.errors import InputError, data_error_message, data_errors, reading
 from traceconf.numbers import read_int
 
 PTX_DTYPES = {"u8": "uint8", "s8": "int8", "b8": "uint8", "u16": "uint16", "s16": "int16", "b16": "uint16",
@@ -126,7 +126,7 @@ def _npy(path: Path, option: str, max_bytes: int | None = None) -> DataBuffer:
     _check_size(2 * path.stat().st_size, max_bytes, option, str(path))     # read, then converted or copied
     try:
         array = np.load(path, allow_pickle=False, mmap_mode=None)
-    except (*DATA_ERRORS, SyntaxError, TokenError) as error:    # a damaged header is read as Python tokens
+    except (*data_errors(), SyntaxError, TokenError) as error:    # a damaged header is read as Python tokens
         raise InputError(f"{option}: not a readable .npy file ({data_error_message(error)})", file=str(path)) \
             from None
     if array.dtype.fields is not None or array.dtype.name not in ALLOWED:

@@ -255,8 +255,10 @@ def launch_problem(rules: RuleSet, block: tuple[int, int, int], grid: tuple[int,
 
 
 def launch_gaps(rule_sets: list, block, grid, shared_bytes: int) -> dict[str, str]:
-    """Device → why it cannot run this launch (its [limits]): such a launch is not counted for it."""
-    return {rules.name: f"the launch cannot run: {problem}" for rules in rule_sets
+    """Device → why it cannot run this launch (its [limits]): such a launch is not counted for it.  The
+    reason names where a launch comes from (the user fixes the option, the launch file or the declaration)."""
+    return {rules.name: f"the launch cannot run: {problem} (the launch: --block, --grid, --dynamic-smem, a "
+                        "launch file or the kernel's .reqntid)" for rules in rule_sets
             if (problem := launch_problem(rules, block, grid, shared_bytes))}
 
 

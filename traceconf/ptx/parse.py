@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from lark.exceptions import UnexpectedInput
 
-from traceconf.errors import DATA_ERRORS, InputError, as_input_error
+from traceconf.errors import InputError, as_input_error, data_errors
 from traceconf.ptx.bodies import Bodies
 from traceconf.ptx.diagnostics import error_at, translate
 from traceconf.ptx.grammar import ptx_parser
@@ -284,5 +284,5 @@ def parse_file(path: str | Path) -> PtxModule:
         raise InputError(f"cannot read: {error.strerror or error}", str(path)) from None
     try:
         return parse_ptx(data, str(path))
-    except DATA_ERRORS as error:   # a value no check above caught: still this file's fault, named as such
+    except data_errors() as error:   # a value no check above caught: still this file's fault, named as such
         raise as_input_error(error, str(path)) from None

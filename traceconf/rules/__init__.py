@@ -281,7 +281,7 @@ def resolve_device(text: str) -> str:
     close = difflib.get_close_matches(squeezed, candidates, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise RuleFileError(f"unknown device {text!r}{hint} (rule sets: {', '.join(names)}; product names: "
-                        "traceconf devices; or the path of a .toml rule file)")
+                        "traceconf devices; or the path of a .toml rule file)", file="--device")
 
 
 #: The device a run counts for when none is named (--device, the API's ``devices``).

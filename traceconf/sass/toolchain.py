@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from traceconf.errors import InputError
+from traceconf.sass.containers import ELF_MAGIC, FATBIN_MAGIC, check_container
 from traceconf.tools import find_tool, locate
 
 TIMEOUT_S = 120
@@ -118,6 +119,7 @@ def disassemble(binary: bytes, what: str) -> tuple[str, str]:
     their line info is kept (``cuobjdump -sass`` prints none; it is the fallback without nvdisasm).
     Cached per (binary hash, tool versions): the tools take about a second to start.
     """
+    check_container(binary, what)         # damaged tables are named here, before a tool starts
     key = hashlib.sha256(b"\0".join([binary, tool_version("nvdisasm").encode(), tool_version("cuobjdump").encode(),
                                       b"disassemble-2"])).hexdigest()
     cached = cache_dir() / "disassembly" / key
@@ -170,8 +172,6 @@ def _embedded_cubins(path: Path, what: str) -> list[tuple[str, Path]]:
     return [(match.group(1), cubin) for match, cubin in found if match]
 
 
-ELF_MAGIC = b"\x7fELF"
-FATBIN_MAGIC = (b"\x50\xed\x55\xba", b"\xba\x55\xed\x50")
 EM_CUDA = 190
 
 

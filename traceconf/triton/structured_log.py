@@ -34,7 +34,7 @@ from typing import Iterator
 
 import zstandard
 
-from traceconf.errors import DATA_ERRORS, InputError
+from traceconf.errors import InputError, data_errors
 
 _GZIP, _ZSTD = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
 _FUNCTION = re.compile(r"tt\.func public @[\w$.]+\((.*)$", re.M)
@@ -110,7 +110,7 @@ def _events_of(path: Path) -> Iterator[tuple[str, int, dict]]:
                 yield str(path), number, event
     except InputError:
         raise
-    except (*DATA_ERRORS, zstandard.ZstdError) as error:      # a damaged or truncated compressed log
+    except data_errors() as error:          # a damaged or truncated compressed log
         raise InputError(f"cannot read the log: {error}", file=str(path)) from None
 
 
