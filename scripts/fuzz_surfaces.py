@@ -576,10 +576,9 @@ class Surfaces:
         import contextlib
 
         import traceconf.cli
-        if "app" not in vars(traceconf.cli):    # the click command built once (typer builds it per call)
+        if getattr(self, "cli_command", None) is None:    # the click command built once (typer builds it per call)
             import typer.main
-            command = typer.main.get_command(traceconf.cli.build_app())
-            traceconf.cli.app = lambda: command.main(args=sys.argv[1:], prog_name="traceconf")
+            self.cli_command = typer.main.get_command(traceconf.cli.build_app())
         argv = ["traceconf", "analyze", str(FIXTURES / "emulate" / "transpose.ptx"), "--block", "32,8",
                 "--kernel", "transpose_padded"]
         for _ in range(rng.randint(1, 3)):
@@ -593,11 +592,19 @@ class Surfaces:
         out, err = io.StringIO(), io.StringIO()
         code = 0
         sys.argv = argv
+        # main() runs the module's app: ours for this run only (a test after this one imports the real one)
+        built = vars(traceconf.cli).get("app")
+        traceconf.cli.app = lambda: self.cli_command.main(args=sys.argv[1:], prog_name="traceconf")
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 traceconf.cli.main()
             except SystemExit as exit_:
                 code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 98
+            finally:
+                if built is None:
+                    del traceconf.cli.app
+                else:
+                    traceconf.cli.app = built
         text = f"{' '.join(argv[1:])}\n{err.getvalue()}"
         self.count(f"cli: exit {code}")
         assert "Traceback" not in err.getvalue() and "internal error" not in text, text[-1500:]
