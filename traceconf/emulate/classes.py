@@ -226,7 +226,7 @@ def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=No
                             | (((_full(ty, size) & CTA) != 0) & ~((vy >= 0) & (vy < limit))))
         if outside.any():
             m.watch.unclassable(outside)
-        m.watch.decide(instruction, affine, np.sign(vx - vy))
+        m.watch.decide(instruction, affine, vx - vy)
         return affine
 
     def after(m, active, affine):
@@ -376,27 +376,86 @@ def _comparison(slot: Slot, ctx: Context, guard) -> Check | None:
 
 
 class Watch:
-    """Per machine: every CTA's decisions, and which CTAs met a use no class argument covers."""
+    """Per machine: every CTA's decisions, and which CTAs met a use no class argument covers.  The first
+    :data:`KEPT_DIFFERENCES` differences ``a - b`` of each CTA's decisions are kept beside their signs: where two
+    corners first decide differently, they say at which CTA between them the decision changes
+    (:func:`boundaries`)."""
 
     def __init__(self, checks: list[Check | None], ctas: int, padded: int):
         self.checks = checks
         self.ctas, self.padded = ctas, padded
         self.records: list[list[bytes]] = [[] for _ in range(ctas)]
+        self.differences: list[list[np.ndarray]] = [[] for _ in range(ctas)]
+        self.kept = np.zeros(ctas, dtype=np.int64)       # differences kept per CTA (lanes)
         self.opaque = np.zeros(ctas, dtype=bool)
 
     def unclassable(self, threads: np.ndarray) -> None:
         self.opaque |= threads.reshape(self.ctas, self.padded).any(axis=1)
 
-    def decide(self, instruction: int, threads: np.ndarray, sign: np.ndarray) -> None:
-        codes = np.where(threads, sign + 2, 0).astype(np.int8).reshape(self.ctas, self.padded)
+    def decide(self, instruction: int, threads: np.ndarray, difference: np.ndarray) -> None:
+        """Record the sign of ``difference`` (the exact ``a - b`` per thread) where ``threads`` decide."""
+        codes = np.where(threads, np.sign(difference) + 2, 0).astype(np.int8).reshape(self.ctas, self.padded)
         rows = threads.reshape(self.ctas, self.padded).any(axis=1)
         head = instruction.to_bytes(4, "little")
+        differences = np.where(threads, difference, 0.0).reshape(self.ctas, self.padded)
         for cta in np.flatnonzero(rows).tolist():
             self.records[cta].append(head + codes[cta].tobytes())
+            if self.kept[cta] < KEPT_DIFFERENCES:
+                self.differences[cta].append(differences[cta].copy())
+                self.kept[cta] += self.padded
 
     def signature(self, index: int) -> bytes | None:
         """The CTA's decisions in order; None when it met an opaque use."""
         return None if self.opaque[index] else b"".join(self.records[index])
+
+    def decisions(self, index: int) -> "Decisions":
+        return Decisions(self.records[index], self.differences[index])
+
+
+#: Differences (thread values) a CTA's decisions keep for :func:`boundaries`, at most (bounds memory; a decision
+#: past them splits a box in the middle instead).
+KEPT_DIFFERENCES = 1 << 16
+
+
+@dataclass
+class Decisions:
+    """A CTA's decisions in order (instruction and per-thread sign codes), and the differences of the first."""
+
+    records: list[bytes]
+    differences: list[np.ndarray]
+
+
+def boundaries(low: Decisions, high: Decisions, span: int) -> list[int]:
+    """Where two corners ``span`` CTAs apart along one axis first decide differently, the offsets from the low
+    corner (1..span, ascending) at which that decision's sign changes: every decision before is the same at
+    both corners, so the same in every CTA between (the class argument), and the differing one is an affine
+    function of the CTA coordinate there, ``f(t) = f(0) + c·t`` per thread; its sign changes where ``f``
+    reaches 0 and, where it lands on 0 exactly, once more right after.  Empty when that cannot be read off (no
+    kept difference, or not affine); at most :data:`MAX_CUTS` (the first ones)."""
+    position = next((i for i, (a, b) in enumerate(zip(low.records, high.records)) if a != b), None)
+    if position is None or position >= min(len(low.differences), len(high.differences)):
+        return []
+    a, b = low.records[position], high.records[position]
+    if a[:4] != b[:4] or len(a) != len(b):
+        return []
+    deciding = np.frombuffer(a[4:], dtype=np.int8) != 0
+    if not np.array_equal(deciding, np.frombuffer(b[4:], dtype=np.int8) != 0):
+        return []
+    start, end = low.differences[position][deciding], high.differences[position][deciding]
+    step = (end - start) / span
+    changes = np.sign(start) != np.sign(end)
+    if not changes.any() or not np.array_equal(step, np.round(step)):
+        return []
+    start, step = start[changes], step[changes]
+    # the first t where f(t) has left f(0)'s side: ceil(-f(0)/c) (f(0) = 0: at once)
+    zero = np.where(start == 0, 0.0, np.ceil(-start / step))
+    lands = (start == 0) | (start + step * zero == 0)
+    cuts = np.concatenate([np.maximum(zero, 1.0), zero[lands & (zero < span)] + 1.0])
+    return [int(t) for t in np.unique(cuts[(cuts >= 1) & (cuts <= span)])[:MAX_CUTS]]
+
+
+#: Cuts one failed box is split at, at most (each adds a box whose corners must run).
+MAX_CUTS = 4
 
 
 def compile_checks(program: Program, ctx: Context) -> list[Check | None]:
@@ -418,13 +477,18 @@ class Box:
     def corners(self) -> list[tuple[int, int, int]]:
         return sorted(set(product(*[(l, h) for l, h in zip(self.low, self.high)])))
 
-    def split(self, axis: int) -> tuple["Box", "Box"]:
-        middle = (self.low[axis] + self.high[axis]) // 2
-        high = list(self.high)
-        high[axis] = middle
-        low = list(self.low)
-        low[axis] = middle + 1
-        return Box(self.low, tuple(high)), Box(tuple(low), self.high)
+    def split(self, axis: int, starts: list[int] | None = None) -> list["Box"]:
+        """Boxes along ``axis``, each new one beginning at a coordinate of ``starts`` (ascending, inside the box
+        and past its low corner; default: two halves)."""
+        if not starts:
+            starts = [(self.low[axis] + self.high[axis]) // 2 + 1]
+        boxes, first = [], self.low[axis]
+        for end in [*starts, self.high[axis] + 1]:
+            low, high = list(self.low), list(self.high)
+            low[axis], high[axis] = first, end - 1
+            boxes.append(Box(tuple(low), tuple(high)))
+            first = end
+        return boxes
 
     def describe(self) -> str:
         return " × ".join(f"{l}" if l == h else f"{l}–{h}" for l, h in zip(self.low, self.high))
@@ -437,6 +501,7 @@ class CtaRun:
     signature: bytes | None
     accesses: WarpAccesses
     unresolved: dict = field(default_factory=dict)   # (instruction, reason) → executions left out
+    decisions: Decisions | None = None                # the signature's parts, with differences (boundaries)
 
 
 @dataclass
@@ -450,20 +515,28 @@ def linear(coordinate: tuple[int, int, int], grid: tuple[int, int, int]) -> int:
     return coordinate[0] + grid[0] * (coordinate[1] + grid[1] * coordinate[2])
 
 
-def same_class(box: Box, runs: dict[tuple, CtaRun], row_bytes: int) -> tuple[bool, int | None, bool]:
+def same_class(box: Box, runs: dict[tuple, CtaRun], row_bytes: int) -> tuple[bool, int | None, bool, list[int]]:
     """(whether every CTA of ``box`` provably counts like its low corner, an axis worth splitting, whether no
     two CTAs apart along that axis can ever share a class: their addresses move by a whole number of bytes
-    per CTA that is not a whole number of bank rows)."""
+    per CTA that is not a whole number of bank rows, the coordinates along that axis where new boxes begin:
+    where a decision changes, :func:`boundaries`; empty: split in the middle)."""
     corners = box.corners()
     base = runs[box.low]
     if base.signature is None:
-        return False, None, False
+        return False, None, False, []
     shifts: dict[int, np.ndarray] = {}
     for corner in corners[1:]:
         run = runs[corner]
         axes = [axis for axis in range(3) if corner[axis] != box.low[axis]]
         if run.signature != base.signature or not _aligned(base.accesses, run.accesses):
-            return False, axes[0] if len(axes) == 1 else None, False
+            if len(axes) != 1:
+                return False, None, False, []
+            axis = axes[0]
+            cuts = []
+            if run.signature is not None and run.signature != base.signature \
+                    and base.decisions is not None and run.decisions is not None:
+                cuts = boundaries(base.decisions, run.decisions, box.high[axis] - box.low[axis])
+            return False, axis, False, [box.low[axis] + t for t in cuts]
         if len(axes) == 1:
             axis = axes[0]
             shift = _uniform_shift(base.accesses, run.accesses)
@@ -472,15 +545,15 @@ def same_class(box: Box, runs: dict[tuple, CtaRun], row_bytes: int) -> tuple[boo
                 # the corners agree, so addresses are affine along the axis: a step per CTA that is whole but
                 # not whole rows fails in every smaller box too
                 hopeless = shift is not None and not np.any(shift % span) and bool(np.any((shift // span) % row_bytes))
-                return False, axis, hopeless
+                return False, axis, hopeless, []
             shifts[axis] = shift
     for corner in corners[1:]:
         axes = [axis for axis in range(3) if corner[axis] != box.low[axis]]
         if len(axes) > 1:
             shift = _uniform_shift(base.accesses, runs[corner].accesses)
             if shift is None or not np.array_equal(shift, sum(shifts[axis] for axis in axes)):
-                return False, None, False
-    return True, None, False
+                return False, None, False, []
+    return True, None, False, []
 
 
 def _aligned(a: WarpAccesses, b: WarpAccesses) -> bool:
@@ -508,11 +581,14 @@ def _uniform_shift(a: WarpAccesses, b: WarpAccesses) -> np.ndarray | None:
 def partition(grid: tuple[int, int, int], run: Callable[[list[tuple[int, int, int]]], dict[tuple, CtaRun]],
               row_bytes: int, budget: int, accept: Callable[[Box, CtaRun], None],
               batch_ctas: int) -> Partition:
-    """Bisect the grid into proved boxes; ``accept`` gets each as soon as it is proved (then its runs are
-    dropped, so memory holds one level's corners at most).  Stops splitting once ``budget`` CTAs were
-    emulated; the boxes left are returned for the caller to emulate CTA by CTA."""
+    """Split the grid into proved boxes: where a decision changes between two corners, at the CTAs where it
+    changes (:func:`boundaries`), else in the middle.  ``accept`` gets each box as soon as it
+    is proved; a run is kept only while it is a corner of a box still to prove (at most ``batch_ctas`` of them),
+    so memory holds about one batch of corners.  Stops splitting once ``budget`` CTAs were emulated; the boxes
+    left are returned for the caller to emulate CTA by CTA."""
     result = Partition()
     pending = [Box((0, 0, 0), tuple(g - 1 for g in grid))]
+    known: dict[tuple, CtaRun] = {}          # runs of corners of pending boxes, from earlier batches
     while pending:
         if result.emulated >= budget:
             result.left.extend(pending)
@@ -524,17 +600,20 @@ def partition(grid: tuple[int, int, int], run: Callable[[list[tuple[int, int, in
             box = pending.pop(0)
             todo.append(box)
             for corner in box.corners():
-                if corner not in queued:
+                if corner not in queued and corner not in known:
                     queued.add(corner)
                     corners.append(corner)
-        runs = run(corners)
+        runs = {corner: known[corner] for box in todo for corner in box.corners() if corner in known}
+        if corners:
+            runs.update(run(corners))
         result.emulated += len(corners)
         if all(r.signature is None for r in runs.values()):
             # every corner met a use of the CTA index no class argument covers: splitting cannot help
             result.left.extend(todo + pending)
             return result
         for box in todo:
-            ok, axis, hopeless = (True, None, False) if box.size == 1 else same_class(box, runs, row_bytes)
+            ok, axis, hopeless, starts = (True, None, False, []) if box.size == 1 else \
+                same_class(box, runs, row_bytes)
             if ok:
                 result.classes.append(box)
                 accept(box, runs[box.low])
@@ -547,7 +626,11 @@ def partition(grid: tuple[int, int, int], run: Callable[[list[tuple[int, int, in
                 result.left.append(box)          # the CTA index reaches a decision no class argument covers
                 continue
             if axis is None or extents[axis] == 0:
-                axis = int(np.argmax(extents))
-            pending.extend(box.split(axis))
+                axis, starts = int(np.argmax(extents)), []
+            pending.extend(box.split(axis, starts))
+        wanted = {corner for box in pending for corner in box.corners()}
+        known = {corner: r for corner, r in runs.items() if corner in wanted}
+        if len(known) > batch_ctas:
+            known = dict(list(known.items())[:batch_ctas])
         del runs
     return result

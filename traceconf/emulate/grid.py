@@ -283,7 +283,7 @@ def _classes(grid, runner: _Runner, launch: Launch, per_chunk: int, total: int) 
         for index, corner in enumerate(corners):
             mine = np.flatnonzero(accesses.cta == ids[index])
             runs[corner] = CtaRun(machine.watch.signature(index), accesses.take(mine),
-                                  unresolved_of(machine, ids[index]))
+                                  unresolved_of(machine, ids[index]), machine.watch.decisions(index))
         return runs
 
     def accept(box: Box, corner: CtaRun) -> None:
