@@ -3,7 +3,7 @@
 
 Run on the GPU machine (collect_session18.sh prepares the folder)::
 
-    python3 collect_session18.py --bin BIN --out OUT --work WORK [--stages env,cuda,triton]
+    python3 collect_session18.py --bin BIN --out OUT --work WORK [--stages env,cuda,triton] [--families F,...]
 
 BIN holds the executables built on the CPU machine with ``nvcc -arch=sm_90 -lineinfo`` (one per CUDA family)
 and each family's .npy inputs in BIN/data_<family>/, plus triton_families.py.  For every family it runs the
@@ -55,7 +55,7 @@ def export(report: Path, ids: list[str], out: Path) -> None:
         list(pool.map(one, range(len(ids))))
 
 
-def stage_env(bin_dir: Path, out: Path, work: Path) -> None:
+def stage_env(bin_dir: Path, out: Path, work: Path, families: list[str]) -> None:
     def last_line(command: list[str]) -> str:
         result = sh(command)
         lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
@@ -69,8 +69,10 @@ def stage_env(bin_dir: Path, out: Path, work: Path) -> None:
     print(facts, flush=True)
 
 
-def stage_cuda(bin_dir: Path, out: Path, work: Path) -> None:
+def stage_cuda(bin_dir: Path, out: Path, work: Path, families: list[str]) -> None:
     for family, exe in CUDA_FAMILIES.items():
+        if family not in families:
+            continue
         try:
             folder = out / family
             folder.mkdir(parents=True, exist_ok=True)
@@ -88,7 +90,7 @@ def stage_cuda(bin_dir: Path, out: Path, work: Path) -> None:
             traceback.print_exc()
 
 
-def stage_triton(bin_dir: Path, out: Path, work: Path) -> None:
+def stage_triton(bin_dir: Path, out: Path, work: Path, families: list[str]) -> None:
     run_dir = work / "triton_run"
     env = dict(os.environ, TRITON_CACHE_DIR=str(work / "triton_cache"),
                TORCHINDUCTOR_CACHE_DIR=str(work / "inductor_cache"), PYTHONUNBUFFERED="1")
@@ -124,13 +126,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--stages", default="env,cuda,triton")
+    parser.add_argument("--families", default=",".join(CUDA_FAMILIES), help="CUDA families the cuda stage measures")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
     stages = {"env": stage_env, "cuda": stage_cuda, "triton": stage_triton}
     for name in args.stages.split(","):
         try:
-            stages[name](args.bin.resolve(), args.out.resolve(), args.work.resolve())
+            stages[name](args.bin.resolve(), args.out.resolve(), args.work.resolve(), args.families.split(","))
         except Exception:
             traceback.print_exc()
 

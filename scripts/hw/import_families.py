@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Bring what collect_session18.sh measured into the repository, with one manifest CSV per family.
 
-    python3 scripts/hw/import_families.py RUN_OUT      # RUN_OUT: the unpacked out/ folder of hw.tar.gz
+    python3 scripts/hw/import_families.py RUN_OUT [FAMILY...]   # RUN_OUT: the unpacked out/ folder of hw.tar.gz
+                                                                # FAMILY: only these (default: every family)
 
 Writes, per family F of tests/data/hw/F/: source/ID.csv (the Source page of each launch), raw.csv (ncu's raw
 page: grid, block, shared sizes), the device's SASS listing, and manifest.csv: one row per launch with the
@@ -51,7 +52,11 @@ def cuda_launch_args(family: str, launch: str) -> tuple[str, str]:
             "merge_histogram64": ("2=261", ""),
             "histogram256": ("2=1048576", "1=histogram256_data.npy"),
             "merge_histogram256": ("2=240", ""),
-            "reduce6": ("2=16777216", "")}
+            "bitonic_merge_shared": ("4=1048576;5=2048;6=1", "2=bitonic_keys.npy"),
+            "reduce6": ("2=16777216", ""), "cg_reduce": ("2=16777216", ""),
+            "convolution_rows_3072": ("2=3072;3=3072;4=3072", "")}
+    if launch.endswith("_16m"):                 # reduce0-5 at the reduction sample's 16M floats
+        return "2=16777216", ""
     return data.get(launch, ("2=4194304", ""))
 
 
@@ -183,10 +188,12 @@ def import_triton(out: Path) -> None:
 
 
 def main() -> None:
-    out = Path(sys.argv[1])
+    out, chosen = Path(sys.argv[1]), sys.argv[2:]
     for family in CUDA:
-        import_cuda(out, family)
-    import_triton(out)
+        if not chosen or family in chosen:
+            import_cuda(out, family)
+    if not chosen or {"triton_tut", "inductor"} & set(chosen):
+        import_triton(out)
     shutil.copy(out / "environment.json", HW / "raw" / "environment_families.json")
 
 

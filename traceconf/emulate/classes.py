@@ -167,8 +167,9 @@ def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> C
         size = m.size
         # a result that is unknown anyway (loaded data, ...) needs no affinity: every use of it is explored or
         # unresolved, alike in every CTA, whatever its value
-        known = active & ~np.logical_or.reduce([_unknown(b, size) for _, b in pairs]) if pairs else active
-        cta = [_cta_lanes(b, size, known) for _, b in pairs]
+        known = active & ~np.logical_or.reduce([_unknown(b, size) for _, b in pairs]) \
+            if any(_has(b, taint.UNKNOWN) for _, b in pairs) else active
+        cta = [_cta_lanes(b, size, known) if _has(b, CTA) else np.zeros(size, dtype=bool) for _, b in pairs]
         touched = np.logical_or.reduce(cta) if cta else np.zeros(size, dtype=bool)
         # a guard that depends on the CTA index other than through decisions decides whether the write happens:
         # the destination is opaque in every lane it guards, written here or not
@@ -213,6 +214,8 @@ def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=No
         both = _full(tx, size) | _full(ty, size)
         for extra in ([guard] if guard is not None else []) + list(inputs):
             both = both | _full(extra(m)[1], size)
+        if not _has(both, CTA | OPAQUE):
+            return None              # neither opaque nor affine anywhere: no decision to record
         opaque = active & ((both & OPAQUE) != 0)
         if opaque.any():
             m.watch.unclassable(opaque)
@@ -244,6 +247,9 @@ def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool =
 
     def before(m, active):
         size = m.size
+        if guard is None and not any(_has(operand(m)[1], forbidden) for operand in addresses) and \
+                not any(_has(operand(m)[1], CTA | OPAQUE) for operand in constant):
+            return None              # nothing can vary between the CTAs of a box
         bad = np.zeros(size, dtype=bool)
         executing = active
         if guard is not None:

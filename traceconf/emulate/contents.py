@@ -27,12 +27,16 @@ BYTE_TAINT = np.uint64(0xFF)
 #: Bits kept per byte: everything below the missing-parameter bits.
 _KEPT = int(taint.LOADED | taint.FLOAT | taint.UNMODELLED | taint.CTA | taint.SHARED_WINDOW | taint.BRANCH)
 _UNSET = np.uint8(int(taint.UNMODELLED))
+#: Bits a byte does not keep as they are: missing parameters, the CTA-class refinements.
+_REFINED = int(taint.PARAMS | taint.CTA_DECIDED | taint.CTA_OPAQUE)
 
 
 def compress(bits: np.ndarray) -> np.ndarray:
     """Per-byte form of value taints (missing parameters become 'not modelled'; the CTA-class refinements
     become plain CTA dependence, which a load turns opaque while classes are sought: see emulate/classes)."""
     bits = np.asarray(bits, dtype=np.uint64)
+    if not int(np.bitwise_or.reduce(bits, axis=None)) & _REFINED:
+        return (bits & U64(_KEPT)).astype(np.uint8)      # nothing to turn into 'not modelled' or plain CTA
     lost = (bits & taint.PARAMS) != 0
     cta = (bits & taint.CTA_ANY) != 0
     return ((bits & U64(_KEPT)) | np.where(lost, taint.UNMODELLED, taint.ZERO)
@@ -56,12 +60,17 @@ def _fold(bits: np.ndarray, size: int) -> np.ndarray:
     return bits & BYTE_TAINT
 
 
-def gather(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Little-endian values of ``size`` bytes at ``start`` (int64 byte indices) and the OR of their taints."""
+def gather(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: int, one_taint: bool = False
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Little-endian values of ``size`` bytes at ``start`` (int64 byte indices) and the OR of their taints
+    (``one_taint``: one scalar where every word read has the same byte taints, the common case)."""
     if _aligned(data, start, size):
         word = start // size
-        return (data.view(_WORD[size])[word].astype(np.uint64),
-                _fold(byte_taint.view(_WORD[size])[word], size))
+        taints = byte_taint.view(_WORD[size])[word]
+        if one_taint and len(taints) and taints.min() == taints.max():
+            taints = taints[:1]
+            return data.view(_WORD[size])[word].astype(np.uint64), _fold(taints, size)[0]
+        return data.view(_WORD[size])[word].astype(np.uint64), _fold(taints, size)
     index = start[:, None] + np.arange(size, dtype=np.int64)
     raw = np.zeros((len(start), 8), dtype=np.uint8)
     raw[:, :size] = data[index]
@@ -123,6 +132,20 @@ class SharedContents:
         if not _aligned(self.data, start, size):
             return None
         return gather(self.data, self.taint, start, size)
+
+    def load_lanes(self, cta_base: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
+        """Values and taints per thread, as :meth:`load` gives them at ``lanes`` (anything elsewhere): read for
+        every thread at once, no per-lane selection; the taint may be one scalar for all (gather)."""
+        if int(offsets.min()) >= 0 and int(offsets.max()) <= self.bytes_per_cta - size:
+            return gather(self.data, self.taint, cta_base + offsets, size, one_taint=True)   # all inside
+        # threads outside (often ones not running, whose address register holds anything) read byte 0: a
+        # product, not np.where, whose per-lane branch costs on an irregular mask
+        inside = (offsets >= 0) & (offsets <= self.bytes_per_cta - size)
+        values, bits = gather(self.data, self.taint, cta_base + offsets * inside, size, one_taint=True)
+        outside = lanes & ~inside
+        if outside.any():       # unknown there, as load() has it
+            return np.where(outside, U64(0), values), np.where(outside, taint.UNMODELLED, bits)
+        return values, bits
 
     def load(self, cta_index, offsets, size, lanes) -> tuple[np.ndarray, np.ndarray]:
         """Values and taints per thread (unknown where outside the CTA's shared memory or not a lane)."""

@@ -53,6 +53,7 @@ from traceconf.emulate.launch import missing_params_message
 from traceconf.errors import InputError
 from traceconf.ptx.opcodes import may_access_shared
 
+U64 = np.uint64
 #: Steps between two looks at the clock and the memory in use (a step costs microseconds); the work budget is
 #: checked at every step.
 LIMIT_POLL_STEPS = 512
@@ -90,7 +91,7 @@ def guard_reader(slot: Slot, ctx: Context):
 
     def condition(m):
         value, bits = read(m)
-        return (np.broadcast_to(value, (m.size,)) & np.uint64(1)) == want, np.broadcast_to(bits, (m.size,))
+        return (m.spread(value) & np.uint64(1)) == want, m.spread(bits)
     return condition
 
 
@@ -109,9 +110,17 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
 
     def run(m, active, mask):
         holds, bits = guard(m)
-        if not bits.any():
+        one = bits.strides == (0,)          # a scalar taint spread to every thread (ThreadState.spread)
+        if not (bits[0] if one else bits.any()):
             body(m, active & holds)
             return
+        if mask is None:
+            low, high = (int(bits[0]),) * 2 if one else (int(bits.min()), int(bits.max()))
+            if low == high and not low & int(taint.UNKNOWN):
+                # every thread runs here and the guard's taint is one known value: a scalar does (nothing is
+                # unknown; the accesses' masks need no look at it, see Machine.record_access)
+                uniform(m, holds, U64(low))
+                return
         m.guard_taint = np.where(active, bits, taint.ZERO)
         if shared is not None and (m.guard_taint & taint.CTA_ANY).any():
             m.findings.cta_dependent(shared, "shared-memory predicate (active mask)")
@@ -123,6 +132,20 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
         for key in destinations:
             if key in m.taints:
                 m.taints[key] = np.where(skipped, m.taints[key] | m.guard_taint, m.taints[key])
+        m.guard_taint = taint.ZERO
+
+    def uniform(m, holds, bits):
+        if shared is not None and bits & taint.CTA_ANY:
+            m.findings.cta_dependent(shared, "shared-memory predicate (active mask)")
+        m.guard_taint = bits
+        body(m, holds)
+        skipped = None
+        for key in destinations:
+            written = m.taints.get(key)
+            if written is None or (np.ndim(written) == 0 and written | bits == written):
+                continue                # a scalar taint that has the guard's already (written with it)
+            skipped = ~holds if skipped is None else skipped
+            m.taints[key] = np.where(skipped, written | bits, written)
         m.guard_taint = taint.ZERO
     return run
 
@@ -323,20 +346,26 @@ class Machine(ThreadState):
         left = self.limits.steps_left(size // self.warp_size) if self.limits is not None else None
         cap = self.max_steps if left is None else min(self.max_steps, left)
         follow = self.follow
+        everyone = np.ones(size, dtype=bool)
+        together = end              # the pc of every thread when the last step ran them all and fell through
         while True:
-            p = int(pc.min())
-            if p >= end:
-                if p == WAIT:
-                    waiting = pc == WAIT
-                    pc[waiting] = self.resume[waiting]
+            if together < end:
+                p, active = together, everyone
+            else:
+                p = int(pc.min())
+                if p >= end:
+                    if p == WAIT:
+                        waiting = pc == WAIT
+                        pc[waiting] = self.resume[waiting]
+                        continue
+                    if p == EXIT:
+                        return
+                    pc[pc == p] = EXIT         # fell off the end of the kernel
                     continue
-                if p == EXIT:
-                    return
-                pc[pc == p] = EXIT         # fell off the end of the kernel
-                continue
-            active = pc == p
+                active = pc == p
             if follow is not None and follow[p] != p:
                 self._pass_over(active, p, follow[p])
+                together = int(follow[p]) if active is everyone else end
                 continue
             self.steps += 1
             if self.steps > cap:
@@ -352,11 +381,16 @@ class Machine(ThreadState):
                     self.doubt[back] = -1
                     self.any_doubt = bool((self.doubt >= 0).any())
             op = compiled[p]
-            mask = None if np.count_nonzero(active) == size else active
+            mask = None if active is everyone or np.count_nonzero(active) == size else active
             check = self.watch.checks[p] if self.watch is not None else None
             token = check.before(self, active) if check is not None else None
+            together = end
             if op.control:
                 op.run(self, active, mask)
+            elif mask is None:
+                op.run(self, active, mask)
+                pc.fill(p + 1)
+                together = p + 1
             else:
                 op.run(self, active, mask)
                 pc[active] = p + 1
@@ -421,8 +455,8 @@ class Machine(ThreadState):
     def known_lanes(self, slot: Slot, lanes: np.ndarray, bits: np.ndarray, what: str) -> np.ndarray | None:
         """``lanes`` without the warps where some lane's ``bits`` are unknown (those executions are reported
         unresolved, counted); None when no lane is left."""
-        selected = bits if lanes is self.valid and self.all_valid else bits[lanes]
-        active_bits = int(np.bitwise_or.reduce(selected)) if len(selected) else 0
+        active_bits = int(np.bitwise_or.reduce(bits if lanes is self.valid and self.all_valid else
+                                               bits[np.flatnonzero(lanes)], initial=0))
         self.check_known(slot, active_bits, f"shared-memory {what}")
         if not active_bits & int(taint.UNKNOWN):
             return lanes
@@ -492,6 +526,7 @@ class Machine(ThreadState):
                       lanes: np.ndarray, op: int = 0) -> None:
         """Log one execution per warp with an active lane (``lanes``); inactive lanes become -1."""
         guard_bits = self.guard_taint
+        # a scalar guard taint is known and was noted by with_guard (CTA dependence): the mask needs no look
         if isinstance(guard_bits, np.ndarray):
             lanes = self.known_lanes(slot, lanes, guard_bits, "predicate (active mask)")
             if lanes is None:
@@ -512,7 +547,11 @@ class Machine(ThreadState):
             rows = np.flatnonzero(lanes.reshape(-1, self.warp_size).any(axis=1))
             if not len(rows):
                 return
-            addresses = np.where(lanes, offsets, -1).reshape(-1, self.warp_size)[rows]
+            # inactive lanes -1: offsets | (1 - 1) where active, offsets | (0 - 1) elsewhere (no branch per lane,
+            # which a data-dependent mask makes costly in np.where)
+            addresses = (offsets | (lanes.astype(np.int64) - 1)).reshape(-1, self.warp_size)
+            if len(rows) < len(addresses):
+                addresses = addresses[rows]
             highest = int(addresses.max())
         self.findings.note_extent(slot, highest + size)
         self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, addresses, op))

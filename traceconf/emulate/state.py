@@ -100,15 +100,27 @@ class ThreadState:
         return value, self.taints[key]
 
     def write(self, key: str, value, bits, mask: np.ndarray | None) -> None:
-        """Store ``value`` (uint64, array or scalar) where ``mask`` is set (None: every thread)."""
+        """Store ``value`` (uint64, array or scalar) where ``mask`` is set (None: every thread).  A taint the
+        same in every thread stays one scalar (most are: the ALU's work on taints is then scalar too)."""
         bits = bits | self.guard_taint
+        if type(bits) is np.ndarray and bits.ndim and bits.min() == bits.max():
+            bits = U64(bits[0])                 # a loaded value's taint, the same everywhere
         if mask is None:
             self.regs[key] = self.full(value)
-            self.taints[key] = self.full(bits)
+            self.taints[key] = U64(bits) if np.ndim(bits) == 0 else self.full(bits)
             return
         old, old_bits = self.read(key)
         self.regs[key] = np.where(mask, value, old)
-        self.taints[key] = np.where(mask, bits, old_bits)
+        if np.ndim(bits) == 0 and np.ndim(old_bits) == 0 and bits == old_bits:
+            self.taints[key] = old_bits
+        else:
+            self.taints[key] = np.where(mask, bits, old_bits)
+
+    def spread(self, value) -> np.ndarray:
+        """``value`` with one (read-only) element per thread: an array already so is itself, a scalar a view."""
+        if type(value) is np.ndarray and value.shape == (self.size,):
+            return value
+        return np.broadcast_to(value, (self.size,))
 
     def full(self, value) -> np.ndarray:
         """``value`` as a uint64 array with one element per thread (scalars are spread)."""

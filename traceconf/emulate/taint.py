@@ -38,7 +38,8 @@ def read_back(bits):
     """Taint of a value read from memory: a CTA dependence it carries (from the address, or stored with it)
     is never known to be affine in the CTA index, since a load may take part of a stored value."""
     bits = np.asarray(bits, dtype=np.uint64)
-    return np.where((bits & CTA_ANY) != 0, bits | CTA_OPAQUE, bits)
+    by_cta = (bits & CTA_ANY) != 0
+    return np.where(by_cta, bits | CTA_OPAQUE, bits) if by_cta.any() else bits
 
 
 def missing_param(index: int) -> np.uint64:

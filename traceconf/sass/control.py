@@ -31,7 +31,7 @@ def guard_of(row: dict, ctx: SassContext):
 
     def condition(m):
         value, bits = read(m)
-        return (np.broadcast_to(value, (m.size,)) & U64(1)) == want, np.broadcast_to(bits, (m.size,))
+        return (m.spread(value) & U64(1)) == want, m.spread(bits)
     return condition
 
 

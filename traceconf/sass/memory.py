@@ -29,6 +29,8 @@ def address_reader(op: Operand, ctx: SassContext, wide_base: bool):
     terms = [(reader(Operand("reg", name, name=name, wide=wide or wide_base), ctx), scale)
              for name, scale, wide in op.registers]
     offset = U64(op.value & 0xFFFF_FFFF_FFFF_FFFF)
+    if len(terms) == 1 and terms[0][1] == 1 and not offset:
+        return terms[0][0]                  # [R2]: the register itself (its reader gives uint64 values)
 
     def read(m):
         total, bits = offset, taint.ZERO
@@ -91,7 +93,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
         lanes = m.valid if mask is None else mask
         if row_lanes:
             lanes = lanes & (m.lane < row_lanes)
-        bits = m.full(bits)
+        bits = m.spread(bits)
         value = m.full(value)
         outside = None
         if generic:
@@ -106,11 +108,12 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
 
     def shared(m, mask, lanes, value, bits):
         if lanes.any():
-            selected = bits[lanes] if lanes is not m.valid else bits
-            if not m.address_unknown(slot, int(np.bitwise_or.reduce(selected)), "address"):
+            selected = np.bitwise_or.reduce(bits) if lanes is m.valid or bits.strides == (0,) else \
+                np.bitwise_or.reduce(bits[np.flatnonzero(lanes)])
+            if not m.address_unknown(slot, int(selected), "address"):
                 raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
                 # the reserved window start maps to byte 0; an address inside the reserved part stays as is
-                offsets = np.where(raw >= int(base), raw - int(base), raw)
+                offsets = np.where(raw >= int(base), raw - int(base), raw) if base else raw
                 if contents:                # it writes its destinations itself (the others' are loaded values)
                     lanes = contents(m, mask, lanes, offsets, bits)
                 m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes, op_code)
@@ -222,7 +225,8 @@ def _read_back(content_bits, address_bits):
     what was stored, and opaque in the CTA where the address depends on it (whether a known value is there
     at all may change with the CTA)."""
     bits = taint.read_back(content_bits) | taint.THREAD
-    return np.where((address_bits & taint.CTA_ANY) != 0, bits | taint.CTA | taint.CTA_OPAQUE, bits)
+    by_cta = (address_bits & taint.CTA_ANY) != 0
+    return np.where(by_cta, bits | taint.CTA | taint.CTA_OPAQUE, bits) if by_cta.any() else bits
 
 
 def _registers(first: Operand, count: int) -> list[str]:
@@ -262,14 +266,15 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
         return [(offsets + 8 * k, min(size, 8)) for k in range(max(1, size // 8))]
 
     def load(m, mask, lanes, offsets, bits):
-        if write_loaded:
+        # every lane the instruction runs in reads the contents: nothing is left a loaded value
+        if write_loaded and lanes is not (m.valid if mask is None else mask):
             write_loaded(m, mask)
         if first_destination is None:
             return lanes
         names = _registers(first_destination, registers)
         contents = m.shared_contents()
         for k, (at, width) in enumerate(chunks(m, offsets)):
-            value, content_bits = contents.load(m.cta_index, at, width, lanes)
+            value, content_bits = contents.load_lanes(m.shared_base(), at, width, lanes)
             if signed:             # LDS.S8 / LDS.S16: the register holds the sign-extended 32-bit value
                 value = intops.bits_of(intops.signed(value, signed)) & M32
             _write_piece(m, names, k, value, _read_back(content_bits, bits), lanes)

@@ -1,0 +1,84 @@
+"""The emulator core's fast paths give what the general code gives (issue 20 item 3).
+
+Shared loads read every thread's word at once (``SharedContents.load_lanes``) instead of selecting lanes
+(``SharedContents.load``); ``gather`` may fold the taints of a read to one scalar; a register's taint the same
+in every thread is kept as one scalar (``ThreadState.write``).  Each is compared here with the general path on
+random inputs, offsets outside the CTA's bytes and misaligned ones included.  Whole kernels are compared with
+the hardware in tests/test_hw_families.py and tests/test_sass_hw.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from traceconf.emulate import taint
+from traceconf.emulate.contents import SharedContents, gather, scatter
+from traceconf.emulate.state import ThreadState
+
+CTAS, BYTES = 3, 256
+
+
+def filled_contents(rng: np.random.Generator, taints: np.ndarray) -> SharedContents:
+    """Shared memory of CTAS CTAs with random words, stored with ``taints`` (one per 4-byte word)."""
+    contents = SharedContents(CTAS, BYTES)
+    start = np.arange(0, CTAS * BYTES, 4, dtype=np.int64)
+    scatter(contents.data, contents.taint, start, 4, rng.integers(0, 2**32, len(start), dtype=np.uint64), taints)
+    return contents
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 8])
+@pytest.mark.parametrize("case", ["inside", "some outside", "misaligned", "uniform taint"])
+def test_load_lanes_equals_load_at_the_lanes(size, case):
+    rng = np.random.default_rng(size * 7 + len(case))
+    threads = CTAS * 64
+    words = CTAS * BYTES // 4
+    taints = np.full(words, taint.THREAD) if case == "uniform taint" else \
+        rng.choice([taint.ZERO, taint.THREAD, taint.LOADED, taint.CTA], words)
+    contents = filled_contents(rng, taints)
+    cta_index = np.repeat(np.arange(CTAS, dtype=np.int64), 64)
+    offsets = rng.integers(0, BYTES // size, threads) * size
+    if case == "some outside":
+        offsets[rng.random(threads) < 0.2] = BYTES + 64
+        offsets[rng.random(threads) < 0.1] = -size
+    if case == "misaligned":
+        offsets = rng.integers(0, BYTES - size, threads)
+    lanes = rng.random(threads) < 0.5
+    values, bits = contents.load(cta_index, offsets, size, lanes)
+    fast_values, fast_bits = contents.load_lanes(cta_index * BYTES, offsets, size, lanes)
+    fast_bits = np.broadcast_to(fast_bits, (threads,))
+    assert (fast_values[lanes] == values[lanes]).all()
+    assert (fast_bits[lanes] == bits[lanes]).all()
+
+
+def test_gather_folds_a_uniform_taint_to_one_scalar():
+    rng = np.random.default_rng(1)
+    contents = filled_contents(rng, np.full(CTAS * BYTES // 4, taint.CTA))
+    start = rng.integers(0, CTAS * BYTES // 4, 500) * 4
+    values, bits = gather(contents.data, contents.taint, start, 4)
+    one_values, one_bits = gather(contents.data, contents.taint, start, 4, one_taint=True)
+    assert np.ndim(one_bits) == 0 and (bits == one_bits).all() and (values == one_values).all()
+    mixed = filled_contents(rng, rng.choice([taint.ZERO, taint.CTA], CTAS * BYTES // 4))
+    _, mixed_bits = gather(mixed.data, mixed.taint, start, 4, one_taint=True)
+    assert (mixed_bits == gather(mixed.data, mixed.taint, start, 4)[1]).all()
+
+
+def state() -> ThreadState:
+    return ThreadState(np.arange(2), (48, 1, 1), (2, 1, 1), 32, (0, 0))
+
+
+def test_a_uniform_taint_is_kept_as_one_scalar_and_reads_as_the_general_write():
+    rng = np.random.default_rng(2)
+    m = state()
+    mask = rng.random(m.size) < 0.5
+    m.write("R1", np.arange(m.size, dtype=np.uint64), taint.THREAD, None)
+    assert np.ndim(m.taints["R1"]) == 0
+    m.write("R1", np.uint64(7), taint.THREAD, mask)           # the same taint under a mask: still one scalar
+    assert np.ndim(m.taints["R1"]) == 0
+    m.write("R1", np.uint64(9), taint.LOADED, mask)           # another taint in some threads: per thread
+    value, bits = m.read("R1")
+    expected = np.where(mask, np.uint64(9), np.where(mask, np.uint64(7), np.arange(m.size, dtype=np.uint64)))
+    assert (value == expected).all()
+    assert (np.broadcast_to(bits, (m.size,)) == np.where(mask, taint.LOADED, taint.THREAD)).all()
+    m.write("R2", value, np.full(m.size, taint.CTA), None)     # a per-thread taint that is uniform
+    assert np.ndim(m.taints["R2"]) == 0 and m.taints["R2"] == taint.CTA
