@@ -2,7 +2,8 @@
 
 The split only chooses which corners run next (every box is still proved by its corners), so these tests
 check that the cuts are where the decisions change, and that a search over decisions made by affine functions
-of the CTA index ends with boxes whose CTAs all decide alike, after fewer corners than bisection.
+of the CTA index ends with boxes whose CTAs all decide alike, after fewer corners than bisection.  The checks
+around each step answer alike whether a taint is held as one value for every thread or per thread.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from traceconf.accesses import WarpAccesses
-from traceconf.emulate import classes
+from traceconf.emulate import classes, taint
 from traceconf.emulate.classes import Box, CtaRun, Watch, boundaries, partition
 
 PADDED = 4                       # threads per CTA in these watches
@@ -105,3 +106,56 @@ def test_every_proved_box_decides_alike_and_costs_no_more_corners_than_bisection
     finally:
         classes.boundaries = original
     assert cut <= len(bisected) + 2 * classes.MAX_CUTS
+
+
+# --------------------------------------------------------------------------- the checks' scalar-taint paths
+
+
+class _Machine:
+    """What a check reads of a machine: the thread count and the watch."""
+
+    def __init__(self, size):
+        self.size = size
+        self.watch = Watch([], 2, size // 2)
+
+
+TAINTS = [taint.ZERO, taint.CTA, taint.CTA | taint.LOADED, taint.CTA | taint.CTA_OPAQUE, taint.LOADED,
+          taint.CTA_DECIDED, taint.FLOAT | taint.CTA_OPAQUE]
+
+
+def _token(token):
+    """A check's answer, comparable: arrays as tuples."""
+    if token is None or isinstance(token, np.ndarray):
+        return None if token is None else tuple(token.tolist())
+    return tuple(_token(part) for part in token)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(TAINTS), st.booleans()), min_size=1, max_size=3),
+       st.sampled_from([None, *TAINTS]), st.integers(0, 2 ** 32 - 1), st.sampled_from(["sum", "product", "none"]))
+def test_checks_give_the_same_answer_for_a_taint_held_as_one_value_or_per_thread(sources, guard, seed, rule):
+    from traceconf.emulate.classes import Rule, arithmetic, comparison, decision_inputs
+    size = 8
+    rng = np.random.default_rng(seed)
+    values = [rng.integers(0, 2 ** 33, size, dtype=np.uint64) for _ in sources]
+    active = rng.random(size) < 0.8
+    active[0] = True
+    holds = rng.random(size) < 0.5
+    rules = {"sum": Rule(lambda v: sum(np.asarray(x, dtype=np.float64) for x in v), 32, read_bits=(32,) * 3),
+             "product": Rule(lambda v: np.prod([np.asarray(x, dtype=np.float64) for x in v], axis=0), 32,
+                             (1, 2) if len(sources) > 1 else (), read_bits=(32,) * 3),
+             "none": None}
+
+    def answers(spread):
+        def held(bits):
+            return np.full(size, bits, dtype=np.uint64) if spread else bits
+        readers = [lambda m, v=v, b=b: (v, held(b)) for v, (b, _) in zip(values, sources)]
+        guard_reader = None if guard is None else (lambda m: (holds, held(guard)))
+        machine = _Machine(size)
+        found = [_token(arithmetic(["r"], readers, guard_reader, rules[rule]).before(machine, active)),
+                 _token(decision_inputs(guard_reader, readers[:1], readers[1:]).before(machine, active))]
+        if len(readers) > 1:
+            found.append(_token(comparison(["p"], readers[0], readers[1], lambda v: np.asarray(v, np.float64),
+                                           float(2 ** 31), 7, guard_reader, readers[2:]).before(machine, active)))
+        return found, machine.watch.opaque.tolist(), machine.watch.records
+    assert answers(False) == answers(True)

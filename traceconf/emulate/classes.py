@@ -47,12 +47,16 @@ This module holds the argument and the per-instruction checks for PTX; the
 SASS rules (:mod:`traceconf.sass.classes`) build their checks from the same
 pieces (:func:`arithmetic`, :func:`comparison`, :func:`decision_inputs`).
 
-:func:`partition` bisects the grid until every box passes (a single CTA
-always does) or a budget of emulated CTAs runs out.
+:func:`partition` splits the grid until every box passes (a single CTA
+always does) or a budget of emulated CTAs runs out: where two corners first
+decide differently, at the CTAs where that decision's sign changes
+(:func:`boundaries`: it is affine between them), else in the middle.  Where
+it cuts decides only which corners run next, never whether a box is proved.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from itertools import product
 from typing import Callable
@@ -128,11 +132,28 @@ class Check:
 # --------------------------------------------------------------------------- per-instruction checks any level builds on
 
 
-def _has(bits, flags: int) -> bool:
+def _has(bits, flags) -> bool:
     """Whether any lane's taint ``bits`` (an array, or one value for all lanes) has one of ``flags``."""
-    if isinstance(bits, np.ndarray):
+    if type(bits) is np.ndarray and bits.ndim:
         return bool((bits & flags).any())
-    return bool(np.uint64(bits) & flags)
+    return bool(int(bits) & int(flags))          # Python ints: numpy scalar arithmetic costs more per call
+
+
+UNKNOWN_BITS, OPAQUE_BITS = int(taint.UNKNOWN), int(OPAQUE)
+
+
+@functools.lru_cache(maxsize=16)
+def _no_lanes(size: int) -> np.ndarray:
+    """A read-only mask of no lanes."""
+    lanes = np.zeros(size, dtype=bool)
+    lanes.flags.writeable = False
+    return lanes
+
+
+def _one(bits) -> int | None:
+    """The taint of every lane when ``bits`` is one value for all of them (a scalar), else None."""
+    return None if type(bits) is np.ndarray and bits.ndim and bits.strides != (0,) else int(
+        bits[0] if type(bits) is np.ndarray and bits.ndim else bits)
 
 
 def _cta_lanes(bits, size: int, active: np.ndarray) -> np.ndarray:
@@ -166,11 +187,21 @@ def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> C
             return None
         size = m.size
         # a result that is unknown anyway (loaded data, ...) needs no affinity: every use of it is explored or
-        # unresolved, alike in every CTA, whatever its value
-        known = active & ~np.logical_or.reduce([_unknown(b, size) for _, b in pairs]) \
-            if any(_has(b, taint.UNKNOWN) for _, b in pairs) else active
-        cta = [_cta_lanes(b, size, known) if _has(b, CTA) else np.zeros(size, dtype=bool) for _, b in pairs]
-        touched = np.logical_or.reduce(cta) if cta else np.zeros(size, dtype=bool)
+        # unresolved, alike in every CTA, whatever its value.  A taint that is one value for every thread (most
+        # are) gives all lanes or none: no per-lane mask to build
+        known = active
+        for _, b in pairs:
+            one = _one(b)
+            if one is None:
+                if _has(b, taint.UNKNOWN):
+                    known = known & ~_unknown(b, size)
+            elif one & UNKNOWN_BITS and not one & OPAQUE_BITS:
+                known = _no_lanes(size)
+                break
+        none = _no_lanes(size)
+        cta = [none if not _has(b, CTA) else known if _one(b) is not None else _cta_lanes(b, size, known)
+               for _, b in pairs]
+        touched = np.logical_or.reduce(cta) if len(cta) > 1 else cta[0] if cta else none
         # a guard that depends on the CTA index other than through decisions decides whether the write happens:
         # the destination is opaque in every lane it guards, written here or not
         guarded = _varies(guard_bits, size, active) if guard is not None else None
@@ -211,11 +242,12 @@ def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=No
     def before(m, active):
         (x, tx), (y, ty) = a(m), b(m)
         size = m.size
-        both = _full(tx, size) | _full(ty, size)
-        for extra in ([guard] if guard is not None else []) + list(inputs):
-            both = both | _full(extra(m)[1], size)
-        if not _has(both, CTA | OPAQUE):
+        taints = [tx, ty] + [extra(m)[1] for extra in ([guard] if guard is not None else []) + list(inputs)]
+        if not any(_has(bits, CTA | OPAQUE) for bits in taints):
             return None              # neither opaque nor affine anywhere: no decision to record
+        both = _full(tx, size) | _full(ty, size)
+        for bits in taints[2:]:
+            both = both | _full(bits, size)
         opaque = active & ((both & OPAQUE) != 0)
         if opaque.any():
             m.watch.unclassable(opaque)
@@ -247,19 +279,21 @@ def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool =
 
     def before(m, active):
         size = m.size
-        if guard is None and not any(_has(operand(m)[1], forbidden) for operand in addresses) and \
-                not any(_has(operand(m)[1], CTA | OPAQUE) for operand in constant):
-            return None              # nothing can vary between the CTAs of a box
+        holds, guard_bits = guard(m) if guard is not None else (None, None)
+        constant_bits = [operand(m)[1] for operand in constant]
+        address_bits = [address(m)[1] for address in addresses]
+        # a guard, operand or address without any dependence on the CTA index (most) cannot vary in a box
+        varying = [bits for bits in [guard_bits, *constant_bits] if bits is not None and _has(bits, CTA | OPAQUE)]
+        address_bits = [bits for bits in address_bits if _has(bits, forbidden)]
+        if not varying and not address_bits:
+            return None
         bad = np.zeros(size, dtype=bool)
-        executing = active
-        if guard is not None:
-            holds, bits = guard(m)
+        for bits in varying:
             bad |= _varies(bits, size, active)
-            executing = active & _full(holds, size)     # a class-constant guard: the same lanes in every CTA
-        for operand in constant:
-            bad |= _varies(operand(m)[1], size, active)
-        for address in addresses:
-            bad |= executing & ((_full(address(m)[1], size) & forbidden) != 0)
+        # a class-constant guard: the same lanes in every CTA
+        executing = active if holds is None else active & _full(holds, size)
+        for bits in address_bits:
+            bad |= executing & ((_full(bits, size) & forbidden) != 0)
         if bad.any():
             m.watch.unclassable(bad)
         return None
