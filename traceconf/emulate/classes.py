@@ -416,8 +416,8 @@ def _comparison(slot: Slot, ctx: Context, guard) -> Check | None:
 
 
 class Watch:
-    """Per machine: every CTA's decisions, and which CTAs met a use no class argument covers.  The first
-    :data:`KEPT_DIFFERENCES` differences ``a - b`` of each CTA's decisions are kept beside their signs: where two
+    """Per machine: every CTA's decisions, and which CTAs met a use no class argument covers.  The differences
+    ``a - b`` of each CTA's first decisions (:data:`KEPT_DIFFERENCES` in all) are kept beside their signs: where two
     corners first decide differently, they say at which CTA between them the decision changes
     (:func:`boundaries`)."""
 
@@ -427,6 +427,7 @@ class Watch:
         self.records: list[list[bytes]] = [[] for _ in range(ctas)]
         self.differences: list[list[np.ndarray]] = [[] for _ in range(ctas)]
         self.kept = np.zeros(ctas, dtype=np.int64)       # differences kept per CTA (lanes)
+        self.keep = max(padded, KEPT_DIFFERENCES // ctas)  # at most, per CTA
         self.opaque = np.zeros(ctas, dtype=bool)
 
     def unclassable(self, threads: np.ndarray) -> None:
@@ -440,7 +441,7 @@ class Watch:
         differences = np.where(threads, difference, 0.0).reshape(self.ctas, self.padded)
         for cta in np.flatnonzero(rows).tolist():
             self.records[cta].append(head + codes[cta].tobytes())
-            if self.kept[cta] < KEPT_DIFFERENCES:
+            if self.kept[cta] < self.keep:
                 self.differences[cta].append(differences[cta].copy())
                 self.kept[cta] += self.padded
 
@@ -452,9 +453,9 @@ class Watch:
         return Decisions(self.records[index], self.differences[index])
 
 
-#: Differences (thread values) a CTA's decisions keep for :func:`boundaries`, at most (bounds memory; a decision
-#: past them splits a box in the middle instead).
-KEPT_DIFFERENCES = 1 << 16
+#: Differences (thread values, float64) the decisions of one machine's CTAs keep for :func:`boundaries`, at most:
+#: 8 MiB (a decision past them splits a box in the middle instead).
+KEPT_DIFFERENCES = 1 << 20
 
 
 @dataclass
