@@ -19,7 +19,7 @@ from traceconf.schemas import OPS
 
 @pytest.mark.parametrize("opcode, op", [
     ("ATOMS.POPC.INC.32", "popc_inc"), ("ATOMS.ADD", "add"), ("ATOMS.CAS", "cas"), ("ATOMS.CAS.64", "cas"),
-    ("ATOMS.CAST.SPIN.64", "cas"), ("ATOMS.EXCH.64", "exch"), ("ATOMS.MIN.S32", "min"), ("ATOMS.INC", "inc"),
+    ("ATOMS.CAST.SPIN.64", "cas_spin"), ("ATOMS.EXCH.64", "exch"), ("ATOMS.MIN.S32", "min"), ("ATOMS.INC", "inc"),
     ("RED.E.ADD.STRONG.GPU", "add"), ("ATOM.E.OR", "or"), ("LDS.U.128", ""), ("STS", ""),
     ("LDGSTS.E.BYPASS.128", "bypass"), ("LDGSTS.E.BYPASS.128.ZFILL", "bypass_zfill"),
     ("LDGSTS.E.BYPASS.LTC128B.128", "bypass"), ("LDGSTS.E.128.ZFILL", ""), ("LDGSTS.E.64", ""),

@@ -217,6 +217,30 @@ def test_data_dependent_branch_is_explored_soundly_and_the_rest_counted():
     assert "branch at PTX line" in entry["reason"] and "loaded from memory" in entry["reason"]
 
 
+@pytest.mark.parametrize("index_test, combination, decided", [
+    ("setp.ge.s32 %p1, %r1, 64;", "setp.lt.and.s32 %p2, %r3, 5, %p1;", True),   # false AND unknown
+    ("setp.lt.s32 %p1, %r1, 64;", "setp.lt.or.s32 %p2, %r3, 5, %p1;", True),    # unknown OR true
+    ("setp.ge.s32 %p1, %r1, 64;", "setp.lt.s32 %p4, %r3, 5;\n        and.pred %p2, %p4, %p1;", True),
+    ("setp.lt.s32 %p1, %r1, 64;", "setp.lt.s32 %p4, %r3, 5;\n        or.pred %p2, %p1, %p4;", True),
+    ("setp.lt.s32 %p1, %r1, 64;", "setp.lt.and.s32 %p2, %r3, 5, %p1;", False),  # true AND unknown
+])
+def test_a_known_index_test_decides_a_comparison_of_an_unknown_key(index_test, combination, decided):
+    """CUB's merge compares a key loaded past its list's end where its index test has decided the step: the
+    combination is known (both levels: tests/test_sass_emulate.py for ISETP)."""
+    module = kernel_module(f"""
+        ld.param.u64 %rd1, [k_param_0];
+        mov.u32 %r1, %tid.x;
+        shl.b32 %r2, %r1, 2;
+        ld.global.u32 %r3, [%rd1];
+        {index_test}
+        {combination}
+        @%p2 bra SKIP;
+        st.shared.u32 [%r2], %r1;
+    SKIP:
+        ret;""", params=".param .u64 k_param_0", shared=".shared .align 4 .b8 buf[512];\n")
+    assert (not run(module).unresolved) == decided
+
+
 def test_registers_written_under_an_unknown_branch_are_unknown_after_it():
     module = kernel_module("""
         ld.param.u64 %rd1, [k_param_0];

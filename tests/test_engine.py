@@ -195,6 +195,33 @@ def test_store_merging_off_counts_same_address_writes(tmp_path):
         (32, 1, 32), (1, 1, 1), (16, 1, 16)]
 
 
+#: Executions from the committed H100 Source pages (tests/data/hw/source_sm90) whose ideal is not the number of
+#: active lane groups: (kind, bytes, matrices, addresses, op) -> (wavefronts, ideal) under sm_90.
+_HALVES = [k for k in range(32) if k % 16 >= 14]                            # lanes 14, 15, 30, 31
+NSIGHT_IDEAL_CASES = [
+    # atom64_add_used pc 0x320: LDS.64 at a 256-byte stride, 2 lanes in each half-warp: 4 wavefronts, ideal 1
+    (("ld", 8, 0, [256 * lane if lane in _HALVES else -1 for lane in range(32)]), (4, 1)),
+    # ldgsts_multistage_matmul pc 0x610: LDS.128, lanes 8q..8q+7 on row q (paired, yet banks 0-3 of 2 rows in
+    # each paired half): 4 wavefronts, ideal 4
+    (("ld", 16, 0, [128 * (lane // 8) for lane in range(32)]), (4, 4)),
+    # the paired LDS.128 that does not conflict (vec_unrolled_dot): 2 wavefronts, ideal 2
+    (("ld", 16, 0, [0] * 32), (2, 2)),
+    # atom64_*_used ATOMS.CAST.SPIN.64 at stride 32: 18 lanes still spinning, in both halves: 4 and 4 ...
+    (("atom", 8, 0, [256 * lane if lane % 16 >= 7 else -1 for lane in range(32)], "cas_spin"), (4, 4)),
+    # ... 14 lanes, in both halves: 4 wavefronts, ideal 2 (Nsight: 2 x ceil(14 x 8 / 128))
+    (("atom", 8, 0, [256 * lane if lane % 16 >= 9 else -1 for lane in range(32)], "cas_spin"), (4, 2)),
+]
+
+
+@pytest.mark.parametrize("row, expected", NSIGHT_IDEAL_CASES)
+def test_sm90_ideal_is_the_wavefronts_the_active_bytes_fill(row, expected):
+    rules = load_rule_set("sm_90")
+    (wavefronts, ideal, _), = costs(rules, [row])
+    reference = execution_cost(rules, row[0], row[1], row[2], row[3], *row[4:])
+    assert (wavefronts, ideal) == (reference.wavefronts, reference.ideal_wavefronts) == expected
+    assert load_rule_set("sm_80").ideal == "groups"      # inferred rule sets keep one ideal per active group
+
+
 def test_matrix_lanes_beyond_the_matrices_are_ignored():
     rows = [("ldmatrix", 16, 1, [16 * r for r in range(8)] + [128 * r for r in range(24)]),
             ("ldmatrix", 16, 2, [128 * r for r in range(16)] + [0] * 16)]

@@ -7,6 +7,8 @@ against the accesses (every active lane's every bank word is served once per req
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -62,7 +64,13 @@ def check_assignment(rules, rows):
         for q, g, extra in zip(served.wavefront_request[waves], served.wavefront_group[waves],
                                served.wavefront_extra[waves]):
             per_group.setdefault((int(q), int(g)), []).append(bool(extra))
-        assert len(per_group) == cost.ideal_wavefronts
+        if rules.ideal == "groups" or kind in ("ldmatrix", "stmatrix"):
+            assert len(per_group) == cost.ideal_wavefronts
+        else:       # ideal = "bytes": per request, the wavefronts the active bytes fill, at most those taken
+            active = sum(1 for a in address if a != -1)
+            fill = -(-active * width // (rules.banks * rules.bank_bytes))
+            taken = Counter(int(q) for q in served.wavefront_request[waves])
+            assert cost.ideal_wavefronts == sum(min(n, fill) for n in taken.values())
         assert max((len(v) for v in per_group.values()), default=0) == cost.max_ways
         # Every active lane's every bank word, in every request, is served exactly once.
         expected = sorted((lane_, r, w) for lane_, a in enumerate(address) if a != -1

@@ -176,7 +176,8 @@ def test_devices_command_shows_one_rule_set_in_full():
     assert "pairing" in result.output and "one group per matrix" in result.output and "§4.3" in result.output
     assert "every lane of atom on one word costs its own pass" in result.output
     ops = [line.split()[1] for line in result.output.splitlines() if line.startswith("  op ")]
-    assert ops == ["bypass", "bypass_zfill", "cas", "popc_inc"]          # every [atomic_ops] / [copy_ops] rule
+    assert ops == ["bypass", "bypass_zfill", "cas", "cas_spin", "popc_inc"]   # every [atomic_ops] / [copy_ops] rule
+    assert "active lanes' bytes fill" in result.output and "an active group takes one pass" in result.output
     assert "served 2 times" in result.output and "plus the access as the kind without this operation" in result.output
 
 

@@ -302,11 +302,14 @@ def test_a_cas_retry_loop_runs_as_often_as_the_lanes_collide():
     acc = result.accesses
     spin = acc.instruction == 8
     assert spin.sum() == 32
-    served = (acc.address[spin] >= 0).sum(axis=1)
-    assert served.tolist() == [2] * 16 + [1] * 16            # lanes 0..15 win in turn; then lanes 16..31 alone
+    executing = (acc.address[spin] >= 0).sum(axis=1)
+    assert executing.tolist() == list(range(32, 0, -1))        # every lane still spinning is recorded (cas_spin)
     from traceconf.engine import count_wavefronts
     from traceconf.rules import load_rule_set
-    assert count_wavefronts(acc.take(np.flatnonzero(spin)), load_rule_set("sm_90"))[0].sum() == 96   # CAS: 2 passes
+    wavefronts, ideal, _ = count_wavefronts(acc.take(np.flatnonzero(spin)), load_rule_set("sm_90"))
+    # lanes 0..15 win in turn, one per pass, while lane 16 is served beside them: 4 wavefronts (2 per active
+    # half-warp, CAS served twice) for 16 passes, 2 after; ideal 2 x ceil(8 x lanes / 128), as on the page
+    assert (wavefronts.sum(), ideal.sum()) == (96, 96)
     assert acc.address[-1].tolist() == [sum(range(1, 33))] * 32
 
 
@@ -444,3 +447,31 @@ def test_a_store_under_an_unknown_predicate_may_have_happened():
                 "STS [R6+0x200], RZ"]
         result = _with_shared_memory(body, data={"1": _buffer(np.zeros(1), np.uint32)})
         assert sorted(u["ptx"] for u in result.unresolved) == sorted([f"{guard} STS [R2], R5", "STS [R6+0x200], RZ"])
+
+
+def _branch_on(setup: list[str], condition: str) -> list[dict]:
+    """Unresolved entries when ``condition`` (writing P0) decides whether a STS runs, after ``setup``."""
+    skip = len(setup) + 4           # index of the instruction after the guarded STS
+    return _with_shared_memory(setup + [condition, f"@P0 BRA {skip * 16:#x}", "STS [R0.X4], RZ", "NOP"]).unresolved
+
+
+def test_a_wide_shared_load_keeps_a_taint_per_register():
+    """CUB's block scan over 3 warps: LDS.128 reads 4 warp totals, 3 of them written; the 4th (never written,
+    unknown) must not make the other three unknown (it did, per 64-bit piece: cub_radix_sort_pairs_f32)."""
+    setup = [TID, "MOV R2, 0x10", "MOV R3, 0x20", "MOV R8, 0x30", "STS [RZ], R2", "STS [0x4], R3", "STS [0x8], R8",
+             "BAR.SYNC 0x0", "LDS.128 R4, [RZ]"]
+    assert not _branch_on(setup, "ISETP.NE.AND P0, PT, R6, 0x30, PT")
+    assert _branch_on(setup, "ISETP.NE.AND P0, PT, R7, 0x30, PT")        # the word nothing wrote
+
+
+@pytest.mark.parametrize("index_test, combine, decided", [
+    ("ISETP.GE.AND P1, PT, R0, 0x40, PT", "AND", True),     # index test false: AND decided
+    ("ISETP.LT.AND P1, PT, R0, 0x40, PT", "OR", True),      # index test true: OR decided
+    ("ISETP.LT.AND P1, PT, R0, 0x40, PT", "AND", False),    # true AND unknown: unknown
+])
+def test_a_comparison_of_an_unknown_key_decided_by_a_known_index_test(index_test, combine, decided):
+    """CUB's merge loads the key past its list's end (a padding word nothing wrote) and compares it, but the
+    index test it is combined with decides the step: ISETP.LT.AND/OR with a known deciding predicate."""
+    setup = [TID, "MOV R3, 0x5", "LDS R7, [0x40]", index_test]
+    unresolved = _branch_on(setup, f"ISETP.LT.{combine} P0, PT, R7, R3, P1")
+    assert (not unresolved) == decided, unresolved

@@ -121,6 +121,36 @@ def assert_source_page(launch_id: str, rows: list[dict], predicted: Counter) -> 
     assert {pc: n for pc, n in predicted.items() if n} == measured_by_pc
 
 
+@pytest.mark.parametrize("launch, params, measured", [c for c in _cases() if c.values[0]["static_addresses"]])
+def test_per_sass_instruction_ideal_and_excess_equal_the_source_page(launch, params, measured):
+    """Nsight's "L1 Wavefronts Shared Ideal" of every pc, and so its excess (wavefronts - ideal): the
+    partly active LDS.64 and the ATOMS.CAST.SPIN.64 of the 64-bit CAS loops (ideal = the wavefronts the
+    active lanes' bytes fill) and the paired LDS.128 of ldgsts_multistage_matmul that still conflicts
+    (ideal 4, not its 2 paired groups) included."""
+    _, emulation, results, rows = _predict(launch["id"])
+    predicted, ideal = Counter(), Counter()
+    for row in results:
+        predicted[rows[row["instruction"]]["pc"]] += row["wavefronts"]
+        ideal[rows[row["instruction"]]["pc"]] += row["ideal_wavefronts"]
+    measured_ideal = {pc: n for pc, (_, n) in _source_page(launch["id"], "L1 Wavefronts Shared Ideal").items() if n}
+    assert {pc: n for pc, n in ideal.items() if n} == measured_ideal
+    excess = {pc: n for pc, (_, n) in _source_page(launch["id"], "L1 Wavefronts Shared Excessive").items() if n}
+    assert {pc: predicted[pc] - ideal[pc] for pc in predicted if predicted[pc] > ideal[pc]} == excess
+
+
+def test_the_conflict_free_multistage_matmul_passes_the_excess_gate():
+    """Nsight finds no excess in ldgsts_multistage_matmul: ``--fail-on-excess 0`` must pass it."""
+    from typer.testing import CliRunner
+    from traceconf.cli import app
+    launch = next(item for item in tomllib.load(open(CUDA / "kernels.toml", "rb"))["launch"]
+                  if item["id"] == "ldgsts_multistage_matmul")
+    result = CliRunner().invoke(app, [
+        "analyze", str(CUDA / "ldgsts.sm_90.ptx"), "-k", launch["kernel"], "--level", "sass", "-d", "sm_90",
+        "--block", ",".join(map(str, launch["block"])), "--grid", ",".join(map(str, launch["grid"])),
+        "-p", "3=256", "-f", "json", "--fail-on-excess", "0"])
+    assert result.exit_code == 0, result.output
+
+
 def test_the_ptxas_rewrites_are_explained_and_exact():
     """The launches the PTX level must skip: fused accesses, each explained in one line."""
     from traceconf.emulate.launch import LaunchRequest
@@ -201,6 +231,19 @@ def test_triton_kernels_at_sass_level_equal_the_hardware(spec, measured):
     unpredictable = {pc for pc in copies if predicted[pc] != page[pc][1]}
     assert len(unpredictable) == UNPREDICTABLE_COPIES.get(spec["id"], 0)
     assert all(page[pc][1] > predicted[pc] for pc in unpredictable)
+
+
+@pytest.mark.parametrize("spec, measured", list(_triton_cases()))
+def test_triton_kernels_ideal_per_pc_equals_the_source_page(spec, measured):
+    """Nsight's ideal at every pc of the Triton kernels' pages (HGMMA aside: descriptors, no lane addresses)."""
+    analysis = _triton_analysis(spec["id"])
+    pc_of = {row["instruction"]: row["pc"] for row in analysis.instructions.to_pylist()}
+    ideal = Counter()
+    for row in analysis.results.to_pylist():
+        ideal[pc_of[row["instruction"]]] += row["ideal_wavefronts"]
+    page = _source_page(f"triton_{spec['id']}", "L1 Wavefronts Shared Ideal")
+    assert {pc: n for pc, n in ideal.items() if n} == {pc: n for pc, (text, n) in page.items()
+                                                       if n and "GMMA" not in text}
 
 
 @pytest.mark.parametrize("spec, measured", [c for c in _triton_cases() if "matmul" in c.id])

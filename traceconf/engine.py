@@ -222,6 +222,7 @@ class _Plan:
     distinct: bool                # same bank row counts once (multicast/merge) or every access counts
     repeat: int = 1               # the whole access is served this many times (an atomic op's passes)
     servings: tuple[str, ...] = ("banks",)   # how each serving counts a group's passes (OpRule.servings)
+    ideal_bytes: int = 0          # > 0: ideal = ceil(active lanes x width / ideal_bytes), capped (rule key ideal)
 
     @property
     def servings_requests(self) -> int:
@@ -247,7 +248,7 @@ def _plan(rules: RuleSet, kind: str, nbytes: int, matrices: int, op: str = "") -
                              f"{rules.name!r} ({rules.matrix.row_bytes}-byte rows, at most "
                              f"{rules.warp_size // lanes} matrices)")
         return _Plan(np.arange(matrices * lanes).reshape(matrices, lanes), None, (), width, requests, 0, distinct,
-                     repeat, servings)
+                     repeat, servings)           # a matrix's ideal is one wavefront per matrix, whatever the rule
     rule = rules.lane_group_rule(kind, width)  # lane groups are chosen by the request width
     groups = np.array(rule.groups)
     paired, partners = None, ()
@@ -255,7 +256,9 @@ def _plan(rules: RuleSet, kind: str, nbytes: int, matrices: int, op: str = "") -
         factor = rules.pairing.factor
         paired = groups.reshape(len(groups) // factor, factor * groups.shape[1])
         partners = rules.pairing.partners
-    return _Plan(groups, paired, partners, width, requests, rule.extra_wavefronts, distinct, repeat, servings)
+    ideal_bytes = rules.banks * rules.bank_bytes if rules.ideal == "bytes" else 0
+    return _Plan(groups, paired, partners, width, requests, rule.extra_wavefronts, distinct, repeat, servings,
+                 ideal_bytes)
 
 
 def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
@@ -437,6 +440,10 @@ def _count(address: np.ndarray, groups: np.ndarray, plan: _Plan, rules: RuleSet,
             placed, placed_rows = _placements(relative, active, rows, group_lanes, plan, rules)
             passes = _multicast_passes(placed, active, placed_rows, n_groups, group_lanes,
                                        replace(plan, distinct=True), rules, served_at)
+        elif serving == "one":                       # every active lane in the group's one pass
+            passes = group_active.astype(np.int32)
+            if served_at is not None:
+                served_at[:] = active
         elif rules.broadcast == "single_word":
             passes = _single_word_passes(relative, active, n_groups, group_lanes, rules, served_at)
         else:
@@ -445,7 +452,11 @@ def _count(address: np.ndarray, groups: np.ndarray, plan: _Plan, rules: RuleSet,
         if group_passes is not None:
             group_passes[index] = passes
         wavefronts = wavefronts + passes.sum(axis=1)
-        ideal = ideal + group_active.sum(axis=1)
+        if plan.ideal_bytes:                         # the wavefronts the active bytes fill, at most those taken
+            filled = -(-active.sum(axis=1) * plan.width // plan.ideal_bytes)
+            ideal = ideal + np.minimum(filled, passes.sum(axis=1))
+        else:
+            ideal = ideal + group_active.sum(axis=1)
         max_ways = np.maximum(max_ways, passes.max(axis=1))
     return wavefronts * plan.repeat, ideal * plan.repeat, max_ways
 

@@ -7,7 +7,7 @@ KINDS = ("ld", "st", "atom", "ldmatrix", "stmatrix", "cp_async")
 KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
 #: Operations of shared atomics as the hardware executes them.  ``popc_inc`` is ptxas's ATOMS.POPC.INC for an
 #: ``atom.add`` of 1 whose result is unused.
-ATOMIC_OPS = ("add", "popc_inc", "inc", "dec", "cas", "exch", "min", "max", "and", "or", "xor")
+ATOMIC_OPS = ("add", "popc_inc", "inc", "dec", "cas", "exch", "min", "max", "and", "or", "xor", "cas_spin")
 #: Forms of cp.async (LDGSTS) the counts tell apart: ``bypass`` is cp.async.cg (LDGSTS.BYPASS, the L1 is
 #: bypassed), ``bypass_zfill`` the same with a src-size operand (LDGSTS.BYPASS.ZFILL).  ``.ca`` is no operation.
 COPY_OPS = ("bypass", "bypass_zfill")

@@ -43,8 +43,9 @@ def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addres
     requests = nbytes // width
 
     matrix = data.get("matrix")
+    is_matrix = matrix is not None and kind in matrix["kinds"]
     extra = 0
-    if matrix is not None and kind in matrix["kinds"]:
+    if is_matrix:
         # One group per 8x8 matrix: lanes 8j..8j+7 supply its row addresses.
         per = matrix["lanes"]
         groups = [list(range(j * per, (j + 1) * per)) for j in range(matrices)]
@@ -63,10 +64,14 @@ def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addres
         merge = data.get("merge_same_word", {}).get(kind, not (kind in _WRITES and not data.get("merge_stores", True)))
     servings = [op_rule.get("group_passes", "banks")] + (["banks"] if op_rule.get("plus_plain") else [])
 
+    # docs/rules.md step 6: with ideal = "bytes" (not for matrices) an execution's ideal is the wavefronts
+    # its active lanes' bytes fill, never more than it took.
+    fill_bytes = data["banks"] * data["bank_bytes"] if data.get("ideal") == "bytes" and not is_matrix else 0
     wavefronts = ideal = max_ways = 0
     # A ZFILL copy is served twice: its placements, then as a plain copy.
     for serving in servings:
         for request in range(requests):
+            taken = groups_active = 0
             for group in groups:
                 accesses = {lane: lane_address[lane] - lane_address[lane] % width + request * width
                             for lane in group if lane in lane_address}
@@ -74,14 +79,21 @@ def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addres
                     continue
                 if serving == "placements":
                     passes = _placement_passes(data, accesses, group, width)
+                elif serving == "one":          # a spin CAS: a conflict-free subset per pass, the rest retry
+                    passes = 1
                 elif data.get("broadcast", "multicast") == "single_word":
                     passes = _single_word_steps(data, accesses)
                 else:
                     passes = _multicast_passes(data, accesses, width, merge=merge)
                 passes += extra
-                wavefronts += passes
-                ideal += 1
+                taken += passes
+                groups_active += 1
                 max_ways = max(max_ways, passes)
+            wavefronts += taken
+            if fill_bytes:
+                ideal += min(taken, -(-len(lane_address) * width // fill_bytes))
+            else:
+                ideal += groups_active
     repeat = op_rule.get("passes", 1)
     return ExecutionCost(wavefronts * repeat, ideal * repeat, max_ways)
 

@@ -135,7 +135,7 @@ ACCESSES = pa.schema(
         _f("kind", pa.string(), "ld | st | atom | ldmatrix | stmatrix | cp_async", False),
         _f("matrices", pa.int8(), "ldmatrix/stmatrix matrix count (1, 2, 4); 0 otherwise", False),
         _f("op", pa.string(), "atomics: the operation as executed (add, popc_inc, inc, dec, cas, exch, min, max, "
-           "and, or, xor); cp_async: bypass (cp.async.cg, LDGSTS.BYPASS), bypass_zfill (with a src-size "
+           "and, or, xor, cas_spin: ATOMS.CAST.SPIN, every lane that executes it); cp_async: bypass (cp.async.cg, LDGSTS.BYPASS), bypass_zfill (with a src-size "
            "operand, LDGSTS.BYPASS.ZFILL); null or empty otherwise or when unknown (optional column)"),
     ]
 )

@@ -21,7 +21,9 @@ def _details(rules: RuleSet) -> str:
              f"  broadcast     {rules.broadcast}" + ("" if rules.merge_stores else "; same-address writes conflict")
              + ("; every lane of " + "/".join(sorted(rules.unmerged_kinds)) + " on one word costs its own pass"
                 if rules.unmerged_kinds else ""),
-             f"  split         accesses wider than {rules.split_bytes} B become separate requests"]
+             f"  split         accesses wider than {rules.split_bytes} B become separate requests",
+             "  ideal         " + ("the wavefronts the active lanes' bytes fill, at most those taken"
+                                  if rules.ideal == "bytes" else "one wavefront per active lane group")]
     for rule in rules.lane_groups:
         kinds = "/".join(sorted(rule.kinds)) if rule.kinds else "ld/st/atom/cp_async"
         sizes = ", ".join(str(w) for w in sorted(rule.bytes))
@@ -53,6 +55,8 @@ def _op_text(rule) -> str:
         parts.append("same-word lanes " + ("merge" if rule.merge_same_word else "each cost a pass"))
     if rule.group_passes == "placements":
         parts.append("a group's passes are its distinct (row, chunk XOR lane position) destinations")
+    if rule.group_passes == "one":
+        parts.append("an active group takes one pass (a conflict-free subset served, the rest retry)")
     if rule.plus_plain:
         parts.append("plus the access as the kind without this operation")
     if rule.passes > 1:

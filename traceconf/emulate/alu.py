@@ -309,6 +309,13 @@ def _logic(row, slot, ctx, modifiers, bits, is_signed):
     if opcode == "cnot":
         return _simple(row, slot, ctx, lambda v: (intops.unsigned(v[0], bits) == 0).astype(np.uint64))
     fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[opcode]
+    if opcode != "xor" and row.get("type") == "pred":        # a known deciding side decides alone
+        key, (a, b) = _writer(row, slot)[0], _sources(row, slot, ctx)
+
+        def run(m, mask):
+            (x, x_bits), (y, y_bits) = a(m), b(m)
+            m.write(key, fn(x, y) & U64(1), taint.of_logic(opcode == "or", x, x_bits, y, y_bits), mask)
+        return run
     return _simple(row, slot, ctx, lambda v: intops.truncate(fn(v[0], v[1]), bits))
 
 
@@ -425,8 +432,14 @@ def _setp(row, slot, ctx, modifiers, bits, is_signed):
         outcome = np.asarray(comparison_function(pairs[0][0], pairs[1][0], bits, is_signed)).astype(np.uint64)
         bits_out = _or_bits(pairs)
         complement = outcome ^ U64(1)
+        complement_bits = bits_out
         if combine is not None:
-            other = pairs[2][0] & U64(1)
+            other, other_bits = pairs[2][0] & U64(1), pairs[2][1]
+            compared = pairs[0][1] | pairs[1][1]
+            if combine is not np.bitwise_xor:        # a known deciding side decides alone
+                is_or = combine is np.bitwise_or
+                bits_out = taint.of_logic(is_or, outcome, compared, other, other_bits)
+                complement_bits = taint.of_logic(is_or, complement, compared, other, other_bits)
             outcome, complement = combine(outcome, other), combine(complement, other)
         if to_integer:
             true_value = U64(0x3F800000) if dest_type == "f32" else U64(0xFFFF_FFFF)
@@ -434,7 +447,7 @@ def _setp(row, slot, ctx, modifiers, bits, is_signed):
             return
         m.write(keys[0], outcome, bits_out, mask)
         if len(keys) > 1:
-            m.write(keys[1], complement, bits_out, mask)
+            m.write(keys[1], complement, complement_bits, mask)
     return run
 
 

@@ -182,6 +182,36 @@ class Buffer:
 #: Pointer parameters with data are given addresses this far apart, from GLOBAL_BASE, unless --param sets them.
 BUFFER_SPACING = 1 << 36
 GLOBAL_BASE = 1 << 48
+#: The dtype of a module global's buffer: raw bytes, read as whatever its instructions read.
+RAW_BYTES = np.dtype("V1")
+
+
+def module_global_addresses(variables: list[dict]) -> dict[str, int]:
+    """Address of each module global (``__device__`` variable, PTX ``.global`` at module scope, a symbol of the
+    cubin's ``.nv.global``/``.nv.global.init``), the same at both levels: below GLOBAL_BASE, BUFFER_SPACING
+    apart, in name order."""
+    names = sorted(variable["name"] for variable in variables)
+    return {name: GLOBAL_BASE - (index + 1) * BUFFER_SPACING for index, name in enumerate(names)}
+
+
+def module_global_buffers(variables: list[dict]) -> list[Buffer]:
+    """The module globals as buffers with their initial contents: the initialiser's bytes, zeros without one."""
+    addresses = module_global_addresses(variables)
+    buffers = []
+    for variable in variables:
+        data = np.zeros(variable["bytes"], dtype=np.uint8)
+        initial = variable.get("init")
+        if initial:
+            data[:len(initial)] = np.frombuffer(initial[:len(data)], dtype=np.uint8)
+        how = "its initialiser" if initial else "zero-initialised"
+        unknown = variable.get("unknown", False)
+        if unknown:
+            how = "initialised with addresses, not modelled"
+        buffers.append(Buffer(name=variable["name"], base=addresses[variable["name"]], data=data,
+                              taint=np.full(len(data), compress(np.array([taint.UNMODELLED if unknown else
+                                                                          taint.ZERO]))[0], dtype=np.uint8),
+                              dtype=RAW_BYTES, description=f"__device__ variable, {variable['bytes']} bytes, {how}"))
+    return buffers
 
 
 class CrossCtaTraffic(Exception):
@@ -281,6 +311,8 @@ class GlobalContents:
         which, _ = self.owner(address)
         for index in np.unique(which[lanes & (which >= 0)]).tolist():
             buffer = self.buffers[index]
+            if buffer.dtype == RAW_BYTES:
+                continue
             if size < buffer.dtype.itemsize or (exact_type and ((buffer.dtype.kind == "f") != is_float or
                                                                 (is_float and size != buffer.dtype.itemsize))):
                 return buffer

@@ -14,7 +14,8 @@ import numpy as np
 
 from traceconf.accesses import WarpAccesses
 from traceconf.emulate.classes import compile_checks
-from traceconf.emulate.contents import BUFFER_SPACING, GLOBAL_BASE, Buffer, GlobalContents, compress
+from traceconf.emulate.contents import BUFFER_SPACING, GLOBAL_BASE, Buffer, GlobalContents, compress, \
+    module_global_addresses, module_global_buffers
 from traceconf.emulate import taint
 from traceconf.emulate.launch import Launch
 from traceconf.emulate.grid import Consume, Emulator, GridOutcome, Progress, outcome_notes, run_grid
@@ -86,13 +87,17 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
     block, grid, params = launch.block, launch.grid, dict(launch.params)
     program = link(module, kernel, path)
     module_rows = [slot.row for slot in program.slots]
-    memory = global_contents(launch.data, params, kernel_row, _writes_global(module_rows))
+    named = {operand.get("name") for slot in program.slots for operand in slot.row["operands"] or []
+             if isinstance(operand, dict)}
+    module_globals = [variable for variable in module.module_globals(kernel) if variable["name"] in named]
+    memory = global_contents(launch.data, params, kernel_row, _writes_global(module_rows), module_globals)
     declarations = [variable for name in program.functions for variable in module.kernel(name).get("shared") or []]
     layout = lay_out(declarations, int(launch.dynamic_smem))
     param_rows = kernel_row.get("params") or []
     ctx = Context(kernel=kernel, path=path, layout=layout, param_names=[p["name"] for p in param_rows],
                   param_values=params, param_bytes={p["name"]: p.get("bytes") for p in param_rows},
-                  address_bits=int(kernel_row.get("address_size") or 64), memory=memory)
+                  address_bits=int(kernel_row.get("address_size") or 64), memory=memory,
+                  globals=module_global_addresses(module_globals))
     if not _touches_shared(program):
         # nothing can touch shared memory: no launch fact is needed and nothing needs to run
         return EmulationResult.nothing_to_run(kernel, launch.warp_size, grid[0] * grid[1] * grid[2],
@@ -130,10 +135,12 @@ def _writes_global(rows: list[dict]) -> bool:
     return any(row["opcode"] in ("st", "red", "atom") and space_of(row) in ("global", "generic") for row in rows)
 
 
-def global_contents(data: dict, params: dict[str, int], kernel_row: dict, written: bool) -> GlobalContents | None:
+def global_contents(data: dict, params: dict[str, int], kernel_row: dict, written: bool,
+                    module_globals: list[dict] = ()) -> GlobalContents | None:
     """The --data buffers of a launch, at either level; a pointer without a --param value gets an address of its
-    own (``params`` is updated), the same at both levels.  ``written``: some instruction of the kernel may
-    store to global memory (the level's answer)."""
+    own (``params`` is updated), the same at both levels; with them the module globals (``__device__``
+    variables) with their initial contents.  ``written``: some instruction of the kernel may store to global
+    memory (the level's answer).  Without --data no global memory is modelled, module globals included."""
     if not data:
         return None
     names = [p["name"] for p in kernel_row.get("params") or []]
@@ -145,7 +152,7 @@ def global_contents(data: dict, params: dict[str, int], kernel_row: dict, writte
         buffers.append(Buffer(name=name, base=params[name], data=raw,
                               taint=np.full(len(raw), compress(np.array([taint.ZERO]))[0], dtype=np.uint8),
                               dtype=given.array.dtype, description=given.description))
-    return GlobalContents(buffers, written=written)
+    return GlobalContents(buffers + module_global_buffers(list(module_globals)), written=written)
 
 
 def data_notes(memory: GlobalContents | None) -> list[str]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from traceconf.emulate import intops, taint
 from traceconf.emulate.alu import SHARED_WINDOW_BASE, unknown_result
-from traceconf.emulate.contents import ATOMIC_OPS, atomic
+from traceconf.emulate.contents import ATOMIC_OPS, BUFFER_SPACING, atomic
 from traceconf.emulate.intops import FLOAT_TYPES, SIGNED_TYPES, TYPE_BITS
 from traceconf.emulate.operands import Context, address_reader, param_symbol, reader, register_key, \
     split_destinations
@@ -214,19 +214,28 @@ def read_global(m, ctx, slot: Slot, reads: Reads, lanes: np.ndarray, address: np
         _note_unserved(m, ctx, slot, lanes & ~known if ctx.memory is not None else lanes, bits)
 
 
-def global_without_data(address, param_names: list[str], write):
-    """A global load with no --data at all (either level; ``address``: its reader): unknown values; the first
-    execution notes which pointer parameters the kernel reads through (named in the reasons of what the values
-    make unresolved)."""
+def global_without_data(address, ctx, write):
+    """A global load or atomic with no --data at all (either level; ``address``: its reader): unknown values;
+    the first execution notes which pointer parameters the kernel reads through and which module globals
+    (named in the reasons of what the values make unresolved)."""
     noted = []
 
     def run(m, mask):
         if not noted:
             noted.append(True)
-            bits = int(np.bitwise_or.reduce(np.atleast_1d(address(m)[1])))
-            m.findings.loads_through(taint.missing_params(bits, param_names))
+            value, bits = address(m)
+            note_reads_without_data(m, ctx, np.atleast_1d(value), np.atleast_1d(bits))
         write(m, mask)
     return run
+
+
+def note_reads_without_data(m, ctx, address: np.ndarray, bits: np.ndarray) -> None:
+    """Name, for the reasons, the pointer parameters and module globals (``__device__`` variables: their
+    addresses are known, their contents followed only with --data) global memory is read through."""
+    known = address[(bits & taint.UNKNOWN) == 0]
+    module_globals = [name for name, base in ctx.globals.items()
+                      if ((known >= U64(base)) & (known < U64(base + BUFFER_SPACING))).any()]
+    m.findings.loads_through(taint.missing_params(int(np.bitwise_or.reduce(bits)), ctx.param_names), module_globals)
 
 
 def _note_unserved(m, ctx, slot: Slot, lanes: np.ndarray, bits: np.ndarray) -> None:
@@ -283,7 +292,7 @@ def _load(slot, ctx, row, modifiers):
         return _load_param(slot, ctx, row)
     write = _loaded_destinations(row, slot)
     if space == "global" and ctx.memory is None and address_index is not None:
-        return global_without_data(address_reader(row["operands"][address_index], slot, ctx), ctx.param_names, write)
+        return global_without_data(address_reader(row["operands"][address_index], slot, ctx), ctx, write)
     if space not in ("shared", "generic", "global") or address_index is None:
         return lambda m, mask: write(m, mask)        # local, const, texture: contents not modelled
     keys = [register_key(n, slot) if n and n != "_" else None for n in split_destinations(row["operands"][0])]
@@ -397,10 +406,14 @@ def _atomic(slot, ctx, row, modifiers):
     has_result = row["opcode"] == "atom"
     keys = [register_key(n, slot) for n in split_destinations(row["operands"][0]) if n and n != "_"] \
         if has_result else []
-    if space not in ("shared", "generic", "global") or address_index is None or \
-            (space == "global" and ctx.memory is None):
+    if space not in ("shared", "generic", "global") or address_index is None:
         write = _loaded_destinations(row, slot) if has_result else None
         return (lambda m, mask: write(m, mask)) if write else (lambda m, mask: None)
+    if space == "global" and ctx.memory is None:
+        write = _loaded_destinations(row, slot) if has_result else (lambda m, mask: None)
+        if ctx.relevant_registers is not None and not any(key in ctx.relevant_registers for key in keys):
+            return write                 # its old value reaches no address, condition or modelled memory
+        return global_without_data(address_reader(row["operands"][address_index], slot, ctx), ctx, write)
     op = atomic_op(row)
     size, is_signed, is_float = _element(row)
     operands = [reader(o, slot, ctx) for o in row["operands"][address_index + 1:]]
@@ -423,7 +436,9 @@ def _atomic(slot, ctx, row, modifiers):
         if shared_lanes is not None and ctx.shared_values:
             atomic_shared(m, shared_lanes, offsets, bits, op, size, is_signed, is_float, (b, b_bits, c, c_bits),
                           old, old_bits)
-        if global_lanes is not None:
+        if global_lanes is not None and ctx.memory is None and global_lanes.any():   # a generic address
+            note_reads_without_data(m, ctx, address[global_lanes], bits[global_lanes])
+        elif global_lanes is not None:
             atomic_global(ctx, global_lanes, address, bits, op, size, is_signed, is_float, (b, b_bits, c, c_bits),
                           old, old_bits)
         if is_signed:

@@ -36,6 +36,7 @@ class Context:
     param_bytes: dict[str, int]
     address_bits: int
     memory: object = None                # GlobalContents: the --data buffers (None: no global memory modelled)
+    globals: dict = field(default_factory=dict)  # module global (__device__ variable) -> its address
     read_registers: frozenset | None = None  # register keys some instruction reads (None: not known)
     relevant_registers: frozenset | None = None  # registers whose values can matter (None: all of them)
     shared_values: bool = True           # some relevant register is loaded from shared memory
@@ -102,6 +103,8 @@ def reader(operand: dict, slot: Slot, ctx: Context):
         return lambda m: m.read(key)
     if kind in ("symbol", "address") and operand.get("name") is not None:
         offset = ctx.layout.offset_of(operand["name"])
+        if offset is None:
+            offset = ctx.globals.get(operand["name"])
         if offset is not None:
             return constant(offset + int(operand.get("value") or 0))
         return lambda m: (U64(0), taint.UNMODELLED)
@@ -123,6 +126,8 @@ def address_reader(operand: dict, slot: Slot, ctx: Context):
         return constant(offset)
     if ctx.layout.offset_of(name) is not None:
         return constant(ctx.layout.offset_of(name) + offset)
+    if name in ctx.globals:
+        return constant(ctx.globals[name] + offset)
     base = reader({"kind": "reg", "name": name}, slot, ctx)
     if offset == 0:
         return base

@@ -573,28 +573,38 @@ class Findings:
         self._ipdom: list | None = None
         self._regions: dict[int, object] = {}
         self.without_data: list[str] = []       # pointer parameters global loads read through, with no --data
+        self.globals_read: list[str] = []       # module globals (__device__ variables) read with no --data
         self.stop_notes: list[str] = []      # calls not followed: the counts miss what they would have done
 
     def saved(self) -> tuple:
         """What a run adds to the findings, copied (a batch run again in parts puts them back first)."""
         return copy.deepcopy((self.unresolved_rows, self.cta_reasons, self.extent, self.without_data,
-                              self.stop_notes))
+                              self.globals_read, self.stop_notes))
 
     def restore(self, saved: tuple) -> None:
-        (self.unresolved_rows, self.cta_reasons, self.extent, self.without_data,
+        (self.unresolved_rows, self.cta_reasons, self.extent, self.without_data, self.globals_read,
          self.stop_notes) = copy.deepcopy(saved)
 
-    def loads_through(self, names: list[str]) -> None:
+    def loads_through(self, names: list[str], module_globals: list[str] = ()) -> None:
         self.without_data.extend(n for n in names if n not in self.without_data)
+        self.globals_read.extend(n for n in module_globals if n not in self.globals_read)
 
     def why(self, bits: int) -> str:
-        """Why a value is unknown, in words, naming the parameters whose buffers have no --data."""
+        """Why a value is unknown, in words, naming the module globals read and the parameters whose buffers
+        have no --data."""
         text = taint.describe(bits)
-        if bits & int(taint.LOADED) and self.without_data:
+        if not bits & int(taint.LOADED) or not (self.without_data or self.globals_read):
+            return text
+        sources = []
+        if self.globals_read:
+            names = ", ".join(self.globals_read)
+            sources.append(f"reads __device__ variable{'s' if len(self.globals_read) > 1 else ''} {names}, whose "
+                           f"contents (initial values, every CTA's updates) are followed only with --data")
+        if self.without_data:
             names = ", ".join(self.without_data)
-            text += (f" (the kernel reads global memory through {names}, which ha"
-                     f"{'ve' if len(self.without_data) > 1 else 's'} no --data)")
-        return text
+            sources.append(f"reads global memory through {names}, which ha"
+                           f"{'ve' if len(self.without_data) > 1 else 's'} no --data")
+        return text + " (the kernel " + "; it ".join(sources) + ")"
 
     def unresolved(self, slot: Slot, reason: str, counted: bool = False) -> tuple:
         """Note an unresolved instruction; ``counted``: its executions left out are logged by the machine

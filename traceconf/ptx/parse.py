@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import re
+import struct
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -55,6 +56,7 @@ class PtxModule:
     instructions: pa.Table
     modules: list[ModuleHeader] = field(repr=False)
     _rows: dict[str, tuple[int, int]] = field(repr=False)
+    _module_of: dict[str, int] = field(default_factory=dict, repr=False)   # function -> index in ``modules``
 
     @property
     def version(self) -> str | None:
@@ -91,6 +93,16 @@ class PtxModule:
             raise KeyError(self._unknown(name))
         return self.kernels.slice(self._kernel_rows[name], 1).to_pylist()[0]
 
+    def module_globals(self, name: str) -> list[dict]:
+        """The module's ``.global`` variables (``__device__``) function ``name`` can reach: name, bytes,
+        initial contents (``init``: the initialiser's bytes, None when zero-initialised) and ``unknown``:
+        the initialiser holds addresses (``{f, g}``), which this level does not know; ``.extern`` ones are
+        defined elsewhere and left out."""
+        header = self.modules[self._module_of.get(name, 0)]
+        return [{"name": v.name, "bytes": v.bytes, "init": initial_bytes(v, self.path),
+                 "unknown": any(isinstance(value, str) for value in v.initial or ())}
+                for v in header.variables if v.space == "global" and "extern" not in v.linkage]
+
     def instructions_of(self, name: str) -> list[dict]:
         """INSTRUCTIONS rows of function ``name`` as dicts, in ordinal order."""
         if name not in self._rows:
@@ -112,6 +124,30 @@ class PtxModule:
 
     def _unknown(self, name: str) -> str:
         return f"no function '{name}' in {self.path} (functions: {', '.join(self.function_names()) or 'none'})"
+
+
+#: struct codes of the PTX scalar types an initialiser may fill (little-endian, as the GPU stores them).
+_PACK = {"b8": "B", "u8": "B", "s8": "b", "b16": "H", "u16": "H", "s16": "h", "f16": "e", "b32": "I", "u32": "I",
+         "s32": "i", "f32": "f", "b64": "Q", "u64": "Q", "s64": "q", "f64": "d"}
+
+
+def initial_bytes(variable, path: str) -> bytes | None:
+    """The bytes a variable's initialiser gives it, the elements it leaves out zero (None: no initialiser)."""
+    if variable.initial is None:
+        return None
+    code = _PACK.get((variable.type or "").rsplit(".", 1)[-1])
+    if code is None:
+        raise InputError(f"{variable.name}: initialiser of type .{variable.type} is not read", path, variable.line)
+    packed = bytearray(variable.bytes)
+    size = struct.calcsize(code)
+    for index, value in enumerate(variable.initial[:variable.bytes // size]):
+        if isinstance(value, str):               # an address: the emulator does not know it (``unknown``)
+            continue
+        if code in "efd":
+            struct.pack_into("<" + code, packed, index * size, float(value))
+        else:
+            struct.pack_into("<" + code.upper(), packed, index * size, int(value) & ((1 << 8 * size) - 1))
+    return bytes(packed)
 
 
 def decode(data: bytes, filename: str) -> str:
@@ -235,7 +271,8 @@ def build_module(filename: str, records: list, bodies: Bodies) -> PtxModule:
     for name, count in zip(builder.defined_names, builder.counts):
         rows[name] = (start, count)
         start += count
-    return PtxModule(filename, kernels, instructions, builder.modules, rows)
+    return PtxModule(filename, kernels, instructions, builder.modules, rows,
+                     {name: row["_module"] for name, row in builder.kernel_rows.items()})
 
 
 def parse_file(path: str | Path) -> PtxModule:

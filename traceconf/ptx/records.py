@@ -71,6 +71,7 @@ class Variable(NamedTuple):
     count: int                  # N of %r<N>, else 1
     array: int | None           # total element count of an array, None for a scalar
     linkage: tuple[str, ...]    # visible / extern / weak / common
+    initial: tuple | None = None  # the initialiser's numbers (int or float) in order; None: none written
 
 
 class Parameter(NamedTuple):

@@ -223,8 +223,9 @@ class PtxTransformer(Transformer):
         element_bytes = TYPE_BYTES.get(type_, 0) * vector if type_ else 0
         type_name = f"v{vector}.{type_}" if type_ and vector > 1 else type_
         out = []
-        for name, count, dims, initial_count, line in (c for c in children if isinstance(c, tuple)
-                                                       and not isinstance(c, (_Pointer, Token))):
+        for name, count, dims, initial, line in (c for c in children if isinstance(c, tuple)
+                                                 and not isinstance(c, (_Pointer, Token))):
+            initial_count = len(initial) if initial is not None else 0
             array = None
             if dims:
                 if 0 in dims[1:]:
@@ -241,14 +242,14 @@ class PtxTransformer(Transformer):
                 raise StatementError(f"{name}: {size:,} bytes is out of range: a variable may hold at most "
                                      f"{MAX_VARIABLE_BYTES:,} bytes", space_token)
             out.append(Variable(line, space, name, type_name, size,
-                                align if align is not None else element_bytes, count, array, linkage))
+                                align if align is not None else element_bytes, count, array, linkage, initial))
         return tuple(out)
 
     def declarator(self, name, *rest):
         count = next((int(r) for r in rest if isinstance(r, _RegisterRange)), 1)
         dims = tuple(int(r) for r in rest if isinstance(r, _Dimension))
         initial = next((r for r in rest if isinstance(r, list)), None)
-        return (str(name), count, dims, len(initial) if initial is not None else 0, name.line)
+        return (str(name), count, dims, tuple(initial) if initial is not None else None, name.line)
 
     def register_range(self, count):
         return _RegisterRange(self._bounded(count, 0, MAX_REGISTER_RANGE, "register count %r<N>"))
@@ -277,7 +278,13 @@ class PtxTransformer(Transformer):
         return out
 
     def initial_scalar(self, *tokens):
-        return tokens[-1]
+        if tokens[0].type == "IDENT":           # an address (symbol, symbol+N, generic(symbol)): kept as text
+            return " ".join(str(token) for token in tokens)
+        literal, negative = tokens[-1], len(tokens) == 2
+        if literal.type == "INT":
+            value = self._int(literal)
+            return -value if negative else value
+        return parse_float(str(literal), negative)[1]
 
     # ------------------------------------------------------------ functions
     def function(self, *children):

@@ -32,6 +32,9 @@ EVIDENCE = ("measured", "documented", "inferred", "unverified")
 #: ``multicast``: any number of words per pass go to every lane that wants them (2.x+, AMD);
 #: ``single_word``: one broadcast word per pass, CC 1.x §1.1 iterative procedure.
 BROADCAST = ("multicast", "single_word")
+#: ``groups``: an execution's ideal is its active lane groups; ``bytes``: the wavefronts its active lanes' bytes
+#: fill, ceil(active lanes x width / (banks x bank_bytes)), never more than it took (Nsight's ideal on sm_90).
+IDEAL = ("groups", "bytes")
 #: Kinds that write shared memory (``merge_stores`` decides whether same-address writes conflict).
 WRITE_KINDS = frozenset({"st", "atom", "stmatrix", "cp_async"})
 MATRIX_KINDS = frozenset({"ldmatrix", "stmatrix"})
@@ -40,8 +43,8 @@ WIDTHS = (1, 2, 4, 8, 16)
 
 _MISSING = object()
 _TOP_KEYS = {"name", "title", "products", "vendor", "arch", "evidence", "notes", "alias_of", "warp_size", "banks", "bank_bytes",
-             "row_bytes", "broadcast", "split_bytes", "merge_stores", "merge_same_word", "lane_groups", "pairing",
-             "matrix", "atomic_ops", "copy_ops", "limits"}
+             "row_bytes", "broadcast", "ideal", "split_bytes", "merge_stores", "merge_same_word", "lane_groups",
+             "pairing", "matrix", "atomic_ops", "copy_ops", "limits"}
 #: Keys that do not change the bank rules (an alias setting only these repeats its base's rules).
 _DESCRIPTIVE_KEYS = {"name", "title", "products", "vendor", "arch", "evidence", "notes", "alias_of", "limits"}
 _LIMIT_KEYS = {"threads_per_block", "block", "grid", "shared_bytes_per_block", "source"}
@@ -68,8 +71,9 @@ class LaneGroupRule:
 
 #: How the passes of a lane group are counted: ``banks``, the busiest bank's distinct rows (every access);
 #: ``placements``, the distinct (row, chunk XOR lane position) of the group's distinct destinations (an
-#: LDGSTS.BYPASS fill on sm_90: docs/rules.md).
-GROUP_PASSES = ("banks", "placements")
+#: LDGSTS.BYPASS fill on sm_90: docs/rules.md); ``one``, one pass per active group (a spin CAS serves a
+#: conflict-free subset of its lanes per pass and the loop retries the others: ATOMS.CAST.SPIN on sm_90).
+GROUP_PASSES = ("banks", "placements", "one")
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,7 @@ class RuleSet:
     products: tuple[str, ...] = ()         # product names that --device accepts for this rule set
     limits: LaunchLimits | None = None     # the launch limits of the device; None: not stated (unchecked)
     arch: str | None = None                # the ptxas architecture (sm_90) of the device; None: ptxas targets none
+    ideal: str = "groups"                  # IDEAL: how an execution's ideal wavefronts are counted
     # the validated keys, aliases merged: what the scalar reference (traceconf.reference) reads on its own
     data: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -396,6 +401,7 @@ def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
         raise doc.error("row_bytes", f"must be a multiple of banks x bank_bytes = {banks * bank_bytes}, "
                                      f"got {row_bytes}")
     broadcast = v.choice("broadcast", BROADCAST, default="multicast")
+    ideal = v.choice("ideal", IDEAL, default="groups")
     split_bytes = v.choice("split_bytes", WIDTHS, default=16)
     merge_stores = v.boolean("merge_stores", default=True)
     if broadcast == "single_word":
@@ -425,7 +431,7 @@ def _build(doc: _Doc, source: str, expect_name: str | None = None) -> RuleSet:
         lane_groups=lane_groups, pairing=v.pairing(warp_size, lane_groups), matrix=v.matrix(warp_size),
         source=source, same_rules_as=same_rules_as,
         ops={**v.op_rules("atomic_ops", ATOMIC_OPS), **v.op_rules("copy_ops", COPY_OPS)}, products=v.products(),
-        limits=v.limits(), arch=v.arch(), data=data)
+        limits=v.limits(), arch=v.arch(), ideal=ideal, data=data)
 
 
 class _Validator:

@@ -29,6 +29,21 @@ _KPARAM = re.compile(r"Ordinal\s*:\s*(0x[0-9a-f]+)\s+Offset\s*:\s*(0x[0-9a-f]+)\
 _CONSTANT_SECTION = re.compile(r"^\.nv\.constant(?P<bank>[1-9]\d*)(?:\.(?P<kernel>\S+))?[ \t]*\n"
                                r"(?P<words>(?:[ \t]*0x[0-9a-f]+)+(?:[ \t]*\n(?:[ \t]*0x[0-9a-f]+)+)*)", re.M)
 _PARAM_CBANK = re.compile(r"EIATTR_PARAM_CBANK\s+Format:\s*\S+\s+Value:\s*0x[0-9a-f]+\s+(0x[0-9a-f]+)")
+#: A section header row: index, size and name (``cuobjdump -elf``'s section table).
+_SECTION = re.compile(r"^\s*(?P<index>[0-9a-f]+)\s+[0-9a-f]+\s+(?P<size>[0-9a-f]+)\s+\d+\s+\d+\s+\w+\s+.*\s"
+                      r"(?P<name>\.\S+)\s*$", re.M)
+#: A data object of the symbol table: offset in its section, size, section index, name.
+_OBJECT = re.compile(r"^\s*0x[0-9a-f]+\s+(?P<value>0x[0-9a-f]+|0)\s+(?P<size>0x[0-9a-f]+|0)\s+OBJECT\s+\S+\s+\S+\s+\S+"
+                     r"\s+(?P<section>0x[0-9a-f]+|0)\s+(?P<name>\S+)\s*$", re.M)
+_GLOBAL_INIT = re.compile(r"^\.nv\.global\.init[ \t]*\n(?P<words>(?:[ \t]*0x[0-9a-f]+)+(?:[ \t]*\n(?:[ \t]*0x[0-9a-f]+)+)*)",
+                          re.M)
+#: The relocations of a constant bank: ``OFFSET SYMBOL R_CUDA_64 ADDEND`` rows (the loader writes the symbol's
+#: address there: how SASS finds a ``__device__`` variable, ``LDC.64 R8, c[0x4][RZ]``).
+_CONSTANT_RELOCATIONS = re.compile(r"^\.section \.rela\.nv\.constant(?P<bank>[1-9]\d*)(?:\.(?P<kernel>\S+))?\s+RELA\s*\n"
+                                   r"(?P<rows>(?:0x[0-9a-f]+\s+\S+\s+R_CUDA_\w+\s+0x[0-9a-f]+\s*\n)+)", re.M)
+_INIT_RELOCATIONS = re.compile(r"^\.section \.rela\.nv\.global\.init\s+RELA\s*\n((?:0x[0-9a-f]+\s+\S+\s+R_CUDA_\w+"
+                               r"\s+0x[0-9a-f]+\s*\n)*)", re.M)
+_RELOCATION = re.compile(r"(0x[0-9a-f]+)\s+(\S+)\s+R_CUDA_(64|32)\s+(0x[0-9a-f]+)")
 
 
 @dataclass
@@ -37,6 +52,9 @@ class ElfFacts:
     param_base: dict[str, int] = field(default_factory=dict)
     shared_bytes: dict[str, int] = field(default_factory=dict)
     constants: dict[str, dict[int, bytes]] = field(default_factory=dict)   # kernel ("" all) -> bank -> bytes
+    globals: list[dict] = field(default_factory=list)   # module globals: name, bytes, init (None: zeros)
+    relocations: dict[str, dict[int, list]] = field(default_factory=dict)  # kernel -> bank -> [(offset, symbol,
+    #                                                                        addend, bytes)]
 
 
 def elf_facts(elf: str) -> ElfFacts:
@@ -49,6 +67,11 @@ def elf_facts(elf: str) -> ElfFacts:
         words = [int(word, 16) for word in match.group("words").split()]
         facts.constants.setdefault(match.group("kernel") or "", {})[int(match.group("bank"))] = \
             b"".join(word.to_bytes(4, "little") for word in words)
+    facts.globals = _module_globals(elf)
+    for match in _CONSTANT_RELOCATIONS.finditer(elf):
+        facts.relocations.setdefault(match.group("kernel") or "", {})[int(match.group("bank"))] = [
+            (int(offset, 16), symbol, int(addend, 16), int(bits) // 8)
+            for offset, symbol, bits, addend in _RELOCATION.findall(match.group("rows"))]
     sections = list(_INFO_SECTION.finditer(elf))
     for index, section in enumerate(sections):
         end = sections[index + 1].start() if index + 1 < len(sections) else len(elf)
@@ -65,6 +88,27 @@ def elf_facts(elf: str) -> ElfFacts:
     return facts
 
 
+def _module_globals(elf: str) -> list[dict]:
+    """The objects of ``.nv.global`` (zero-initialised) and ``.nv.global.init`` (initialised: its bytes)."""
+    sections = {int(m.group("index"), 16): m.group("name") for m in _SECTION.finditer(elf)}
+    init = _GLOBAL_INIT.search(elf)
+    relocated = {int(offset, 16) for rows in _INIT_RELOCATIONS.findall(elf) for offset in re.findall(
+        r"^(0x[0-9a-f]+)\s", rows, re.M)}
+    data = b"".join(int(word, 16).to_bytes(4, "little") for word in init.group("words").split()) if init else b""
+    found = []
+    for match in _OBJECT.finditer(elf):
+        section = sections.get(int(match.group("section"), 16))
+        if section not in (".nv.global", ".nv.global.init"):
+            continue
+        start, size = int(match.group("value"), 16), int(match.group("size"), 16)
+        initialised = section == ".nv.global.init"
+        found.append({"name": match.group("name"), "bytes": size,
+                      "init": data[start:start + size].ljust(size, b"\0") if initialised else None,
+                      # an address the loader writes into it (.rela.nv.global.init): not known here
+                      "unknown": initialised and any(start <= offset < start + size for offset in relocated)})
+    return found
+
+
 def with_elf_facts(module: SassModule, facts: ElfFacts) -> SassModule:
     rows = module.kernels.to_pylist()
     for row in rows:
@@ -77,6 +121,8 @@ def with_elf_facts(module: SassModule, facts: ElfFacts) -> SassModule:
             row["shared_bytes"] = facts.shared_bytes[name]
     module.kernels = pa.Table.from_pylist(rows, schema=SASS_KERNELS)
     module.constants = facts.constants
+    module.globals = facts.globals
+    module.relocations = facts.relocations
     return module
 
 

@@ -120,8 +120,9 @@ def jump_to_register(slot, guard, ops: list[Operand], ctx: SassContext, base: in
         bits = np.broadcast_to(bits, (m.size,))
         unknown = taken & ((bits & taint.UNKNOWN) != 0)
         if unknown.any():
-            m.stop(slot, unknown, int(np.bitwise_or.reduce(bits[unknown])),
-                   f"{what}: the address in {register.name} is not known")
+            why = int(np.bitwise_or.reduce(bits[unknown]))
+            m.stop(slot, unknown, why, f"{what}: the address in {register.name} is not known: it depends on "
+                                       f"{m.findings.why(why)}")
             taken = taken & ~unknown
         where = np.minimum(np.searchsorted(pcs, value), len(pcs) - 1)
         found = pcs[where] == value

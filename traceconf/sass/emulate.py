@@ -23,8 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from traceconf.emulate.alu import SHARED_WINDOW_BASE
-from traceconf.emulate.contents import SharedContents
-from traceconf.emulate.driver import EmulationResult, data_notes, extent_note, global_contents, modelled_spaces
+from traceconf.emulate.contents import SharedContents, module_global_addresses
+from traceconf.emulate.driver import (EmulationResult, data_notes, extent_note, global_contents,
+                                      modelled_spaces)
 from traceconf.emulate.grid import Consume, Emulator, Progress, run_grid
 from traceconf.emulate.launch import Launch
 from traceconf.emulate.program import Program, Slot
@@ -171,7 +172,9 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
     values = dict(launch.params)
     rows = module.instructions_of(kernel)
     # the --data buffers get the addresses the PTX level gives them (pointers without a --param value)
-    memory = global_contents(launch.data, values, {"kernel": kernel, "params": params}, writes_global(rows))
+    module_globals = module.module_globals(kernel)
+    memory = global_contents(launch.data, values, {"kernel": kernel, "params": params}, writes_global(rows),
+                             module_globals)
     pc_index = {int(row["pc"]): index for index, row in enumerate(rows)}
     labels = {label: index for index, row in enumerate(rows) for label in row.get("labels") or []}
     base = reserved_shared(arch)
@@ -182,7 +185,9 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
     ctx.reconvergence = reconvergence_targets(rows, pc_index)
     ctx.memory = memory
     ctx.from_ptx = module.from_ptx
-    ctx.constants = module.constant_banks(kernel)
+    # the loader writes the module globals' addresses into the constant banks (c[0x4][...] on sm_90)
+    ctx.globals = module_global_addresses(module_globals)
+    ctx.constants = module.constant_banks(kernel, ctx.globals)
     slots = [Slot(row=row) for row in rows]
     _set_targets(slots, ctx, labels)       # the branch targets, which the dataflow below follows
     # shared memory holds values where a shared read decides a branch, and wherever --data gives values to keep

@@ -104,6 +104,10 @@ def params_read(rows: list[dict], arch: str | None) -> list[dict]:
     return params
 
 
+#: A constant-bank word an instruction reads: ``c[0x4][0x8]``, ``c[0x4][RZ]``, ``c[0x4][R2+0x8]``.
+_BANK_WORD = re.compile(r"c\[(0x[0-9a-f]+)\]\[([^\]+]+)")
+
+
 @dataclass
 class SassModule:
     """A parsed SASS listing: one row per instruction, one per function."""
@@ -115,10 +119,45 @@ class SassModule:
     notes: list[str] = field(default_factory=list)
     from_ptx: bool = False      # ``path`` is the PTX ptxas assembled (errors cite its lines: -gp's ptx_line)
     constants: dict[str, dict[int, bytes]] = field(default_factory=dict)  # kernel ("" all) -> bank -> bytes
+    globals: list[dict] = field(default_factory=list)   # module globals (__device__): name, bytes, init
+    relocations: dict[str, dict[int, list]] = field(default_factory=dict)  # kernel -> bank -> [(offset, symbol,
+    #                                                                         addend, bytes)]
 
-    def constant_banks(self, kernel: str) -> dict[int, bytes]:
-        """The contents of a kernel's constant banks other than 0, as far as the binary told them."""
-        return {**self.constants.get("", {}), **self.constants.get(kernel, {})}
+    def constant_banks(self, kernel: str, addresses: dict[str, int] | None = None) -> dict[int, bytes]:
+        """The contents of a kernel's constant banks other than 0, as far as the binary told them, with the
+        addresses the loader writes into them (its relocations) where ``addresses`` gives the symbol's."""
+        banks = {**self.constants.get("", {}), **self.constants.get(kernel, {})}
+        relocations = {**self.relocations.get("", {}), **self.relocations.get(kernel, {})}
+        for bank, rows in relocations.items():
+            data = bytearray(banks.get(bank, b""))
+            for offset, symbol, addend, size in rows:
+                if symbol in (addresses or {}):
+                    data.extend(bytes(max(0, offset + size - len(data))))
+                    value = (addresses[symbol] + addend) & ((1 << 8 * size) - 1)
+                    data[offset:offset + size] = value.to_bytes(size, "little")
+            banks[bank] = bytes(data)
+        return banks
+
+    def module_globals(self, kernel: str) -> list[dict]:
+        """The module globals (``__device__`` variables, the cubin's ``.nv.global``/``.nv.global.init``) the
+        kernel reaches: those whose address the relocations put at a constant-bank word its code reads
+        (``c[0x4][0x8]``; ``RZ`` is word 0), all of them where it indexes a bank with a register."""
+        if not self.globals:
+            return []
+        relocations = {**self.relocations.get("", {}), **self.relocations.get(kernel, {})}
+        read = set()
+        for row in self.instructions_of(kernel):
+            if row["opcode"].startswith("CALL"):        # a callee's reads are not listed here
+                return self.globals
+            for bank, word in _BANK_WORD.findall(row["text"] or ""):
+                if int(bank, 16) not in relocations:
+                    continue
+                if word != "RZ" and not word.startswith("0x"):
+                    return self.globals
+                read.add((int(bank, 16), 0 if word == "RZ" else int(word, 16)))
+        names = {symbol for bank, rows in relocations.items() for offset, symbol, _, _ in rows
+                 if (bank, offset) in read}
+        return [variable for variable in self.globals if variable["name"] in names]
 
     def kernel_names(self) -> list[str]:
         return self.kernels.column("kernel").to_pylist()

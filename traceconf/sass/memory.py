@@ -145,7 +145,7 @@ def global_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
     if ctx.memory is None:
         if not op.result:
             return lambda m, mask: None
-        return global_without_data(read, ctx.param_names, _loaded(ops[:address_index], max(1, op.bytes // 4)))
+        return global_without_data(read, ctx, _loaded(ops[:address_index], max(1, op.bytes // 4)))
     access = global_access(opcode, ops, address_index, ctx, slot)
 
     def run(m, mask):
@@ -261,9 +261,10 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
     signed = next((int(m[1:]) for m in opcode.split(".")[1:] if m in ("S8", "S16")), 0)
     first_destination = next((o for o in ops[:address_index] if o.kind == "reg"), None)     # ATOM PT, Rd, [a]...
 
-    def chunks(m, offsets):
-        """(offsets, bytes) of the 8-byte pieces of each lane's access."""
-        return [(offsets + 8 * k, min(size, 8)) for k in range(max(1, size // 8))]
+    def words(offsets):
+        """(offsets, bytes) of each register's part of each lane's access: one taint per register, so a word
+        nothing wrote (the 4th of an LDS.128 over 3 warps' totals, CUB's block scan) leaves the others known."""
+        return [(offsets + 4 * k, min(size, 4)) for k in range(registers)]
 
     def load(m, mask, lanes, offsets, bits):
         # every lane the instruction runs in reads the contents: nothing is left a loaded value
@@ -273,26 +274,28 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
             return lanes
         names = _registers(first_destination, registers)
         contents = m.shared_contents()
-        for k, (at, width) in enumerate(chunks(m, offsets)):
+        for name, (at, width) in zip(names, words(offsets)):
             value, content_bits = contents.load_lanes(m.shared_base(), at, width, lanes)
             if signed:             # LDS.S8 / LDS.S16: the register holds the sign-extended 32-bit value
                 value = intops.bits_of(intops.signed(value, signed)) & M32
-            _write_piece(m, names, k, value, _read_back(content_bits, bits), lanes)
+            write_register(m, name, value & M32, _read_back(content_bits, bits), lanes)
         return lanes
 
     def store(m, mask, lanes, offsets, bits):
         contents = m.shared_contents()
-        halves = _value_of(m, _registers(sources[0], registers)) if sources and sources[0].kind == "reg" else \
-            [(U64(0), taint.LOADED)] * max(1, size // 8)
-        for (at, width), (value, value_bits) in zip(chunks(m, offsets), halves):
-            contents.store(m.cta_index, at, width, value, value_bits | (bits & taint.CTA_ANY), lanes)
+        from_registers = sources and sources[0].kind == "reg"
+        names = _registers(sources[0], registers) if from_registers else [None] * registers
+        for name, (at, width) in zip(names, words(offsets)):
+            value, value_bits = read_register(m, name) if name is not None else (U64(0), taint.LOADED)
+            contents.store(m.cta_index, at, width, m.full(value) & M32, m.full(value_bits) | (bits & taint.CTA_ANY),
+                           lanes)
         return lanes
 
     def clobber(m, mask, lanes, offsets, bits):
         """What the access writes is not modelled (other atomics, STSM, the async LDGSTS): unknown from now."""
         if write_loaded:
             write_loaded(m, mask)
-        for at, width in chunks(m, offsets):
+        for at, width in words(offsets):
             m.shared_contents().store(m.cta_index, at, width, U64(0), taint.LOADED, lanes)
         return lanes
 
@@ -336,8 +339,9 @@ def _spin(size: int, destination: Operand | None, sources: list[Operand], write_
     atomics shared memory lacks (64-bit add/min/max/and/or).  In one pass per 128-byte lane group (16 lanes
     of 8 bytes), the lowest active lane of each bank serves; the others fail and the loop retries them.
     Served lanes compare and store in lane order; Rd is 1 where the stored word was the expected one.  This
-    reproduces every atomics2.cu Source page (executions and wavefronts, docs/hardware.md).  Only the served
-    lanes reach the banks: they are the access recorded."""
+    reproduces every atomics2.cu Source page (executions, wavefronts and ideal, docs/hardware.md).  Every
+    lane that executes it is recorded (op ``cas_spin``): the rule set serves each active lane group in one pass
+    (the served lanes never conflict), and Nsight's ideal counts the bytes of all of them."""
     words = max(size, 4)
     group_lanes = 128 // words
     registers = max(1, size // 4)
@@ -366,7 +370,7 @@ def _spin(size: int, destination: Operand | None, sources: list[Operand], write_
             write_register(m, names[0], success, success_bits, lanes)
             for name in names[1:]:
                 write_register(m, name, U64(0), success_bits, lanes)
-        return served
+        return lanes
     return apply
 
 

@@ -358,8 +358,9 @@ class SharedOp:
 
 
 #: Atomic modifiers -> operation; ATOMS.POPC.INC (atomicAdd of 1, result unused) and the CAS spin of
-#: 64-bit emulated atomics (ATOMS.CAST.SPIN) are named by their first modifier.
-_ATOMIC_MODIFIERS = {"POPC": "popc_inc", "CAS": "cas", "CAST": "cas", "ADD": "add", "INC": "inc", "DEC": "dec",
+#: 64-bit emulated atomics (ATOMS.CAST.SPIN: it serves a conflict-free subset of its lanes, the loop retries
+#: the rest) are named by their first modifier.
+_ATOMIC_MODIFIERS = {"POPC": "popc_inc", "CAS": "cas", "CAST": "cas_spin", "ADD": "add", "INC": "inc", "DEC": "dec",
                      "EXCH": "exch", "MIN": "min", "MAX": "max", "AND": "and", "OR": "or", "XOR": "xor"}
 
 

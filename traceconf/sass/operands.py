@@ -162,6 +162,7 @@ class SassContext:
         self.shared_values = False
         self.shared_bytes = 0
         self.memory = None                      # GlobalContents: the --data buffers (None: global memory unknown)
+        self.globals: dict[str, int] = {}       # module global (__device__ variable) -> its address
         self.from_ptx = False                   # the input file is the PTX the SASS was assembled from
         self.constants: dict[int, bytes] = {}   # constant banks other than 0 (jump tables...), from the binary
 

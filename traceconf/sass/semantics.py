@@ -356,7 +356,7 @@ def _isetp(ops, mods, ctx):
 
     def run(m, mask):
         (av, ab), (bv, bb), (cv, cb) = a(m), b(m), c(m)
-        bits = ab | bb | cb
+        compared = ab | bb                     # the comparison's taint
         if unsigned:
             x, y = np.asarray(av, dtype=np.uint64) & M32, np.asarray(bv, dtype=np.uint64) & M32
         else:
@@ -364,7 +364,7 @@ def _isetp(ops, mods, ctx):
         if low is not None:
             # high words of a 64-bit compare: equal high words defer to the low words' result
             lv, lb = low(m)
-            bits = bits | lb
+            compared = compared | lb
             lower = (np.asarray(lv, dtype=np.uint64) & U64(1)) == 1
             strict = {np.less_equal: np.less, np.greater_equal: np.greater}.get(compare, compare)
             if compare in (np.equal,):
@@ -376,9 +376,18 @@ def _isetp(ops, mods, ctx):
         else:
             result = compare(x, y)
         cond = (np.asarray(cv, dtype=np.uint64) & U64(1)) == 1
-        outs[0](m, combine(result, cond).astype(np.uint64), bits, mask)
-        outs[1](m, combine(~np.asarray(result), cond).astype(np.uint64), bits, mask)
+        result = np.asarray(result)
+        for out, value in zip(outs, (result, ~result)):
+            out(m, combine(value, cond).astype(np.uint64), _decided(combine, value, compared, cond, cb), mask)
     return run
+
+
+def _decided(combine, x, x_bits, y, y_bits):
+    """Taint of ``x COMBINE y`` (:func:`traceconf.emulate.taint.of_logic`; XOR needs both)."""
+    if combine is np.logical_xor:
+        return np.asarray(x_bits, dtype=np.uint64) | np.asarray(y_bits, dtype=np.uint64)
+    return taint.of_logic(combine is np.logical_or, np.asarray(x).astype(np.uint64), x_bits,
+                          np.asarray(y).astype(np.uint64), y_bits)
 
 
 def _plop3(ops, mods, ctx):
@@ -411,8 +420,9 @@ def _psetp(ops, mods, ctx):
         (av, ab), (bv, bb), (cv, cb) = a(m), b(m), c(m)
         x, y, z = ((np.asarray(v, dtype=np.uint64) & U64(1)) == 1 for v in (av, bv, cv))
         first = combines[0](x, y)
-        outs[0](m, combines[1](first, z).astype(np.uint64), ab | bb | cb, mask)
-        outs[1](m, combines[1](~first, z).astype(np.uint64), ab | bb | cb, mask)
+        first_bits = _decided(combines[0], x, ab, y, bb)
+        for out, value in zip(outs, (first, ~first)):
+            out(m, combines[1](value, z).astype(np.uint64), _decided(combines[1], value, first_bits, z, cb), mask)
     return run
 
 
