@@ -59,12 +59,8 @@ WRONG: dict[tuple[str, str], str] = {
                                            "known unpredictable copies of docs/sass.md",
 }
 #: Launches whose wavefronts equal the Source page but whose ideal wavefronts differ at some pc.
-IDEAL_WRONG: dict[tuple[str, str], str] = {
-    ("samples20", "bitonic_merge_shared"): "predicated 64-bit LDS.64/STS.64 (pcs 0xbd0, 0xbf0, 0xc20; about half "
-                                           "the lanes active, set by the keys): Nsight's ideal is 2 only where "
-                                           "more than 16 lanes are active (24144), the model counts 2 wherever "
-                                           "both half-warps have one (32373)",
-}
+IDEAL_WRONG: dict[tuple[str, str], str] = {}      # bitonic_merge_shared's predicated LDS.64/STS.64: exact since
+                                                  # the ideal counts the active lane groups (main's fidelity2)
 WAVEFRONT_GAPS = {**UNRESOLVED, **WRONG}
 IDEAL_GAPS = {**UNRESOLVED, **IDEAL_WRONG}
 
