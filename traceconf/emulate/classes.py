@@ -47,12 +47,16 @@ This module holds the argument and the per-instruction checks for PTX; the
 SASS rules (:mod:`traceconf.sass.classes`) build their checks from the same
 pieces (:func:`arithmetic`, :func:`comparison`, :func:`decision_inputs`).
 
-:func:`partition` bisects the grid until every box passes (a single CTA
-always does) or a budget of emulated CTAs runs out.
+:func:`partition` splits the grid until every box passes (a single CTA
+always does) or a budget of emulated CTAs runs out: where two corners first
+decide differently, at the CTAs where that decision's sign changes
+(:func:`boundaries`: it is affine between them), else in the middle.  Where
+it cuts decides only which corners run next, never whether a box is proved.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from itertools import product
 from typing import Callable
@@ -128,11 +132,28 @@ class Check:
 # --------------------------------------------------------------------------- per-instruction checks any level builds on
 
 
-def _has(bits, flags: int) -> bool:
+def _has(bits, flags) -> bool:
     """Whether any lane's taint ``bits`` (an array, or one value for all lanes) has one of ``flags``."""
-    if isinstance(bits, np.ndarray):
+    if type(bits) is np.ndarray and bits.ndim:
         return bool((bits & flags).any())
-    return bool(np.uint64(bits) & flags)
+    return bool(int(bits) & int(flags))          # Python ints: numpy scalar arithmetic costs more per call
+
+
+UNKNOWN_BITS, OPAQUE_BITS = int(taint.UNKNOWN), int(OPAQUE)
+
+
+@functools.lru_cache(maxsize=16)
+def _no_lanes(size: int) -> np.ndarray:
+    """A read-only mask of no lanes."""
+    lanes = np.zeros(size, dtype=bool)
+    lanes.flags.writeable = False
+    return lanes
+
+
+def _one(bits) -> int | None:
+    """The taint of every lane when ``bits`` is one value for all of them (a scalar), else None."""
+    return None if type(bits) is np.ndarray and bits.ndim and bits.strides != (0,) else int(
+        bits[0] if type(bits) is np.ndarray and bits.ndim else bits)
 
 
 def _cta_lanes(bits, size: int, active: np.ndarray) -> np.ndarray:
@@ -166,11 +187,21 @@ def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> C
             return None
         size = m.size
         # a result that is unknown anyway (loaded data, ...) needs no affinity: every use of it is explored or
-        # unresolved, alike in every CTA, whatever its value
-        known = active & ~np.logical_or.reduce([_unknown(b, size) for _, b in pairs]) \
-            if any(_has(b, taint.UNKNOWN) for _, b in pairs) else active
-        cta = [_cta_lanes(b, size, known) if _has(b, CTA) else np.zeros(size, dtype=bool) for _, b in pairs]
-        touched = np.logical_or.reduce(cta) if cta else np.zeros(size, dtype=bool)
+        # unresolved, alike in every CTA, whatever its value.  A taint that is one value for every thread (most
+        # are) gives all lanes or none: no per-lane mask to build
+        known = active
+        for _, b in pairs:
+            one = _one(b)
+            if one is None:
+                if _has(b, taint.UNKNOWN):
+                    known = known & ~_unknown(b, size)
+            elif one & UNKNOWN_BITS and not one & OPAQUE_BITS:
+                known = _no_lanes(size)
+                break
+        none = _no_lanes(size)
+        cta = [none if not _has(b, CTA) else known if _one(b) is not None else _cta_lanes(b, size, known)
+               for _, b in pairs]
+        touched = np.logical_or.reduce(cta) if len(cta) > 1 else cta[0] if cta else none
         # a guard that depends on the CTA index other than through decisions decides whether the write happens:
         # the destination is opaque in every lane it guards, written here or not
         guarded = _varies(guard_bits, size, active) if guard is not None else None
@@ -211,11 +242,12 @@ def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=No
     def before(m, active):
         (x, tx), (y, ty) = a(m), b(m)
         size = m.size
-        both = _full(tx, size) | _full(ty, size)
-        for extra in ([guard] if guard is not None else []) + list(inputs):
-            both = both | _full(extra(m)[1], size)
-        if not _has(both, CTA | OPAQUE):
+        taints = [tx, ty] + [extra(m)[1] for extra in ([guard] if guard is not None else []) + list(inputs)]
+        if not any(_has(bits, CTA | OPAQUE) for bits in taints):
             return None              # neither opaque nor affine anywhere: no decision to record
+        both = _full(tx, size) | _full(ty, size)
+        for bits in taints[2:]:
+            both = both | _full(bits, size)
         opaque = active & ((both & OPAQUE) != 0)
         if opaque.any():
             m.watch.unclassable(opaque)
@@ -229,7 +261,7 @@ def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=No
                             | (((_full(ty, size) & CTA) != 0) & ~((vy >= 0) & (vy < limit))))
         if outside.any():
             m.watch.unclassable(outside)
-        m.watch.decide(instruction, affine, np.sign(vx - vy))
+        m.watch.decide(instruction, affine, vx - vy)
         return affine
 
     def after(m, active, affine):
@@ -247,19 +279,21 @@ def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool =
 
     def before(m, active):
         size = m.size
-        if guard is None and not any(_has(operand(m)[1], forbidden) for operand in addresses) and \
-                not any(_has(operand(m)[1], CTA | OPAQUE) for operand in constant):
-            return None              # nothing can vary between the CTAs of a box
+        holds, guard_bits = guard(m) if guard is not None else (None, None)
+        constant_bits = [operand(m)[1] for operand in constant]
+        address_bits = [address(m)[1] for address in addresses]
+        # a guard, operand or address without any dependence on the CTA index (most) cannot vary in a box
+        varying = [bits for bits in [guard_bits, *constant_bits] if bits is not None and _has(bits, CTA | OPAQUE)]
+        address_bits = [bits for bits in address_bits if _has(bits, forbidden)]
+        if not varying and not address_bits:
+            return None
         bad = np.zeros(size, dtype=bool)
-        executing = active
-        if guard is not None:
-            holds, bits = guard(m)
+        for bits in varying:
             bad |= _varies(bits, size, active)
-            executing = active & _full(holds, size)     # a class-constant guard: the same lanes in every CTA
-        for operand in constant:
-            bad |= _varies(operand(m)[1], size, active)
-        for address in addresses:
-            bad |= executing & ((_full(address(m)[1], size) & forbidden) != 0)
+        # a class-constant guard: the same lanes in every CTA
+        executing = active if holds is None else active & _full(holds, size)
+        for bits in address_bits:
+            bad |= executing & ((_full(bits, size) & forbidden) != 0)
         if bad.any():
             m.watch.unclassable(bad)
         return None
@@ -382,27 +416,87 @@ def _comparison(slot: Slot, ctx: Context, guard) -> Check | None:
 
 
 class Watch:
-    """Per machine: every CTA's decisions, and which CTAs met a use no class argument covers."""
+    """Per machine: every CTA's decisions, and which CTAs met a use no class argument covers.  The differences
+    ``a - b`` of each CTA's first decisions (:data:`KEPT_DIFFERENCES` in all) are kept beside their signs: where two
+    corners first decide differently, they say at which CTA between them the decision changes
+    (:func:`boundaries`)."""
 
     def __init__(self, checks: list[Check | None], ctas: int, padded: int):
         self.checks = checks
         self.ctas, self.padded = ctas, padded
         self.records: list[list[bytes]] = [[] for _ in range(ctas)]
+        self.differences: list[list[np.ndarray]] = [[] for _ in range(ctas)]
+        self.kept = np.zeros(ctas, dtype=np.int64)       # differences kept per CTA (lanes)
+        self.keep = max(padded, KEPT_DIFFERENCES // ctas)  # at most, per CTA
         self.opaque = np.zeros(ctas, dtype=bool)
 
     def unclassable(self, threads: np.ndarray) -> None:
         self.opaque |= threads.reshape(self.ctas, self.padded).any(axis=1)
 
-    def decide(self, instruction: int, threads: np.ndarray, sign: np.ndarray) -> None:
-        codes = np.where(threads, sign + 2, 0).astype(np.int8).reshape(self.ctas, self.padded)
+    def decide(self, instruction: int, threads: np.ndarray, difference: np.ndarray) -> None:
+        """Record the sign of ``difference`` (the exact ``a - b`` per thread) where ``threads`` decide."""
+        codes = np.where(threads, np.sign(difference) + 2, 0).astype(np.int8).reshape(self.ctas, self.padded)
         rows = threads.reshape(self.ctas, self.padded).any(axis=1)
         head = instruction.to_bytes(4, "little")
+        differences = np.where(threads, difference, 0.0).reshape(self.ctas, self.padded)
         for cta in np.flatnonzero(rows).tolist():
             self.records[cta].append(head + codes[cta].tobytes())
+            if self.kept[cta] < self.keep:
+                self.differences[cta].append(differences[cta].copy())
+                self.kept[cta] += self.padded
 
     def signature(self, index: int) -> bytes | None:
         """The CTA's decisions in order; None when it met an opaque use."""
         return None if self.opaque[index] else b"".join(self.records[index])
+
+    def decisions(self, index: int) -> "Decisions":
+        return Decisions(self.records[index], self.differences[index])
+
+
+#: Differences (thread values, float64) the decisions of one machine's CTAs keep for :func:`boundaries`, at most:
+#: 8 MiB (a decision past them splits a box in the middle instead).
+KEPT_DIFFERENCES = 1 << 20
+
+
+@dataclass
+class Decisions:
+    """A CTA's decisions in order (instruction and per-thread sign codes), and the differences of the first."""
+
+    records: list[bytes]
+    differences: list[np.ndarray]
+
+
+def boundaries(low: Decisions, high: Decisions, span: int) -> list[int]:
+    """Where two corners ``span`` CTAs apart along one axis first decide differently, the offsets from the low
+    corner (1..span, ascending) at which that decision's sign changes: every decision before is the same at
+    both corners, so the same in every CTA between (the class argument), and the differing one is an affine
+    function of the CTA coordinate there, ``f(t) = f(0) + c·t`` per thread; its sign changes where ``f``
+    reaches 0 and, where it lands on 0 exactly, once more right after.  Empty when that cannot be read off (no
+    kept difference, or not affine); at most :data:`MAX_CUTS` (the first ones)."""
+    position = next((i for i, (a, b) in enumerate(zip(low.records, high.records)) if a != b), None)
+    if position is None or position >= min(len(low.differences), len(high.differences)):
+        return []
+    a, b = low.records[position], high.records[position]
+    if a[:4] != b[:4] or len(a) != len(b):
+        return []
+    deciding = np.frombuffer(a[4:], dtype=np.int8) != 0
+    if not np.array_equal(deciding, np.frombuffer(b[4:], dtype=np.int8) != 0):
+        return []
+    start, end = low.differences[position][deciding], high.differences[position][deciding]
+    step = (end - start) / span
+    changes = np.sign(start) != np.sign(end)
+    if not changes.any() or not np.array_equal(step, np.round(step)):
+        return []
+    start, step = start[changes], step[changes]
+    # the first t where f(t) has left f(0)'s side: ceil(-f(0)/c) (f(0) = 0: at once)
+    zero = np.where(start == 0, 0.0, np.ceil(-start / step))
+    lands = (start == 0) | (start + step * zero == 0)
+    cuts = np.concatenate([np.maximum(zero, 1.0), zero[lands & (zero < span)] + 1.0])
+    return [int(t) for t in np.unique(cuts[(cuts >= 1) & (cuts <= span)])[:MAX_CUTS]]
+
+
+#: Cuts one failed box is split at, at most (each adds a box whose corners must run).
+MAX_CUTS = 4
 
 
 def compile_checks(program: Program, ctx: Context) -> list[Check | None]:
@@ -424,13 +518,18 @@ class Box:
     def corners(self) -> list[tuple[int, int, int]]:
         return sorted(set(product(*[(l, h) for l, h in zip(self.low, self.high)])))
 
-    def split(self, axis: int) -> tuple["Box", "Box"]:
-        middle = (self.low[axis] + self.high[axis]) // 2
-        high = list(self.high)
-        high[axis] = middle
-        low = list(self.low)
-        low[axis] = middle + 1
-        return Box(self.low, tuple(high)), Box(tuple(low), self.high)
+    def split(self, axis: int, starts: list[int] | None = None) -> list["Box"]:
+        """Boxes along ``axis``, each new one beginning at a coordinate of ``starts`` (ascending, inside the box
+        and past its low corner; default: two halves)."""
+        if not starts:
+            starts = [(self.low[axis] + self.high[axis]) // 2 + 1]
+        boxes, first = [], self.low[axis]
+        for end in [*starts, self.high[axis] + 1]:
+            low, high = list(self.low), list(self.high)
+            low[axis], high[axis] = first, end - 1
+            boxes.append(Box(tuple(low), tuple(high)))
+            first = end
+        return boxes
 
     def describe(self) -> str:
         return " × ".join(f"{l}" if l == h else f"{l}–{h}" for l, h in zip(self.low, self.high))
@@ -443,6 +542,7 @@ class CtaRun:
     signature: bytes | None
     accesses: WarpAccesses
     unresolved: dict = field(default_factory=dict)   # (instruction, reason) → executions left out
+    decisions: Decisions | None = None                # the signature's parts, with differences (boundaries)
 
 
 @dataclass
@@ -456,20 +556,28 @@ def linear(coordinate: tuple[int, int, int], grid: tuple[int, int, int]) -> int:
     return coordinate[0] + grid[0] * (coordinate[1] + grid[1] * coordinate[2])
 
 
-def same_class(box: Box, runs: dict[tuple, CtaRun], row_bytes: int) -> tuple[bool, int | None, bool]:
+def same_class(box: Box, runs: dict[tuple, CtaRun], row_bytes: int) -> tuple[bool, int | None, bool, list[int]]:
     """(whether every CTA of ``box`` provably counts like its low corner, an axis worth splitting, whether no
     two CTAs apart along that axis can ever share a class: their addresses move by a whole number of bytes
-    per CTA that is not a whole number of bank rows)."""
+    per CTA that is not a whole number of bank rows, the coordinates along that axis where new boxes begin:
+    where a decision changes, :func:`boundaries`; empty: split in the middle)."""
     corners = box.corners()
     base = runs[box.low]
     if base.signature is None:
-        return False, None, False
+        return False, None, False, []
     shifts: dict[int, np.ndarray] = {}
     for corner in corners[1:]:
         run = runs[corner]
         axes = [axis for axis in range(3) if corner[axis] != box.low[axis]]
         if run.signature != base.signature or not _aligned(base.accesses, run.accesses):
-            return False, axes[0] if len(axes) == 1 else None, False
+            if len(axes) != 1:
+                return False, None, False, []
+            axis = axes[0]
+            cuts = []
+            if run.signature is not None and run.signature != base.signature \
+                    and base.decisions is not None and run.decisions is not None:
+                cuts = boundaries(base.decisions, run.decisions, box.high[axis] - box.low[axis])
+            return False, axis, False, [box.low[axis] + t for t in cuts]
         if len(axes) == 1:
             axis = axes[0]
             shift = _uniform_shift(base.accesses, run.accesses)
@@ -478,15 +586,15 @@ def same_class(box: Box, runs: dict[tuple, CtaRun], row_bytes: int) -> tuple[boo
                 # the corners agree, so addresses are affine along the axis: a step per CTA that is whole but
                 # not whole rows fails in every smaller box too
                 hopeless = shift is not None and not np.any(shift % span) and bool(np.any((shift // span) % row_bytes))
-                return False, axis, hopeless
+                return False, axis, hopeless, []
             shifts[axis] = shift
     for corner in corners[1:]:
         axes = [axis for axis in range(3) if corner[axis] != box.low[axis]]
         if len(axes) > 1:
             shift = _uniform_shift(base.accesses, runs[corner].accesses)
             if shift is None or not np.array_equal(shift, sum(shifts[axis] for axis in axes)):
-                return False, None, False
-    return True, None, False
+                return False, None, False, []
+    return True, None, False, []
 
 
 def _aligned(a: WarpAccesses, b: WarpAccesses) -> bool:
@@ -514,11 +622,14 @@ def _uniform_shift(a: WarpAccesses, b: WarpAccesses) -> np.ndarray | None:
 def partition(grid: tuple[int, int, int], run: Callable[[list[tuple[int, int, int]]], dict[tuple, CtaRun]],
               row_bytes: int, budget: int, accept: Callable[[Box, CtaRun], None],
               batch_ctas: int) -> Partition:
-    """Bisect the grid into proved boxes; ``accept`` gets each as soon as it is proved (then its runs are
-    dropped, so memory holds one level's corners at most).  Stops splitting once ``budget`` CTAs were
-    emulated; the boxes left are returned for the caller to emulate CTA by CTA."""
+    """Split the grid into proved boxes: where a decision changes between two corners, at the CTAs where it
+    changes (:func:`boundaries`), else in the middle.  ``accept`` gets each box as soon as it
+    is proved; a run is kept only while it is a corner of a box still to prove (at most ``batch_ctas`` of them),
+    so memory holds about one batch of corners.  Stops splitting once ``budget`` CTAs were emulated; the boxes
+    left are returned for the caller to emulate CTA by CTA."""
     result = Partition()
     pending = [Box((0, 0, 0), tuple(g - 1 for g in grid))]
+    known: dict[tuple, CtaRun] = {}          # runs of corners of pending boxes, from earlier batches
     while pending:
         if result.emulated >= budget:
             result.left.extend(pending)
@@ -530,17 +641,20 @@ def partition(grid: tuple[int, int, int], run: Callable[[list[tuple[int, int, in
             box = pending.pop(0)
             todo.append(box)
             for corner in box.corners():
-                if corner not in queued:
+                if corner not in queued and corner not in known:
                     queued.add(corner)
                     corners.append(corner)
-        runs = run(corners)
+        runs = {corner: known[corner] for box in todo for corner in box.corners() if corner in known}
+        if corners:
+            runs.update(run(corners))
         result.emulated += len(corners)
         if all(r.signature is None for r in runs.values()):
             # every corner met a use of the CTA index no class argument covers: splitting cannot help
             result.left.extend(todo + pending)
             return result
         for box in todo:
-            ok, axis, hopeless = (True, None, False) if box.size == 1 else same_class(box, runs, row_bytes)
+            ok, axis, hopeless, starts = (True, None, False, []) if box.size == 1 else \
+                same_class(box, runs, row_bytes)
             if ok:
                 result.classes.append(box)
                 accept(box, runs[box.low])
@@ -553,7 +667,11 @@ def partition(grid: tuple[int, int, int], run: Callable[[list[tuple[int, int, in
                 result.left.append(box)          # the CTA index reaches a decision no class argument covers
                 continue
             if axis is None or extents[axis] == 0:
-                axis = int(np.argmax(extents))
-            pending.extend(box.split(axis))
+                axis, starts = int(np.argmax(extents)), []
+            pending.extend(box.split(axis, starts))
+        wanted = {corner for box in pending for corner in box.corners()}
+        known = {corner: r for corner, r in runs.items() if corner in wanted}
+        if len(known) > batch_ctas:
+            known = dict(list(known.items())[:batch_ctas])
         del runs
     return result

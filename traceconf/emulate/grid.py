@@ -14,7 +14,7 @@ number of CTAs are exact (``scale`` = number of CTAs).  Otherwise:
 * ``Launch.ctas`` < CTAs: that many CTAs spread evenly over the grid, a
   stated sample (``sampled`` = (analysed, total)).
 * else, where the level can prove them (:mod:`.classes`), CTA classes: the
-  grid is bisected into boxes whose CTAs provably count alike; one corner of
+  grid is split into boxes whose CTAs provably count alike; one corner of
   each runs and stands for the box.  Boxes the budget could not prove run CTA
   by CTA.
 * else every CTA runs (``scale`` = 1).  CTAs that may share written global
@@ -283,7 +283,7 @@ def _classes(grid, runner: _Runner, launch: Launch, per_chunk: int, total: int) 
         for index, corner in enumerate(corners):
             mine = np.flatnonzero(accesses.cta == ids[index])
             runs[corner] = CtaRun(machine.watch.signature(index), accesses.take(mine),
-                                  unresolved_of(machine, ids[index]))
+                                  unresolved_of(machine, ids[index]), machine.watch.decisions(index))
         return runs
 
     def accept(box: Box, corner: CtaRun) -> None:

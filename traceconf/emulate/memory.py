@@ -232,6 +232,7 @@ def global_without_data(address, ctx, write):
 def note_reads_without_data(m, ctx, address: np.ndarray, bits: np.ndarray) -> None:
     """Name, for the reasons, the pointer parameters and module globals (``__device__`` variables: their
     addresses are known, their contents followed only with --data) global memory is read through."""
+    address, bits = np.broadcast_arrays(address, bits)      # a taint may be one scalar for every thread
     known = address[(bits & taint.UNKNOWN) == 0]
     module_globals = [name for name, base in ctx.globals.items()
                       if ((known >= U64(base)) & (known < U64(base + BUFFER_SPACING))).any()]

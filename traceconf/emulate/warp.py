@@ -31,15 +31,10 @@ def _group_or(bits, participating) -> np.ndarray:
     return np.repeat(np.bitwise_or.reduce(bits, axis=1), GROUP)
 
 
-def shuffle(m, mask, mode: str, value, value_bits, lane_arg, lane_bits, clamp_arg, clamp_bits):
-    """shfl.sync / SHFL (``mode``: up, down, bfly, idx): (value read, its taint, whether the source lane was in
-    range, that predicate's taint) per thread; a source lane not taking part gives an undefined value."""
-    participating = _participants(m, mask)
-    value = np.broadcast_to(value, (m.size,))
-    value_bits = np.broadcast_to(value_bits, (m.size,))
-    lane = (m.lane % GROUP).astype(np.int64)
-    bval = (np.broadcast_to(lane_arg, (m.size,)) & U64(31)).astype(np.int64)
-    clamp = np.broadcast_to(clamp_arg, (m.size,))
+def _source_lanes(mode: str, lane: np.ndarray, lane_arg, clamp_arg) -> tuple[np.ndarray, np.ndarray]:
+    """(the lane each lane reads, whether it was in range) of a shuffle, for lanes ``lane`` (0..31)."""
+    bval = (np.broadcast_to(lane_arg, lane.shape) & U64(31)).astype(np.int64)
+    clamp = np.broadcast_to(clamp_arg, lane.shape)
     cval = (clamp & U64(31)).astype(np.int64)
     segment = ((clamp >> U64(8)) & U64(31)).astype(np.int64)
     max_lane = (lane & segment) | (cval & ~segment)
@@ -50,7 +45,33 @@ def shuffle(m, mask, mode: str, value, value_bits, lane_arg, lane_bits, clamp_ar
     else:
         source = {"down": lane + bval, "bfly": lane ^ bval, "idx": min_lane | (bval & ~segment)}[mode]
         in_range = source <= max_lane
-    source = np.where(in_range, source, lane)
+    return np.where(in_range, source, lane), in_range
+
+
+_GROUP_LANES = np.arange(GROUP, dtype=np.int64)
+
+
+def shuffle(m, mask, mode: str, value, value_bits, lane_arg, lane_bits, clamp_arg, clamp_bits):
+    """shfl.sync / SHFL (``mode``: up, down, bfly, idx): (value read, its taint, whether the source lane was in
+    range, that predicate's taint) per thread; a source lane not taking part gives an undefined value."""
+    participating = _participants(m, mask)
+    if np.ndim(lane_arg) == 0 and np.ndim(clamp_arg) == 0:
+        # one lane operand and clamp for every thread (reductions' SHFL.BFLY by an immediate): one pattern over a
+        # 32-lane group serves every group
+        source, in_range = _source_lanes(mode, _GROUP_LANES, lane_arg, clamp_arg)
+        groups = m.size // GROUP
+
+        def gathered(array):
+            return np.broadcast_to(array, (m.size,)).reshape(groups, GROUP)[:, source].reshape(-1)
+        absent = ~gathered(participating)
+        result_bits = (value_bits if np.ndim(value_bits) == 0 else gathered(value_bits)) | lane_bits | clamp_bits
+        if absent.any():
+            result_bits = result_bits | np.where(absent, taint.UNMODELLED, taint.ZERO)
+        return gathered(value), result_bits, np.tile(in_range.astype(np.uint64), groups), lane_bits | clamp_bits
+    value = np.broadcast_to(value, (m.size,))
+    value_bits = np.broadcast_to(value_bits, (m.size,))
+    lane = (m.lane % GROUP).astype(np.int64)
+    source, in_range = _source_lanes(mode, lane, lane_arg, clamp_arg)
     thread = np.arange(m.size) - lane + source
     result_bits = value_bits[thread] | lane_bits | clamp_bits | \
         np.where(participating[thread], taint.ZERO, taint.UNMODELLED)

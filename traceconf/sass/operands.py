@@ -12,6 +12,7 @@ writes to them are dropped.  A 64-bit operand (``R2.64``) is the pair
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -33,9 +34,9 @@ _ADDRESS = re.compile(r"(?:desc\[(?P<desc>[^\]]+)\])?\[(?P<terms>[^\]]*)\]$")
 _TERM = re.compile(r"\s*([+-]?)\s*([^+\-\s]+)")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Operand:
-    """One parsed SASS operand."""
+    """One parsed SASS operand (shared by every reader of the same text: :func:`parse_operand` keeps them)."""
 
     kind: str                       # reg | pred | imm | float | const | address | special | label | other
     text: str
@@ -49,7 +50,10 @@ class Operand:
     bank: int = 0
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def parse_operand(text: str) -> Operand:
+    """The operand ``text`` names; a kernel's set-up parses each of its operands several times (semantics,
+    dataflow, class checks), and a listing repeats a few thousand texts: they are parsed once."""
     text = text.strip()
     match = _REGISTER.match(text)
     if match:

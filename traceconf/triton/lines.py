@@ -12,6 +12,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 _FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]+)"', re.M)
 _LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+[^/\n]*(?://\s*(.*))?$")
 _FRAME = re.compile(r"([^\s@\[\]]+):(\d+):\d+")
@@ -33,15 +36,21 @@ def python_lines(ptx: str, library: Path) -> dict[int, tuple[str, int]]:
     by_name: dict[str, str] = {}
     for path in files.values():
         by_name.setdefault(Path(path).name, path)
+    library_paths: dict[str, bool] = {}       # a kernel names a few files in thousands of .loc lines
+
+    def in_library(path: str) -> bool:
+        if path not in library_paths:
+            library_paths[path] = _is_library(path, library)
+        return library_paths[path]
     out, current = {}, None
     for number, line in enumerate(ptx.splitlines(), 1):
         loc = _LOC.match(line)
         if loc:
             current = None
             path = files.get(int(loc.group(1)))
-            if path and _is_library(path, library) and loc.group(3):
+            if path and loc.group(3) and in_library(path):
                 frames = [(by_name.get(name, name), int(row)) for name, row in _FRAME.findall(loc.group(3))]
-                current = next((frame for frame in frames[1:] if not _is_library(frame[0], library)), None)
+                current = next((frame for frame in frames[1:] if not in_library(frame[0])), None)
         elif current is not None:
             out[number] = current
     return out
@@ -57,9 +66,16 @@ def with_python_lines(frame, ptx: str):
     lines = python_lines(ptx, triton_library())
     if not lines or "ptx_line" not in frame:
         return frame
+    found = [lines.get(int(ptx_line)) if ptx_line == ptx_line and ptx_line is not None else None
+             for ptx_line in frame["ptx_line"]]
+    moved = np.array([place is not None for place in found], dtype=bool)
+    if not moved.any():
+        return frame
     frame = frame.copy()
-    for index, ptx_line in frame["ptx_line"].items():
-        found = lines.get(int(ptx_line)) if ptx_line == ptx_line and ptx_line is not None else None
-        if found:
-            frame.loc[index, ["source_file", "source_line", "source"]] = [found[0], found[1], f"{found[0]}:{found[1]}"]
+    places = [place for place in found if place is not None]
+    # one assignment per column (a row at a time costs pandas' indexing machinery per row)
+    for column, values in (("source_file", [file for file, _ in places]), ("source_line", [line for _, line in places]),
+                           ("source", [f"{file}:{line}" for file, line in places])):
+        frame.loc[moved, column] = pd.Series(values, index=frame.index[moved], dtype=frame[column].dtype) \
+            if column in frame else values
     return frame
