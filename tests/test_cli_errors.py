@@ -45,6 +45,7 @@ def test_unreadable_inputs(files, name, message):
     (["--block", "32", "--grid", "0x8000000000000000"], "cannot run: grid x = 9,223,372,036,854,775,808"),
     (["--block", "32", "--grid", "0x8000000000000000"], "(the launch: --block, --grid, --dynamic-smem"),  # (cli)
     (["--block", "32", "--param", "oops"], "--param: expected NAME_OR_INDEX=VALUE"),
+    (["--block", "32", "--launches", "\n\n"], "--launches: no file named: the value is blank"),   # (issue 25)
 ])
 def test_bad_options(args, message):
     from tests.conftest import FIXTURES

@@ -48,6 +48,8 @@ class LaunchEntry:
 def read_launch_file(path: str | Path) -> tuple[LaunchEntry, ...]:
     """The entries of a launch file, validated; errors name the file, the line and the key."""
     path = str(path)
+    if not path.strip():      # an unset variable in a job script: no file to name, so name the option
+        raise InputError(f"no file named: the value is blank ({path!r})", "--launches")
     text, data = read_toml(path)
     unknown = sorted(set(data) - {"launch"})
     if unknown:
