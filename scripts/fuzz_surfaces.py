@@ -612,7 +612,8 @@ class Surfaces:
         if code == 2:      # the option, or a file named on the command line (the input, a value read as a path)
             lines = err.getvalue().strip().split("\n")     # progress notes may come before the refusal
             usage = lines[0].startswith("Usage:")    # click's own refusal: a box naming the option or argument
-            assert (any("--" in line or any(line.startswith(f"{word}:") for word in argv[2:]) for line in lines)
+            assert (any("--" in line or any(line.startswith((f"{word}:", f"{word!r}:")) for word in argv[2:])
+                        for line in lines)
                     or usage and any(word in err.getvalue() for word in ("'--", "argument", "option"))), \
                 f"a refusal naming neither option nor file: {text[-500:]}"
         return " ".join(argv[1:]).encode(), ".txt"

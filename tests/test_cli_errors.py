@@ -105,3 +105,10 @@ def test_bad_data_at_sass_level_is_located_at_the_ptx_line_of_the_load(data_file
     import re
     where = {level: _bad_data(data_files, data, level).stderr.split(": kernel ")[0] for level in ("ptx", "sass")}
     assert re.fullmatch(r".*datadep\.sm_90\.ptx:\d+", where["ptx"]) and where["sass"] == where["ptx"], where
+
+
+def test_a_file_name_with_a_line_break_stays_one_line():
+    """Found by the issue-25 campaign (cli surface): a value with a newline and U+2028 taken as an input file
+    ('--output --ptxas-option 33\\n\\u2028 -1') split the refusal over lines; the name is quoted, escaped."""
+    result = _run("analyze", "33\n\u2028 -1", "--block", "32")
+    assert result.returncode == 2 and result.stderr.strip() == "'33\\n\\u2028 -1': no such file", result.stderr

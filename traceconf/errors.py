@@ -25,7 +25,10 @@ class InputError(Exception):
         self.source_line = source_line
 
     def location(self) -> str:
-        parts = [p for p in (self.file, self.line, self.column) if p is not None]
+        # a file name holding a line break or another unprintable character is quoted with it escaped: the
+        # message stays one line (a shell variable with a newline, a fuzzed argument)
+        file = self.file if self.file is None or self.file.isprintable() else repr(self.file)
+        parts = [p for p in (file, self.line, self.column) if p is not None]
         return ":".join(str(p) for p in parts)
 
     def __str__(self) -> str:
