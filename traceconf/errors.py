@@ -27,7 +27,7 @@ class InputError(Exception):
     def location(self) -> str:
         # a file name holding a line break or another unprintable character is quoted with it escaped: the
         # message stays one line (a shell variable with a newline, a fuzzed argument)
-        file = self.file if self.file is None or self.file.isprintable() else repr(self.file)
+        file = self.file if self.file is None or str(self.file).isprintable() else repr(str(self.file))
         parts = [p for p in (file, self.line, self.column) if p is not None]
         return ":".join(str(p) for p in parts)
 
