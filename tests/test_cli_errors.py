@@ -46,6 +46,8 @@ def test_unreadable_inputs(files, name, message):
     (["--block", "32", "--grid", "0x8000000000000000"], "(the launch: --block, --grid, --dynamic-smem"),  # (cli)
     (["--block", "32", "--param", "oops"], "--param: expected NAME_OR_INDEX=VALUE"),
     (["--block", "32", "--launches", "\n\n"], "--launches: no file named: the value is blank"),   # (issue 25)
+    (["--block", "32", "--device", "18446744\\073709551616"],        # a backslash makes it a path (cli surface)
+     "18446744\\073709551616: cannot read rule file: No such file"),
 ])
 def test_bad_options(args, message):
     from tests.conftest import FIXTURES

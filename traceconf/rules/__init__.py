@@ -235,7 +235,7 @@ def load_rule_set(name_or_path: str | Path) -> RuleSet:
     ``"RTX 4090"``, ``mi300x``; see :func:`resolve_device`), or a user file by path (``"./my_gpu.toml"``)."""
     text = str(name_or_path)
     if isinstance(name_or_path, Path) or text.endswith(".toml") or "/" in text or "\\" in text:
-        return _load_file(str(Path(text).resolve()))
+        return _load_file(str(Path(text).resolve()), text)
     return _load_builtin(resolve_device(text))
 
 
@@ -299,13 +299,14 @@ def _load_builtin(name: str) -> RuleSet:
     return _build(_read(str(path), path.read_text(encoding="utf-8")), "builtin", expect_name=name)
 
 
-def _load_file(path: str) -> RuleSet:
+def _load_file(path: str, typed: str | None = None) -> RuleSet:
     """A user rule file, read on every call (a page of TOML), built once per content: a file edited between
-    two calls is read again."""
+    two calls is read again.  ``typed``: the name as the user gave it (a file that cannot be read is named so:
+    it may be a device name mistyped with a slash or backslash)."""
     try:
         data = Path(path).read_bytes()
     except OSError as error:
-        raise RuleFileError(f"cannot read rule file: {error.strerror}", path) from None
+        raise RuleFileError(f"cannot read rule file: {error.strerror}", typed or path) from None
     if len(data) > MAX_RULE_FILE_BYTES:
         raise RuleFileError(f"{len(data):,} bytes: a rule file is at most {MAX_RULE_FILE_BYTES:,} bytes of TOML", path)
     try:
