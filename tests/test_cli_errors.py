@@ -114,3 +114,10 @@ def test_a_file_name_with_a_line_break_stays_one_line():
     ('--output --ptxas-option 33\\n\\u2028 -1') split the refusal over lines; the name is quoted, escaped."""
     result = _run("analyze", "33\n\u2028 -1", "--block", "32")
     assert result.returncode == 2 and result.stderr.strip() == "'33\\n\\u2028 -1': no such file", result.stderr
+
+
+def test_a_file_name_with_leading_space_is_quoted():
+    """Found by the issue-25 campaign (cli surface): '--output --block " 0xffffffffffffffff"' made the value an
+    input file; its name, leading space and all, is quoted so the refusal shows it whole."""
+    result = _run("analyze", " 0xffffffffffffffff", "--block", "32")
+    assert result.returncode == 2 and result.stderr.strip() == "' 0xffffffffffffffff': no such file", result.stderr

@@ -25,9 +25,11 @@ class InputError(Exception):
         self.source_line = source_line
 
     def location(self) -> str:
-        # a file name holding a line break or another unprintable character is quoted with it escaped: the
-        # message stays one line (a shell variable with a newline, a fuzzed argument)
-        file = self.file if self.file is None or str(self.file).isprintable() else repr(str(self.file))
+        # a file name holding a line break or another unprintable character, or starting or ending in a space, is
+        # quoted (escaped): the message stays one line and the name is seen whole (a shell variable, a fuzzed
+        # argument)
+        name = None if self.file is None else str(self.file)
+        file = name if name is None or name.isprintable() and name == name.strip() else repr(name)
         parts = [p for p in (file, self.line, self.column) if p is not None]
         return ":".join(str(p) for p in parts)
 
