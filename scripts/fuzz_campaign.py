@@ -52,10 +52,10 @@ FIXED = ["- resume (seed 2521), a first run stopped at 13,230 inputs: a manifest
          "  full run (3 of 100,000): a done unit whose partition list was emptied vouched for nothing and was",
          "  skipped.  Both fixed in Dataset.written (tests/test_reliability.py::",
          "  test_resume_does_not_trust_a_partition_the_manifest_no_longer_vouches_for,",
-         "  test_a_unit_whose_manifest_lost_its_partitions_is_not_written); the resume row predates the second fix.",
+         "  test_a_unit_whose_manifest_lost_its_partitions_is_not_written); the resume row is a re-run after both.",
          "- traces (seed 2502): a canonical trace whose ldmatrix no rule set can count was reported naming no file;",
          "  now located at the trace (tests/test_robust.py::test_a_trace_no_device_can_count_names_its_file); the",
-         "  traces row predates the fix.",
+         "  traces row is a re-run after the fix.",
          "- `fuzz_ptx.py --seed 2501`, a first run stopped at 401,164 inputs: `setp` with one source operand was",
          "  an IndexError mid-run; now a located error at compile time",
          "  (tests/test_robust.py::test_setp_with_too_few_sources_is_a_located_error).",
@@ -65,7 +65,13 @@ FIXED = ["- resume (seed 2521), a first run stopped at 13,230 inputs: a manifest
          "  (tests/test_cli_errors.py::test_bad_options).",
          "- Library errors that are not ValueError/OSError (pyarrow.ArrowException and its kin, zstandard.ZstdError,",
          "  lzma.LZMAError, struct.error, zlib.error) are data errors at every input boundary",
-         "  (traceconf.errors.data_errors; tests/test_robust.py::test_every_library_data_error_becomes_a_located_message)."]
+         "  (traceconf.errors.data_errors; tests/test_robust.py::test_every_library_data_error_becomes_a_located_message).",
+         "- cli (seed 2530), three earlier full runs: a value taken as an input file whose name holds a line break",
+         "  (8 of 5,000) or starts with a space, or a --device value with a backslash (read as a rule file's path,",
+         "  named by its resolved path), gave refusals that split over lines or did not show the name typed: names",
+         "  are now quoted and escaped where needed and a rule file is named as typed (tests/test_cli_errors.py::",
+         "  test_a_file_name_with_a_line_break_stays_one_line, test_a_file_name_with_leading_space_is_quoted,",
+         "  test_bad_options); a blank --launches value now names the option. The cli row is the run after them."]
 
 
 def command(script: str, arguments: list[str], report: Path, crashes: Path) -> list[str]:
