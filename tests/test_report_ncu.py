@@ -14,7 +14,7 @@ from test_report_support import transpose_analysis
 from traceconf.cli import app
 from traceconf.errors import InputError
 from traceconf.analyses.results import kernel_table
-from traceconf.analyses.ncu import compare, opcode_kind, read_counters_csv, read_source_csv
+from traceconf.analyses.ncu import MeasuredKernel, compare, opcode_kind, read_counters_csv, read_source_csv
 from traceconf.analyses.ncu_predict import match_tables
 
 NCU = FIXTURES / "ncu"
@@ -58,6 +58,17 @@ def test_unmatched_kernel_is_an_input_error():
     with pytest.raises(InputError, match=r"no kernel of the report \(transpose_unpadded.*\) is a kernel of this "
                                          r"input \(other\)"):
         match_tables(tables, ["other"], None, "t.ptx")
+
+
+def test_kernel_option_selects_the_reports_kernels_as_analyze_does():
+    """--kernel picks among the input's kernels as every command does (per pattern its best tier): ``reduce``
+    is the kernel of that name, not every kernel whose name holds it; a pattern naming none is refused so."""
+    tables = [("r.csv", MeasuredKernel(name)) for name in ("reduce", "reduce_big")]
+    assert [(m.name, k) for m, k in match_tables(tables, ["reduce", "reduce_big"], ["reduce"], "t.ptx")] == [
+        ("reduce", "reduce")]
+    with pytest.raises(InputError, match=r"no kernel matches 'reduse'; did you mean 'reduce'") as info:
+        match_tables(tables, ["reduce", "reduce_big"], ["reduse"], "t.ptx")
+    assert info.value.file == "t.ptx"
 
 
 @pytest.mark.parametrize("text, message, line", [

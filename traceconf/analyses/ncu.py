@@ -173,11 +173,6 @@ def read_source_csv(path: str | Path) -> list[MeasuredKernel]:
     return [kernel for n, kernel in enumerate(kernels) if n == 0 or kernel != kernels[n - 1]]
 
 
-def kernel_matches(measured: str | None, predicted: str) -> bool:
-    """ncu names kernels demangled with parameters (``foo(float *, int)``) or mangled; PTX by its entry name."""
-    return measured is None or same_kernel(measured, predicted)
-
-
 @dataclass
 class Comparison:
     """Measured vs predicted, per kernel: totals, per kind, per CUDA line."""

@@ -15,7 +15,7 @@ from traceconf.analyses.ncu_launches import HOW_TO_EXPORT, ProfiledLaunch, pair_
 from traceconf.emulate.launch import LaunchRequest, parameter_name
 from traceconf.errors import InputError
 from traceconf.launches import LaunchEntry
-from traceconf.names import KernelPattern, function_name, readable, same_kernel
+from traceconf.names import function_name, readable, same_kernel, select_kernels
 from traceconf.pipeline import KernelAnalysis, KernelFailure, input_format, run_program, run_trace
 
 
@@ -65,7 +65,7 @@ def predict(path: str, tables: list[tuple[str, MeasuredKernel]], launches: list[
     fmt = input_format(path)
     if fmt not in PROGRAM_FORMATS:        # a trace holds its launches: read once, matched by name
         done, failures = run_trace(path, kernels, [rules], memory_limit=request.memory_limit)
-        matched = match_tables(tables, [a.kernel for a in done], kernels, path)
+        matched = match_tables(tables, [a.kernel for a in done], None, path)     # run_trace selected them
         return ([Predicted(t, k, next(a for a in done if a.kernel == k), None) for t, k in matched], failures,
                 _unmatched(tables, matched, path))
     if fmt == "ptx":          # parsed once: its kernel names now, assembled below for the launches found
@@ -112,10 +112,11 @@ def _unmatched(tables: list[tuple[str, MeasuredKernel]], matched: list, path: st
 
 def match_tables(tables: list[tuple[str, MeasuredKernel]], found: list[str], kernels: list[str] | None,
              path: str) -> list[tuple[MeasuredKernel, str]]:
-    """(table, the input's kernel it names) for each table whose kernel the input has and ``kernels`` selects;
-    a table named by the bare function (``ncu --print-kernel-base function``) goes with the input's only kernel
-    of that function, an unnamed table with the input's only (selected) kernel."""
-    selected = [k for k in found if not kernels or any(KernelPattern(p).tier(k) is not None for p in kernels)]
+    """(table, the input's kernel it names) for each table whose kernel the input has and ``kernels`` selects (as
+    every command selects them: :func:`traceconf.names.select_kernels`); a table named by the bare function
+    (``ncu --print-kernel-base function``) goes with the input's only kernel of that function, an unnamed table
+    with the input's only (selected) kernel."""
+    selected = select_kernels(found, kernels, path)
     pairs = []
     for _, table in tables:
         if table.name is None:
@@ -130,5 +131,5 @@ def match_tables(tables: list[tuple[str, MeasuredKernel]], found: list[str], ker
         names = ", ".join(t.name or "(unnamed)" for _, t in tables)
         raise InputError(f"no kernel of the report ({names}) is a kernel of this input"
                          + (" that --kernel selects" if kernels else "")
-                         + f" ({', '.join(map(readable, selected or found)) or 'none'})", file=path)
+                         + f" ({', '.join(map(readable, selected)) or 'none'})", file=path)
     return pairs
