@@ -86,9 +86,16 @@ def read_launch_table(path: str | Path, what: str) -> LaunchTable | None:
                        numbered[at + 1:])
 
 
+def is_ncu_rep(path: str | Path) -> bool:
+    """Whether a REPORT is Nsight Compute's own file (read through ``ncu_report``) rather than a CSV export."""
+    return str(path).lower().endswith(".ncu-rep")
+
+
 def is_source_page(path: str | Path) -> bool:
-    """Whether a CSV is a Source page (a ``Source`` column beside the shared wavefronts) rather than a launch
-    page; decided from the first rows that name columns."""
+    """Whether a REPORT is a Source page (a CSV with a ``Source`` column beside the shared wavefronts) rather than
+    a launch page or a ``.ncu-rep``; a CSV is decided from the first rows that name columns."""
+    if is_ncu_rep(path):
+        return False
     try:
         with open(path, newline="", errors="replace") as handle:
             for number, row in enumerate(csv.reader(handle)):
@@ -191,7 +198,7 @@ def read_ncu_rep(path: str | Path) -> list[ProfiledLaunch]:
 
 def read_launches(path: str | Path) -> list[ProfiledLaunch]:
     """A launch page CSV or a ``.ncu-rep``."""
-    return read_ncu_rep(path) if str(path).lower().endswith(".ncu-rep") else read_launch_csv(path)
+    return read_ncu_rep(path) if is_ncu_rep(path) else read_launch_csv(path)
 
 
 def pair_launches(tables: list, launches: list[ProfiledLaunch],

@@ -10,13 +10,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from traceconf.analyses.ncu import MeasuredKernel
-from traceconf.analyses.ncu_launches import HOW_TO_EXPORT, ProfiledLaunch, pair_launches
+from traceconf.analyses.ncu import MeasuredKernel, read_source_csv
+from traceconf.analyses.ncu_launches import HOW_TO_EXPORT, ProfiledLaunch, is_source_page, pair_launches, read_launches
 from traceconf.emulate.launch import LaunchRequest, parameter_name
 from traceconf.errors import InputError
 from traceconf.launches import LaunchEntry
 from traceconf.names import function_name, readable, same_kernel, select_kernels
 from traceconf.pipeline import KernelAnalysis, KernelFailure, input_format, run_program, run_trace
+
+
+def read_reports(reports: list) -> tuple[list[tuple[str, MeasuredKernel]], list[ProfiledLaunch]]:
+    """The Source-page tables (with the file each is in) and the profiled launches of every REPORT."""
+    tables, profiled = [], []
+    for report in reports:
+        if is_source_page(report):
+            tables += [(str(report), table) for table in read_source_csv(report)]
+        else:
+            profiled += read_launches(report)
+    if not tables:
+        raise InputError("no Source page among the reports: export one with ncu -i REPORT.ncu-rep --page source "
+                         "--csv --print-source sass > source.csv", file=str(reports[0]))
+    return tables, profiled
 
 
 @dataclass

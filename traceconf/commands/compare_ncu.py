@@ -56,7 +56,7 @@ def compare_ncu(
     the kernels and launches are the report's."""
     from traceconf.analyses.ncu import compare, read_counters_csv
     from traceconf.analyses.results import kernel_table
-    from traceconf.analyses.ncu_predict import predict
+    from traceconf.analyses.ncu_predict import predict, read_reports
     from traceconf.report.ncu import csv_text, render
 
     html = wants_html(format, output)
@@ -111,23 +111,6 @@ def compare_ncu(
             raise fail(error) from None
     report_failures(failures)
     exit_for_failures(failures)
-
-
-def read_reports(reports: list[Path]) -> tuple[list, list]:
-    """The Source-page tables (with the file each is in) and the profiled launches of every REPORT."""
-    from traceconf.analyses.ncu import read_source_csv
-    from traceconf.analyses.ncu_launches import is_source_page, read_launches
-
-    tables, profiled = [], []
-    for report in reports:
-        if not str(report).lower().endswith(".ncu-rep") and is_source_page(report):
-            tables += [(str(report), table) for table in read_source_csv(report)]
-        else:
-            profiled += read_launches(report)
-    if not tables:
-        raise InputError("no Source page among the reports: export one with ncu -i REPORT.ncu-rep --page source "
-                         "--csv --print-source sass > source.csv", file=str(reports[0]))
-    return tables, profiled
 
 
 def register(app: typer.Typer) -> None:
