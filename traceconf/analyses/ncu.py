@@ -34,7 +34,7 @@ from traceconf.errors import InputError
 from traceconf.analyses.ncu_launches import launch_dims, read_launch_table
 from traceconf.names import same_kernel
 from traceconf.numbers import INT64_MAX, read_count, read_int
-from traceconf.sass.opcodes import shared_op
+from traceconf.sass.opcodes import opcode_text, shared_op
 
 #: Measured column → accepted header names (first found wins).
 COLUMNS = {
@@ -71,10 +71,8 @@ class MeasuredKernel:
 
 def opcode_kind(sass: str) -> str | None:
     """``@!P0 LDS.U.128 R4, [R2]`` → ``ld``; non-shared opcodes → None."""
-    tokens = sass.split()
-    if tokens and tokens[0].startswith("@"):
-        tokens = tokens[1:]
-    op = shared_op(tokens[0]) if tokens else None
+    opcode = opcode_text(sass)
+    op = shared_op(opcode) if opcode else None
     return op.kind if op is not None else None
 
 

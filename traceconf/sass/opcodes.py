@@ -293,6 +293,15 @@ def _parse(table: str) -> dict[str, SassOpcode]:
 OPCODES: dict[str, SassOpcode] = _parse(TABLE)
 
 
+def opcode_text(sass: str) -> str:
+    """The opcode of an instruction as SASS text writes it, its guard left out (``@!P0 LDS.U.128 R4, [R2]`` ->
+    ``LDS.U.128``); "" for text without one."""
+    tokens = sass.split()
+    if tokens and tokens[0].startswith("@"):
+        tokens = tokens[1:]
+    return tokens[0] if tokens else ""
+
+
 def opcode_of(mnemonic: str) -> SassOpcode | None:
     """The table's line for a mnemonic (``LDS``; no modifiers), None when it is not modelled."""
     return OPCODES.get(mnemonic.upper())

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.errors import InputError
+from traceconf.sass.opcodes import opcode_text
 from traceconf.schemas import ACCESS_INSTRUCTION_COLUMNS, ACCESSES, KINDS, LAUNCHES_KEY, OPS
 from traceconf.traces.kernel import (BLOCK_LIMITS, GRID_LIMITS, BadLines, InstructionsSeen, KernelStart, chunked,
                                      dims_problem)
@@ -353,9 +354,8 @@ class _Pivot:
         row = int(np.flatnonzero(table.column("instruction").to_numpy() == instruction)[0])
         said = {name: table.column(name)[row].as_py() for name in ACCESS_INSTRUCTION_COLUMNS.names
                 if name in table.column_names}
-        sass = said.get("sass") or kind
-        tokens = sass.split()
-        opcode = tokens[1] if tokens[0].startswith("@") and len(tokens) > 1 else tokens[0]
+        sass = (said.get("sass") or "").strip() or kind       # blank text is no text
+        opcode = opcode_text(sass) or kind
         return {"instruction": instruction, "pc": said.get("pc"), "sass": sass, "opcode": opcode, "kind": kind,
                 "bytes": int(accesses.bytes[execution]), "matrices": int(accesses.matrices[execution]),
                 "source_line": said.get("source_line")}
