@@ -73,6 +73,35 @@ MAX_ROW_GROUP_ROWS = 1 << 27
 MAX_ROW_GROUP_BYTES = 4 << 30
 
 
+def with_instructions(table: pa.Table, trace) -> pa.Table:
+    """A chunk's ACCESSES rows as ``traceconf convert`` writes them (CONVERTED_ACCESSES): with each instruction's
+    pc, SASS text and source line as the trace describes it (null where it records none)."""
+    from traceconf.schemas import CONVERTED_ACCESSES
+
+    ids, rows = np.unique(table.column("instruction").to_numpy(), return_inverse=True)
+    described = [trace.seen(int(i)) or {} for i in ids]
+    for name in ACCESS_INSTRUCTION_COLUMNS.names:
+        values = [recorded_text(d) if name == "sass" else d.get(name) for d in described]
+        field = ACCESS_INSTRUCTION_COLUMNS.field(name)
+        table = table.append_column(field, pa.array(values, field.type).take(pa.array(rows)))
+    return table.cast(CONVERTED_ACCESSES)
+
+
+def recorded_text(described: dict) -> str | None:
+    """The SASS text a trace recorded for an instruction; None where its kind stands in for it (a reader without
+    the text names the instruction by its kind, as :meth:`_Pivot._described` does, and has no pc)."""
+    text = described.get("sass")
+    return None if text == described.get("kind") and described.get("pc") is None else text
+
+
+def launches_metadata(launches: dict) -> dict[str, str]:
+    """The Parquet key-value metadata that carries each kernel's launch facts (``LAUNCHES_KEY``: what
+    :func:`_launches` gives back)."""
+    import json
+
+    return {LAUNCHES_KEY: json.dumps(launches, default=str)}
+
+
 def _launches(path: Path) -> dict:
     """The launch facts ``traceconf convert`` stored with each kernel (``LAUNCHES_KEY``); {} when none."""
     import json
