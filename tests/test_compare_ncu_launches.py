@@ -180,6 +180,17 @@ def test_a_report_naming_kernels_by_their_function_alone(tmp_path):
         ambiguous.stderr
 
 
+def test_a_source_page_naming_the_function_finds_its_launch_under_the_mangled_name(tmp_path):
+    """The Source page exported with --print-kernel-base function names `stride_words`, --kernel picks one
+    instance, the launch page (or a .ncu-rep) names the mangled template instance: both mean the input's
+    kernel, one rule decides it for the table and for the launches, so that launch is the table's."""
+    page = tmp_path / "source.csv"
+    page.write_text((PAGES / "stride_words_1.csv").read_text().replace("_Z12stride_wordsILi1EEvPKfPf", "stride_words"))
+    found = comparisons(run(page, DETAILS, CUDA / "strides.sm_90.ptx", "--kernel", "stride_words<1>", "-f", "json"))
+    assert [(c["kernel"], c["launch"]["block"]) for c in found] == [("_Z12stride_wordsILi1EEvPKfPf", [64, 1, 1])]
+    assert exact(found[0])
+
+
 def test_a_whole_report_export_of_three_launches_from_the_gpu():
     """A real export (tests/data/hw/ncu_reports, H200, Nsight Compute 2025.3.1): one ncu run of three transpose
     launches, two of one kernel on different grids; the Source page prints each launch's table twice (line info

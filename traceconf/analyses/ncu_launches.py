@@ -21,9 +21,9 @@ import csv
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from traceconf.errors import InputError
-from traceconf.names import same_kernel
 
 DETAILS_DYNAMIC = "Dynamic Shared Memory Per Block"
 RAW_DYNAMIC = "launch__shared_mem_per_block_dynamic"
@@ -201,9 +201,11 @@ def read_launches(path: str | Path) -> list[ProfiledLaunch]:
     return read_ncu_rep(path) if is_ncu_rep(path) else read_launch_csv(path)
 
 
-def pair_launches(tables: list, launches: list[ProfiledLaunch],
+def pair_launches(tables: list, launches: list[ProfiledLaunch], kernel_of: Callable[[str], str | None],
                   given: frozenset[str] = frozenset()) -> list[ProfiledLaunch | None]:
-    """The launch of each Source-page table (``MeasuredKernel``; None: no launch page has its kernel).
+    """The launch of each Source-page table (``MeasuredKernel``; None: no launch page has its kernel, or the input
+    does not).  ``kernel_of``: the input's kernel a name in the report means (None: none), one rule for the
+    tables' names and the launches' (a Source page may name a kernel by its function, a .ncu-rep mangled).
 
     Among the launches of the table's kernel, those that ran as many warps as the table's first instruction
     executed (every warp executes it once) are its candidates; one candidate, or several that differ only in
@@ -212,12 +214,13 @@ def pair_launches(tables: list, launches: list[ProfiledLaunch],
     differing = [key for key in ("grid", "block", "dynamic_smem") if key not in given]
     out = []
     for index, table in enumerate(tables):
-        if table.name is None:
+        kernel = kernel_of(table.name) if table.name is not None else None
+        if kernel is None:
             out.append(None)
             continue
-        mine = [launch for launch in launches if same_kernel(launch.kernel, table.name)]
+        mine = [launch for launch in launches if kernel_of(launch.kernel) == kernel]
         candidates = [m for m in mine if table.warps is None or m.warps() in (None, table.warps)]
-        same = [t for t in tables if t.name is not None and same_kernel(t.name, table.name)]
+        same = [t for t in tables if t.name is not None and kernel_of(t.name) == kernel]
         if len({tuple(getattr(m, key) for key in differing) for m in candidates}) == 1:
             ids = [str(m.id) for m in candidates]     # launches the table may be: all of them, named
             out.append(replace(candidates[0], id=", ".join(ids)) if len(ids) > 1 else candidates[0])

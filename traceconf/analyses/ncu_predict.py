@@ -93,7 +93,9 @@ def predict(path: str, tables: list[tuple[str, MeasuredKernel]], launches: list[
     matched = match_tables(tables, names, kernels, path)
     kernel_of = {id(t): k for t, k in matched}
     plan = []                 # every launch checked before any is assembled or run
-    for (report, table), launch in zip(tables, pair_launches([t for _, t in tables], launches, request.given)):
+    selected = select_kernels(names, kernels, path)
+    paired = pair_launches([t for _, t in tables], launches, lambda name: meant_kernel(name, selected), request.given)
+    for (report, table), launch in zip(tables, paired):
         if id(table) in kernel_of:
             kernel = kernel_of[id(table)]
             entry = _entry(kernel, launch, request)
@@ -126,19 +128,16 @@ def _unmatched(tables: list[tuple[str, MeasuredKernel]], matched: list, path: st
 
 def match_tables(tables: list[tuple[str, MeasuredKernel]], found: list[str], kernels: list[str] | None,
              path: str) -> list[tuple[MeasuredKernel, str]]:
-    """(table, the input's kernel it names) for each table whose kernel the input has and ``kernels`` selects (as
-    every command selects them: :func:`traceconf.names.select_kernels`); a table named by the bare function
-    (``ncu --print-kernel-base function``) goes with the input's only kernel of that function, an unnamed table
-    with the input's only (selected) kernel."""
+    """(table, the input's kernel it names: :func:`meant_kernel`) for each table whose kernel the input has and
+    ``kernels`` selects (as every command selects them: :func:`traceconf.names.select_kernels`); an unnamed
+    table goes with the input's only (selected) kernel."""
     selected = select_kernels(found, kernels, path)
     pairs = []
     for _, table in tables:
         if table.name is None:
             kernel = selected[0] if len(selected) == 1 else None
         else:
-            kernel = next((k for k in selected if same_kernel(table.name, k)), None)
-            bare = [k for k in selected if function_name(k) == table.name]
-            kernel = kernel or (bare[0] if len(bare) == 1 else None)
+            kernel = meant_kernel(table.name, selected)
         if kernel is not None:
             pairs.append((table, kernel))
     if not pairs:
@@ -147,3 +146,12 @@ def match_tables(tables: list[tuple[str, MeasuredKernel]], found: list[str], ker
                          + (" that --kernel selects" if kernels else "")
                          + f" ({', '.join(map(readable, selected)) or 'none'})", file=path)
     return pairs
+
+
+def meant_kernel(name: str, kernels: list[str]) -> str | None:
+    """The kernel of ``kernels`` a name in a report means: the same kernel however spelt (mangled, demangled), or
+    one named by its bare function (``ncu --print-kernel-base function``) where it is the only kernel of that
+    function; None otherwise."""
+    same = next((k for k in kernels if same_kernel(name, k)), None)
+    bare = [k for k in kernels if function_name(k) == name]
+    return same or (bare[0] if len(bare) == 1 else None)
