@@ -74,6 +74,9 @@ def test_kernel_option_selects_the_reports_kernels_as_analyze_does():
 @pytest.mark.parametrize("text, message, line", [
     ("a,b,c\n1,2,3\n", "no Source-page header", 1),
     ('"#","Address","Source","L1 Wavefronts Shared"\n"1","0x10","LDS R1, [R2]","x"\n', "is not a number", 2),
+    # a field the csv module refuses (over its size limit) is this file's error at its line, never an internal one
+    ('"#","Address","Source","L1 Wavefronts Shared"\n"1","0x10","' + "A" * 200_000 + '","1"\n',
+     "not a CSV export: field larger than field limit", 2),
 ])
 def test_bad_csv_is_located(tmp_path, text, message, line):
     path = tmp_path / "r.csv"

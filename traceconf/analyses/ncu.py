@@ -23,7 +23,6 @@ counter vs Source page").
 
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from traceconf.errors import InputError
-from traceconf.analyses.ncu_launches import launch_dims, read_launch_table
+from traceconf.analyses.ncu_launches import csv_rows, launch_dims, read_launch_table
 from traceconf.names import same_kernel
 from traceconf.numbers import INT64_MAX, read_count, read_int
 from traceconf.sass.opcodes import opcode_text, shared_op
@@ -115,14 +114,10 @@ def _kernel_label(row: list[str]) -> str | None:
 
 def read_source_csv(path: str | Path) -> list[MeasuredKernel]:
     """Every kernel table of an ncu Source-page CSV."""
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
     kernels: list[MeasuredKernel] = []
     pending: str | None = None
     index = None
-    for number, row in enumerate(csv.reader(text.splitlines()), 1):
+    for number, row in csv_rows(path):
         if not row or not any(c.strip() for c in row):
             continue
         header = _header_index(row)

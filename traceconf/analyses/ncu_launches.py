@@ -68,16 +68,29 @@ class LaunchTable:
         return row[index] if index is not None and index < len(row) else None
 
 
-def read_launch_table(path: str | Path, what: str) -> LaunchTable | None:
-    """The rows of ``ncu --page raw|details --csv`` under the header holding ``Kernel Name``; None if the file
-    has no such header (``what`` names the page in the error for an unreadable file)."""
+def csv_rows(path: str | Path, what: str | None = None) -> list[tuple[int, list[str]]]:
+    """The rows of an Nsight Compute CSV export, each with its line number; a file that cannot be read or that
+    the csv module refuses (a field over its size limit) is an error naming the file (and line), ``what``
+    naming the page."""
     try:
         text = Path(path).read_text(errors="replace")
     except OSError as exc:
-        raise InputError(f"cannot read {what}: {exc.strerror or exc}", file=str(path)) from None
+        raise InputError(f"cannot read{' ' + what if what else ''}: {exc.strerror or exc}", file=str(path)) from None
+    reader = csv.reader(text.splitlines())
+    rows = []
+    try:
+        for row in reader:
+            rows.append((reader.line_num, row))
+    except csv.Error as error:
+        raise InputError(f"not a CSV export: {error}", file=str(path), line=reader.line_num) from None
+    return rows
+
+
+def read_launch_table(path: str | Path, what: str) -> LaunchTable | None:
+    """The rows of ``ncu --page raw|details --csv`` under the header holding ``Kernel Name``; None if the file
+    has no such header (``what`` names the page in the error for an unreadable file)."""
     # ncu's own "==PROF==" / "==WARNING==" lines end up in the file when stdout was redirected whole
-    numbered = [(n, row) for n, row in enumerate(csv.reader(text.splitlines()), 1)
-                if row and not row[0].startswith("==")]
+    numbered = [(n, row) for n, row in csv_rows(path, what) if row and not row[0].startswith("==")]
     at = next((i for i, (_, row) in enumerate(numbered) if "Kernel Name" in [c.strip() for c in row]), None)
     if at is None:
         return None
@@ -108,6 +121,8 @@ def is_source_page(path: str | Path) -> bool:
                     break
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    except csv.Error:
+        pass           # the Source-page reader says where
     return True        # neither: read as a Source page, whose reader says what a Source page needs
 
 
