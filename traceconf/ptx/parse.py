@@ -95,9 +95,9 @@ class PtxModule:
 
     def module_globals(self, name: str) -> list[dict]:
         """The ``.global`` variables (``__device__``) of the module that holds function ``name`` (the emulator keeps
-        those the kernel's code names): name, bytes, initial contents (``init``: the initialiser's bytes, None when zero-initialised) and ``unknown``:
-        the initialiser holds addresses (``{f, g}``), which this level does not know; ``.extern`` ones are
-        defined elsewhere and left out."""
+        those the kernel's code names): name, bytes, initial contents (``init``: the initialiser's bytes, None
+        when zero-initialised) and ``unknown``: the initialiser holds addresses (``{f, g}``), which this level
+        does not know; ``.extern`` ones are defined elsewhere and left out."""
         header = self.modules[self._module_of.get(name, 0)]
         return [{"name": v.name, "bytes": v.bytes, "init": initial_bytes(v, self.path),
                  "unknown": any(isinstance(value, str) for value in v.initial or ())}
