@@ -92,6 +92,17 @@ def test_a_source_page_alone_says_what_is_missing_and_how_to_give_it():
                                  "launch page, ncu -i REPORT.ncu-rep --page details --csv > launches.csv, or --grid)"]
 
 
+def test_a_kernel_declaring_its_block_needs_no_launch_page(tmp_path):
+    """Whether the launch is known is the launch's rule (``.reqntid`` gives the block, as for analyze): a Source
+    page alone compares it, the grid taken as 1 and said."""
+    ptx = tmp_path / "strides.ptx"
+    ptx.write_text((CUDA / "strides.sm_90.ptx").read_text().replace(
+        "_Z12stride_wordsILi1EEvPKfPf_param_1\n)\n{", "_Z12stride_wordsILi1EEvPKfPf_param_1\n)\n.reqntid 64, 1, 1\n{", 1))
+    (found,) = comparisons(run(PAGES / "stride_words_1.csv", ptx, "-f", "json"))
+    assert found["launch"]["block"] == [64, 1, 1] and found["launch"]["grid"] == [1, 1, 1]
+    assert [note for note in found["notes"] if note.startswith("grid taken as 1")]
+
+
 def test_a_report_kernel_the_input_lacks_is_a_note_and_no_source_page_is_an_error():
     found = comparisons(run(PAGES / "stride_words_1.csv", PAGES / "transpose_tile_32x32.csv", RAW,
                             CUDA / "strides.sm_90.ptx", "-f", "json"))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from traceconf.analyses.ncu import MeasuredKernel, read_source_csv
 from traceconf.analyses.ncu_launches import HOW_TO_EXPORT, ProfiledLaunch, is_source_page, pair_launches, read_launches
-from traceconf.emulate.launch import LaunchRequest, parameter_name
+from traceconf.emulate.launch import LaunchRequest, block_and_origin, parameter_name
 from traceconf.errors import InputError
 from traceconf.launches import LaunchEntry
 from traceconf.names import function_name, readable, same_kernel, select_kernels
@@ -56,10 +56,11 @@ def _entry(kernel: str, profiled: ProfiledLaunch | None, request: LaunchRequest)
 
 
 def _check_launch(kernel: str, report: str, entry: LaunchEntry | None, request: LaunchRequest,
-                  notes: list[str]) -> None:
-    """An error when nothing gives the kernel's launch; a note for a grid taken as 1."""
+                  notes: list[str], declaration: dict) -> None:
+    """An error when nothing gives the kernel's launch (the report, the options, nor its declaration's block:
+    :func:`~traceconf.emulate.launch.block_and_origin` decides that); a note for a grid taken as 1."""
     has = lambda key: key in request.given or (entry is not None and getattr(entry, key) is not None)  # noqa: E731
-    if not has("block") and not has("grid"):
+    if not has("block") and not has("grid") and not _declares_block(declaration):
         raise InputError(f"{readable(kernel)}: the Source page does not give the launch (grid, block, dynamic "
                          f"shared memory); add the report's launch page as another REPORT ({HOW_TO_EXPORT}, or "
                          "--page raw --csv, or the .ncu-rep itself), or give --grid and --block "
@@ -67,6 +68,14 @@ def _check_launch(kernel: str, report: str, entry: LaunchEntry | None, request: 
     if not has("grid"):
         notes.append("grid taken as 1: neither the report nor the options give it (add the report's launch page, "
                      f"{HOW_TO_EXPORT}, or --grid)")
+
+
+def _declares_block(declaration: dict) -> bool:
+    try:
+        block_and_origin(None, declaration)
+    except InputError:
+        return False
+    return True
 
 
 def predict(path: str, tables: list[tuple[str, MeasuredKernel]], launches: list[ProfiledLaunch],
@@ -86,10 +95,11 @@ def predict(path: str, tables: list[tuple[str, MeasuredKernel]], launches: list[
         from traceconf.programs.ptx import PtxProgram
         from traceconf.ptx import parse_file
         module = parse_file(path)
-        names = PtxProgram(module).kernel_names()
+        declared = PtxProgram(module)
     else:
         ((program, sets),) = open_programs(path, fmt, level, [rules], request, kernels, ptxas_options)
-        names = program.kernel_names()
+        declared = program
+    names = declared.kernel_names()
     matched = match_tables(tables, names, kernels, path)
     kernel_of = {id(t): k for t, k in matched}
     plan = []                 # every launch checked before any is assembled or run
@@ -100,7 +110,7 @@ def predict(path: str, tables: list[tuple[str, MeasuredKernel]], launches: list[
             kernel = kernel_of[id(table)]
             entry = _entry(kernel, launch, request)
             notes: list[str] = []
-            _check_launch(kernel, report, entry, request, notes)
+            _check_launch(kernel, report, entry, request, notes, declared.declaration(kernel))
             plan.append((table, kernel, launch, entry, notes))
     if fmt == "ptx":
         entries = tuple(entry for *_, entry, _ in plan if entry is not None)
