@@ -71,6 +71,23 @@ def test_kernel_option_selects_the_reports_kernels_as_analyze_does():
     assert info.value.file == "t.ptx"
 
 
+def test_counters_of_launches_alike_in_grid_and_block_are_picked_by_the_reports_launch_id():
+    """Two launches of one kernel on the same grid and block (other parameters): the launch pages' ID says which
+    row of the counters CSV is the compared launch; without an ID both are shown, as before."""
+    from traceconf.analyses.ncu import KernelCounters
+    (measured,) = [m for m in read_source_csv(NCU / "transpose_cuda.csv") if m.name.startswith("transpose_unpadded")]
+    analysis = transpose_analysis()
+    counters = [KernelCounters(launch_id, "transpose_unpadded", (1, 1, 1), (32, 32, 1),
+                               {"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": wavefronts}, line)
+                for launch_id, wavefronts, line in (("3", 100, 2), ("7", 200, 3))]
+    facts = {"grid": [1, 1, 1], "block": [32, 32, 1]}
+    table = kernel_table(analysis, "sm_90")
+    picked = compare(measured, "transpose_unpadded", table, counters, facts, ("7",))
+    assert [entry["id"] for entry in picked.counters] == ["7"] and picked.launch["id"] == "7"
+    both = compare(measured, "transpose_unpadded", table, counters, facts)
+    assert [entry["id"] for entry in both.counters] == ["3", "7"] and both.launch["id"] is None
+
+
 @pytest.mark.parametrize("text, message, line", [
     ("a,b,c\n1,2,3\n", "no Source-page header", 1),
     ('"#","Address","Source","L1 Wavefronts Shared"\n"1","0x10","LDS R1, [R2]","x"\n', "is not a number", 2),

@@ -192,10 +192,11 @@ def _sum(rows, keys=("wavefronts", "ideal_wavefronts", "excess_wavefronts")) -> 
 
 def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table,
             counters: list[KernelCounters] | None = None, launch: dict | None = None,
-            launch_id: str | None = None) -> Comparison:
+            launch_ids: tuple[str, ...] = ()) -> Comparison:
     """``predicted``: RESULT_ROWS of one kernel on one device; ``counters``: the kernel-level counters CSV's
     launches (every kernel's), ``launch``: the predicted launch's facts (grid and block pick the CSV's rows);
-    ``launch_id``: the report's ID of the launch."""
+    ``launch_ids``: the report's IDs of the launch (several: launches the table may equally be), which pick
+    among the CSV's rows of that grid and block."""
     rows = predicted.to_pylist()
     shared_sass = [r for r in measured.sass if r.kind is not None or r.wavefronts]
     totals = {"measured": _sum(shared_sass or measured.cuda), "predicted": _sum(rows)}
@@ -222,10 +223,11 @@ def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table,
             notes.append(f"CUDA lines with shared wavefronts differ: only the report has {_lines(only_measured)}, "
                          f"only the prediction has {_lines(only_predicted)}; was the report made from another build "
                          "of the source (other line numbers) than this PTX's .loc lines?")
-    facts = {"id": launch_id, **{key: (launch or {}).get(key) for key in ("grid", "block", "dynamic_smem")}}
+    facts = {"id": ", ".join(launch_ids) or None, **{key: (launch or {}).get(key) for key in ("grid", "block", "dynamic_smem")}}
     result = Comparison(kernel, measured.name, totals, by_kind, by_line, notes, _by_pc(measured, rows), launch=facts)
     if counters is not None:
-        result.counters, counter_notes = kernel_level(counters, kernel, launch or {}, shared_sass, totals, rows)
+        result.counters, counter_notes = kernel_level(counters, kernel, launch or {}, shared_sass, totals, rows,
+                                                      launch_ids)
         result.notes += counter_notes
     return result
 
@@ -337,15 +339,18 @@ def read_counters_csv(path: str | Path) -> list[KernelCounters]:
 
 
 def kernel_level(counters: list[KernelCounters], kernel: str, launch: dict, shared_sass: list[MeasuredRow],
-                 totals: dict, predicted_rows: list[dict]) -> tuple[list[dict], list[str]]:
+                 totals: dict, predicted_rows: list[dict], launch_ids: tuple[str, ...] = ()
+                 ) -> tuple[list[dict], list[str]]:
     """The counters CSV's launches of `kernel` (those of the predicted grid and block when the CSV names
-    them), each op's counter beside the Source page's and the prediction's figures for the same op."""
+    them, of those the ones with the report's launch IDs where it has them), each op's counter beside the
+    Source page's and the prediction's figures for the same op."""
     named = [c for c in counters if same_kernel(c.kernel, kernel)]
     if not named:
         return [], [f"the kernel-level counters CSV has no launch of {kernel}"]
     dims = lambda value: tuple(value) if isinstance(value, (list, tuple)) else ()   # traces may not say
     grid, block = dims(launch.get("grid")), dims(launch.get("block"))
     same_launch = [c for c in named if c.grid == grid and c.block == block]
+    same_launch = [c for c in same_launch if c.id in launch_ids] or same_launch
     notes = []
     if grid and block and not same_launch and any(c.grid for c in named):
         notes.append(f"no launch in the kernel-level counters CSV has grid {grid} and block {block}; "

@@ -41,6 +41,12 @@ class ProfiledLaunch:
     dynamic_smem: int | None
     file: str                            # where the report says it, for messages
     line: int | None = None
+    alike: tuple[str, ...] = ()          # IDs of launches a table may equally be (they differ only in what the
+    #                                      command line gives)
+
+    def ids(self) -> tuple[str, ...]:
+        """The report's IDs this launch stands for: its own and those :attr:`alike`."""
+        return tuple(i for i in (self.id, *self.alike) if i is not None)
 
     def warps(self) -> int | None:
         """Warps the launch ran (None: grid or block unknown)."""
@@ -237,8 +243,8 @@ def pair_launches(tables: list, launches: list[ProfiledLaunch], kernel_of: Calla
         candidates = [m for m in mine if table.warps is None or m.warps() in (None, table.warps)]
         same = [t for t in tables if t.name is not None and kernel_of(t.name) == kernel]
         if len({tuple(getattr(m, key) for key in differing) for m in candidates}) == 1:
-            ids = [str(m.id) for m in candidates]     # launches the table may be: all of them, named
-            out.append(replace(candidates[0], id=", ".join(ids)) if len(ids) > 1 else candidates[0])
+            # launches the table may be: all of them, named
+            out.append(replace(candidates[0], alike=tuple(m.id for m in candidates[1:] if m.id is not None)))
         elif candidates and len(mine) == len(same):
             out.append(mine[sum(1 for t in tables[:index] if any(t is s for s in same))])
         elif mine:

@@ -86,7 +86,7 @@ def compare_ncu(
     except (InputError, *data_errors()) as error:   # the input boundary: bad data is the input's error
         raise fail(as_input_error(error, str(file))) from None
     comparisons = [compare(p.measured, p.kernel, kernel_table(p.analysis, rules.name), counters, p.analysis.launch,
-                           p.launch.id if p.launch else None) for p in predicted]
+                           p.launch.ids() if p.launch else ()) for p in predicted]
     for comparison, prediction in zip(comparisons, predicted):
         comparison.notes += prediction.notes + unmatched
     page = None
