@@ -111,7 +111,7 @@ def _width(family: str, mods: list[str]) -> int:
     entry = opcode_of(family)
     if "128" in mods or (entry is not None and entry.role == "matrix"):
         return 4
-    if family.startswith("D") or "WIDE" in mods or any("64" in m for m in mods):
+    if (entry is not None and "pairs" in entry.flags) or "WIDE" in mods or any("64" in m for m in mods):
         return 2
     return 1
 
