@@ -368,19 +368,21 @@ class _Pivot:
         if table.num_rows == 0:
             return
         accesses = self._pivot(table, row0)
-        new = sorted(set(np.unique(accesses.instruction).tolist()) - self.instructions)
-        if new:
-            self.instructions.update(new)
-            first = {i: int(np.flatnonzero(accesses.instruction == i)[0]) for i in new}
-            yield InstructionsSeen([self._described(table, i, accesses, first[i]) for i in new])
+        ids, first_executions = np.unique(accesses.instruction, return_index=True)
+        first = {i: e for i, e in zip(ids.tolist(), first_executions.tolist()) if i not in self.instructions}
+        if first:
+            self.instructions.update(first)
+            # each instruction's first row, found once for all (not a pass over the batch per instruction)
+            row_ids, first_rows = np.unique(table.column("instruction").to_numpy(), return_index=True)
+            rows = dict(zip(row_ids.tolist(), first_rows.tolist()))
+            yield InstructionsSeen([self._described(table, i, rows[i], accesses, e) for i, e in first.items()])
         yield from chunked(accesses, self.options.chunk_executions)
 
     @staticmethod
-    def _described(table: pa.Table, instruction: int, accesses: WarpAccesses, execution: int) -> dict:
+    def _described(table: pa.Table, instruction: int, row: int, accesses: WarpAccesses, execution: int) -> dict:
         """An instruction's description: its first row's pc, SASS text and source line where the table has
         them (a table without them names it by its kind)."""
         kind = KINDS[accesses.kind[execution]]
-        row = int(np.flatnonzero(table.column("instruction").to_numpy() == instruction)[0])
         said = {name: table.column(name)[row].as_py() for name in ACCESS_INSTRUCTION_COLUMNS.names
                 if name in table.column_names}
         sass = (said.get("sass") or "").strip() or kind       # blank text is no text
