@@ -18,6 +18,7 @@ that kernel (ncu prints launches in ID order on every page).
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,11 +49,11 @@ class ProfiledLaunch:
         """The report's IDs this launch stands for: its own and those :attr:`alike`."""
         return tuple(i for i in (self.id, *self.alike) if i is not None)
 
-    def warps(self) -> int | None:
-        """Warps the launch ran (None: grid or block unknown)."""
+    def warps(self, warp_size: int) -> int | None:
+        """Warps the launch ran on a device of ``warp_size`` lanes (None: grid or block unknown)."""
         if self.grid is None or self.block is None:
             return None
-        return self.grid[0] * self.grid[1] * self.grid[2] * -(-(self.block[0] * self.block[1] * self.block[2]) // 32)
+        return math.prod(self.grid) * -(-math.prod(self.block) // warp_size)
 
     def describe(self) -> str:
         dims = lambda d: "×".join(map(str, d)) if d else "?"    # noqa: E731
@@ -223,7 +224,7 @@ def read_launches(path: str | Path) -> list[ProfiledLaunch]:
 
 
 def pair_launches(tables: list, launches: list[ProfiledLaunch], kernel_of: Callable[[str], str | None],
-                  given: frozenset[str] = frozenset()) -> list[ProfiledLaunch | None]:
+                  warp_size: int, given: frozenset[str] = frozenset()) -> list[ProfiledLaunch | None]:
     """The launch of each Source-page table (``MeasuredKernel``; None: no launch page has its kernel, or the input
     does not).  ``kernel_of``: the input's kernel a name in the report means (None: none), one rule for the
     tables' names and the launches' (a Source page may name a kernel by its function, a .ncu-rep mangled).
@@ -240,7 +241,7 @@ def pair_launches(tables: list, launches: list[ProfiledLaunch], kernel_of: Calla
             out.append(None)
             continue
         mine = [launch for launch in launches if kernel_of(launch.kernel) == kernel]
-        candidates = [m for m in mine if table.warps is None or m.warps() in (None, table.warps)]
+        candidates = [m for m in mine if table.warps is None or m.warps(warp_size) in (None, table.warps)]
         same = [t for t in tables if t.name is not None and kernel_of(t.name) == kernel]
         if len({tuple(getattr(m, key) for key in differing) for m in candidates}) == 1:
             # launches the table may be: all of them, named

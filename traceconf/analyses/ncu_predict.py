@@ -104,7 +104,8 @@ def predict(path: str, tables: list[tuple[str, MeasuredKernel]], launches: list[
     kernel_of = {id(t): k for t, k in matched}
     plan = []                 # every launch checked before any is assembled or run
     selected = select_kernels(names, kernels, path)
-    paired = pair_launches([t for _, t in tables], launches, lambda name: meant_kernel(name, selected), request.given)
+    paired = pair_launches([t for _, t in tables], launches, lambda name: meant_kernel(name, selected),
+                           rules.warp_size, request.given)
     for (report, table), launch in zip(tables, paired):
         if id(table) in kernel_of:
             kernel = kernel_of[id(table)]
