@@ -10,9 +10,9 @@ import typer
 
 from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhaustive, Format, Grid, HtmlPictures,
                                         Kernels, Launches, Level, MaxSteps, MemoryLimit, Params, PtxasOptions, Seed,
-                                        TimeLimit, WorkLimit, check_input, exit_for_failures, fail, launch_request,
-                                        parse_pictures, report_failures, stdout_console, wants_html)
-from traceconf.errors import InputError, as_input_error, data_errors
+                                        TimeLimit, WorkLimit, check_input, exit_for_failures, fail, input_boundary,
+                                        launch_request, parse_pictures, report_failures, stdout_console, wants_html)
+from traceconf.errors import InputError
 from traceconf.programs import DEFAULT_LEVEL
 from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
 
@@ -61,7 +61,7 @@ def compare_ncu(
 
     html = wants_html(format, output)
     inputs = [*reports, file, *([raw] if raw else [])]
-    try:
+    with input_boundary(file):
         for report in reports:
             check_input(report)
         check_input(file, folder=True)
@@ -83,8 +83,6 @@ def compare_ncu(
         (rules,) = load_rule_sets([device])
         predicted, failures, unmatched = predict(str(file), tables, profiled, launch, kernel, rules, level,
                                                  ptxas_option)
-    except (InputError, *data_errors()) as error:   # the input boundary: bad data is the input's error
-        raise fail(as_input_error(error, str(file))) from None
     comparisons = [compare(p.measured, p.kernel, kernel_table(p.analysis, rules.name), counters, p.analysis.launch,
                            p.launch.ids() if p.launch else ()) for p in predicted]
     for comparison, prediction in zip(comparisons, predicted):
