@@ -104,10 +104,6 @@ def reading(source: str | None, line: int | None = None) -> Iterator[None]:
         raise located
 
 
-class InternalError(Exception):
-    """A bug of ours met while handling one input (kept per kernel, reported as such, exit status 70)."""
-
-
 def internal_message(error: BaseException) -> str:
     text = " ".join(str(error).split())[:200]
     return (f"internal error ({type(error).__name__}{': ' + text if text else ''}); this is a bug in traceconf, "
