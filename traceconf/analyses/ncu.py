@@ -223,7 +223,8 @@ def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table,
             notes.append(f"CUDA lines with shared wavefronts differ: only the report has {_lines(only_measured)}, "
                          f"only the prediction has {_lines(only_predicted)}; was the report made from another build "
                          "of the source (other line numbers) than this PTX's .loc lines?")
-    facts = {"id": ", ".join(launch_ids) or None, **{key: (launch or {}).get(key) for key in ("grid", "block", "dynamic_smem")}}
+    facts = {"id": ", ".join(launch_ids) or None,
+             **{key: (launch or {}).get(key) for key in ("grid", "block", "dynamic_smem")}}
     result = Comparison(kernel, measured.name, totals, by_kind, by_line, notes, _by_pc(measured, rows), launch=facts)
     if counters is not None:
         result.counters, counter_notes = kernel_level(counters, kernel, launch or {}, shared_sass, totals, rows,

@@ -46,8 +46,9 @@ class ProfiledLaunch:
     #                                      command line gives)
 
     def ids(self) -> tuple[str, ...]:
-        """The report's IDs this launch stands for: its own and those :attr:`alike`."""
-        return tuple(i for i in (self.id, *self.alike) if i is not None)
+        """The report's IDs this launch stands for: its own and those :attr:`alike` (a launch two launch pages
+        give, the details and the raw page, once)."""
+        return tuple(dict.fromkeys(i for i in (self.id, *self.alike) if i is not None))
 
     def warps(self, warp_size: int) -> int | None:
         """Warps the launch ran on a device of ``warp_size`` lanes (None: grid or block unknown)."""

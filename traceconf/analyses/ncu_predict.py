@@ -102,8 +102,8 @@ def predict(path: str, tables: list[tuple[str, MeasuredKernel]], launches: list[
     names = declared.kernel_names()
     matched = match_tables(tables, names, kernels, path)
     kernel_of = {id(t): k for t, k in matched}
-    plan = []                 # every launch checked before any is assembled or run
     selected = select_kernels(names, kernels, path)
+    plan = []                 # every launch checked before any is assembled or run
     paired = pair_launches([t for _, t in tables], launches, lambda name: meant_kernel(name, selected),
                            rules.warp_size, request.given)
     for (report, table), launch in zip(tables, paired):
