@@ -190,6 +190,10 @@ PTX_FACTS = ControlFacts(
     writes_carry=lambda slot: "cc" in (slot.row["modifiers"] or []))
 
 
+#: Operand kinds whose name (if any) is no register or symbol: constants and text.
+UNNAMED_OPERANDS = frozenset({"imm", "float", "string"})
+
+
 def read_registers(program: Program) -> frozenset[str]:
     """Register keys some instruction reads (a result nobody reads is dead: ptxas drops or rewrites it)."""
     found = set()
@@ -200,9 +204,9 @@ def read_registers(program: Program) -> frozenset[str]:
 
 
 def _read_keys(row: dict, slot: Slot) -> tuple[list[str], list[str]]:
-    """(keys read as values, keys read as addresses or guards): every name a source operand gives.  The operand's
-    kind says what is a register, not a ``%`` (PTX registers need none: ``.reg .b32 q<4>``); a name that is a
-    symbol has no writer, which costs nothing."""
+    """(keys read as values, keys read as addresses or guards): every name a source operand gives, a negated one
+    (``!%p3``, ``-%r2``) too.  Only an operand's kind rules a name out, never a missing ``%`` (PTX registers need
+    none: ``.reg .b32 q<4>``); a name that is a symbol or a label has no writer, which costs nothing."""
     operands = row["operands"] or []
     first = 0 if row["opcode"] in NO_DESTINATION or not operands or operands[0]["kind"] not in ("reg", "vector") \
         else 1
@@ -210,7 +214,7 @@ def _read_keys(row: dict, slot: Slot) -> tuple[list[str], list[str]]:
     if row.get("guard"):
         places.append(register_key(row["guard"].lstrip("!"), slot))
     for operand in operands[first:]:
-        if operand["kind"] not in ("reg", "vector", "address", "symbol"):
+        if operand["kind"] in UNNAMED_OPERANDS:
             continue
         names = list(operand.get("elements") or []) if operand["kind"] == "vector" else [operand.get("name")]
         keys = [register_key(name.lstrip("!"), slot) for name in names if name]
