@@ -165,7 +165,7 @@ class Surfaces:
         self.clean = None
         self.cache = Path(tempfile.mkdtemp(prefix="traceconf-fuzz-cache-"))   # outside the scratch folder
         self.tool_inputs: set[bytes] = set()
-        self.cli = None
+        self.cli_module = None              # traceconf.cli once the signal surface has warmed it
         self.once = None             # the units of the overlap surface's input, planned once
         self.counts: dict[str, int] = {}        # sub-cases of a surface, merged into the run's stages
 
@@ -438,15 +438,15 @@ class Surfaces:
                 "--param", "2=4096", "--grid", rng.choice(["1", "2", "8"]), "-o", str(target)]
         how = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
         delay = rng.choice([0.0, 0.001, 0.01, 0.05, 0.2]) * rng.random()
-        if self.cli is None:         # warm: one whole run here, so that a child imports nothing
+        if self.cli_module is None:         # warm: one whole run here, so that a child imports nothing
             import contextlib
 
             import traceconf.cli
-            self.cli = traceconf.cli
+            self.cli_module = traceconf.cli
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
                     contextlib.suppress(SystemExit):
                 sys.argv = argv[:-1] + [str(folder / "warm.json")]
-                self.cli.main()
+                self.cli_module.main()
         pid = os.fork()
         if pid == 0:                                      # the child: one CLI run, nothing of the parent's after
             code = 99
@@ -455,7 +455,7 @@ class Surfaces:
                 os.dup2(descriptor, 2)
                 os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
                 sys.argv = argv
-                self.cli.main()
+                self.cli_module.main()
                 code = 0
             except SystemExit as exit_:
                 code = exit_.code if isinstance(exit_.code, int) else 98
@@ -588,6 +588,9 @@ class Surfaces:
             edit = rng.random() < 0.2 and option != "--launches"
             argv += [option] if value is None else [option, mutate_text(value, rng, EDGE_INTEGERS) if edit else value]
         if "--output" in argv or "--resume" in argv:
+            # "--output" drawn above is the wish for an output, given here its value in the scratch folder (left
+            # bare, it took the next option as a folder name: a folder "--output" in the current directory)
+            argv = [arg for arg in argv if arg != "--output"]
             argv += ["--output", str(self.scratch() / rng.choice(["out.json", "out.csv", "results"]))]
         out, err = io.StringIO(), io.StringIO()
         code = 0

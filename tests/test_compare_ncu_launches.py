@@ -92,6 +92,17 @@ def test_a_source_page_alone_says_what_is_missing_and_how_to_give_it():
                                  "launch page, ncu -i REPORT.ncu-rep --page details --csv > launches.csv, or --grid)"]
 
 
+def test_a_kernel_declaring_its_block_needs_no_launch_page(tmp_path):
+    """Whether the launch is known is the launch's rule (``.reqntid`` gives the block, as for analyze): a Source
+    page alone compares it, the grid taken as 1 and said."""
+    ptx = tmp_path / "strides.ptx"
+    ptx.write_text((CUDA / "strides.sm_90.ptx").read_text().replace(
+        "_Z12stride_wordsILi1EEvPKfPf_param_1\n)\n{", "_Z12stride_wordsILi1EEvPKfPf_param_1\n)\n.reqntid 64, 1, 1\n{", 1))
+    (found,) = comparisons(run(PAGES / "stride_words_1.csv", ptx, "-f", "json"))
+    assert found["launch"]["block"] == [64, 1, 1] and found["launch"]["grid"] == [1, 1, 1]
+    assert [note for note in found["notes"] if note.startswith("grid taken as 1")]
+
+
 def test_a_report_kernel_the_input_lacks_is_a_note_and_no_source_page_is_an_error():
     found = comparisons(run(PAGES / "stride_words_1.csv", PAGES / "transpose_tile_32x32.csv", RAW,
                             CUDA / "strides.sm_90.ptx", "-f", "json"))
@@ -178,6 +189,17 @@ def test_a_report_naming_kernels_by_their_function_alone(tmp_path):
     ambiguous = run(words, CUDA / "strides.sm_90.ptx", "--block", "64")
     assert ambiguous.exit_code == 2 and "no kernel of the report (stride_words) is a kernel of this input" in \
         ambiguous.stderr
+
+
+def test_a_source_page_naming_the_function_finds_its_launch_under_the_mangled_name(tmp_path):
+    """The Source page exported with --print-kernel-base function names `stride_words`, --kernel picks one
+    instance, the launch page (or a .ncu-rep) names the mangled template instance: both mean the input's
+    kernel, one rule decides it for the table and for the launches, so that launch is the table's."""
+    page = tmp_path / "source.csv"
+    page.write_text((PAGES / "stride_words_1.csv").read_text().replace("_Z12stride_wordsILi1EEvPKfPf", "stride_words"))
+    found = comparisons(run(page, DETAILS, CUDA / "strides.sm_90.ptx", "--kernel", "stride_words<1>", "-f", "json"))
+    assert [(c["kernel"], c["launch"]["block"]) for c in found] == [("_Z12stride_wordsILi1EEvPKfPf", [64, 1, 1])]
+    assert exact(found[0])
 
 
 def test_a_whole_report_export_of_three_launches_from_the_gpu():

@@ -358,3 +358,24 @@ def test_an_indexed_branch_is_never_taken_as_a_jump_to_its_table():
     result = run(indexed)
     assert len(result.accesses) == 0
     assert any("indirect branch (brx.idx)" in note for note in result.notes + [u["reason"] for u in result.unresolved])
+
+
+def test_registers_named_without_a_percent_sign_are_followed_through_shared_memory():
+    # PTX registers need no "%": a value loaded from shared memory into q1 decides the next store's address, so
+    # shared contents must be kept for it (they were not while "which names are registers" read the "%")
+    module = kernel_module("""
+        .reg .b32 q<4>;
+        mov.u32 %r1, %tid.x;
+        shl.b32 %r2, %r1, 2;
+        mov.u32 %r3, tab;
+        add.u32 %r4, %r3, %r2;
+        mul.lo.u32 %r5, %r1, 128;
+        st.shared.u32 [%r4], %r5;
+        bar.sync 0;
+        ld.shared.u32 q1, [%r4];
+        mov.u32 %r6, data;
+        add.u32 %r7, %r6, q1;
+        st.shared.u32 [%r7], %r1;
+        ret;""", shared=".shared .align 4 .b32 tab[32];\n.shared .align 4 .b32 data[1024];\n")
+    stored = lanes_of(run(module), "[%r7]", module)
+    assert stored.shape == (1, 32) and (stored[0] - stored[0][0]).tolist() == (LANE * 128).tolist()

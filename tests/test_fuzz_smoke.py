@@ -50,11 +50,16 @@ def test_fuzz_traces_and_rules_smoke(harness, tmp_path):
     assert summary["distinct_failures"] == 0, summary["by_signature"]
 
 
-def test_fuzz_surfaces_smoke(harness, tmp_path):
+def test_fuzz_surfaces_smoke(harness, tmp_path, monkeypatch):
     """Every surface of issue 25 in turn (SASS listings, binaries, .tracez bombs, launch and rule files, --data,
-    compare inputs, outputs, --resume, options, overlapping inputs), oracles included."""
+    compare inputs, outputs, --resume, options, overlapping inputs), oracles included; nothing is written into
+    the current directory (an option left without its value once made a folder "--output" there)."""
     common, _, _, fuzz_surfaces = harness
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
     summary = _run(common, fuzz_surfaces.make_one(crashes=tmp_path), 25, tmp_path)
+    assert not list(here.iterdir())
     assert set(summary["stages"]) >= set(fuzz_surfaces.SURFACES), summary["stages"]
     assert summary["accepted"] and summary["input_errors"]
     assert summary["distinct_failures"] == 0, summary["by_signature"]
@@ -101,3 +106,22 @@ def test_a_signalled_run_leaves_its_output_as_it_was_or_whole(harness, seed):
     surfaces.counts = {}
     surfaces.signal(random.Random(seed))
     assert sum(surfaces.counts.values()) == 1, surfaces.counts
+
+
+def test_the_cli_surface_gives_every_output_its_scratch_path(harness):
+    """An --output the cli surface draws takes a path in its scratch folder (bare, it took the next option as a
+    folder name and wrote "--output" into the current directory)."""
+    _, _, _, fuzz_surfaces = harness
+    surfaces = fuzz_surfaces.Surfaces()
+    surfaces.counts = {}
+    seen = []
+
+    class Recorder:
+        def main(self, args, prog_name):
+            seen.append(list(args))
+            raise SystemExit(0)
+    surfaces.cli_command = Recorder()
+    for seed in range(200):
+        surfaces.cli(random.Random(seed))
+    outputs = [args[i + 1] for args in seen for i, arg in enumerate(args) if arg == "--output"]
+    assert outputs and all(path.startswith(str(surfaces.folder)) for path in outputs)

@@ -45,12 +45,13 @@ def _totals(analysis) -> dict[str, tuple[int, int]]:
 def test_ptx_and_cubin_give_the_same_module_globals():
     from traceconf.ptx.parse import parse_file
     from traceconf.sass.binary import load_binary
+    from traceconf.sass.emulate import reached_globals
     expected = [{"name": "counter", "bytes": 4, "init": None, "unknown": False},
                 {"name": "table", "bytes": 16, "init": struct.pack("<4i", 3, -1, 7, 8), "unknown": False},
                 {"name": "scale", "bytes": 4, "init": struct.pack("<f", 1.5), "unknown": False}]
     assert parse_file(FIXTURE.with_suffix(".sm_90.ptx")).module_globals("_Z7stridedPi")[:3] == expected
     cubin = load_binary(FIXTURE.with_suffix(".sm_90.cubin"))
-    assert cubin.module_globals("_Z7stridedPi") == expected    # the globals its code reads, not `stores`
+    assert reached_globals(cubin, "_Z7stridedPi") == expected    # the globals its code reads, not `stores`
     # constant bank 4 holds their addresses once the loader's relocations are applied
     addresses = {"counter": 1 << 40, "table": 2 << 40, "scale": 3 << 40}
     bank = cubin.constant_banks("_Z7stridedPi", addresses)[4]
@@ -127,3 +128,22 @@ def test_the_last_block_election_without_data_names_the_counter(row, suffix, lev
                     f"^{row['kernel']}$")
     assert analysis.unresolved
     assert all("__device__ variable retirement_count" in u["reason"] for u in analysis.unresolved)
+
+
+@pytest.mark.parametrize("code, reached", [
+    ("LDC.64 R2, c[0x4][RZ] ;", ["counter"]),                         # word 0
+    ("LDC.64 R2, c[0x4][0x8] ;", ["table"]),
+    ("LDC.64 R2, c[0x4][0x8+R4] ;", ["counter", "table", "scale"]),  # indexed by a register: any of them
+    ("CALL.REL.NOINC 0x40 ;", ["counter", "table", "scale"]),         # a callee's reads are not listed here
+    ("LDC R2, c[0x0][0x210] ;", []),                                  # a bank without relocations
+])
+def test_the_globals_a_kernels_code_reaches_through_its_constant_banks(code, reached):
+    """The SASS operand parser reads the constant-bank words (one parser for c[bank][word]); the opcode table says
+    what a call is."""
+    from traceconf.sass.emulate import reached_globals
+    from traceconf.sass.listing import parse_text
+    module = parse_text(f"\tcode for sm_90\n\t\tFunction : k\n        /*0000*/                   {code}\n"
+                        "        /*0010*/                   EXIT ;\n")
+    module.globals = [{"name": name, "bytes": 8, "init": None, "unknown": False} for name in ("counter", "table", "scale")]
+    module.relocations = {"": {4: [(0, "counter", 0, 8), (8, "table", 0, 8), (16, "scale", 0, 8)]}}
+    assert [v["name"] for v in reached_globals(module, "k")] == reached

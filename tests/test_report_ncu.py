@@ -14,7 +14,7 @@ from test_report_support import transpose_analysis
 from traceconf.cli import app
 from traceconf.errors import InputError
 from traceconf.analyses.results import kernel_table
-from traceconf.analyses.ncu import compare, opcode_kind, read_counters_csv, read_source_csv
+from traceconf.analyses.ncu import MeasuredKernel, compare, opcode_kind, read_counters_csv, read_source_csv
 from traceconf.analyses.ncu_predict import match_tables
 
 NCU = FIXTURES / "ncu"
@@ -60,9 +60,40 @@ def test_unmatched_kernel_is_an_input_error():
         match_tables(tables, ["other"], None, "t.ptx")
 
 
+def test_kernel_option_selects_the_reports_kernels_as_analyze_does():
+    """--kernel picks among the input's kernels as every command does (per pattern its best tier): ``reduce``
+    is the kernel of that name, not every kernel whose name holds it; a pattern naming none is refused so."""
+    tables = [("r.csv", MeasuredKernel(name)) for name in ("reduce", "reduce_big")]
+    assert [(m.name, k) for m, k in match_tables(tables, ["reduce", "reduce_big"], ["reduce"], "t.ptx")] == [
+        ("reduce", "reduce")]
+    with pytest.raises(InputError, match=r"no kernel matches 'reduse'; did you mean 'reduce'") as info:
+        match_tables(tables, ["reduce", "reduce_big"], ["reduse"], "t.ptx")
+    assert info.value.file == "t.ptx"
+
+
+def test_counters_of_launches_alike_in_grid_and_block_are_picked_by_the_reports_launch_id():
+    """Two launches of one kernel on the same grid and block (other parameters): the launch pages' ID says which
+    row of the counters CSV is the compared launch; without an ID both are shown, as before."""
+    from traceconf.analyses.ncu import KernelCounters
+    (measured,) = [m for m in read_source_csv(NCU / "transpose_cuda.csv") if m.name.startswith("transpose_unpadded")]
+    analysis = transpose_analysis()
+    counters = [KernelCounters(launch_id, "transpose_unpadded", (1, 1, 1), (32, 32, 1),
+                               {"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": wavefronts}, line)
+                for launch_id, wavefronts, line in (("3", 100, 2), ("7", 200, 3))]
+    facts = {"grid": [1, 1, 1], "block": [32, 32, 1]}
+    table = kernel_table(analysis, "sm_90")
+    picked = compare(measured, "transpose_unpadded", table, counters, facts, ("7",))
+    assert [entry["id"] for entry in picked.counters] == ["7"] and picked.launch["id"] == "7"
+    both = compare(measured, "transpose_unpadded", table, counters, facts)
+    assert [entry["id"] for entry in both.counters] == ["3", "7"] and both.launch["id"] is None
+
+
 @pytest.mark.parametrize("text, message, line", [
     ("a,b,c\n1,2,3\n", "no Source-page header", 1),
     ('"#","Address","Source","L1 Wavefronts Shared"\n"1","0x10","LDS R1, [R2]","x"\n', "is not a number", 2),
+    # a field the csv module refuses (over its size limit) is this file's error at its line, never an internal one
+    ('"#","Address","Source","L1 Wavefronts Shared"\n"1","0x10","' + "A" * 200_000 + '","1"\n',
+     "not a CSV export: field larger than field limit", 2),
 ])
 def test_bad_csv_is_located(tmp_path, text, message, line):
     path = tmp_path / "r.csv"

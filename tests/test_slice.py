@@ -107,6 +107,42 @@ def test_loads_naming_pointers_run_once_a_loaded_value_is_needed():
     assert _plan([pointer_load, loaded, E(places=frozenset({"x"}), seed=True)]) == [True, True, True]
 
 
+NEGATED_SOURCES = """.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry k()
+.reqntid 32
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .b32 q<2>;
+    .shared .align 4 .b32 data[2048];
+    mov.u32 %r1, %tid.x;
+    and.b32 %r2, %r1, 1;
+    setp.eq.u32 %p1, %r2, 0;
+    setp.lt.u32 %p2, %r1, 16;
+    and.pred %p3, %p1, %p2;
+    selp.b32 %r3, 1, 32, !%p3;
+    mul.lo.u32 q1, %r1, %r3;
+    shl.b32 %r5, q1, 2;
+    mov.u32 %r6, data;
+    add.u32 %r7, %r6, %r5;
+    st.shared.u32 [%r7], %r1;
+    ret;
+}
+"""
+
+
+def test_a_register_read_negated_or_without_a_percent_keeps_its_writer(tmp_path):
+    """``selp ..., !%p3`` reads %p3 (a pred_not operand) and q1 is a register without "%": the and.pred and the
+    mul that write them are kept, so the store's address is the full emulation's (it was reported unknown)."""
+    path = tmp_path / "negated.ptx"
+    path.write_text(NEGATED_SOURCES)
+    (analysis,) = assert_same(path, request(block=(32, 1, 1), grid=(1, 1, 1)))
+    assert not analysis["unresolved"] and [row["wavefronts"] for row in analysis["results"]] == [8]
+
+
 def test_full_emulation_switch(monkeypatch):
     monkeypatch.setenv(slicing.FULL_EMULATION, "1")
     assert slicing.plan([E(defs=frozenset({"r"})), E(seed=True)], [[1], [2]], frozenset()) is None

@@ -338,6 +338,21 @@ def test_stored_launch_facts_of_the_wrong_shape_are_not_given_back(tmp_path):
     assert next(open_trace(path)).kernel == kernel
 
 
+@pytest.mark.parametrize("text, described", [("   ", ("ld", "ld")), ("@!P0", ("@!P0", "ld")),
+                                             ("@!P0 LDS.U R4, [R2]", ("@!P0 LDS.U R4, [R2]", "LDS.U"))])
+def test_a_converted_tables_sass_text_names_its_opcode_or_its_kind(tmp_path, text, described):
+    """The instruction columns are input: blank SASS text is no text (the kind names the instruction), a guard
+    alone names no opcode; never an internal error."""
+    table = pq.read_table(REPO / "traces" / "canonical.parquet")
+    table = table.append_column("sass", pa.array([text] * table.num_rows, pa.string()))
+    pq.write_table(table, tmp_path / "texts.parquet")
+    kt = next(open_trace(tmp_path / "texts.parquet"))
+    for _ in kt.chunks():
+        pass
+    rows = [row for row in kt.instructions.to_pylist() if row["kind"] == "ld"]
+    assert rows and {(row["sass"], row["opcode"]) for row in rows} == {described}
+
+
 def test_trace_to_engine_wavefronts(generated):
     from traceconf import engine
     from traceconf.rules import load_rule_set

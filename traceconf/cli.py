@@ -91,10 +91,10 @@ def main() -> None:
     from traceconf.errors import EXIT_INPUT, InputError
 
     try:
-        sys.modules[__name__].app()
+        sys.modules[__name__].app()        # the module's app (built on first use; a test may put another there)
     except SystemExit as done:
         _closed_pipe(done)
-        raise        # the module's app (built on first use; a test may put another there)
+        raise
     except InputError as error:
         report_input_error(error)
         sys.exit(EXIT_INPUT)

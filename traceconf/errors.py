@@ -50,10 +50,11 @@ BUILTIN_DATA_ERRORS: tuple[type[BaseException], ...] = (UnicodeError, OSError, E
                                                          RecursionError, MemoryError)
 #: The error classes of the libraries that read our inputs, as (module, class): Arrow's base class (a damaged
 #: Parquet file can raise ArrowTypeError, ArrowNotImplementedError, ArrowCapacityError ...), a damaged
-#: .tracez frame, an .xz stream, a packed binary record.  Named here, never imported here: a library that was
-#: never imported raised nothing, and importing pyarrow only to name its error would slow every command.
+#: .tracez frame, an .xz stream, a packed binary record, a CSV row the csv module refuses.  Named here, never
+#: imported here: a library that was never imported raised nothing, and importing pyarrow only to name its
+#: error would slow every command.
 LIBRARY_DATA_ERRORS = (("pyarrow", "ArrowException"), ("zstandard", "ZstdError"), ("lzma", "LZMAError"),
-                       ("struct", "error"), ("zlib", "error"))
+                       ("struct", "error"), ("zlib", "error"), ("csv", "Error"))
 
 
 def data_errors() -> tuple[type[BaseException], ...]:
@@ -101,10 +102,6 @@ def reading(source: str | None, line: int | None = None) -> Iterator[None]:
         located = as_input_error(error, source)
         located.line = line
         raise located
-
-
-class InternalError(Exception):
-    """A bug of ours met while handling one input (kept per kernel, reported as such, exit status 70)."""
 
 
 def internal_message(error: BaseException) -> str:

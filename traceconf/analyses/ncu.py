@@ -23,7 +23,6 @@ counter vs Source page").
 
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,10 +30,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from traceconf.errors import InputError
-from traceconf.analyses.ncu_launches import launch_dims, read_launch_table
+from traceconf.analyses.ncu_launches import csv_rows, launch_dims, read_launch_table
 from traceconf.names import same_kernel
 from traceconf.numbers import INT64_MAX, read_count, read_int
-from traceconf.sass.opcodes import shared_op
+from traceconf.sass.opcodes import opcode_text, shared_op
 
 #: Measured column → accepted header names (first found wins).
 COLUMNS = {
@@ -71,10 +70,8 @@ class MeasuredKernel:
 
 def opcode_kind(sass: str) -> str | None:
     """``@!P0 LDS.U.128 R4, [R2]`` → ``ld``; non-shared opcodes → None."""
-    tokens = sass.split()
-    if tokens and tokens[0].startswith("@"):
-        tokens = tokens[1:]
-    op = shared_op(tokens[0]) if tokens else None
+    opcode = opcode_text(sass)
+    op = shared_op(opcode) if opcode else None
     return op.kind if op is not None else None
 
 
@@ -117,14 +114,10 @@ def _kernel_label(row: list[str]) -> str | None:
 
 def read_source_csv(path: str | Path) -> list[MeasuredKernel]:
     """Every kernel table of an ncu Source-page CSV."""
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
     kernels: list[MeasuredKernel] = []
     pending: str | None = None
     index = None
-    for number, row in enumerate(csv.reader(text.splitlines()), 1):
+    for number, row in csv_rows(path):
         if not row or not any(c.strip() for c in row):
             continue
         header = _header_index(row)
@@ -173,11 +166,6 @@ def read_source_csv(path: str | Path) -> list[MeasuredKernel]:
     return [kernel for n, kernel in enumerate(kernels) if n == 0 or kernel != kernels[n - 1]]
 
 
-def kernel_matches(measured: str | None, predicted: str) -> bool:
-    """ncu names kernels demangled with parameters (``foo(float *, int)``) or mangled; PTX by its entry name."""
-    return measured is None or same_kernel(measured, predicted)
-
-
 @dataclass
 class Comparison:
     """Measured vs predicted, per kernel: totals, per kind, per CUDA line."""
@@ -204,10 +192,11 @@ def _sum(rows, keys=("wavefronts", "ideal_wavefronts", "excess_wavefronts")) -> 
 
 def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table,
             counters: list[KernelCounters] | None = None, launch: dict | None = None,
-            launch_id: str | None = None) -> Comparison:
+            launch_ids: tuple[str, ...] = ()) -> Comparison:
     """``predicted``: RESULT_ROWS of one kernel on one device; ``counters``: the kernel-level counters CSV's
     launches (every kernel's), ``launch``: the predicted launch's facts (grid and block pick the CSV's rows);
-    ``launch_id``: the report's ID of the launch."""
+    ``launch_ids``: the report's IDs of the launch (several: launches the table may equally be), which pick
+    among the CSV's rows of that grid and block."""
     rows = predicted.to_pylist()
     shared_sass = [r for r in measured.sass if r.kind is not None or r.wavefronts]
     totals = {"measured": _sum(shared_sass or measured.cuda), "predicted": _sum(rows)}
@@ -234,10 +223,12 @@ def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table,
             notes.append(f"CUDA lines with shared wavefronts differ: only the report has {_lines(only_measured)}, "
                          f"only the prediction has {_lines(only_predicted)}; was the report made from another build "
                          "of the source (other line numbers) than this PTX's .loc lines?")
-    facts = {"id": launch_id, **{key: (launch or {}).get(key) for key in ("grid", "block", "dynamic_smem")}}
+    facts = {"id": ", ".join(launch_ids) or None,
+             **{key: (launch or {}).get(key) for key in ("grid", "block", "dynamic_smem")}}
     result = Comparison(kernel, measured.name, totals, by_kind, by_line, notes, _by_pc(measured, rows), launch=facts)
     if counters is not None:
-        result.counters, counter_notes = kernel_level(counters, kernel, launch or {}, shared_sass, totals, rows)
+        result.counters, counter_notes = kernel_level(counters, kernel, launch or {}, shared_sass, totals, rows,
+                                                      launch_ids)
         result.notes += counter_notes
     return result
 
@@ -349,15 +340,18 @@ def read_counters_csv(path: str | Path) -> list[KernelCounters]:
 
 
 def kernel_level(counters: list[KernelCounters], kernel: str, launch: dict, shared_sass: list[MeasuredRow],
-                 totals: dict, predicted_rows: list[dict]) -> tuple[list[dict], list[str]]:
+                 totals: dict, predicted_rows: list[dict], launch_ids: tuple[str, ...] = ()
+                 ) -> tuple[list[dict], list[str]]:
     """The counters CSV's launches of `kernel` (those of the predicted grid and block when the CSV names
-    them), each op's counter beside the Source page's and the prediction's figures for the same op."""
+    them, of those the ones with the report's launch IDs where it has them), each op's counter beside the
+    Source page's and the prediction's figures for the same op."""
     named = [c for c in counters if same_kernel(c.kernel, kernel)]
     if not named:
         return [], [f"the kernel-level counters CSV has no launch of {kernel}"]
     dims = lambda value: tuple(value) if isinstance(value, (list, tuple)) else ()   # traces may not say
     grid, block = dims(launch.get("grid")), dims(launch.get("block"))
     same_launch = [c for c in named if c.grid == grid and c.block == block]
+    same_launch = [c for c in same_launch if c.id in launch_ids] or same_launch
     notes = []
     if grid and block and not same_launch and any(c.grid for c in named):
         notes.append(f"no launch in the kernel-level counters CSV has grid {grid} and block {block}; "

@@ -18,12 +18,13 @@ that kernel (ncu prints launches in ID order on every page).
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from traceconf.errors import InputError
-from traceconf.names import same_kernel
 
 DETAILS_DYNAMIC = "Dynamic Shared Memory Per Block"
 RAW_DYNAMIC = "launch__shared_mem_per_block_dynamic"
@@ -41,12 +42,19 @@ class ProfiledLaunch:
     dynamic_smem: int | None
     file: str                            # where the report says it, for messages
     line: int | None = None
+    alike: tuple[str, ...] = ()          # IDs of launches a table may equally be (they differ only in what the
+    #                                      command line gives)
 
-    def warps(self) -> int | None:
-        """Warps the launch ran (None: grid or block unknown)."""
+    def ids(self) -> tuple[str, ...]:
+        """The report's IDs this launch stands for: its own and those :attr:`alike` (a launch two launch pages
+        give, the details and the raw page, once)."""
+        return tuple(dict.fromkeys(i for i in (self.id, *self.alike) if i is not None))
+
+    def warps(self, warp_size: int) -> int | None:
+        """Warps the launch ran on a device of ``warp_size`` lanes (None: grid or block unknown)."""
         if self.grid is None or self.block is None:
             return None
-        return self.grid[0] * self.grid[1] * self.grid[2] * -(-(self.block[0] * self.block[1] * self.block[2]) // 32)
+        return math.prod(self.grid) * -(-math.prod(self.block) // warp_size)
 
     def describe(self) -> str:
         dims = lambda d: "×".join(map(str, d)) if d else "?"    # noqa: E731
@@ -68,16 +76,29 @@ class LaunchTable:
         return row[index] if index is not None and index < len(row) else None
 
 
-def read_launch_table(path: str | Path, what: str) -> LaunchTable | None:
-    """The rows of ``ncu --page raw|details --csv`` under the header holding ``Kernel Name``; None if the file
-    has no such header (``what`` names the page in the error for an unreadable file)."""
+def csv_rows(path: str | Path, what: str | None = None) -> list[tuple[int, list[str]]]:
+    """The rows of an Nsight Compute CSV export, each with its line number; a file that cannot be read or that
+    the csv module refuses (a field over its size limit) is an error naming the file (and line), ``what``
+    naming the page."""
     try:
         text = Path(path).read_text(errors="replace")
     except OSError as exc:
-        raise InputError(f"cannot read {what}: {exc.strerror or exc}", file=str(path)) from None
+        raise InputError(f"cannot read{' ' + what if what else ''}: {exc.strerror or exc}", file=str(path)) from None
+    reader = csv.reader(text.splitlines())
+    rows = []
+    try:
+        for row in reader:
+            rows.append((reader.line_num, row))
+    except csv.Error as error:
+        raise InputError(f"not a CSV export: {error}", file=str(path), line=reader.line_num) from None
+    return rows
+
+
+def read_launch_table(path: str | Path, what: str) -> LaunchTable | None:
+    """The rows of ``ncu --page raw|details --csv`` under the header holding ``Kernel Name``; None if the file
+    has no such header (``what`` names the page in the error for an unreadable file)."""
     # ncu's own "==PROF==" / "==WARNING==" lines end up in the file when stdout was redirected whole
-    numbered = [(n, row) for n, row in enumerate(csv.reader(text.splitlines()), 1)
-                if row and not row[0].startswith("==")]
+    numbered = [(n, row) for n, row in csv_rows(path, what) if row and not row[0].startswith("==")]
     at = next((i for i, (_, row) in enumerate(numbered) if "Kernel Name" in [c.strip() for c in row]), None)
     if at is None:
         return None
@@ -86,9 +107,16 @@ def read_launch_table(path: str | Path, what: str) -> LaunchTable | None:
                        numbered[at + 1:])
 
 
+def is_ncu_rep(path: str | Path) -> bool:
+    """Whether a REPORT is Nsight Compute's own file (read through ``ncu_report``) rather than a CSV export."""
+    return str(path).lower().endswith(".ncu-rep")
+
+
 def is_source_page(path: str | Path) -> bool:
-    """Whether a CSV is a Source page (a ``Source`` column beside the shared wavefronts) rather than a launch
-    page; decided from the first rows that name columns."""
+    """Whether a REPORT is a Source page (a CSV with a ``Source`` column beside the shared wavefronts) rather than
+    a launch page or a ``.ncu-rep``; a CSV is decided from the first rows that name columns."""
+    if is_ncu_rep(path):
+        return False
     try:
         with open(path, newline="", errors="replace") as handle:
             for number, row in enumerate(csv.reader(handle)):
@@ -101,6 +129,8 @@ def is_source_page(path: str | Path) -> bool:
                     break
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    except csv.Error:
+        pass           # the Source-page reader says where
     return True        # neither: read as a Source page, whose reader says what a Source page needs
 
 
@@ -191,12 +221,14 @@ def read_ncu_rep(path: str | Path) -> list[ProfiledLaunch]:
 
 def read_launches(path: str | Path) -> list[ProfiledLaunch]:
     """A launch page CSV or a ``.ncu-rep``."""
-    return read_ncu_rep(path) if str(path).lower().endswith(".ncu-rep") else read_launch_csv(path)
+    return read_ncu_rep(path) if is_ncu_rep(path) else read_launch_csv(path)
 
 
-def pair_launches(tables: list, launches: list[ProfiledLaunch],
-                  given: frozenset[str] = frozenset()) -> list[ProfiledLaunch | None]:
-    """The launch of each Source-page table (``MeasuredKernel``; None: no launch page has its kernel).
+def pair_launches(tables: list, launches: list[ProfiledLaunch], kernel_of: Callable[[str], str | None],
+                  warp_size: int, given: frozenset[str] = frozenset()) -> list[ProfiledLaunch | None]:
+    """The launch of each Source-page table (``MeasuredKernel``; None: no launch page has its kernel, or the input
+    does not).  ``kernel_of``: the input's kernel a name in the report means (None: none), one rule for the
+    tables' names and the launches' (a Source page may name a kernel by its function, a .ncu-rep mangled).
 
     Among the launches of the table's kernel, those that ran as many warps as the table's first instruction
     executed (every warp executes it once) are its candidates; one candidate, or several that differ only in
@@ -205,15 +237,16 @@ def pair_launches(tables: list, launches: list[ProfiledLaunch],
     differing = [key for key in ("grid", "block", "dynamic_smem") if key not in given]
     out = []
     for index, table in enumerate(tables):
-        if table.name is None:
+        kernel = kernel_of(table.name) if table.name is not None else None
+        if kernel is None:
             out.append(None)
             continue
-        mine = [launch for launch in launches if same_kernel(launch.kernel, table.name)]
-        candidates = [m for m in mine if table.warps is None or m.warps() in (None, table.warps)]
-        same = [t for t in tables if t.name is not None and same_kernel(t.name, table.name)]
+        mine = [launch for launch in launches if kernel_of(launch.kernel) == kernel]
+        candidates = [m for m in mine if table.warps is None or m.warps(warp_size) in (None, table.warps)]
+        same = [t for t in tables if t.name is not None and kernel_of(t.name) == kernel]
         if len({tuple(getattr(m, key) for key in differing) for m in candidates}) == 1:
-            ids = [str(m.id) for m in candidates]     # launches the table may be: all of them, named
-            out.append(replace(candidates[0], id=", ".join(ids)) if len(ids) > 1 else candidates[0])
+            # launches the table may be: all of them, named
+            out.append(replace(candidates[0], alike=tuple(m.id for m in candidates[1:] if m.id is not None)))
         elif candidates and len(mine) == len(same):
             out.append(mine[sum(1 for t in tables[:index] if any(t is s for s in same))])
         elif mine:

@@ -10,13 +10,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from traceconf.analyses.ncu import MeasuredKernel
-from traceconf.analyses.ncu_launches import HOW_TO_EXPORT, ProfiledLaunch, pair_launches
-from traceconf.emulate.launch import LaunchRequest, parameter_name
+from traceconf.analyses.ncu import MeasuredKernel, read_source_csv
+from traceconf.analyses.ncu_launches import HOW_TO_EXPORT, ProfiledLaunch, is_source_page, pair_launches, read_launches
+from traceconf.emulate.launch import LaunchRequest, block_and_origin, parameter_name
 from traceconf.errors import InputError
 from traceconf.launches import LaunchEntry
-from traceconf.names import KernelPattern, function_name, readable, same_kernel
+from traceconf.names import function_name, readable, same_kernel, select_kernels
 from traceconf.pipeline import KernelAnalysis, KernelFailure, input_format, run_program, run_trace
+
+
+def read_reports(reports: list) -> tuple[list[tuple[str, MeasuredKernel]], list[ProfiledLaunch]]:
+    """The Source-page tables (with the file each is in) and the profiled launches of every REPORT."""
+    tables, profiled = [], []
+    for report in reports:
+        if is_source_page(report):
+            tables += [(str(report), table) for table in read_source_csv(report)]
+        else:
+            profiled += read_launches(report)
+    if not tables:
+        raise InputError("no Source page among the reports: export one with ncu -i REPORT.ncu-rep --page source "
+                         "--csv --print-source sass > source.csv", file=str(reports[0]))
+    return tables, profiled
 
 
 @dataclass
@@ -42,10 +56,11 @@ def _entry(kernel: str, profiled: ProfiledLaunch | None, request: LaunchRequest)
 
 
 def _check_launch(kernel: str, report: str, entry: LaunchEntry | None, request: LaunchRequest,
-                  notes: list[str]) -> None:
-    """An error when nothing gives the kernel's launch; a note for a grid taken as 1."""
+                  notes: list[str], declaration: dict) -> None:
+    """An error when nothing gives the kernel's launch (the report, the options, nor its declaration's block:
+    :func:`~traceconf.emulate.launch.block_and_origin` decides that); a note for a grid taken as 1."""
     has = lambda key: key in request.given or (entry is not None and getattr(entry, key) is not None)  # noqa: E731
-    if not has("block") and not has("grid"):
+    if not has("block") and not has("grid") and not _declares_block(declaration):
         raise InputError(f"{readable(kernel)}: the Source page does not give the launch (grid, block, dynamic "
                          f"shared memory); add the report's launch page as another REPORT ({HOW_TO_EXPORT}, or "
                          "--page raw --csv, or the .ncu-rep itself), or give --grid and --block "
@@ -53,6 +68,14 @@ def _check_launch(kernel: str, report: str, entry: LaunchEntry | None, request: 
     if not has("grid"):
         notes.append("grid taken as 1: neither the report nor the options give it (add the report's launch page, "
                      f"{HOW_TO_EXPORT}, or --grid)")
+
+
+def _declares_block(declaration: dict) -> bool:
+    try:
+        block_and_origin(None, declaration)
+    except InputError:
+        return False
+    return True
 
 
 def predict(path: str, tables: list[tuple[str, MeasuredKernel]], launches: list[ProfiledLaunch],
@@ -65,26 +88,30 @@ def predict(path: str, tables: list[tuple[str, MeasuredKernel]], launches: list[
     fmt = input_format(path)
     if fmt not in PROGRAM_FORMATS:        # a trace holds its launches: read once, matched by name
         done, failures = run_trace(path, kernels, [rules], memory_limit=request.memory_limit)
-        matched = match_tables(tables, [a.kernel for a in done], kernels, path)
+        matched = match_tables(tables, [a.kernel for a in done], None, path)     # run_trace selected them
         return ([Predicted(t, k, next(a for a in done if a.kernel == k), None) for t, k in matched], failures,
                 _unmatched(tables, matched, path))
     if fmt == "ptx":          # parsed once: its kernel names now, assembled below for the launches found
         from traceconf.programs.ptx import PtxProgram
         from traceconf.ptx import parse_file
         module = parse_file(path)
-        names = PtxProgram(module).kernel_names()
+        declared = PtxProgram(module)
     else:
         ((program, sets),) = open_programs(path, fmt, level, [rules], request, kernels, ptxas_options)
-        names = program.kernel_names()
+        declared = program
+    names = declared.kernel_names()
     matched = match_tables(tables, names, kernels, path)
     kernel_of = {id(t): k for t, k in matched}
+    selected = select_kernels(names, kernels, path)
     plan = []                 # every launch checked before any is assembled or run
-    for (report, table), launch in zip(tables, pair_launches([t for _, t in tables], launches, request.given)):
+    paired = pair_launches([t for _, t in tables], launches, lambda name: meant_kernel(name, selected),
+                           rules.warp_size, request.given)
+    for (report, table), launch in zip(tables, paired):
         if id(table) in kernel_of:
             kernel = kernel_of[id(table)]
             entry = _entry(kernel, launch, request)
             notes: list[str] = []
-            _check_launch(kernel, report, entry, request, notes)
+            _check_launch(kernel, report, entry, request, notes, declared.declaration(kernel))
             plan.append((table, kernel, launch, entry, notes))
     if fmt == "ptx":
         entries = tuple(entry for *_, entry, _ in plan if entry is not None)
@@ -112,23 +139,30 @@ def _unmatched(tables: list[tuple[str, MeasuredKernel]], matched: list, path: st
 
 def match_tables(tables: list[tuple[str, MeasuredKernel]], found: list[str], kernels: list[str] | None,
              path: str) -> list[tuple[MeasuredKernel, str]]:
-    """(table, the input's kernel it names) for each table whose kernel the input has and ``kernels`` selects;
-    a table named by the bare function (``ncu --print-kernel-base function``) goes with the input's only kernel
-    of that function, an unnamed table with the input's only (selected) kernel."""
-    selected = [k for k in found if not kernels or any(KernelPattern(p).tier(k) is not None for p in kernels)]
+    """(table, the input's kernel it names: :func:`meant_kernel`) for each table whose kernel the input has and
+    ``kernels`` selects (as every command selects them: :func:`traceconf.names.select_kernels`); an unnamed
+    table goes with the input's only (selected) kernel."""
+    selected = select_kernels(found, kernels, path)
     pairs = []
     for _, table in tables:
         if table.name is None:
             kernel = selected[0] if len(selected) == 1 else None
         else:
-            kernel = next((k for k in selected if same_kernel(table.name, k)), None)
-            bare = [k for k in selected if function_name(k) == table.name]
-            kernel = kernel or (bare[0] if len(bare) == 1 else None)
+            kernel = meant_kernel(table.name, selected)
         if kernel is not None:
             pairs.append((table, kernel))
     if not pairs:
         names = ", ".join(t.name or "(unnamed)" for _, t in tables)
         raise InputError(f"no kernel of the report ({names}) is a kernel of this input"
                          + (" that --kernel selects" if kernels else "")
-                         + f" ({', '.join(map(readable, selected or found)) or 'none'})", file=path)
+                         + f" ({', '.join(map(readable, selected)) or 'none'})", file=path)
     return pairs
+
+
+def meant_kernel(name: str, kernels: list[str]) -> str | None:
+    """The kernel of ``kernels`` a name in a report means: the same kernel however spelt (mangled, demangled), or
+    one named by its bare function (``ncu --print-kernel-base function``) where it is the only kernel of that
+    function; None otherwise."""
+    same = next((k for k in kernels if same_kernel(name, k)), None)
+    bare = [k for k in kernels if function_name(k) == name]
+    return same or (bare[0] if len(bare) == 1 else None)

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
     TimeRemainingColumn
 
 from traceconf.emulate.launch import DEFAULT_WORK_LIMIT
-from traceconf.errors import EXIT_INPUT, EXIT_INTERNAL, InputError, as_input_error, data_errors
+from traceconf.errors import EXIT_INPUT, EXIT_INTERNAL, InputError, reading
 from traceconf.numbers import read_int
 from traceconf.programs import DEFAULT_LEVEL
 from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
@@ -228,6 +228,17 @@ def fail(error: InputError) -> typer.Exit:
     return typer.Exit(2)
 
 
+@contextmanager
+def input_boundary(file: Path | str) -> Iterator[None]:
+    """A command's input boundary: bad input (an InputError, or a data error a library raised while ``file``
+    was read, located there by :func:`traceconf.errors.reading`) is refused as one line, exit 2."""
+    try:
+        with reading(str(file)):
+            yield
+    except InputError as error:
+        raise fail(error) from None
+
+
 def run_file(*args, **kwargs):
     """The pipeline, imported on first use: ``traceconf --help`` and ``--version`` do not load numpy/pyarrow."""
     from traceconf.pipeline import run_file as run
@@ -324,7 +335,7 @@ def analyze(
     # one regular file: the single-process path; anything else goes through traceconf.distributed's units
     many = (len(files) > 1 or workers is not None or scheduler is not None or resume or dataset
             or files[0].is_dir() or (not files[0].exists() and any(c in str(files[0]) for c in "*?[")))
-    try:
+    with input_boundary(files[0]):
         if not many:
             check_input(files[0], folder=True)
         if output is not None and not dataset:
@@ -345,8 +356,6 @@ def analyze(
             with progress_bar(format is Format.table, f"analysing {file.name}") as progress:
                 analyses, failures = run_file(file, kernel, launch, rule_sets, skip_bad, progress, level=level,
                                               ptxas_options=ptxas_option)
-    except (InputError, *data_errors()) as error:   # the input boundary: bad data is the input's error
-        raise fail(as_input_error(error, str(files[0]))) from None
     devices = [rules.name for rules in rule_sets]
     table = results_table(analyses, devices)
 

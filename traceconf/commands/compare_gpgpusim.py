@@ -8,11 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, Data, Devices, DynamicSmem, Exhaustive, Format, Grid,
-                                        Kernels, Launches, MaxSteps, MemoryLimit, Params, Seed, TimeLimit, WorkLimit,
-                                        check_input, exit_for_failures, fail, launch_request, report_failures,
-                                        stdout_console)
-from traceconf.errors import InputError, as_input_error, data_errors
+from traceconf.commands.analyze import (Block, Ctas, Data, Devices, DynamicSmem, Exhaustive, Format, Grid, Kernels,
+                                        Launches, MaxSteps, MemoryLimit, Params, Seed, TimeLimit, WorkLimit,
+                                        check_input, exit_for_failures, input_boundary, launch_request,
+                                        report_failures, stdout_console)
+from traceconf.errors import InputError
 from traceconf.rules import load_rule_sets
 
 GPGPUSIM = "GPGPU-Sim model (replayed on the emulation)"
@@ -58,7 +58,7 @@ def compare_gpgpusim(
     from traceconf.traces import read_gpgpusim_stats
 
     model = BankModel(shmem_banks, shmem_warp_parts, shmem_limited_broadcast)
-    try:
+    with input_boundary(file):
         check_input(stats)
         check_input(file)
         model.check()
@@ -74,8 +74,6 @@ def compare_gpgpusim(
         rule_sets = load_rule_sets(device)
         # GPGPU-Sim runs the PTX as written and counts per PTX line: always the PTX level
         analyses, failures = run_file(file, kernel, launch, rule_sets, level="ptx")
-    except (InputError, *data_errors()) as error:   # the input boundary: bad data is the input's error
-        raise fail(as_input_error(error, str(file))) from None
     comparison = compare(rows, analyses, [rules.name for rules in rule_sets], model, str(stats), str(file), name)
     if format is Format.json:
         typer.echo(json.dumps(json_document(comparison), indent=2))

@@ -10,9 +10,9 @@ import typer
 
 from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhaustive, Format, Grid, HtmlPictures,
                                         Kernels, Launches, Level, MaxSteps, MemoryLimit, Params, PtxasOptions, Seed,
-                                        TimeLimit, WorkLimit, check_input, exit_for_failures, fail, launch_request,
-                                        parse_pictures, report_failures, stdout_console, wants_html)
-from traceconf.errors import InputError, as_input_error, data_errors
+                                        TimeLimit, WorkLimit, check_input, exit_for_failures, fail, input_boundary,
+                                        launch_request, parse_pictures, report_failures, stdout_console, wants_html)
+from traceconf.errors import InputError
 from traceconf.programs import DEFAULT_LEVEL
 from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
 
@@ -56,12 +56,12 @@ def compare_ncu(
     the kernels and launches are the report's."""
     from traceconf.analyses.ncu import compare, read_counters_csv
     from traceconf.analyses.results import kernel_table
-    from traceconf.analyses.ncu_predict import predict
+    from traceconf.analyses.ncu_predict import predict, read_reports
     from traceconf.report.ncu import csv_text, render
 
     html = wants_html(format, output)
     inputs = [*reports, file, *([raw] if raw else [])]
-    try:
+    with input_boundary(file):
         for report in reports:
             check_input(report)
         check_input(file, folder=True)
@@ -83,10 +83,8 @@ def compare_ncu(
         (rules,) = load_rule_sets([device])
         predicted, failures, unmatched = predict(str(file), tables, profiled, launch, kernel, rules, level,
                                                  ptxas_option)
-    except (InputError, *data_errors()) as error:   # the input boundary: bad data is the input's error
-        raise fail(as_input_error(error, str(file))) from None
     comparisons = [compare(p.measured, p.kernel, kernel_table(p.analysis, rules.name), counters, p.analysis.launch,
-                           p.launch.id if p.launch else None) for p in predicted]
+                           p.launch.ids() if p.launch else ()) for p in predicted]
     for comparison, prediction in zip(comparisons, predicted):
         comparison.notes += prediction.notes + unmatched
     page = None
@@ -111,23 +109,6 @@ def compare_ncu(
             raise fail(error) from None
     report_failures(failures)
     exit_for_failures(failures)
-
-
-def read_reports(reports: list[Path]) -> tuple[list, list]:
-    """The Source-page tables (with the file each is in) and the profiled launches of every REPORT."""
-    from traceconf.analyses.ncu import read_source_csv
-    from traceconf.analyses.ncu_launches import is_source_page, read_launches
-
-    tables, profiled = [], []
-    for report in reports:
-        if not str(report).lower().endswith(".ncu-rep") and is_source_page(report):
-            tables += [(str(report), table) for table in read_source_csv(report)]
-        else:
-            profiled += read_launches(report)
-    if not tables:
-        raise InputError("no Source page among the reports: export one with ncu -i REPORT.ncu-rep --page source "
-                         "--csv --print-source sass > source.csv", file=str(reports[0]))
-    return tables, profiled
 
 
 def register(app: typer.Typer) -> None:

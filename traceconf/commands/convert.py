@@ -7,7 +7,6 @@ flat.  On a bad line the rows already read are kept in the output file.
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -28,25 +27,6 @@ def _writer(path: Path, kind: str):
     if kind == "parquet":
         return pq.ParquetWriter(path, CONVERTED_ACCESSES)
     return pacsv.CSVWriter(path, CONVERTED_ACCESSES)
-
-
-def with_instructions(table, trace):
-    """The chunk's ACCESSES rows with each instruction's pc, SASS text and source line as the trace describes
-    it (null where it records none: an instruction the trace names only by its kind has no SASS text)."""
-    import numpy as np
-    import pyarrow as pa
-
-    from traceconf.schemas import ACCESS_INSTRUCTION_COLUMNS, CONVERTED_ACCESSES
-
-    ids, rows = np.unique(table.column("instruction").to_numpy(), return_inverse=True)
-    described = [trace.seen(int(i)) or {} for i in ids]
-    for name in ("pc", "sass", "source_line"):
-        values = [d.get(name) for d in described]
-        if name == "sass":          # a kind standing in for text the trace does not have
-            values = [None if v == d.get("kind") and d.get("pc") is None else v for v, d in zip(values, described)]
-        field = ACCESS_INSTRUCTION_COLUMNS.field(name)
-        table = table.append_column(field, pa.array(values, field.type).take(pa.array(rows)))
-    return table.cast(CONVERTED_ACCESSES)
 
 
 def _output_kind(path: Path) -> str:
@@ -75,8 +55,8 @@ def convert(
 ) -> None:
     """Convert a recorded trace to the canonical access table (one row per lane access)."""
     from traceconf.outputs import atomic_output, check_not_input, check_writable
-    from traceconf.schemas import LAUNCHES_KEY
     from traceconf.traces import open_trace
+    from traceconf.traces.canonical import launches_metadata, with_instructions
 
     kind = _output_kind(output)
     check_not_input(output, [trace])
@@ -105,7 +85,7 @@ def convert(
             stopped = as_input_error(error, str(trace))
         finally:
             if kind == "parquet":     # each kernel's launch facts (grid, block, architecture) travel with it
-                writer.add_key_value_metadata({LAUNCHES_KEY: json.dumps(launches, default=str)})
+                writer.add_key_value_metadata(launches_metadata(launches))
             writer.close()
     for kernel, executions, accesses, bad in summary:
         skipped = f", {bad} bad line(s) skipped" if bad else ""

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhaustive, Grid, Launches, Level,
-                                        MaxSteps, MemoryLimit, Params, PtxasOptions, Seed, TimeLimit, WorkLimit,
-                                        check_input,
-                                        fail, launch_request, report_failures, run_file, stdout_console)
-from traceconf.errors import InputError, as_input_error, data_errors
+from traceconf.commands.analyze import (Block, Ctas, Data, DynamicSmem, Exhaustive, Grid, Launches, Level, MaxSteps,
+                                        MemoryLimit, Params, PtxasOptions, Seed, TimeLimit, WorkLimit, check_input,
+                                        fail, input_boundary, launch_request, report_failures, run_file,
+                                        stdout_console)
+from traceconf.errors import InputError
 from traceconf.programs import DEFAULT_LEVEL, PROGRAM_FORMATS
 from traceconf.rules import DEFAULT_DEVICE, load_rule_sets
 
@@ -76,7 +76,7 @@ def explain(
     from traceconf.report.source import source_text
     from traceconf.report.svg import render_svg
 
-    try:
+    with input_boundary(file):
         check_input(file, folder=True)
         (rules,) = load_rule_sets([device])
         if input_format(file) in PROGRAM_FORMATS:
@@ -94,8 +94,6 @@ def explain(
         where = f"{Path(row['source_file']).name}:{row['source_line']}" if row["source_file"] and row["source_line"] \
             else None
         code = source_text(row["source_file"], row["source_line"], str(file))
-    except (InputError, *data_errors()) as error:   # the input boundary: bad data is the input's error
-        raise fail(as_input_error(error, str(file))) from None
     try:
         # The picture is the engine's own lane assignment for that execution, not a redrawing of the rules.
         pic = explain_instruction(accesses, ident, rules, row["text"], warp, execution, where, code)

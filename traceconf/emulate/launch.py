@@ -83,9 +83,6 @@ class Limits:
         self.work_limit = None if work_limit is None else int(work_limit)
         self.work = 0                   # warp steps spent so far
 
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
     def steps_left(self, warps: int) -> int | None:
         """Steps a machine of ``warps`` warps may still take (None: no work limit)."""
         if self.work_limit is None:

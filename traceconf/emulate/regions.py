@@ -190,37 +190,36 @@ PTX_FACTS = ControlFacts(
     writes_carry=lambda slot: "cc" in (slot.row["modifiers"] or []))
 
 
+#: Operand kinds whose name (if any) is no register or symbol: constants and text.
+UNNAMED_OPERANDS = frozenset({"imm", "float", "string"})
+
+
 def read_registers(program: Program) -> frozenset[str]:
     """Register keys some instruction reads (a result nobody reads is dead: ptxas drops or rewrites it)."""
     found = set()
     for slot in program.slots:
-        row = slot.row
-        operands = row["operands"] or []
-        first = 0 if row["opcode"] in NO_DESTINATION or not operands or operands[0]["kind"] not in ("reg", "vector") \
-            else 1
-        if row.get("guard"):
-            found.add(register_key(row["guard"].lstrip("!"), slot))
-        for operand in operands[first:]:
-            names = list(operand.get("elements") or []) if operand["kind"] == "vector" else [operand.get("name")]
-            for name in names:
-                if name and name.startswith(("%", "!")):
-                    found.add(register_key(name.lstrip("!"), slot))
+        values, places = _read_keys(slot.row, slot)
+        found.update(values, places)
     return frozenset(found)
 
 
-def _sources(row: dict, slot: Slot) -> tuple[list[str], list[str]]:
-    """(register keys read as values, register keys read as addresses or guards) of one instruction."""
+def _read_keys(row: dict, slot: Slot) -> tuple[list[str], list[str]]:
+    """(keys read as values, keys read as addresses or guards): every name a source operand gives, a negated one
+    (``!%p3``, ``-%r2``) too.  Only an operand's kind rules a name out, never a missing ``%`` (PTX registers need
+    none: ``.reg .b32 q<4>``); a name that is a symbol or a label has no writer, which costs nothing."""
     operands = row["operands"] or []
     first = 0 if row["opcode"] in NO_DESTINATION or not operands or operands[0]["kind"] not in ("reg", "vector") \
         else 1
-    values, control = [], []
+    values, places = [], []
     if row.get("guard"):
-        control.append(register_key(row["guard"].lstrip("!"), slot))
+        places.append(register_key(row["guard"].lstrip("!"), slot))
     for operand in operands[first:]:
+        if operand["kind"] in UNNAMED_OPERANDS:
+            continue
         names = list(operand.get("elements") or []) if operand["kind"] == "vector" else [operand.get("name")]
-        keys = [register_key(n.lstrip("!"), slot) for n in names if n and n.startswith(("%", "!"))]
-        (control if operand["kind"] == "address" else values).extend(keys)
-    return values, control
+        keys = [register_key(name.lstrip("!"), slot) for name in names if name]
+        (places if operand["kind"] == "address" else values).extend(keys)
+    return values, places
 
 
 def relevant_registers(program: Program, global_values: bool, shared_values: bool = True) -> frozenset[str]:
@@ -234,7 +233,7 @@ def relevant_registers(program: Program, global_values: bool, shared_values: boo
     writers: dict[str, list[list[str]]] = {}
     for slot in program.slots:
         row = slot.row
-        values, control = _sources(row, slot)
+        values, control = _read_keys(row, slot)
         relevant.update(control)
         opcode = row["opcode"]
         if opcode in NO_DESTINATION:
@@ -297,24 +296,6 @@ _STORES = frozenset({"st", "atom", "red"})
 _PLACES = {"generic": frozenset({"shared", "global", "local"}), "tex": frozenset({"texture"}),
            "surf": frozenset({"texture"})}
 CARRY = "%carry"                # the .cc flag: one per thread, written by .cc, read by addc/subc/madc
-
-
-def _read_keys(row: dict, slot: Slot) -> tuple[list[str], list[str]]:
-    """(keys read as values, keys read as addresses or guards): every name a source operand gives, ``%`` or not
-    (PTX registers need no ``%``; a name that is a symbol has no writer, which costs nothing)."""
-    operands = row["operands"] or []
-    first = 0 if row["opcode"] in NO_DESTINATION or not operands or operands[0]["kind"] not in ("reg", "vector") \
-        else 1
-    values, places = [], []
-    if row.get("guard"):
-        places.append(register_key(row["guard"].lstrip("!"), slot))
-    for operand in operands[first:]:
-        if operand["kind"] not in ("reg", "vector", "address", "symbol"):
-            continue
-        names = list(operand.get("elements") or []) if operand["kind"] == "vector" else [operand.get("name")]
-        keys = [register_key(name.lstrip("!"), slot) for name in names if name]
-        (places if operand["kind"] == "address" else values).extend(keys)
-    return values, places
 
 
 def ptx_effect(slot: Slot, global_data: bool) -> Effect:

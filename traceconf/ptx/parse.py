@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from lark.exceptions import UnexpectedInput
 
-from traceconf.errors import InputError, as_input_error, data_errors
+from traceconf.errors import InputError, reading
 from traceconf.ptx.bodies import Bodies
 from traceconf.ptx.diagnostics import error_at, translate
 from traceconf.ptx.grammar import ptx_parser
@@ -94,10 +94,10 @@ class PtxModule:
         return self.kernels.slice(self._kernel_rows[name], 1).to_pylist()[0]
 
     def module_globals(self, name: str) -> list[dict]:
-        """The module's ``.global`` variables (``__device__``) function ``name`` can reach: name, bytes,
-        initial contents (``init``: the initialiser's bytes, None when zero-initialised) and ``unknown``:
-        the initialiser holds addresses (``{f, g}``), which this level does not know; ``.extern`` ones are
-        defined elsewhere and left out."""
+        """The ``.global`` variables (``__device__``) of the module that holds function ``name`` (the emulator keeps
+        those the kernel's code names): name, bytes, initial contents (``init``: the initialiser's bytes, None
+        when zero-initialised) and ``unknown``: the initialiser holds addresses (``{f, g}``), which this level
+        does not know; ``.extern`` ones are defined elsewhere and left out."""
         header = self.modules[self._module_of.get(name, 0)]
         return [{"name": v.name, "bytes": v.bytes, "init": initial_bytes(v, self.path),
                  "unknown": any(isinstance(value, str) for value in v.initial or ())}
@@ -282,7 +282,5 @@ def parse_file(path: str | Path) -> PtxModule:
         data = path.read_bytes()
     except OSError as error:
         raise InputError(f"cannot read: {error.strerror or error}", str(path)) from None
-    try:
+    with reading(str(path)):        # a value no check above caught: still this file's fault, named as such
         return parse_ptx(data, str(path))
-    except data_errors() as error:   # a value no check above caught: still this file's fault, named as such
-        raise as_input_error(error, str(path)) from None

@@ -23,6 +23,17 @@ from traceconf.sass.operands import ZERO_REGS, TRUE_PREDICATES, Operand, pair_na
 READS = frozenset({"ld", "ldmatrix", "atom"})
 
 
+#: The memory spaces an access of each memory role may touch (a role not here: an unmodelled space).
+ROLE_SPACES = {"shared": frozenset({"shared"}), "window": frozenset({"shared", "global"}),
+               "global": frozenset({"global"}), "local": frozenset({"local"})}
+#: Roles whose instructions access memory (``load``/``store``: spaces the emulator does not model).
+MEMORY_ROLES = frozenset(ROLE_SPACES) | {"load", "store"}
+#: Access kinds (and the ``load``/``store`` roles) whose destinations receive memory's contents, and those that
+#: change memory; a cp_async copies global memory into shared memory.
+LOADING_KINDS = READS | {"load"}
+STORING_KINDS = frozenset({"st", "atom", "stmatrix", "cp_async", "store"})
+
+
 #: ``PR`` / ``UPR`` name every predicate at once (``P2R R2, PR, R2, 0x4`` packs them, ``R2P PR, R2, 0x4`` unpacks).
 PREDICATE_FILES = {"PR": frozenset(f"P{i}" for i in range(7)), "UPR": frozenset(f"UP{i}" for i in range(7))}
 
@@ -100,7 +111,7 @@ def _width(family: str, mods: list[str]) -> int:
     entry = opcode_of(family)
     if "128" in mods or (entry is not None and entry.role == "matrix"):
         return 4
-    if family.startswith("D") or "WIDE" in mods or any("64" in m for m in mods):
+    if (entry is not None and "pairs" in entry.flags) or "WIDE" in mods or any("64" in m for m in mods):
         return 2
     return 1
 
@@ -131,27 +142,24 @@ def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
     packed_in = frozenset().union(*files[1:])          # the predicates a P2R reads
     defs |= files[0] if files else frozenset()         # those an R2P may write (some: it kills none)
     first = written[0] if written else None
-    if first and first.lstrip("U").startswith("R") and role not in ("shared", "window", "global", "local"):
+    if first and first.lstrip("U").startswith("R") and role not in ROLE_SPACES:
         defs.add(pair_name(first))          # an ALU form whose width the listing does not spell (CS2R R2, SRZ)
     kills = frozenset({first} if first and role in ("int", "float") else ())
     where = next((i for i, op in enumerate(ops) if op.kind == "address"), None)
     shared, other = shared_op(full), global_op(full)
-    if where is not None and role in ("shared", "window", "global", "local", "load", "store"):
+    if where is not None and role in MEMORY_ROLES:
         kind = shared.kind if shared else other.kind if other else entry.access[0] if entry.access else role
         defs |= _named(ops[:where], width)
         places = guard | _named([op for op in ops if op.kind == "address"], 1)
         values = _named([op for op in ops[where + 1:] if op.kind != "address"], width)
-        spaces = frozenset({"local"}) if role == "local" else frozenset({"shared", "global"}) if role == "window" \
-            else frozenset({"shared"}) if role == "shared" else frozenset({"global"}) if role == "global" \
-            else frozenset({"unmodelled"})
-        reads = spaces if kind in ("ld", "ldmatrix", "atom", "load") else frozenset({"global"}) \
-            if kind == "cp_async" else frozenset()
-        writes = spaces if kind in ("st", "atom", "stmatrix", "cp_async", "store") else frozenset()
+        spaces = ROLE_SPACES.get(role, frozenset({"unmodelled"}))
+        reads = spaces if kind in LOADING_KINDS else frozenset({"global"}) if kind == "cp_async" else frozenset()
+        writes = spaces if kind in STORING_KINDS else frozenset()
         seed = shared is not None or "writes" in entry.flags or (global_data and "global" in reads | writes)
         return Effect(defs=frozenset(defs), kills=kills, values=frozenset(values), places=frozenset(places),
                       reads=reads, writes=writes, seed=seed, loaded=bool(reads),
                       names_pointers=role == "global" and kind == "ld", guarded=guarded)
-    if entry is None or role in ("control", "shared", "window", "global", "local", "load", "store") \
+    if entry is None or role == "control" or role in MEMORY_ROLES \
             or entry.affine == "comparison" or "opaque" in entry.flags or "writes" in entry.flags \
             or uncounted_op(family):
         # what it reads: every register it names, but a comparison's destinations

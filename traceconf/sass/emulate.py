@@ -39,7 +39,7 @@ from traceconf.emulate.slice import plan
 from traceconf.sass.dataflow import sass_effect, shared_values_matter
 from traceconf.sass.local import LocalMemory
 from traceconf.sass.control import indirect_target, reconvergence_targets
-from traceconf.sass.operands import SassContext
+from traceconf.sass.operands import ZERO_REGS, SassContext, parse_operand
 from traceconf.sass.semantics import compile_instruction, written_registers
 
 #: Reserved shared memory at the start of the shared window (sm_90+: 1 KiB for the system).
@@ -158,6 +158,28 @@ def kernel_params(kernel_row: dict) -> list[dict]:
     return list(kernel_row.get("params") or [])
 
 
+def reached_globals(module: SassModule, kernel: str) -> list[dict]:
+    """The module globals (``__device__`` variables, the cubin's ``.nv.global``/``.nv.global.init``) the kernel
+    reaches: those whose address the relocations put at a constant-bank word its code reads (``c[0x4][0x8]``;
+    ``RZ`` is word 0), all of them where it indexes such a bank with a register or makes a call (a callee's
+    reads are not listed here)."""
+    if not module.globals:
+        return []
+    relocations = {**module.relocations.get("", {}), **module.relocations.get(kernel, {})}
+    read = set()
+    for row in module.instructions_of(kernel):
+        if transfer(row["opcode"]) == "call":
+            return module.globals
+        for op in map(parse_operand, row["operands"] or []):
+            if op.kind != "const" or op.bank not in relocations:
+                continue
+            if any(name not in ZERO_REGS for name, _, _ in op.registers):
+                return module.globals
+            read.add((op.bank, op.value))
+    names = {symbol for bank, rows in relocations.items() for offset, symbol, _, _ in rows if (bank, offset) in read}
+    return [variable for variable in module.globals if variable["name"] in names]
+
+
 def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Progress | None = None,
                  consume: Consume | None = None) -> EmulationResult:
     """Emulate one launch of a SASS kernel (``launch`` resolved: :func:`~traceconf.emulate.launch.resolve_launch`);
@@ -172,7 +194,7 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
     values = dict(launch.params)
     rows = module.instructions_of(kernel)
     # the --data buffers get the addresses the PTX level gives them (pointers without a --param value)
-    module_globals = module.module_globals(kernel)
+    module_globals = reached_globals(module, kernel)
     memory = global_contents(launch.data, values, {"kernel": kernel, "params": params}, writes_global(rows),
                              module_globals)
     pc_index = {int(row["pc"]): index for index, row in enumerate(rows)}

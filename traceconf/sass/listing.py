@@ -104,10 +104,6 @@ def params_read(rows: list[dict], arch: str | None) -> list[dict]:
     return params
 
 
-#: A constant-bank word an instruction reads: ``c[0x4][0x8]``, ``c[0x4][RZ]``, ``c[0x4][R2+0x8]``.
-_BANK_WORD = re.compile(r"c\[(0x[0-9a-f]+)\]\[([^\]+]+)")
-
-
 @dataclass
 class SassModule:
     """A parsed SASS listing: one row per instruction, one per function."""
@@ -137,27 +133,6 @@ class SassModule:
                     data[offset:offset + size] = value.to_bytes(size, "little")
             banks[bank] = bytes(data)
         return banks
-
-    def module_globals(self, kernel: str) -> list[dict]:
-        """The module globals (``__device__`` variables, the cubin's ``.nv.global``/``.nv.global.init``) the
-        kernel reaches: those whose address the relocations put at a constant-bank word its code reads
-        (``c[0x4][0x8]``; ``RZ`` is word 0), all of them where it indexes a bank with a register."""
-        if not self.globals:
-            return []
-        relocations = {**self.relocations.get("", {}), **self.relocations.get(kernel, {})}
-        read = set()
-        for row in self.instructions_of(kernel):
-            if row["opcode"].startswith("CALL"):        # a callee's reads are not listed here
-                return self.globals
-            for bank, word in _BANK_WORD.findall(row["text"] or ""):
-                if int(bank, 16) not in relocations:
-                    continue
-                if word != "RZ" and not word.startswith("0x"):
-                    return self.globals
-                read.add((int(bank, 16), 0 if word == "RZ" else int(word, 16)))
-        names = {symbol for bank, rows in relocations.items() for offset, symbol, _, _ in rows
-                 if (bank, offset) in read}
-        return [variable for variable in self.globals if variable["name"] in names]
 
     def kernel_names(self) -> list[str]:
         return self.kernels.column("kernel").to_pylist()

@@ -32,7 +32,8 @@ register), ``return``, ``exit``, ``barrier``, ``reconverge`` (sm_5x/6x ``SYNC``/
 point the ``pushed_by`` opcode named), ``mark`` (``BSSY``, ``WARPSYNC``...: nothing to follow, but a decision
 all CTAs of a class must share).  Flags: ``writes`` (may store to memory beyond what its role says),
 ``opaque`` (writes shared memory without lane addresses: what the CTA's shared memory holds becomes
-unknown), ``noresult`` (an atomic without a destination register), ``affine=RULE`` (how a CTA-index-affine
+unknown), ``noresult`` (an atomic without a destination register), ``pairs`` (its register operands are
+64-bit register pairs: double precision), ``affine=RULE`` (how a CTA-index-affine
 value passes through it, :mod:`traceconf.sass.classes`), ``pushed_by=OPCODE``.
 
 The shared-memory space is decided by the opcode: ``LDS``/``STS``/``ATOMS``/``LDSM``/``STSM`` always address
@@ -166,12 +167,12 @@ FSET          float     -
 FCHK          float     -
 FRND          float     -
 FSWZADD       float     -
-DADD          float     -
-DMUL          float     -
-DFMA          float     -
-DMNMX         float     -
-DSET          float     -
-DSETP         float     -
+DADD          float     -               pairs
+DMUL          float     -               pairs
+DFMA          float     -               pairs
+DMNMX         float     -               pairs
+DSET          float     -               pairs
+DSETP         float     -               pairs
 HADD2         float     -
 HMUL2         float     -
 HMNMX2        float     -
@@ -241,7 +242,7 @@ ARRIVES       nop       -               opaque
 
 ROLES = ("shared", "window", "global", "local", "load", "store", "tensor", "matrix", "int", "float", "warp", "control", "nop")
 TRANSFERS = ("branch", "indirect", "call", "return", "exit", "barrier", "reconverge", "mark")
-FLAGS = ("writes", "opaque", "noresult")
+FLAGS = ("writes", "opaque", "noresult", "pairs")
 AFFINE_RULES = ("copy", "sum", "product", "shifted_sum", "shift", "funnel_shift", "mask", "select", "comparison")
 
 
@@ -291,6 +292,15 @@ def _parse(table: str) -> dict[str, SassOpcode]:
 
 #: Every SASS mnemonic the package knows, by name.
 OPCODES: dict[str, SassOpcode] = _parse(TABLE)
+
+
+def opcode_text(sass: str) -> str:
+    """The opcode of an instruction as SASS text writes it, its guard left out (``@!P0 LDS.U.128 R4, [R2]`` ->
+    ``LDS.U.128``); "" for text without one."""
+    tokens = sass.split()
+    if tokens and tokens[0].startswith("@"):
+        tokens = tokens[1:]
+    return tokens[0] if tokens else ""
 
 
 def opcode_of(mnemonic: str) -> SassOpcode | None:

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.errors import InputError
+from traceconf.sass.opcodes import opcode_text
 from traceconf.schemas import ACCESS_INSTRUCTION_COLUMNS, ACCESSES, KINDS, LAUNCHES_KEY, OPS
 from traceconf.traces.kernel import (BLOCK_LIMITS, GRID_LIMITS, BadLines, InstructionsSeen, KernelStart, chunked,
                                      dims_problem)
@@ -70,6 +71,35 @@ def events(path: Path, options: ReadOptions, fmt: str, row_groups: tuple[int, in
 #: decoded at a time, so this bounds memory; ``traceconf convert`` writes far smaller ones.
 MAX_ROW_GROUP_ROWS = 1 << 27
 MAX_ROW_GROUP_BYTES = 4 << 30
+
+
+def with_instructions(table: pa.Table, trace) -> pa.Table:
+    """A chunk's ACCESSES rows as ``traceconf convert`` writes them (CONVERTED_ACCESSES): with each instruction's
+    pc, SASS text and source line as the trace describes it (null where it records none)."""
+    from traceconf.schemas import CONVERTED_ACCESSES
+
+    ids, rows = np.unique(table.column("instruction").to_numpy(), return_inverse=True)
+    described = [trace.seen(int(i)) or {} for i in ids]
+    for name in ACCESS_INSTRUCTION_COLUMNS.names:
+        values = [recorded_text(d) if name == "sass" else d.get(name) for d in described]
+        field = ACCESS_INSTRUCTION_COLUMNS.field(name)
+        table = table.append_column(field, pa.array(values, field.type).take(pa.array(rows)))
+    return table.cast(CONVERTED_ACCESSES)
+
+
+def recorded_text(described: dict) -> str | None:
+    """The SASS text a trace recorded for an instruction; None where its kind stands in for it (a reader without
+    the text names the instruction by its kind, as :meth:`_Pivot._described` does, and has no pc)."""
+    text = described.get("sass")
+    return None if text == described.get("kind") and described.get("pc") is None else text
+
+
+def launches_metadata(launches: dict) -> dict[str, str]:
+    """The Parquet key-value metadata that carries each kernel's launch facts (``LAUNCHES_KEY``: what
+    :func:`_launches` gives back)."""
+    import json
+
+    return {LAUNCHES_KEY: json.dumps(launches, default=str)}
 
 
 def _launches(path: Path) -> dict:
@@ -338,24 +368,25 @@ class _Pivot:
         if table.num_rows == 0:
             return
         accesses = self._pivot(table, row0)
-        new = sorted(set(np.unique(accesses.instruction).tolist()) - self.instructions)
-        if new:
-            self.instructions.update(new)
-            first = {i: int(np.flatnonzero(accesses.instruction == i)[0]) for i in new}
-            yield InstructionsSeen([self._described(table, i, accesses, first[i]) for i in new])
+        ids, first_executions = np.unique(accesses.instruction, return_index=True)
+        first = {i: e for i, e in zip(ids.tolist(), first_executions.tolist()) if i not in self.instructions}
+        if first:
+            self.instructions.update(first)
+            # each instruction's first row, found once for all (not a pass over the batch per instruction)
+            row_ids, first_rows = np.unique(table.column("instruction").to_numpy(), return_index=True)
+            rows = dict(zip(row_ids.tolist(), first_rows.tolist()))
+            yield InstructionsSeen([self._described(table, i, rows[i], accesses, e) for i, e in first.items()])
         yield from chunked(accesses, self.options.chunk_executions)
 
     @staticmethod
-    def _described(table: pa.Table, instruction: int, accesses: WarpAccesses, execution: int) -> dict:
+    def _described(table: pa.Table, instruction: int, row: int, accesses: WarpAccesses, execution: int) -> dict:
         """An instruction's description: its first row's pc, SASS text and source line where the table has
         them (a table without them names it by its kind)."""
         kind = KINDS[accesses.kind[execution]]
-        row = int(np.flatnonzero(table.column("instruction").to_numpy() == instruction)[0])
         said = {name: table.column(name)[row].as_py() for name in ACCESS_INSTRUCTION_COLUMNS.names
                 if name in table.column_names}
-        sass = said.get("sass") or kind
-        tokens = sass.split()
-        opcode = tokens[1] if tokens[0].startswith("@") and len(tokens) > 1 else tokens[0]
+        sass = (said.get("sass") or "").strip() or kind       # blank text is no text
+        opcode = opcode_text(sass) or kind
         return {"instruction": instruction, "pc": said.get("pc"), "sass": sass, "opcode": opcode, "kind": kind,
                 "bytes": int(accesses.bytes[execution]), "matrices": int(accesses.matrices[execution]),
                 "source_line": said.get("source_line")}
