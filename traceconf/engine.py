@@ -32,12 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from traceconf.accesses import INACTIVE, WarpAccesses, from_table
 from traceconf.errors import InputError
+from traceconf.grouping import factorize, group_aggregate
 from traceconf.rules import RuleSet
 from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KINDS, OPS
 
@@ -106,7 +106,7 @@ def summarize(executions: pa.Table, scale: int = 1) -> pa.Table:
     """
     if isinstance(scale, bool) or not isinstance(scale, (int, np.integer)) or scale < 1:
         raise ValueError(f"scale must be a positive integer, got {scale!r}")
-    grouped = executions.group_by(GROUP_KEYS, use_threads=False).aggregate(
+    grouped = group_aggregate(executions, GROUP_KEYS,
         [("execution", "count"), ("wavefronts", "sum"), ("ideal_wavefronts", "sum"),
          ("excess_wavefronts", "sum"), ("max_ways", "max")])
     return _results(grouped, {"executions": "execution_count", "wavefronts": "wavefronts_sum",
@@ -120,7 +120,7 @@ def combine(results: list[pa.Table]) -> pa.Table:
     if not results:
         return INSTRUCTION_RESULTS.empty_table()
     table = pa.concat_tables([r.select(INSTRUCTION_RESULTS.names).cast(INSTRUCTION_RESULTS) for r in results])
-    grouped = table.group_by(GROUP_KEYS, use_threads=False).aggregate(
+    grouped = group_aggregate(table, GROUP_KEYS,
         [("executions", "sum"), ("wavefronts", "sum"), ("ideal_wavefronts", "sum"),
          ("excess_wavefronts", "sum"), ("max_ways", "max")])
     return _results(grouped, {name: f"{name}_max" if name == "max_ways" else f"{name}_sum"
@@ -313,10 +313,10 @@ def _representatives(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     class_code = ((acc.op.astype(np.uint64) << np.uint64(24)) | (acc.kind.astype(np.uint64) << np.uint64(16))
                   | (acc.bytes.astype(np.uint64) << np.uint64(8)) | acc.matrices.astype(np.uint64))
     key ^= class_code * _CLASS_MULTIPLIER
-    codes, uniques = pd.factorize(key)                             # O(n) hash table
-    if len(uniques) > n * MEMO_MAX_UNIQUE:                         # few repeats: the check would cost more
+    codes, distinct = factorize(key)                               # O(n) hash table
+    if distinct > n * MEMO_MAX_UNIQUE:                             # few repeats: the check would cost more
         return np.arange(n)
-    first = np.empty(len(uniques), dtype=np.intp)
+    first = np.empty(distinct, dtype=np.intp)
     first[codes[::-1]] = np.arange(n - 1, -1, -1)
     representative = first[codes]
     same = class_code == class_code[representative]
