@@ -2,6 +2,7 @@
 imports heavy modules only where a command uses them), and ``analyze`` loads no pandas, acero or parquet
 (scripts/bench_cli.py and scripts/bench_startup.py measure the time)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +108,29 @@ def test_a_process_that_has_pandas_keeps_pyarrows_pandas_integration():
             "print(pa.array(pd.Series([1.0, float('nan')])).null_count)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "1"
+
+
+#: Parses the README transpose with Lark's grammar analysis (the LALR tables) refused.
+PARSE_WITHOUT_ANALYSIS = ("import lark.parsers.lalr_analysis as analysis\n"
+                          "def refuse(self):\n    raise AssertionError('grammar analysed')\n"
+                          "analysis.LALR_Analyzer.compute_lalr = refuse\n"
+                          "from traceconf.ptx import parse_file\n"
+                          "print(parse_file('tests/fixtures/emulate/transpose.ptx').kernel_names)")
+
+
+def parse_without_analysis(temporary: Path | None = None) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "TMPDIR": str(temporary)} if temporary else None    # Lark's cache is there
+    return subprocess.run([sys.executable, "-c", PARSE_WITHOUT_ANALYSIS], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], env=environment)
+
+
+def test_the_fast_path_parses_without_grammar_analysis():
+    """Lark keeps the LALR tables in its cache file: a later process loads them and analyses nothing (the parse
+    of a file the fast path reads needs no more than that)."""
+    subprocess.run([sys.executable, "-c", "from traceconf.ptx.grammar import ptx_parser\nptx_parser()"], check=True)
+    done = parse_without_analysis()
+    assert done.returncode == 0 and "transpose_unpadded" in done.stdout, done.stderr[-1000:]
+
+
+def test_the_check_sees_a_grammar_analysis(tmp_path):
+    assert "grammar analysed" in parse_without_analysis(tmp_path).stderr     # an empty cache: Lark analyses
