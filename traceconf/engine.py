@@ -29,6 +29,7 @@ dicts and loops; the property tests hold the two equal.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -50,8 +51,9 @@ GROUP_KEYS = ["device", "kernel", "instruction", "kind", "bytes"]
 MEMO_CHUNK_ROWS = 4096
 #: Above this fraction of distinct hashes the memo is skipped (checking it costs more than it saves).
 MEMO_MAX_UNIQUE = 0.5
-#: Odd 64-bit multipliers of the pattern hash, one per lane (fixed: results never depend on them).
-_LANE_MULTIPLIERS = (np.random.default_rng(0x7ACE).integers(0, 1 << 62, 64, dtype=np.int64) * 2 + 1).view(np.uint64)
+#: Odd 64-bit multipliers of the pattern hash, one per lane (fixed: results never depend on them; from a hash,
+#: not numpy.random, whose import costs every command 10 ms).
+_LANE_MULTIPLIERS = np.frombuffer(hashlib.shake_256(b"traceconf lane multipliers").digest(64 * 8), "<u8") | np.uint64(1)
 _CLASS_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
 
