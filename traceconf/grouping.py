@@ -40,6 +40,8 @@ def factorize(values: np.ndarray) -> tuple[np.ndarray, int]:
 
 def _arrow(values: np.ndarray) -> pa.Array:
     """A numeric numpy array as an Arrow array without copying (``pa.array`` would probe for pandas)."""
+    if values.dtype.kind not in "iuf":            # numpy's bools are bytes, Arrow's bits
+        raise TypeError(f"_arrow: {values.dtype}")
     values = np.ascontiguousarray(values)
     return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
 
