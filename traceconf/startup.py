@@ -8,7 +8,8 @@ once in C++ (``arrow::py::InitPandasStaticData``), and keeps the answer when pan
 the command line, and only it, lets pyarrow's first conversion find no pandas: from then on pyarrow converts
 as it does where pandas is not installed, an ``import pandas`` still imports it, and ``Table.to_pandas`` still
 works.  A library user's process is left alone (the API returns pandas DataFrames and its users mix the
-two).  This relies on that pyarrow behaviour; tests/test_startup.py fails if it changes.
+two); a process that calls :func:`traceconf.cli.main` itself gets the command line's set-up.  This relies on
+that pyarrow behaviour; tests/test_startup.py fails if it changes.
 """
 
 from __future__ import annotations
