@@ -27,7 +27,7 @@ LAYERS = {
     # shared facts and plumbing
     "traceconf.errors": 0, "traceconf.kinds": 0, "traceconf.tomlfile": 0, "traceconf.schemas": 0,
     "traceconf.names": 0, "traceconf.outputs": 0, "traceconf.tools": 0, "traceconf.sources": 0,
-    "traceconf.numbers": 0, "traceconf.inputs": 0, "traceconf.machine": 0,
+    "traceconf.numbers": 0, "traceconf.inputs": 0, "traceconf.machine": 0, "traceconf.grouping": 0,
     # sources: inputs read into tables, rule sets, the ACCESSES format
     "traceconf.rules": 1, "traceconf.launches": 1, "traceconf.accesses": 1, "traceconf.ptx": 1,
     "traceconf.traces": 1, "traceconf.sass.opcodes": 1, "traceconf.sass.listing": 1, "traceconf.sass.binary": 1,
@@ -47,7 +47,7 @@ LAYERS = {
     # Triton: compiling and launch records are sources; the one-call analysis is an API
     "traceconf.triton": 8, "traceconf.triton.compile": 1, "traceconf.triton.records": 1,
     "traceconf.triton.structured_log": 1,
-    "traceconf.cli": 9, "traceconf.__main__": 9,
+    "traceconf.cli": 9, "traceconf.__main__": 9, "traceconf.startup": 9,
 }
 
 

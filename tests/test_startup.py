@@ -1,8 +1,13 @@
 """Start-up stays light: --help, --version and devices load no numpy, pyarrow, pandas or Lark (the CLI
-imports heavy modules only where a command uses them; scripts/bench_cli.py measures the time)."""
+imports heavy modules only where a command uses them), and ``analyze`` loads no pandas, acero or parquet
+(scripts/bench_cli.py and scripts/bench_startup.py measure the time)."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 HEAVY = ("numpy", "pyarrow", "pandas", "lark", "traceconf.pipeline")
 
@@ -33,3 +38,99 @@ def test_version_alone_needs_no_cli_framework_and_says_what_the_app_says():
     through_app = subprocess.run([sys.executable, "-c", "from traceconf.cli import app\ntry:\n    app(['--version'])\n"
                                   "except SystemExit:\n    pass"], capture_output=True, text=True, check=True).stdout
     assert version == through_app.strip() and version.startswith("traceconf ")
+
+
+TRANSPOSE = ["analyze", "tests/fixtures/emulate/transpose.ptx", "--block", "32,8", "--grid", "32,32"]
+#: What a one-kernel ``analyze`` has no use for: pandas (pyarrow imports it to look for pandas objects; grouping in
+#: traceconf.grouping), acero and pyarrow's dataset and file-system modules (the group-by; parquet output).
+#: pydantic is not listed: Typer 0.29 coerces every option through it.
+NOT_FOR_ANALYZE = ("pandas", "pyarrow.acero", "pyarrow.dataset", "pyarrow.parquet", "pyarrow._fs", "cxxfilt")
+
+
+def loaded_by_the_command(*argv: str, entry: str = "main") -> list[str]:
+    """Modules of NOT_FOR_ANALYZE loaded by ``traceconf ARGV`` run as the console script runs it (``main``) or
+    through the Typer app alone (``app``)."""
+    run = "main()" if entry == "main" else f"app({list(argv)!r})"
+    code = (f"import sys\nsys.argv = ['traceconf', *{list(argv)!r}]\nfrom traceconf.cli import main, app\n"
+            f"try:\n    {run}\nexcept SystemExit:\n    pass\n"
+            f"print([m for m in {NOT_FOR_ANALYZE!r} if m in sys.modules])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert "transpose_unpadded" in result.stdout
+    return eval(result.stdout.strip().splitlines()[-1])
+
+
+def test_analyze_of_the_readme_transpose_loads_no_pandas_acero_or_parquet():
+    assert loaded_by_the_command(*TRANSPOSE) == []
+    assert loaded_by_the_command(*TRANSPOSE, "--suggest", "--format", "json") == []
+
+
+def test_the_check_sees_pandas_where_pyarrow_is_left_to_look_for_it():
+    assert "pandas" in loaded_by_the_command(*TRANSPOSE, entry="app")
+
+
+PYARROW_WITHOUT_PANDAS = """
+import sys
+from traceconf.startup import pyarrow_without_pandas
+{before}
+pyarrow_without_pandas()
+import numpy as np, pyarrow as pa, pyarrow.compute as pc
+table = pa.table({{"n": pa.array([1, None, 3], pa.int64()), "s": pa.array(["a", None, "c"]),
+                  "f": pa.array(np.array([0.5, 1.5, np.nan])), "b": pa.array(np.array([True, False, True]))}})
+values = [pa.scalar(7).as_py(), pc.equal(table["n"], 3).to_pylist(), table["f"].to_numpy().tolist(),
+          pa.array(np.arange(3, dtype=np.int16)).to_numpy().tolist(), table.to_pylist()]
+loaded = "pandas" in sys.modules
+import pandas as pd
+frame = table.to_pandas()
+expected = pd.DataFrame({{"n": [1.0, np.nan, 3.0], "s": ["a", None, "c"], "f": [0.5, 1.5, np.nan],
+                         "b": [True, False, True]}})
+pd.testing.assert_frame_equal(frame, expected)
+print(loaded, values)
+"""
+
+
+@pytest.mark.parametrize("before", ["", "import pyarrow"])
+def test_pyarrow_converts_without_pandas_and_to_pandas_still_works(before):
+    """The pyarrow behaviour traceconf.startup relies on: its pandas checks, answered "absent" once, stay so for
+    every conversion (Python, numpy, scalars, compute arguments), the values are the same, and an explicit
+    ``import pandas`` then ``Table.to_pandas`` work as usual.  Fails if a pyarrow release changes that."""
+    result = subprocess.run([sys.executable, "-c", PYARROW_WITHOUT_PANDAS.format(before=before)],
+                            capture_output=True, text=True, check=True)
+    loaded, values = result.stdout.strip().split(" ", 1)
+    assert loaded == "False"
+    assert values == ("[7, [False, None, True], [0.5, 1.5, nan], [0, 1, 2], [{'n': 1, 's': 'a', 'f': 0.5, 'b': True}, "
+                      "{'n': None, 's': None, 'f': 1.5, 'b': False}, {'n': 3, 's': 'c', 'f': nan, 'b': True}]]")
+
+
+def test_a_process_that_has_pandas_keeps_pyarrows_pandas_integration():
+    code = ("import sys, pandas as pd\nfrom traceconf.startup import pyarrow_without_pandas\n"
+            "pyarrow_without_pandas()\nimport pyarrow as pa\n"
+            "print(pa.array(pd.Series([1.0, float('nan')])).null_count)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "1"
+
+
+#: Parses the README transpose with Lark's grammar analysis (the LALR tables) refused.
+PARSE_WITHOUT_ANALYSIS = ("import lark.parsers.lalr_analysis as analysis\n"
+                          "def refuse(self):\n    raise AssertionError('grammar analysed')\n"
+                          "analysis.LALR_Analyzer.compute_lalr = refuse\n"
+                          "from traceconf.ptx import parse_file\n"
+                          "print(parse_file('tests/fixtures/emulate/transpose.ptx').kernel_names)")
+
+
+def parse_without_analysis(temporary: Path | None = None) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "TMPDIR": str(temporary)} if temporary else None    # Lark's cache is there
+    return subprocess.run([sys.executable, "-c", PARSE_WITHOUT_ANALYSIS], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], env=environment)
+
+
+def test_the_fast_path_parses_without_grammar_analysis():
+    """Lark keeps the LALR tables in its cache file: a later process loads them and analyses nothing (the parse
+    of a file the fast path reads needs no more than that)."""
+    subprocess.run([sys.executable, "-c", "from traceconf.ptx.grammar import ptx_parser\nptx_parser()"], check=True)
+    done = parse_without_analysis()
+    assert done.returncode == 0 and "transpose_unpadded" in done.stdout, done.stderr[-1000:]
+
+
+def test_the_check_sees_a_grammar_analysis(tmp_path):
+    assert "grammar analysed" in parse_without_analysis(tmp_path).stderr     # an empty cache: Lark analyses

@@ -89,7 +89,9 @@ def main() -> None:
         return
     from traceconf.commands.analyze import report_input_error
     from traceconf.errors import EXIT_INPUT, InputError
+    from traceconf.startup import pyarrow_without_pandas
 
+    pyarrow_without_pandas()
     try:
         sys.modules[__name__].app()        # the module's app (built on first use; a test may put another there)
     except SystemExit as done:

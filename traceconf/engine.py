@@ -29,15 +29,16 @@ dicts and loops; the property tests hold the two equal.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from traceconf.accesses import INACTIVE, WarpAccesses, from_table
 from traceconf.errors import InputError
+from traceconf.grouping import factorize, group_aggregate
 from traceconf.rules import RuleSet
 from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KINDS, OPS
 
@@ -50,8 +51,9 @@ GROUP_KEYS = ["device", "kernel", "instruction", "kind", "bytes"]
 MEMO_CHUNK_ROWS = 4096
 #: Above this fraction of distinct hashes the memo is skipped (checking it costs more than it saves).
 MEMO_MAX_UNIQUE = 0.5
-#: Odd 64-bit multipliers of the pattern hash, one per lane (fixed: results never depend on them).
-_LANE_MULTIPLIERS = (np.random.default_rng(0x7ACE).integers(0, 1 << 62, 64, dtype=np.int64) * 2 + 1).view(np.uint64)
+#: Odd 64-bit multipliers of the pattern hash, one per lane (fixed: results never depend on them; from a hash,
+#: not numpy.random, whose import costs every command 10 ms).
+_LANE_MULTIPLIERS = np.frombuffer(hashlib.shake_256(b"traceconf lane multipliers").digest(64 * 8), "<u8") | np.uint64(1)
 _CLASS_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -106,7 +108,7 @@ def summarize(executions: pa.Table, scale: int = 1) -> pa.Table:
     """
     if isinstance(scale, bool) or not isinstance(scale, (int, np.integer)) or scale < 1:
         raise ValueError(f"scale must be a positive integer, got {scale!r}")
-    grouped = executions.group_by(GROUP_KEYS, use_threads=False).aggregate(
+    grouped = group_aggregate(executions, GROUP_KEYS,
         [("execution", "count"), ("wavefronts", "sum"), ("ideal_wavefronts", "sum"),
          ("excess_wavefronts", "sum"), ("max_ways", "max")])
     return _results(grouped, {"executions": "execution_count", "wavefronts": "wavefronts_sum",
@@ -120,7 +122,7 @@ def combine(results: list[pa.Table]) -> pa.Table:
     if not results:
         return INSTRUCTION_RESULTS.empty_table()
     table = pa.concat_tables([r.select(INSTRUCTION_RESULTS.names).cast(INSTRUCTION_RESULTS) for r in results])
-    grouped = table.group_by(GROUP_KEYS, use_threads=False).aggregate(
+    grouped = group_aggregate(table, GROUP_KEYS,
         [("executions", "sum"), ("wavefronts", "sum"), ("ideal_wavefronts", "sum"),
          ("excess_wavefronts", "sum"), ("max_ways", "max")])
     return _results(grouped, {name: f"{name}_max" if name == "max_ways" else f"{name}_sum"
@@ -313,10 +315,10 @@ def _representatives(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     class_code = ((acc.op.astype(np.uint64) << np.uint64(24)) | (acc.kind.astype(np.uint64) << np.uint64(16))
                   | (acc.bytes.astype(np.uint64) << np.uint64(8)) | acc.matrices.astype(np.uint64))
     key ^= class_code * _CLASS_MULTIPLIER
-    codes, uniques = pd.factorize(key)                             # O(n) hash table
-    if len(uniques) > n * MEMO_MAX_UNIQUE:                         # few repeats: the check would cost more
+    codes, distinct = factorize(key)                               # O(n) hash table
+    if distinct > n * MEMO_MAX_UNIQUE:                             # few repeats: the check would cost more
         return np.arange(n)
-    first = np.empty(len(uniques), dtype=np.intp)
+    first = np.empty(distinct, dtype=np.intp)
     first[codes[::-1]] = np.arange(n - 1, -1, -1)
     representative = first[codes]
     same = class_code == class_code[representative]

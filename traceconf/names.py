@@ -24,8 +24,6 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-import cxxfilt
-
 from traceconf.errors import InputError
 
 TIERS = ("exact", "function", "part", "regex")
@@ -36,6 +34,8 @@ def demangle(name: str) -> str:
     """``_Z12matmul_tiledILi16EEvPKfS1_Pfi`` → ``void matmul_tiled<16>(float const*, float const*, float*, int)``."""
     if not name.startswith("_Z"):
         return name
+    import cxxfilt      # here: its import looks the C++ runtime up (two ldconfig runs), unmangled names need none
+
     try:
         return cxxfilt.demangle(name, external_only=False)
     except cxxfilt.InvalidName:

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from traceconf.grouping import group_aggregate
 from traceconf.names import qualified_name
 from traceconf.pipeline import KernelAnalysis
 from traceconf.schemas import INSTRUCTION_INFO, RESULT_ROWS
@@ -54,13 +55,13 @@ def kernel_table(analysis: KernelAnalysis, device: str) -> pa.Table:
     info = pa.concat_tables([analysis.instructions.cast(INSTRUCTION_INFO), _missing_info(analysis)])
     results = analysis.results.filter(pc.equal(analysis.results.column("device"), device))
     # One row per instruction (a trace instruction may show several widths: their counts add up).
-    counts = results.group_by("instruction", use_threads=False).aggregate(
-        [(name, "sum") for name in COUNTS] + [("max_ways", "max")])
-    info = info.join(counts, "instruction", join_type="left outer", use_threads=False).sort_by("instruction")
+    counts = group_aggregate(results, ["instruction"], [(name, "sum") for name in COUNTS] + [("max_ways", "max")])
+    info = info.sort_by("instruction")
     ids = info.column("instruction").to_numpy()
+    counts_row = pc.index_in(info.column("instruction"), value_set=counts.column("instruction"))  # null: not run
 
     def counted(name: str, aggregate: str, type_: pa.DataType) -> pa.Array:
-        return pc.fill_null(info.column(f"{name}_{aggregate}"), 0).cast(type_).combine_chunks()
+        return pc.fill_null(counts.column(f"{name}_{aggregate}").take(counts_row), 0).cast(type_).combine_chunks()
 
     reasons = _unresolved_reasons(analysis)
     gap = analysis.device_gaps.get(device)
@@ -98,7 +99,7 @@ def results_table(analyses: list[KernelAnalysis], devices: list[str]) -> pa.Tabl
 
 def excess_by_kernel(table: pa.Table) -> list[tuple[str, str, int]]:
     """(kernel, device, excess wavefronts) for every kernel × device, largest first."""
-    sums = table.group_by(["kernel", "device"], use_threads=False).aggregate([("excess_wavefronts", "sum")])
+    sums = group_aggregate(table, ["kernel", "device"], [("excess_wavefronts", "sum")])
     return sorted(zip(sums.column("kernel").to_pylist(), sums.column("device").to_pylist(),
                       sums.column("excess_wavefronts_sum").to_pylist()), key=lambda r: -r[2])
 

@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-    TimeRemainingColumn
 
 from traceconf.emulate.launch import DEFAULT_WORK_LIMIT
 from traceconf.errors import EXIT_INPUT, EXIT_INTERNAL, InputError, reading
@@ -178,6 +176,9 @@ def progress_bar(enabled: bool, label: str) -> Iterator:
     if not (enabled and sys.stdout.isatty() and sys.stderr.isatty()):
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn
+
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=None)

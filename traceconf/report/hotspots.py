@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceconf.emulate.launch import param_spelling
+from traceconf.grouping import group_aggregate
 from traceconf.names import short_name
 from traceconf.pipeline import KernelAnalysis
 from traceconf.analyses.results import COUNTS, kernel_table, partial_note
@@ -247,7 +248,7 @@ def _totals_tables(tables: list[pa.Table], devices: list[str], gaps: dict[str, s
     whose rules cannot count this kernel: the reason is in the notes)."""
     sums = []
     for t in tables:
-        grouped = t.group_by("kind", use_threads=False).aggregate([(name, "sum") for name in COUNTS]).to_pylist()
+        grouped = group_aggregate(t, ["kind"], [(name, "sum") for name in COUNTS]).to_pylist()
         sums.append({row["kind"]: row for row in grouped})
     kinds = [k for k in KINDS if any(k in per_kind for per_kind in sums)]   # counted kinds only (not tma/wgmma)
     lead = [Column("kind", kinds + ["all"], True)]

@@ -14,7 +14,6 @@ from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from traceconf.errors import InputError
 from traceconf.names import qualified_name
@@ -85,9 +84,15 @@ def _json_rows(table: pa.Table) -> str:
     return json.dumps(table.to_pylist(), indent=2)
 
 
+def _write_parquet(table: pa.Table, path: str) -> None:
+    import pyarrow.parquet as pq       # here: it loads pyarrow's file systems and ssl, which the other formats skip
+
+    pq.write_table(table, path)
+
+
 #: File writers by extension for ``-o`` (each writes one path: :func:`write_results` makes it atomic).
 WRITERS = {
-    ".parquet": lambda table, path: pq.write_table(table, path),
+    ".parquet": _write_parquet,
     ".csv": lambda table, path: Path(path).write_text(csv_text(table), encoding="utf-8"),
     ".json": lambda table, path: Path(path).write_text(_json_rows(table), encoding="utf-8"),
 }
