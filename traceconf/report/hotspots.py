@@ -251,7 +251,8 @@ def model_note_lines(rows: list[dict], devices: list[str]) -> list[Text]:
     by_note: dict[str, list[str]] = {}
     for row in rows:
         if row["model_note"]:
-            where = _where_in_input(row) + " ".join((row["text"] or "").split()[:1])
+            opcode = next((word for word in (row["text"] or "").split() if not word.startswith("@")), "")
+            where = _where_in_input(row) + opcode
             device = f" ({row['device']})" if len(devices) > 1 else ""
             by_note.setdefault(row["model_note"], [])
             if where + device not in by_note[row["model_note"]]:
