@@ -11,8 +11,8 @@ quarter-warp, offset in the line, misalignment), the shared destination pattern 
 row, 2/4/8-way conflicts, the measured kernels' XOR swizzle and 272-byte rows), guard-predicated-off lanes
 and where their (computed, unused) addresses point, copies in flight and commit grouping, the ignore-src
 form, L2-resident sources, warps per CTA and CTAs; plus seeded random patterns for fitting.  Every launch
-runs ``REPS`` times in a row in one process (run-to-run variance), and the whole set runs twice, with
-Nsight's default cache control (caches flushed: sources come from DRAM) and with ``--cache-control none``.
+runs ``REPS`` times in a row in one process (run-to-run variance), with Nsight's default cache control
+(caches flushed: sources come from DRAM), and the ``CACHE_NONE_SUBSET`` again with ``--cache-control none``.
 """
 
 from __future__ import annotations
@@ -103,8 +103,6 @@ def configs() -> list[dict]:
                       [CHUNK * l if l < 16 else 128 * l for l in lanes()], [1 if l < 16 else 0 for l in lanes()]))
     out.append(config("active_odd_rest_contiguous", contiguous, contiguous, [l % 2 for l in lanes()]))
     out.append(config("active0_rest_scattered", [4096 * l for l in lanes()], [128 * l for l in lanes()], [0] * 32))
-    # the cp.async matmul's copy: 8 active lanes (128 B), the others' address registers never written
-    # (here: left at a 4-KiB-line, 128-byte-stride pattern, and at the active lanes' pattern continued)
     # copies in flight from one warp and commit grouping
     out.append(config("inflight4_one_commit", contiguous, contiguous, copies=4, gstep=512, sstep=512))
     out.append(config("inflight4_commit_each", contiguous, contiguous, copies=4, gstep=512, sstep=512,
