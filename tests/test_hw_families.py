@@ -47,16 +47,20 @@ UNRESOLVED: dict[tuple[str, str], str] = {}
 #: Launches analysed completely whose wavefronts differ from the Source page at some pc.
 WRONG: dict[tuple[str, str], str] = {
     ("wmma", "wmma_gemm_tf32_async"): "the C-tile copy LDGSTS.E.BYPASS.128 (pc 0x2d0, __pipeline_memcpy_async): "
-                                      "6912 wavefronts predicted where Nsight counts 5376 (its ideal, 2048, is "
-                                      "met). Rows of 272 B put quarter-warp k of the 8 (row mod 8) at a 16k-byte "
-                                      "offset: the placement rule gives 1,4,3,5,2,5,3,4 per quarter, 13.5 per "
-                                      "execution; the page has 10.5. No simple address rule gives 10.5 (without "
-                                      "rows 9.0, rotation for XOR 7.5, per half-warp 11.25, 256-B rows 10.0) "
-                                      "while keeping the A/B tiles' 32-B shifts exact: the LDGSTS.BYPASS gap of "
-                                      "docs/sass.md (same addresses, different counts in the Triton matmuls)",
-    ("triton_tut", "tut_matmul_64x64x32"): "LDGSTS.E.BYPASS.128 A-operand copies of the main loop (pcs 0xe70, "
-                                           "0xe80): Nsight counts 640 where the address model gives 320, the "
-                                           "known unpredictable copies of docs/sass.md",
+                                      "6912 wavefronts predicted (13.5 per execution from the shared addresses) "
+                                      "where Nsight counts 5376 (10.5; its ideal, 2048, is met). Nsight's count "
+                                      "depends on the global sources too: the H100 probe of these exact copies "
+                                      "(tests/data/hw/ldgsts_probe, wmma_c_j0..3: 256-byte rows into 272-byte rows) "
+                                      "counts 8, 12, 12, 10 per row pair, every launch alike, so 10.5 is "
+                                      "deterministic but not a function of the shared addresses; the result "
+                                      "carries the rule set's model note (docs/hardware.md, 'LDGSTS')",
+    ("triton_tut", "tut_matmul_64x64x32"): "LDGSTS.E.BYPASS.128 A-operand copies of the second prologue stage "
+                                           "(pcs 0xe70, 0xe80, ignore-src operand P2): Nsight counts 640 where "
+                                           "the shared addresses give 320: it counts them from their global "
+                                           "source lines (two 64-byte rows per quarter-warp: 8 per warp, as the "
+                                           "H100 probe's guarded copies, tests/data/hw/ldgsts_probe triton_a_*), "
+                                           "while this kernel's P0 copies of such rows count 4; the results "
+                                           "carry the rule set's model note (docs/hardware.md, 'LDGSTS')",
 }
 WAVEFRONT_GAPS = {**UNRESOLVED, **WRONG}
 IDEAL_GAPS = dict(UNRESOLVED)

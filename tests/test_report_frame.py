@@ -69,7 +69,7 @@ def test_json_document_contract():
     first = result["instructions"][0]
     assert list(first) == ["instruction", "ptx", "kind", "width_bits", "pc", "ptx_line", "source", "executions",
                            "wavefronts", "ideal_wavefronts", "excess_wavefronts", "max_ways", "resolved",
-                           "unresolved_reason"]
+                           "unresolved_reason", "model_note"]
     assert first["ptx"].startswith("st.shared.f32") and first["source"] == "transpose.cu:12"
     assert result["launch"]["scale"] == SCALE
     half_warps = document["results"][1]["totals"]["ld"]       # sm_1x: two 16-lane phases per warp execution

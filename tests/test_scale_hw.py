@@ -71,8 +71,11 @@ def test_predictions_equal_the_source_page_at_scale(launch):
 
 @pytest.mark.parametrize("launch_id", STABLE_LDGSTS)
 @pytest.mark.xfail(strict=True, reason="LDGSTS.BYPASS of these pipelines: the Source page counts 16 per execution "
-                   "for hgemm's contiguous 512-B copies (ldgsts.cu's count 4) and 23.3 on average for the cp.async "
-                   "matmul's, varying between runs at scale: not a function of the shared addresses "
+                   "for hgemm's contiguous 512-B copies (each pair of lanes from another global line: 16 in the "
+                   "H100 probe, tests/data/hw/ldgsts_probe hgemm_k*, every launch alike) and 23.3 on average for "
+                   "the cp.async matmul's, whose negated guard lets Nsight count the 24 lanes it turns off, with "
+                   "address registers the kernel never wrote (29,792 and 32,000 at one pc in two runs of the same "
+                   "SASS): not a function of the shared addresses; the results carry the rule set's model note "
                    "(docs/hardware.md, 'LDGSTS')")
 def test_ldgsts_of_multistage_pipelines_is_a_known_gap(launch_id):
     launch = next(item for item in LAUNCHES if item["id"] == launch_id)
@@ -97,7 +100,8 @@ def _ideal_per_pc(launch_id: str) -> tuple[dict[int, int], dict[int, int], set[i
 
 #: Launches whose LDGSTS.BYPASS ideal differs from the Source page: the cp.async matmul's A/B tile copies,
 #: where Nsight's ideal (like its wavefronts, test_ldgsts_of_multistage_pipelines_is_a_known_gap) is 3.85x
-#: the 4 per warp its addresses give even in one CTA (matmul_async32_grid1: 4,928 vs 1,280 per pc).
+#: the 1 per execution its 8 active lanes' addresses give even in one CTA (matmul_async32_grid1: 4,928 vs 1,280
+#: per pc): the negated guard's turned-off lanes count (tests/test_ldgsts_probe_hw.py).
 IDEAL_LDGSTS_GAP = sorted(launch["id"] for launch in LAUNCHES if launch["id"].startswith("matmul_async"))
 
 
@@ -112,8 +116,9 @@ def test_ideal_per_sass_pc_equals_the_source_page_at_scale(launch_id):
 
 
 @pytest.mark.parametrize("launch_id", IDEAL_LDGSTS_GAP)
-@pytest.mark.xfail(strict=True, reason="LDGSTS.BYPASS of the cp.async matmul: Nsight's ideal per pc is not the "
-                   "4 per warp the addresses give (docs/hardware.md, 'LDGSTS')")
+@pytest.mark.xfail(strict=True, reason="LDGSTS.BYPASS of the cp.async matmul: Nsight's ideal per pc (3.85 and 4 "
+                   "per execution) counts the 24 lanes the negated guard turns off, with unwritten address registers, "
+                   "not the 1 per execution the 8 active lanes' addresses give (docs/hardware.md, 'LDGSTS')")
 def test_ldgsts_ideal_of_the_cp_async_matmul_is_a_known_gap(launch_id):
     predicted, measured, copies = _ideal_per_pc(launch_id)
     assert {pc: predicted.get(pc, 0) for pc in copies} == {pc: measured.get(pc, 0) for pc in copies}

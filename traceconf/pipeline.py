@@ -41,6 +41,9 @@ class KernelAnalysis:
     notes: list[str] = field(default_factory=list)
     accesses: dict[int, WarpAccesses] = field(default_factory=dict)  # by warp size; empty for streamed traces
     device_gaps: dict[str, str] = field(default_factory=dict)  # device → why it could not count this kernel
+    # device → instruction → why Nsight's Source page may count that instruction otherwise (the rule set's
+    # ``model_note`` of an operation the instruction executed: RuleSet.model_notes)
+    model_notes: dict[str, dict[int, str]] = field(default_factory=dict)
     # the rule sets this analysis counted (None: all that were asked for); one program per architecture
     # counts a subset each (traceconf.programs.open_programs)
     devices: list[str] | None = None
@@ -97,8 +100,8 @@ class _Counter:
     kind and width, and the first ``retain`` executions (all of them when ``retain`` < 0) for the reports
     that look at single executions."""
 
-    def __init__(self, rule_sets: list, gaps: dict[str, str], retain: int):
-        self.rule_sets, self.gaps, self.retain = rule_sets, gaps, retain
+    def __init__(self, rule_sets: list, gaps: dict[str, str], retain: int, model_notes: dict):
+        self.rule_sets, self.gaps, self.retain, self.model_notes = rule_sets, gaps, retain, model_notes
         self.summaries: dict[str, list[pa.Table]] = {}
         self.kinds: dict[int, str] = {}
         self.widths: dict[int, int] = {}
@@ -111,7 +114,7 @@ class _Counter:
         for rules in self.rule_sets:
             if rules.name in self.gaps:
                 continue
-            counted = count_devices(accesses, [rules], self.gaps, scale=int(weight))
+            counted = count_devices(accesses, [rules], self.gaps, scale=int(weight), model_notes=self.model_notes)
             if rules.name in self.gaps:
                 self.summaries.pop(rules.name, None)
                 continue
@@ -147,6 +150,7 @@ class Counted:
     """One launch emulated per warp size and counted under every rule set that could count it."""
 
     results: pa.Table                       # INSTRUCTION_RESULTS, devices in the order asked for
+    model_notes: dict[str, dict[int, str]]  # KernelAnalysis.model_notes
     emulation: object                       # EmulationResult of the first warp size (its facts are the launch's)
     kinds: dict[int, str]
     widths: dict[int, int]
@@ -169,9 +173,9 @@ def emulate_and_count(emulate_for: Callable, rule_sets: list, gaps: dict[str, st
         if rules.name not in gaps:
             by_warp_size.setdefault(rules.warp_size, []).append(rules)
     retain = RETAINED_EXECUTIONS if retain is None else retain
-    emulations, counters = {}, {}
+    emulations, counters, model_notes = {}, {}, {}
     for warp_size, sets in by_warp_size.items():
-        counters[warp_size] = _Counter(sets, gaps, retain)
+        counters[warp_size] = _Counter(sets, gaps, retain, model_notes)
         # classes may only be separated by whole bank rows of every rule set counting them
         emulations[warp_size] = emulate_for(warp_size, lcm(*[int(r.row_bytes) for r in sets]), counters[warp_size])
     check_some_device(gaps, rule_sets)
@@ -188,7 +192,9 @@ def emulate_and_count(emulate_for: Callable, rule_sets: list, gaps: dict[str, st
             kinds.setdefault(ident, kind)
             widths.setdefault(ident, counter.widths[ident])
     retained = {w: c.retained(emulations[w].accesses.kernel, w) for w, c in counters.items()}
-    return Counted(results=results, emulation=next(iter(emulations.values())), kinds=kinds, widths=widths,
+    model_notes = {device: notes for device, notes in model_notes.items() if device not in gaps}
+    return Counted(results=results, model_notes=model_notes, emulation=next(iter(emulations.values())),
+                   kinds=kinds, widths=widths,
                    accesses={w: r[0] for w, r in retained.items()}, weights={w: r[1] for w, r in retained.items()},
                    complete=all(c.complete for c in counters.values()))
 
@@ -249,7 +255,8 @@ def analyze_kernel(program, kernel: str, launch: LaunchRequest, rule_sets: list,
     return KernelAnalysis(kernel=kernel, input_path=path, input_format=program.input_format, launch=facts,
                           results=counted.results, instructions=info, unresolved=unresolved, notes=notes,
                           accesses=counted.accesses, weights=counted.weights, complete=counted.complete,
-                          shared_layout=[dict(v) for v in first.shared_layout], device_gaps=gaps)
+                          shared_layout=[dict(v) for v in first.shared_layout], device_gaps=gaps,
+                          model_notes=counted.model_notes)
 
 
 def launch_notes(facts: dict) -> list[str]:
@@ -261,12 +268,15 @@ def launch_notes(facts: dict) -> list[str]:
             + (" (the largest block it allows): pass --block for the launch you run" if origin == ".maxntid" else "")]
 
 
-def count_devices(accesses, rule_sets: list, gaps: dict[str, str], scale: int = 1) -> list[pa.Table]:
+def count_devices(accesses, rule_sets: list, gaps: dict[str, str], scale: int = 1,
+                  model_notes: dict[str, dict[int, str]] | None = None) -> list[pa.Table]:
     """INSTRUCTION_RESULTS of ``accesses`` under every rule set not yet in ``gaps``.
 
     A rule set that cannot count them (another warp width, an access kind it has no rule for) joins
     ``gaps`` (device → reason) so the other devices' results are kept (:func:`check_some_device` then
-    tells whether any device could count the kernel at all).
+    tells whether any device could count the kernel at all).  ``model_notes`` (device → instruction →
+    note, :attr:`KernelAnalysis.model_notes`) gains the instructions that executed an operation whose rule
+    carries a ``model_note``.
     """
     from traceconf.engine import analyze, summarize
 
@@ -277,7 +287,22 @@ def count_devices(accesses, rule_sets: list, gaps: dict[str, str], scale: int = 
                 out.append(summarize(analyze(accesses, rules), scale=scale))
             except InputError as error:
                 gaps[rules.name] = without_kernel(error.message, accesses.kernel)
+                continue
+            if model_notes is not None:
+                for code, note in rules.model_notes().items():
+                    noted = _instructions_with_op(accesses, code)
+                    if noted:
+                        model_notes.setdefault(rules.name, {}).update(dict.fromkeys(noted, note))
     return out
+
+
+def _instructions_with_op(accesses, code: int) -> list[int]:
+    """Instruction ids of the executions carrying ACCESSES op ``code`` (a WarpAccesses or a long table)."""
+    if isinstance(accesses, pa.Table):
+        instruction, op = accesses.column("instruction").to_numpy(), accesses.column("op").to_numpy()
+    else:
+        instruction, op = accesses.instruction, accesses.op
+    return np.unique(instruction[op == code]).tolist()
 
 
 def check_some_device(gaps: dict[str, str], rule_sets: list, path: str | None = None) -> None:
@@ -346,10 +371,10 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
             break
         if not matches(trace.kernel, kernels):
             continue
-        partial, notes, gaps = [], [], {}
+        partial, notes, gaps, model_notes = [], [], {}, {}
         try:
             for chunk in trace.chunks():
-                partial += count_devices(chunk, rule_sets, gaps)
+                partial += count_devices(chunk, rule_sets, gaps, model_notes=model_notes)
             check_some_device(gaps, rule_sets, str(path))
         except Exception as error:   # bad data in this launch, or a bug: the launches after it are still read
             failure = kernel_failure(trace.kernel, error, str(path))
@@ -366,7 +391,8 @@ def run_trace(path: str | Path, kernels: list[str] | None, rule_sets: list, skip
         done.append(KernelAnalysis(kernel=trace.kernel, input_path=str(path), input_format=fmt,
                                    launch=dict(trace.launch), results=combine(partial) if partial
                                    else INSTRUCTION_RESULTS.empty_table(),
-                                   instructions=trace_instruction_info(trace), notes=notes, device_gaps=gaps))
+                                   instructions=trace_instruction_info(trace), notes=notes, device_gaps=gaps,
+                                   model_notes={d: n for d, n in model_notes.items() if d not in gaps}))
     return done, failed
 
 

@@ -250,6 +250,8 @@ RESULT_ROWS = pa.schema(
         _f("max_ways", pa.int32(), "largest n-way conflict degree over all executions (0 if never executed)", False),
         _f("resolved", pa.bool_(), "false when the emulator could not compute this instruction's addresses", False),
         _f("unresolved_reason", pa.string(), "why the addresses are unknown (null when resolved)"),
+        _f("model_note", pa.string(), "why Nsight's Source page may count this instruction otherwise than the "
+                                      "rule set (null when the rule set reproduces it; the rule's model_note)"),
     ]
 )
 

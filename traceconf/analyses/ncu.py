@@ -225,7 +225,9 @@ def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table,
                          "of the source (other line numbers) than this PTX's .loc lines?")
     facts = {"id": ", ".join(launch_ids) or None,
              **{key: (launch or {}).get(key) for key in ("grid", "block", "dynamic_smem")}}
-    result = Comparison(kernel, measured.name, totals, by_kind, by_line, notes, _by_pc(measured, rows), launch=facts)
+    by_pc = _by_pc(measured, rows)
+    notes += model_note_differences(by_pc)
+    result = Comparison(kernel, measured.name, totals, by_kind, by_line, notes, by_pc, launch=facts)
     if counters is not None:
         result.counters, counter_notes = kernel_level(counters, kernel, launch or {}, shared_sass, totals, rows,
                                                       launch_ids)
@@ -253,8 +255,20 @@ def _by_pc(measured: MeasuredKernel, rows: list[dict]) -> list[dict]:
         predicted_counts = _sum(p)
         if measured_counts["wavefronts"] or predicted_counts["wavefronts"]:
             sass = " ".join((m.source if m else p[0]["text"]).split())
-            out.append({"pc": pc_value, "sass": sass, "measured": measured_counts, "predicted": predicted_counts})
+            note = next((row["model_note"] for row in p if row.get("model_note")), None)
+            out.append({"pc": pc_value, "sass": sass, "measured": measured_counts, "predicted": predicted_counts,
+                        "model_note": note})
     return out
+
+
+def model_note_differences(by_pc: list[dict]) -> list[str]:
+    """One note per distinct model note of the pcs where Nsight's wavefronts differ from the prediction: the
+    rule set says why it cannot reproduce them there (RESULT_ROWS ``model_note``)."""
+    pcs_of: dict[str, list[str]] = {}
+    for row in by_pc:
+        if row["model_note"] and row["measured"]["wavefronts"] != row["predicted"]["wavefronts"]:
+            pcs_of.setdefault(row["model_note"], []).append(f"{row['pc']:#06x}")
+    return [f"pc {_lines(pcs)} differ(s) as the rule set expects: {note}" for note, pcs in pcs_of.items()]
 
 
 def _lines(lines: list[int]) -> str:

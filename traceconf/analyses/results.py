@@ -21,6 +21,8 @@ from traceconf.schemas import INSTRUCTION_INFO, RESULT_ROWS
 
 
 COUNTS = ("executions", "wavefronts", "ideal_wavefronts", "excess_wavefronts")
+#: How the reports mark a count whose instruction carries a ``model_note`` (Nsight may count it otherwise).
+MODEL_MARK = "≈"
 
 
 def _missing_info(analysis: KernelAnalysis) -> pa.Table:
@@ -64,6 +66,7 @@ def kernel_table(analysis: KernelAnalysis, device: str) -> pa.Table:
         return pc.fill_null(counts.column(f"{name}_{aggregate}").take(counts_row), 0).cast(type_).combine_chunks()
 
     reasons = _unresolved_reasons(analysis)
+    noted = analysis.model_notes.get(device, {})
     gap = analysis.device_gaps.get(device)
     reason = [f"not counted on {device}: {gap}" if gap else reasons.get(int(i)) for i in ids]
     files = info.column("source_file").to_pylist()
@@ -88,6 +91,7 @@ def kernel_table(analysis: KernelAnalysis, device: str) -> pa.Table:
         "max_ways": counted("max_ways", "max", pa.int32()),
         "resolved": pa.array([r is None for r in reason], pa.bool_()),
         "unresolved_reason": pa.array(reason, pa.string()),
+        "model_note": pa.array([noted.get(int(i)) for i in ids], pa.string()),
     }, schema=RESULT_ROWS)
 
 

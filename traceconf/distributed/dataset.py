@@ -34,10 +34,14 @@ def combine_analyses(parts: list[KernelAnalysis]) -> KernelAnalysis:
             keep.append(i)
     instructions = instructions.take(pa.array(keep, pa.int64())).sort_by("instruction")
     notes = list(dict.fromkeys(note for p in parts for note in p.notes))
+    model_notes: dict[str, dict[int, str]] = {}
+    for part in parts:
+        for device, noted in part.model_notes.items():
+            model_notes.setdefault(device, {}).update(noted)
     return KernelAnalysis(kernel=first.kernel, input_path=first.input_path, input_format=first.input_format,
                           launch=first.launch, results=combine([p.results for p in parts]),
                           instructions=instructions, unresolved=[u for p in parts for u in p.unresolved],
-                          notes=notes)
+                          notes=notes, model_notes=model_notes)
 
 
 def _slug(text: str, limit: int = 80) -> str:

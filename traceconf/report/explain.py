@@ -13,7 +13,7 @@ module only draws; it decides nothing about banks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceconf.accesses import INACTIVE, WarpAccesses
+from traceconf.analyses.results import MODEL_MARK
 from traceconf.engine import LaneWavefronts, analyze, lane_wavefronts
 from traceconf.names import short_name
 from traceconf.schemas import KINDS
@@ -49,6 +50,7 @@ class Execution:
     address: np.ndarray      # (warp_size,) byte addresses, INACTIVE for inactive lanes
     source: str | None = None   # the CUDA (or Python) ``file:line`` of the instruction, from its line info
     code: str | None = None     # that line's text, when the file is readable
+    model_note: str = ""        # why Nsight may count this execution otherwise (the rule's model_note)
 
     def title(self) -> str:
         """``transpose_unpadded [30] ld.shared.f32 … at transpose.cu:17``: readable, the mangled name left out."""
@@ -177,7 +179,9 @@ def explain_instruction(accesses: WarpAccesses, instruction: int, rules, text: s
     counts = analyze(accesses.take(rows), rules)
     row, ordinal = choose_row(accesses, rows, counts.column("wavefronts").to_numpy(), warp, ordinal)
     served = lane_wavefronts(accesses.take(np.array([row])), rules)
-    return picture(execution_at(accesses, row, ordinal, text, rules.name, source, code), rules, served)
+    execution = replace(execution_at(accesses, row, ordinal, text, rules.name, source, code),
+                        model_note=rules.model_notes().get(int(accesses.op[row]), ""))
+    return picture(execution, rules, served)
 
 
 # ---------------------------------------------------------------------------
@@ -207,6 +211,8 @@ def header_text(pic: Picture) -> Text:
     excess = pic.wavefronts - pic.ideal_wavefronts
     text.append(f"{pic.wavefronts} wavefronts, ideal {pic.ideal_wavefronts}, excess {excess}, "
                 f"worst {pic.max_ways}-way", style="bold red" if excess else "bold green")
+    if e.model_note:
+        text.append(f"\n{MODEL_MARK} {e.model_note}", style="yellow")
     return text
 
 

@@ -23,7 +23,7 @@ from traceconf.emulate.launch import param_spelling
 from traceconf.grouping import group_aggregate
 from traceconf.names import short_name
 from traceconf.pipeline import KernelAnalysis
-from traceconf.analyses.results import COUNTS, kernel_table, partial_note
+from traceconf.analyses.results import COUNTS, MODEL_MARK, kernel_table, partial_note
 from traceconf.report.source import source_text
 from traceconf.schemas import KINDS
 
@@ -215,12 +215,14 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
                 cells += ["unresolved"] + [""] * (len(names) - len(cells) - 1)
             else:
                 excess = Text(f"{row['excess_wavefronts']:,}", style="red" if row["excess_wavefronts"] else "")
+                # "≈": Nsight may count this instruction otherwise (its model_note, listed under the totals)
+                counted = Text(f"{MODEL_MARK if row['model_note'] else ''}{row['wavefronts']:,}")
                 if single:
-                    cells += [f"{row['wavefronts']:,}", f"{row['ideal_wavefronts']:,}", excess,
+                    cells += [counted, f"{row['ideal_wavefronts']:,}", excess,
                               _share(row["excess_wavefronts"], total), _ways(row["max_ways"])]
                 else:
                     excess.append(f" ({_share(row['excess_wavefronts'], total)})", style="dim")
-                    cells += [f"{row['wavefronts']:,}", excess, _ways(row["max_ways"])]
+                    cells += [counted, excess, _ways(row["max_ways"])]
             for column, cell in zip(group, cells):
                 column.cells.append(cell)
 
@@ -231,6 +233,7 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
     note = partial_note(analysis)
     if note:
         parts.append(Text(note, style="bold yellow"))
+    parts += model_note_lines([row for device_rows in rows for row in device_rows], devices)
     if analysis.unresolved:
         text = {int(r["instruction"]): r["text"] for r in analysis.instructions.to_pylist()}
         lines = Text("not counted (addresses unknown, or no LSU access):", style="bold yellow")
@@ -241,6 +244,21 @@ def kernel_report(analysis: KernelAnalysis, devices: list[str], top: int | None 
             lines.append(f"\n  [{ident}] {shown}: {entry.get('reason') or 'addresses unknown'}")
         parts.append(lines)
     return Group(*parts)
+
+
+def model_note_lines(rows: list[dict], devices: list[str]) -> list[Text]:
+    """One block per distinct model note of the rows (RESULT_ROWS dicts), naming its instructions: why their
+    "≈" counts may differ from Nsight's Source page."""
+    by_note: dict[str, list[str]] = {}
+    for row in rows:
+        if row["model_note"]:
+            opcode = next((word for word in (row["text"] or "").split() if not word.startswith("@")), "")
+            where = _where_in_input(row) + opcode
+            device = f" ({row['device']})" if len(devices) > 1 else ""
+            by_note.setdefault(row["model_note"], [])
+            if where + device not in by_note[row["model_note"]]:
+                by_note[row["model_note"]].append(where + device)
+    return [Text(f"{MODEL_MARK} {', '.join(where)}: {note}", style="yellow") for note, where in by_note.items()]
 
 
 def _totals_tables(tables: list[pa.Table], devices: list[str], gaps: dict[str, str], width: int | None) -> list:

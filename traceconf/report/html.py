@@ -16,7 +16,7 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 
-from traceconf.analyses.results import COUNTS, kernel_table, partial_note
+from traceconf.analyses.results import COUNTS, MODEL_MARK, kernel_table, partial_note
 from traceconf.analyses.suggest import Suggestion, declaration
 from traceconf.names import short_name
 from traceconf.pipeline import KernelAnalysis
@@ -168,13 +168,17 @@ class KernelPage:
         links = " ".join(f'<a href="#{self.figures[(d, row["instruction"])]}">picture ({escape(d)})</a>'
                          for d in self.devices if (d, row["instruction"]) in self.figures)
         # not counted, or only partly (the counted warps' executions are in the numbers): why, per device
-        missing = {}
+        missing, modelled = {}, {}
         for device, rows in zip(self.devices, self.rows):
             if not rows[index]["resolved"]:
                 missing.setdefault(rows[index]["unresolved_reason"] or "addresses unknown", []).append(device)
+            if rows[index]["model_note"]:           # Nsight may count it otherwise (RESULT_ROWS model_note)
+                modelled.setdefault(rows[index]["model_note"], []).append(device)
         extra = (f'<div class="rewrite">{escape(reason)}</div>' if reason else "") + "".join(
             f'<div class="unresolved">unresolved ({escape(", ".join(devices))}): {escape(why)}</div>'
-            for why, devices in missing.items()) + (f"<div>{links}</div>" if links else "")
+            for why, devices in missing.items()) + "".join(
+            f'<div class="unresolved">{MODEL_MARK} ({escape(", ".join(devices))}): {escape(why)}</div>'
+            for why, devices in modelled.items()) + (f"<div>{links}</div>" if links else "")
         row_key = f"{self.analysis.kernel}/{row['instruction']}"
         cells = [f'<td class="text" data-key="instruction" data-row="{escape(row_key)}"><span class="dim">'
                  f'{escape(_where(row))}</span> {escape(text)}{extra}</td>',

@@ -24,7 +24,7 @@ from traceconf.schemas import KINDS
 
 #: Per-instruction keys of the JSON document, in order (RESULT_ROWS column → JSON key).
 JSON_INSTRUCTION_KEYS = ("instruction", "ptx", "kind", "width_bits", "pc", "ptx_line", "source", *COUNTS, "max_ways",
-                         "resolved", "unresolved_reason")
+                         "resolved", "unresolved_reason", "model_note")
 
 
 def _json_instruction(row: dict) -> dict:

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from traceconf.errors import InputError
-from traceconf.kinds import ATOMIC_OPS, COPY_OPS, KINDS, OPS_OF_KIND
+from traceconf.kinds import ATOMIC_OPS, COPY_OPS, KINDS, OP_CODES, OPS_OF_KIND
 from traceconf.tomlfile import key_line, parse_toml
 
 __all__ = ["RuleSet", "LaunchLimits", "RuleFileError", "LaneGroupRule", "PairingRule", "MatrixRule",
@@ -84,6 +84,9 @@ class OpRule:
     passes: int = 1                        # the access is served this many times (wavefronts and ideal)
     group_passes: str = "banks"            # GROUP_PASSES: how a lane group's passes are counted
     plus_plain: bool = False               # served once more as the kind without this operation
+    # why Nsight's Source page may count this operation otherwise than these rules can (what it depends on
+    # that the accesses do not hold); every result of an instruction with this operation carries it
+    model_note: str = ""
 
     @property
     def servings(self) -> tuple[str, ...]:
@@ -193,6 +196,11 @@ class RuleSet:
         """How an access of ``kind`` carrying operation ``op`` is served (:data:`PLAIN` when no rule names it;
         an operation of another kind is ignored)."""
         return self.ops.get(op, PLAIN) if op in OPS_OF_KIND.get(kind, ()) else PLAIN
+
+    def model_notes(self) -> dict[int, str]:
+        """ACCESSES ``op`` code -> the note every result of an access with that operation carries: why Nsight's
+        Source page may count it otherwise (``model_note`` of ``[atomic_ops.OP]`` / ``[copy_ops.OP]``)."""
+        return {OP_CODES[op]: rule.model_note for op, rule in self.ops.items() if rule.model_note}
 
     def merges(self, kind: str, op: str = "") -> bool:
         """Do lanes of one ``kind`` access (operation ``op``) that touch the same bank word share a pass?"""
@@ -553,7 +561,7 @@ class _Validator:
         table = self.data.get(key, {})
         if not isinstance(table, dict):
             raise self.doc.error(key, f"expected tables [{key}.OP], got {table!r}")
-        allowed = ("merge_same_word", "passes", "group_passes", "plus_plain")
+        allowed = ("merge_same_word", "passes", "group_passes", "plus_plain", "model_note")
         rules = {}
         for op, entry in table.items():
             if op not in operations:
@@ -567,9 +575,12 @@ class _Validator:
             if group_passes not in GROUP_PASSES:
                 raise self.doc.error(key, f"{key}.{op}.group_passes: expected one of {', '.join(GROUP_PASSES)}, "
                                           f"got {group_passes!r}")
+            note = entry.get("model_note", "")
+            if not isinstance(note, str) or (note and (not note.strip() or not note.isprintable())):
+                raise self.doc.error(key, f"{key}.{op}.model_note: expected one line of text, got {note!r}")
             rules[op] = OpRule(entry.get("merge_same_word"), self.integer(f"{key}.{op}.passes", 1, 8,
                                                                           entry.get("passes", 1)),
-                               group_passes, bool(entry.get("plus_plain", False)))
+                               group_passes, bool(entry.get("plus_plain", False)), note.strip())
         return rules
 
     def lane_groups(self, warp_size: int) -> tuple[LaneGroupRule, ...]:

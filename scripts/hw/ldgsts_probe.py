@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Configurations of the LDGSTS.BYPASS probes (ldgsts_probe.cu) and the summary of their Source pages.
+
+    python3 scripts/hw/ldgsts_probe.py configs OUT.txt [--part N/M | --cache-none-subset]  # the driver's input
+    python3 scripts/hw/ldgsts_probe.py export REPORT LOG DIR  # there: one Source page CSV per profiled launch
+    python3 scripts/hw/ldgsts_probe.py summary PAGES OUT.csv  # one row per launch and LDGSTS pc
+
+Each configuration varies one factor against the base case (one warp, 32 lanes copying 512 contiguous
+bytes from one aligned global run to 512 contiguous shared bytes): the global source pattern (lines per
+quarter-warp, offset in the line, misalignment), the shared destination pattern (rotation in the 128-byte
+row, 2/4/8-way conflicts, the measured kernels' XOR swizzle and 272-byte rows), guard-predicated-off lanes
+and where their (computed, unused) addresses point, copies in flight and commit grouping, the ignore-src
+form, L2-resident sources, warps per CTA and CTAs; plus seeded random patterns for fitting.  Every launch
+runs ``REPS`` times in a row in one process (run-to-run variance), with Nsight's default cache control
+(caches flushed: sources come from DRAM), and the ``CACHE_NONE_SUBSET`` again with ``--cache-control none``.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+import sys
+from pathlib import Path
+
+REPS = 3
+CHUNK = 16
+LINE = 128
+COMMIT_EACH, SRCSIZE, PREWARM, TWICE = 1, 2, 4, 8
+
+
+def config(name, gofs, sofs, flags=None, grid=1, copies=1, gstep=0, sstep=0, cta_stride=0, mode=0, reps=REPS):
+    flags = flags if flags is not None else [1] * len(gofs)
+    assert len(gofs) == len(sofs) == len(flags) <= 1024
+    assert all(0 <= s and s + (copies - 1) * sstep + (8192 if mode & TWICE else 0) <= 65536 - CHUNK for s in sofs)
+    return dict(name=name, threads=len(gofs), grid=grid, copies=copies, gstep=gstep, sstep=sstep,
+                cta_stride=cta_stride, mode=mode, reps=reps, gofs=list(gofs), sofs=list(sofs), flags=list(flags))
+
+
+def lanes(n=32):
+    return range(n)
+
+
+def configs() -> list[dict]:
+    out = []
+    contiguous = [CHUNK * l for l in lanes()]
+    out.append(config("base", contiguous, contiguous))
+    # destination rotated by r chunks inside the 128-byte bank row (the source stays one aligned line per quarter)
+    for r in range(1, 8):
+        out.append(config(f"dst_rot{r}", contiguous, [CHUNK * (l + r) for l in lanes()]))
+    # source misaligned by r chunks (each quarter-warp spans two lines), destination aligned
+    for r in range(1, 8):
+        out.append(config(f"src_rot{r}", [CHUNK * (l + r) for l in lanes()], contiguous))
+    # both shifted alike: no rotation between source and destination, both misaligned
+    for r in (1, 3, 4):
+        out.append(config(f"both_rot{r}", [CHUNK * (l + r) for l in lanes()], [CHUNK * (l + r) for l in lanes()]))
+    # source lines: L lanes per global line, lines 1 KiB apart; at offset 0 of the line or at the lane's
+    # own position in the row (source chunk = destination chunk: no rotation)
+    for per_line in (1, 2, 4, 8):
+        out.append(config(f"lines{per_line}_off0", [1024 * (l // per_line) + CHUNK * (l % per_line) for l in lanes()],
+                          contiguous))
+        if per_line < 8:
+            out.append(config(f"lines{per_line}_samepos", [1024 * (l // per_line) + CHUNK * (l % 8) for l in lanes()],
+                              contiguous))
+    # hgemm's operand copies: pairs of lanes take 32 B of one row (rows 8 KiB apart) at 32k bytes into it
+    for k in range(4):
+        out.append(config(f"hgemm_k{k}", [8192 * (l // 2) + 32 * k + CHUNK * (l % 2) for l in lanes()], contiguous))
+    # Triton's A operand (64-byte rows 512 B apart, 4 lanes a row) into its XOR-swizzled destination,
+    # first (h0) or second (h1) half of each line; and the same sources into a plain destination
+    swizzled = [CHUNK * (8 * (l // 8) + ((l % 8) ^ (l // 8))) for l in lanes()]
+    for h in (0, 1):
+        triton_a = [512 * (l // 4) + 64 * h + CHUNK * (l % 4) for l in lanes()]
+        out.append(config(f"triton_a_h{h}", triton_a, swizzled))
+        out.append(config(f"triton_a_h{h}_linear", triton_a, contiguous))
+        out.append(config(f"triton_a_h{h}_srcsize", triton_a, swizzled, mode=SRCSIZE))
+    out.append(config("triton_a_h0_ignoresrc", [512 * (l // 4) + CHUNK * (l % 4) for l in lanes()], swizzled,
+                      flags=[3] * 32, mode=SRCSIZE))
+    # Triton's B operand: one line per quarter, same swizzle
+    out.append(config("triton_b", [512 * (l // 8) + CHUNK * (l % 8) for l in lanes()], swizzled))
+    # the wmma tf32 C tile: 256-byte global rows (1 KiB apart) into 272-byte shared rows, rows 2j and 2j+1
+    for j in range(4):
+        rows = [2 * j + l // 16 for l in lanes()]
+        out.append(config(f"wmma_c_j{j}", [1024 * r + CHUNK * (l % 16) for l, r in zip(lanes(), rows)],
+                          [272 * r + CHUNK * (l % 16) for l, r in zip(lanes(), rows)]))
+    # shared conflicts with an aligned contiguous source
+    for stride in (32, 64, 128, 256):
+        out.append(config(f"dst_stride{stride}", contiguous, [stride * l for l in lanes()]))
+    out.append(config("dst_xor1", contiguous, [CHUNK * (l ^ 1) for l in lanes()]))
+    out.append(config("dst_reversed", contiguous, [CHUNK * (31 - l) for l in lanes()]))
+    out.append(config("src_reversed", [CHUNK * (31 - l) for l in lanes()], contiguous))
+    out.append(config("src_same", [0] * 32, contiguous))
+    out.append(config("src_pairs", [CHUNK * (l // 2) for l in lanes()], contiguous))
+    out.append(config("lines1_dst_stride128", [1024 * l for l in lanes()], [128 * l for l in lanes()]))
+    # guard predicate: 8 (16, 24) active lanes; where the predicated-off lanes' addresses point
+    first8 = [1 if l < 8 else 0 for l in lanes()]
+    out.append(config("active8_rest_contiguous", contiguous, contiguous, first8))
+    out.append(config("active8_rest_scattered", contiguous,
+                      [CHUNK * l if l < 8 else 128 * l for l in lanes()] , first8))
+    out.append(config("active8_rest_lines", [CHUNK * l if l < 8 else 4096 * l for l in lanes()], contiguous, first8))
+    out.append(config("active8_rest_lane0", [0 if l >= 8 else CHUNK * l for l in lanes()],
+                      [0 if l >= 8 else CHUNK * l for l in lanes()], first8))
+    out.append(config("active8_threads8", contiguous[:8], contiguous[:8]))
+    out.append(config("active16_rest_scattered", [CHUNK * l if l < 16 else 4096 * l for l in lanes()],
+                      [CHUNK * l if l < 16 else 128 * l for l in lanes()], [1 if l < 16 else 0 for l in lanes()]))
+    out.append(config("active_odd_rest_contiguous", contiguous, contiguous, [l % 2 for l in lanes()]))
+    out.append(config("active0_rest_scattered", [4096 * l for l in lanes()], [128 * l for l in lanes()], [0] * 32))
+    # copies in flight from one warp and commit grouping
+    out.append(config("inflight4_one_commit", contiguous, contiguous, copies=4, gstep=512, sstep=512))
+    out.append(config("inflight4_commit_each", contiguous, contiguous, copies=4, gstep=512, sstep=512,
+                      mode=COMMIT_EACH))
+    out.append(config("inflight16_one_commit", contiguous, contiguous, copies=16, gstep=512, sstep=512))
+    out.append(config("inflight4_dst_rot3", contiguous, [CHUNK * (l + 3) for l in lanes()], copies=4, gstep=512,
+                      sstep=512))
+    out.append(config("inflight4_hgemm", [8192 * (l // 2) + CHUNK * (l % 2) for l in lanes()], contiguous,
+                      copies=4, gstep=32, sstep=512))
+    out.append(config("twice_base", contiguous, contiguous, mode=TWICE))
+    out.append(config("twice_dst_rot3", contiguous, [CHUNK * (l + 3) for l in lanes()], mode=TWICE))
+    # L2-resident sources
+    for name in ("base", "dst_rot3", "lines1_off0", "hgemm_k1", "triton_a_h1", "wmma_c_j1", "src_rot1"):
+        base = next(c for c in out if c["name"] == name)
+        out.append(dict(base, name=f"{name}_l2hit", mode=base["mode"] | PREWARM))
+    # warps per CTA (each warp its own 512 B of source and destination) and CTAs
+    for warps in (4, 8, 32):
+        n = 32 * warps
+        out.append(config(f"warps{warps}_base", [CHUNK * t for t in range(n)], [CHUNK * t for t in range(n)]))
+        out.append(config(f"warps{warps}_dst_rot3", [CHUNK * t for t in range(n)],
+                          [CHUNK * (t + 3) for t in range(n)]))
+    out.append(config("warps8_hgemm", [8192 * (t // 2) + CHUNK * (t % 2) for t in range(256)],
+                      [CHUNK * t for t in range(256)]))
+    out.append(config("warps8_triton_a_h1", [512 * (t // 4) + 64 + CHUNK * (t % 4) for t in range(256)],
+                      [512 * (t // 32) + CHUNK * (8 * ((t % 32) // 8) + ((t % 8) ^ ((t % 32) // 8))) for t in range(256)]))
+    for grid in (132, 1056):
+        for name in ("warps4_base", "warps4_dst_rot3"):
+            base = next(c for c in out if c["name"] == name)
+            out.append(dict(base, name=f"{name}_grid{grid}", grid=grid, cta_stride=65536, reps=REPS))
+    # seeded random patterns: a permutation of 32 chunks (conflict-free as STS.128 per quarter or not),
+    # sources anywhere in 4 lines (any chunk, any lane order)
+    rng = random.Random(21)
+    for i in range(12):
+        dst = [CHUNK * c for c in rng.sample(range(32), 32)]
+        src = [1024 * rng.randrange(4) + CHUNK * rng.randrange(8) for _ in lanes()]
+        out.append(config(f"random_perm{i:02d}", src, dst))
+    for i in range(12):
+        dst = [CHUNK * rng.randrange(256) for _ in lanes()]
+        src = [1024 * rng.randrange(32) + CHUNK * rng.randrange(8) for _ in lanes()]
+        out.append(config(f"random_any{i:02d}", src, dst))
+    names = [c["name"] for c in out]
+    assert len(names) == len(set(names))
+    return out
+
+
+#: The configurations also run with ``--cache-control none`` (sources left in L2 by the launches before).
+CACHE_NONE_SUBSET = ("base", "dst_rot1", "dst_rot3", "dst_rot4", "src_rot1", "src_rot4", "lines1_off0", "lines2_off0",
+                     "lines4_off0", "lines4_samepos", "hgemm_k0", "hgemm_k1", "triton_a_h0", "triton_a_h1", "triton_b",
+                     "wmma_c_j0", "wmma_c_j1", "wmma_c_j2", "wmma_c_j3", "dst_stride32", "dst_stride128",
+                     "active8_rest_contiguous", "active8_rest_scattered", "inflight4_one_commit", "warps8_base",
+                     "random_perm00", "random_perm01", "random_any00", "random_any01")
+
+
+def write_configs(path: Path, options: list[str]) -> None:
+    chosen = configs()
+    if options[:1] == ["--cache-none-subset"]:
+        chosen = [c for c in chosen if c["name"] in CACHE_NONE_SUBSET]
+    elif options[:1] == ["--part"]:
+        part, parts = map(int, options[1].split("/"))
+        chosen = chosen[part::parts]
+    with open(path, "w") as f:
+        for c in chosen:
+            f.write(" ".join(str(c[k]) for k in ("name", "threads", "grid", "copies", "gstep", "sstep",
+                                                  "cta_stride", "mode", "reps")) + "\n")
+            for key in ("gofs", "sofs", "flags"):
+                f.write(" ".join(map(str, c[key])) + "\n")
+
+
+def single_table(page: str) -> str:
+    """ncu 2025.3 prints a -lineinfo kernel's source table twice; keep one copy when the copies are identical."""
+    lines = page.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.startswith('"Kernel Name"')]
+    tables = ["".join(lines[a:b]) for a, b in zip(starts, starts[1:] + [len(lines)])]
+    return tables[0] if tables and all(t == tables[0] for t in tables) else page
+
+
+def export(report: Path, log: Path, out: Path) -> None:
+    """One Source page per profiled launch, named NAME_rREP from the program's "LAUNCH NAME REP" lines when
+    they match the report's launches one to one, else INDEX_KERNEL."""
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    raw = subprocess.run(["ncu", "-i", str(report), "--page", "raw", "--csv", "--metrics", "launch__grid_size"],
+                         capture_output=True, text=True, check=True).stdout
+    rows = list(csv.DictReader(line for line in raw.splitlines(keepends=True) if line.startswith('"')))
+    kernels = [r["Kernel Name"] for r in rows if r.get("ID", "").strip().isdigit()]
+    launched = [line.split()[1:3] for line in log.read_text(errors="replace").splitlines()
+                if line.startswith("LAUNCH ")]
+    ids = ([f"{name}_r{rep}" for name, rep in launched] if len(launched) == len(kernels)
+           else [f"{i:03d}_{kernel.split('(')[0]}" for i, kernel in enumerate(kernels)])
+    out.mkdir(parents=True, exist_ok=True)
+
+    def one(index: int) -> None:
+        page = subprocess.run(["ncu", "-i", str(report), "--page", "source", "--csv", "--print-source", "sass",
+                               "--print-kernel-base", "mangled", "--launch-skip", str(index), "--launch-count", "1"],
+                              capture_output=True, text=True)
+        (out / f"{ids[index]}.csv").write_text(single_table(page.stdout) if page.returncode == 0
+                                               else page.stdout + page.stderr)
+
+    with ThreadPoolExecutor(max_workers=14) as pool:
+        list(pool.map(one, range(len(ids))))
+
+
+def read_page(path: Path) -> list[dict]:
+    rows = list(csv.reader(open(path, newline="")))
+    start = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
+    return [dict(zip(rows[start], r)) for r in rows[start + 1:] if len(r) == len(rows[start])]
+
+
+def summary(pages: Path, out: Path) -> None:
+    """One row per (page group: stage of the collection, configuration, repetition, LDGSTS pc) of the pages."""
+    fields = ["group", "config", "rep", "pc", "source", "executed", "threads", "predicated_on", "wavefronts",
+              "ideal", "per_execution", "l2_sectors", "l2_sectors_ideal", "tag_requests"]
+    rows = []
+    for page in sorted(pages.glob("*/*.csv")):
+        group = page.parent.name
+        config_name, _, rep = page.stem.rpartition("_r")
+        if not rep.isdigit():
+            config_name, rep = page.stem, ""
+        body = read_page(page)
+        base = int(body[0]["Address"], 16)
+        for r in body:
+            if "LDGSTS" not in r["Source"]:
+                continue
+            executed = int(r["Instructions Executed"] or 0)
+            wavefronts = int(r["L1 Wavefronts Shared"] or 0)
+            rows.append(dict(group=group, config=config_name, rep=rep, pc=hex(int(r["Address"], 16) - base),
+                             source=" ".join(r["Source"].split()), executed=executed,
+                             threads=r["Avg. Threads Executed"], predicated_on=r["Avg. Predicated-On Threads Executed"],
+                             wavefronts=wavefronts, ideal=int(r["L1 Wavefronts Shared Ideal"] or 0),
+                             per_execution=round(wavefronts / executed, 4) if executed else "",
+                             l2_sectors=r["L2 Theoretical Sectors Global"],
+                             l2_sectors_ideal=r["L2 Theoretical Sectors Global Ideal"],
+                             tag_requests=r["L1 Tag Requests Global"]))
+    with open(out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["configs"]:
+        write_configs(Path(sys.argv[2]), sys.argv[3:])
+    elif sys.argv[1:2] == ["export"]:
+        export(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
+    elif sys.argv[1:2] == ["summary"]:
+        summary(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        sys.exit(__doc__)
