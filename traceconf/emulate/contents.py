@@ -136,12 +136,17 @@ class SharedContents:
     def load_lanes(self, cta_base: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
         """Values and taints per thread, as :meth:`load` gives them at ``lanes`` (anything elsewhere): read for
         every thread at once, no per-lane selection; the taint may be one scalar for all (gather)."""
-        if int(offsets.min()) >= 0 and int(offsets.max()) <= self.bytes_per_cta - size:
+        if int(offsets.min()) >= 0 and int(offsets.max()) <= self.bytes_per_cta - size and \
+                (size not in _WORD or not (offsets & (size - 1)).any()):
             return gather(self.data, self.taint, cta_base + offsets, size, one_taint=True)   # all inside
-        # threads outside (often ones not running, whose address register holds anything) read byte 0: a
-        # product, not np.where, whose per-lane branch costs on an irregular mask
+        # threads outside, or not running (their address register holds anything, maybe a misaligned value that
+        # would send every thread through gather's byte-wise path), read what the first lane reads: a product,
+        # not np.where, whose per-lane branch costs on an irregular mask
         inside = (offsets >= 0) & (offsets <= self.bytes_per_cta - size)
-        values, bits = gather(self.data, self.taint, cta_base + offsets * inside, size, one_taint=True)
+        read = inside & lanes
+        first = offsets[np.argmax(read)] if read.any() else 0
+        values, bits = gather(self.data, self.taint, cta_base + first + (offsets - first) * read, size,
+                              one_taint=True)
         outside = lanes & ~inside
         if outside.any():       # unknown there, as load() has it
             return np.where(outside, U64(0), values), np.where(outside, taint.UNMODELLED, bits)
