@@ -33,8 +33,8 @@ from traceconf.sass.floats import FLOAT_HANDLERS
 from traceconf.sass.local import local_memory
 from traceconf.sass.memory import global_memory, other_memory, shared_memory
 from traceconf.sass.opcodes import global_op, shared_op, writes_memory
-from traceconf.sass.operands import (M32, ZERO_REGS, Operand, SassContext, field_taint, pair_name, parse_operand,
-                                     read_register, reader, record_field,
+from traceconf.sass.operands import (M32, TRUE_PREDICATES, ZERO_REGS, Operand, SassContext, field_taint, pair_name,
+                                     parse_operand, read_register, reader, record_field,
                                      signed32, taint_of, write_register, writer)
 from traceconf.sass.warp import match, redux, shfl, vote
 
@@ -349,7 +349,9 @@ def _isetp(ops, mods, ctx):
         return None
     unsigned = "U32" in mods
     extended = "EX" in mods
-    outs = [writer(ops[0]), writer(ops[1])]
+    # (writer, complemented) of each destination that is written (PT takes nothing: its result is not computed)
+    outs = [(writer(op), complemented) for op, complemented in zip(ops[:2], (False, True))
+            if op.name not in TRUE_PREDICATES]
     a, b = reader(ops[2], ctx, False), reader(ops[3], ctx, False)
     c = reader(ops[4], ctx)
     low = reader(ops[5], ctx) if extended and len(ops) > 5 else None
@@ -377,7 +379,8 @@ def _isetp(ops, mods, ctx):
             result = compare(x, y)
         cond = (np.asarray(cv, dtype=np.uint64) & U64(1)) == 1
         result = np.asarray(result)
-        for out, value in zip(outs, (result, ~result)):
+        for out, complemented in outs:
+            value = ~result if complemented else result
             out(m, combine(value, cond).astype(np.uint64), _decided(combine, value, compared, cond, cb), mask)
     return run
 
