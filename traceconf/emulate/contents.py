@@ -81,7 +81,7 @@ def gather(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: in
 def scatter(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: int, values: np.ndarray,
             bits: np.ndarray) -> None:
     """Store ``values`` (uint64, little-endian ``size`` bytes) at ``start``, thread order; collisions between
-    different values leave the bytes unknown."""
+    different values leave the bytes unknown.  ``bits``: per value, or one for all."""
     if not len(start):
         return
     if _aligned(data, start, size):
@@ -99,7 +99,7 @@ def scatter(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: i
     index = start[:, None] + np.arange(size, dtype=np.int64)
     raw = np.ascontiguousarray(values, dtype=np.uint64).view(np.uint8).reshape(-1, 8)[:, :size]
     data[index] = raw
-    byte_taint[index] = np.broadcast_to(compress(bits)[:, None], index.shape)
+    byte_taint[index] = np.broadcast_to(compress(bits)[..., None], index.shape)
     lost = (data[index] != raw).any(axis=1)
     if lost.any():
         byte_taint[index[lost]] |= _UNSET
@@ -163,8 +163,9 @@ class SharedContents:
 
     def store(self, cta_index, offsets, size, values, bits, lanes) -> None:
         chosen, start = self.place(cta_index, offsets, size, lanes)
+        # one taint for every lane stays one (scatter spreads it)
         scatter(self.data, self.taint, start, size, np.broadcast_to(values, (len(offsets),))[chosen],
-                np.broadcast_to(bits, (len(offsets),))[chosen])
+                bits if not np.ndim(bits) else np.broadcast_to(bits, (len(offsets),))[chosen])
 
     def forget(self, ctas: np.ndarray) -> None:
         """Every byte of these CTAs (indices in the chunk) becomes unknown."""

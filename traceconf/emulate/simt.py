@@ -137,8 +137,9 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
     def uniform(m, holds, bits):
         if shared is not None and bits & taint.CTA_ANY:
             m.findings.cta_dependent(shared, "shared-memory predicate (active mask)")
-        m.guard_taint = bits
+        m.guard_taint, m.guard_keys, m.guard_holds = bits, destinations, holds
         body(m, holds)
+        m.guard_keys, m.guard_holds = (), None
         skipped = None
         for key in destinations:
             written = m.taints.get(key)

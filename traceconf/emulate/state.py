@@ -39,6 +39,10 @@ class ThreadState:
         self.carry = np.zeros(self.size, dtype=np.uint64)
         self.carry_taint = np.zeros(self.size, dtype=np.uint64)
         self.guard_taint = taint.ZERO
+        # under a guard whose taint is one known value (simt.with_guard): the registers with_guard adds it to in
+        # the threads the guard skips, and the mask of the threads it holds in
+        self.guard_keys: tuple[str, ...] = ()
+        self.guard_holds: np.ndarray | None = None
         self._zeros = np.zeros(self.size, dtype=np.uint64)
         self._undefined = np.full(self.size, taint.UNMODELLED, dtype=np.uint64)
         self.special = self._special_registers(layout_sizes)
@@ -111,10 +115,14 @@ class ThreadState:
             return
         old, old_bits = self.read(key)
         self.regs[key] = np.where(mask, value, old)
-        if np.ndim(bits) == 0 and np.ndim(old_bits) == 0 and bits == old_bits:
-            self.taints[key] = old_bits
-        else:
-            self.taints[key] = np.where(mask, bits, old_bits)
+        if np.ndim(bits) == 0 and np.ndim(old_bits) == 0:
+            if bits == old_bits:
+                self.taints[key] = old_bits
+                return
+            if key in self.guard_keys and mask is self.guard_holds and bits == old_bits | self.guard_taint:
+                self.taints[key] = bits     # what with_guard gives the threads the guard skips: one taint for all
+                return
+        self.taints[key] = np.where(mask, bits, old_bits)
 
     def spread(self, value) -> np.ndarray:
         """``value`` with one (read-only) element per thread: an array already so is itself, a scalar a view."""
