@@ -304,12 +304,12 @@ def _representatives(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     n, warp = acc.address.shape
     multipliers = _LANE_MULTIPLIERS[:warp]
     row_mask = np.uint64((1 << 64) - rules.row_bytes)            # clears the offset inside a bank row
-    base = np.empty(n, dtype=np.int64)
     key = np.empty(n, dtype=np.uint64)
+    normal = np.empty_like(acc.address)                            # kept for the exact check below
     for start in range(0, n, MEMO_CHUNK_ROWS):
         rows = slice(start, start + MEMO_CHUNK_ROWS)
-        base[rows], normal = _normalised(acc.address[rows], row_mask)
-        np.matmul(normal.view(np.uint64), multipliers, out=key[rows])      # wraps modulo 2**64
+        _normalised(acc.address[rows], row_mask, out=normal[rows])
+        np.matmul(normal[rows].view(np.uint64), multipliers, out=key[rows])      # wraps modulo 2**64
     class_code = ((acc.op.astype(np.uint64) << np.uint64(24)) | (acc.kind.astype(np.uint64) << np.uint64(16))
                   | (acc.bytes.astype(np.uint64) << np.uint64(8)) | acc.matrices.astype(np.uint64))
     key ^= class_code * _CLASS_MULTIPLIER
@@ -320,25 +320,22 @@ def _representatives(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     first[codes[::-1]] = np.arange(n - 1, -1, -1)
     representative = first[codes]
     same = class_code == class_code[representative]
-    _, pattern = _normalised(acc.address[first], row_mask, base[first])   # the normalised first occurrences
+    pattern = normal[first]                                        # the normalised first occurrences
     for start in range(0, n, MEMO_CHUNK_ROWS):                     # exact check: a hash collision is no error
         rows = slice(start, start + MEMO_CHUNK_ROWS)
-        _, normal = _normalised(acc.address[rows], row_mask, base[rows])
-        differs = normal != pattern[codes[rows]]
+        differs = normal[rows] != pattern[codes[rows]]
         if differs.any():                                          # rare: a flat test first, rows only then
             same[rows] &= ~differs.any(axis=1)
     return np.where(same, representative, np.arange(n))
 
 
-def _normalised(address: np.ndarray, row_mask: np.uint64, base: np.ndarray | None = None):
-    """(base, addresses - base with inactive lanes kept at -1); base = lowest active address rounded down
+def _normalised(address: np.ndarray, row_mask: np.uint64, out: np.ndarray):
+    """``out`` = addresses - base with inactive lanes kept at -1; base = lowest active address rounded down
     to the bank row (0 for a warp without active lanes)."""
-    if base is None:
-        lowest = address.view(np.uint64).min(axis=1)             # -1 (inactive) is the largest uint64
-        base = np.where(lowest == np.uint64((1 << 64) - 1), np.uint64(0), lowest & row_mask).view(np.int64)
-    normal = address - base[:, None]
-    np.maximum(normal, INACTIVE, out=normal)                       # inactive: -1 - base < -1; active: >= 0
-    return base, normal
+    lowest = address.view(np.uint64).min(axis=1)                 # -1 (inactive) is the largest uint64
+    base = np.where(lowest == np.uint64((1 << 64) - 1), np.uint64(0), lowest & row_mask).view(np.int64)
+    np.subtract(address, base[:, None], out=out)
+    np.maximum(out, INACTIVE, out=out)                             # inactive: -1 - base < -1; active: >= 0
 
 
 def _count_executions(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
