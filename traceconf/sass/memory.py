@@ -18,6 +18,7 @@ from traceconf.emulate import intops, taint
 from traceconf.emulate.contents import atomic
 from traceconf.emulate.memory import (Reads, atomic_global, atomic_shared, global_without_data, located_by_cta,
                                       read_global, write_global)
+from traceconf.emulate.state import select
 from traceconf.sass.opcodes import ALWAYS, atomic_operation, element_of, global_op, shared_op
 from traceconf.sass.operands import M32, Operand, SassContext, pair_name, read_register, reader, write_register
 
@@ -226,7 +227,7 @@ def _read_back(content_bits, address_bits):
     at all may change with the CTA)."""
     bits = taint.read_back(content_bits) | taint.THREAD
     by_cta = (address_bits & taint.CTA_ANY) != 0
-    return np.where(by_cta, bits | taint.CTA | taint.CTA_OPAQUE, bits) if by_cta.any() else bits
+    return select(by_cta, bits | taint.CTA | taint.CTA_OPAQUE, bits) if by_cta.any() else bits
 
 
 def _collapsed(bits: np.ndarray):

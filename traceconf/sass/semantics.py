@@ -26,6 +26,7 @@ import numpy as np
 
 from traceconf.emulate import intops, taint
 from traceconf.emulate.simt import EXIT, Compiled, collective, with_guard
+from traceconf.emulate.state import select
 from traceconf.sass import opcodes
 from traceconf.sass.control import (barrier, both, branch_if_divergent, guard_of, indirect_target, jump,
                                     jump_to_register, next_pc, return_to_register, target_of)
@@ -441,7 +442,7 @@ def _sel(ops, mods, ctx):
         (av, ab), (bv, bb), (pv, pb) = a(m), b(m), predicate(m)
         choose = (np.asarray(pv, dtype=np.uint64) & U64(1)) == 1
         # the result depends on the chosen source only (a pointer to shared stays one)
-        write(m, np.where(choose, av, bv), np.where(choose, ab, bb) | pb, mask)
+        write(m, select(choose, av, bv), select(choose, ab, bb) | pb, mask)
     return run
 
 
