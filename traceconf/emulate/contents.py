@@ -39,8 +39,7 @@ def compress(bits: np.ndarray) -> np.ndarray:
         return (bits & U64(_KEPT)).astype(np.uint8)      # nothing to turn into 'not modelled' or plain CTA
     lost = (bits & taint.PARAMS) != 0
     cta = (bits & taint.CTA_ANY) != 0
-    return ((bits & U64(_KEPT)) | np.where(lost, taint.UNMODELLED, taint.ZERO)
-            | np.where(cta, taint.CTA, taint.ZERO)).astype(np.uint8)
+    return ((bits & U64(_KEPT)) | lost * taint.UNMODELLED | cta * taint.CTA).astype(np.uint8)
 
 
 _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}

@@ -114,7 +114,9 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
             if not m.address_unknown(slot, int(selected), "address"):
                 raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
                 # the reserved window start maps to byte 0; an address inside the reserved part stays as is
-                offsets = np.where(raw >= int(base), raw - int(base), raw) if base else raw
+                offsets = raw - int(base) if base else raw
+                if base and int(offsets.min()) < 0:     # (arithmetic: the lanes not running hold any address,
+                    offsets += int(base) * (offsets < 0)    # an irregular mask np.where branches on)
                 if contents:                # it writes its destinations itself (the others' are loaded values)
                     lanes = contents(m, mask, lanes, offsets, bits)
                 m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes, op_code)
