@@ -320,14 +320,18 @@ def _representatives(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     matrices), same active lanes, and addresses equal after subtracting each one's lowest active address
     rounded down to ``row_bytes``.  A hash proposes the pairs; an exact comparison confirms every one."""
     n, warp = acc.address.shape
-    multipliers = _LANE_MULTIPLIERS[:warp]
+    # addresses below 2**31 (shared offsets always are) keep their normalised rows in 32 bits: half the memory
+    # every pass below moves (a 32-bit hash only proposes more pairs, which the exact check turns down)
+    narrow = int(acc.address.max()) < 1 << 31
+    multipliers = _LANE_MULTIPLIERS[:warp].astype(np.uint32) if narrow else _LANE_MULTIPLIERS[:warp]
     row_mask = np.uint64((1 << 64) - rules.row_bytes)            # clears the offset inside a bank row
-    key = np.empty(n, dtype=np.uint64)
-    normal = np.empty_like(acc.address)                            # kept for the exact check below
+    hashed = np.empty(n, dtype=multipliers.dtype)
+    normal = np.empty(acc.address.shape, dtype=np.int32 if narrow else np.int64)   # kept for the exact check
     for start in range(0, n, MEMO_CHUNK_ROWS):
         rows = slice(start, start + MEMO_CHUNK_ROWS)
         _normalised(acc.address[rows], row_mask, out=normal[rows])
-        np.matmul(normal[rows].view(np.uint64), multipliers, out=key[rows])      # wraps modulo 2**64
+        np.matmul(normal[rows].view(multipliers.dtype), multipliers, out=hashed[rows])   # wraps around
+    key = hashed.astype(np.uint64, copy=False)
     class_code = ((acc.op.astype(np.uint64) << np.uint64(24)) | (acc.kind.astype(np.uint64) << np.uint64(16))
                   | (acc.bytes.astype(np.uint64) << np.uint64(8)) | acc.matrices.astype(np.uint64))
     key ^= class_code * _CLASS_MULTIPLIER
@@ -348,8 +352,8 @@ def _representatives(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
 
 
 def _normalised(address: np.ndarray, row_mask: np.uint64, out: np.ndarray):
-    """``out`` = addresses - base with inactive lanes kept at -1; base = lowest active address rounded down
-    to the bank row (0 for a warp without active lanes)."""
+    """``out`` = addresses - base with inactive lanes kept at -1 (32-bit ``out``: for addresses below 2**31);
+    base = lowest active address rounded down to the bank row (0 for a warp without active lanes)."""
     lowest = address.view(np.uint64).min(axis=1)                 # -1 (inactive) is the largest uint64
     base = np.where(lowest == np.uint64((1 << 64) - 1), np.uint64(0), lowest & row_mask).view(np.int64)
     np.subtract(address, base[:, None], out=out)
