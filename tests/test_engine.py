@@ -360,6 +360,28 @@ def test_memo_gives_the_results_of_the_full_rules(name, monkeypatch):
     check()
 
 
+def test_memo_gives_the_full_results_for_addresses_past_two_to_the_31(monkeypatch):
+    """Addresses below 2**31 are hashed and checked in 32 bits, others in 64: both give the full rules' results."""
+    monkeypatch.setattr(engine, "MEMO_MAX_UNIQUE", 1.0)
+    rng = np.random.default_rng(6)
+    for high in (0, 1 << 31, 1 << 40):
+        rows = [("ld", 4, 0, [high + int(base) + int(step) * lane if keep else -1
+                              for lane, keep in zip(LANES, rng.random(32) < 0.8)])
+                for base in rng.integers(0, 1 << 12, 40) * 128 for step in (4, 8, 132)]
+        acc = accesses_of(rows)
+        memo, full = count_wavefronts(acc, SM90, memoise=True), count_wavefronts(acc, SM90, memoise=False)
+        assert all(np.array_equal(a, b) for a, b in zip(memo, full))
+
+
+def test_active_lanes_are_counted_per_row_as_count_nonzero():
+    rng = np.random.default_rng(7)
+    for lanes in (1, 8, 12, 16, 32, 64, 248, 256):
+        mask = rng.random((200, lanes)) < rng.random((200, 1))
+        assert np.array_equal(engine._row_counts(mask), np.count_nonzero(mask, axis=1))
+        assert np.array_equal(engine._row_counts(mask[:, ::2]), np.count_nonzero(mask[:, ::2], axis=1))
+        assert np.array_equal(engine._row_counts(np.ones((3, lanes), bool)), [lanes] * 3)
+
+
 def test_memo_survives_hash_collisions(monkeypatch):
     """With every lane multiplier 0 all patterns of a class hash alike: the exact check must split them."""
     monkeypatch.setattr(engine, "_LANE_MULTIPLIERS", np.zeros(64, dtype=np.uint64))

@@ -78,7 +78,7 @@ def analyze(accesses: WarpAccesses | pa.Table, rules: RuleSet, memoise: bool = T
     _check_warp_size(accesses, rules)
     wavefronts, ideal, max_ways = count_wavefronts(accesses, rules, memoise)
     n = len(accesses)
-    active_lanes = np.count_nonzero(accesses.address != INACTIVE, axis=1).astype(np.int16)
+    active_lanes = _row_counts(accesses.address != INACTIVE).astype(np.int16)
     kinds = pa.DictionaryArray.from_arrays(pa.array(accesses.kind.astype(np.int32)), pa.array(KINDS, pa.string()))
     return pa.table(
         {
@@ -286,6 +286,24 @@ def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
     return tuple(result[take] for result in _count_executions(acc.take(unique), rules))
 
 
+#: Adds the eight bytes of a 64-bit word into its top byte (each byte a count, their sum below 256).
+_BYTE_SUM = np.uint64(0x0101_0101_0101_0101)
+
+
+def _row_counts(mask: np.ndarray) -> np.ndarray:
+    """The true entries of each row of a 2-D bool array (int64).  Rows of whole 64-bit words are added eight
+    lanes at a time (a bool is one byte, 0 or 1): a few word additions instead of a reduction along each
+    short row, numpy's slow case."""
+    rows, lanes = mask.shape
+    if not lanes % 8 and lanes < 256 and mask.flags.c_contiguous:
+        words = mask.view(np.uint64)
+        total = words[:, 0].copy()
+        for column in range(1, lanes // 8):
+            total += words[:, column]                              # every byte stays below 256: no carry
+        return ((total * _BYTE_SUM) >> np.uint64(56)).astype(np.int64)
+    return np.count_nonzero(mask, axis=1)
+
+
 def _check_warp_size(acc: WarpAccesses, rules: RuleSet) -> None:
     if acc.warp_size != rules.warp_size:
         raise InputError(f"kernel {acc.kernel!r}: accesses have {acc.warp_size} lanes per warp but "
@@ -304,14 +322,18 @@ def _representatives(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     matrices), same active lanes, and addresses equal after subtracting each one's lowest active address
     rounded down to ``row_bytes``.  A hash proposes the pairs; an exact comparison confirms every one."""
     n, warp = acc.address.shape
-    multipliers = _LANE_MULTIPLIERS[:warp]
+    # addresses below 2**31 (shared offsets always are) keep their normalised rows in 32 bits: half the memory
+    # every pass below moves (a 32-bit hash only proposes more pairs, which the exact check turns down)
+    narrow = int(acc.address.max()) < 1 << 31
+    multipliers = _LANE_MULTIPLIERS[:warp].astype(np.uint32) if narrow else _LANE_MULTIPLIERS[:warp]
     row_mask = np.uint64((1 << 64) - rules.row_bytes)            # clears the offset inside a bank row
-    base = np.empty(n, dtype=np.int64)
-    key = np.empty(n, dtype=np.uint64)
+    hashed = np.empty(n, dtype=multipliers.dtype)
+    normal = np.empty(acc.address.shape, dtype=np.int32 if narrow else np.int64)   # kept for the exact check
     for start in range(0, n, MEMO_CHUNK_ROWS):
         rows = slice(start, start + MEMO_CHUNK_ROWS)
-        base[rows], normal = _normalised(acc.address[rows], row_mask)
-        np.matmul(normal.view(np.uint64), multipliers, out=key[rows])      # wraps modulo 2**64
+        _normalised(acc.address[rows], row_mask, out=normal[rows])
+        np.matmul(normal[rows].view(multipliers.dtype), multipliers, out=hashed[rows])   # wraps around
+    key = hashed.astype(np.uint64, copy=False)
     class_code = ((acc.op.astype(np.uint64) << np.uint64(24)) | (acc.kind.astype(np.uint64) << np.uint64(16))
                   | (acc.bytes.astype(np.uint64) << np.uint64(8)) | acc.matrices.astype(np.uint64))
     key ^= class_code * _CLASS_MULTIPLIER
@@ -322,25 +344,22 @@ def _representatives(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     first[codes[::-1]] = np.arange(n - 1, -1, -1)
     representative = first[codes]
     same = class_code == class_code[representative]
-    _, pattern = _normalised(acc.address[first], row_mask, base[first])   # the normalised first occurrences
+    pattern = normal[first]                                        # the normalised first occurrences
     for start in range(0, n, MEMO_CHUNK_ROWS):                     # exact check: a hash collision is no error
         rows = slice(start, start + MEMO_CHUNK_ROWS)
-        _, normal = _normalised(acc.address[rows], row_mask, base[rows])
-        differs = normal != pattern[codes[rows]]
+        differs = normal[rows] != pattern[codes[rows]]
         if differs.any():                                          # rare: a flat test first, rows only then
             same[rows] &= ~differs.any(axis=1)
     return np.where(same, representative, np.arange(n))
 
 
-def _normalised(address: np.ndarray, row_mask: np.uint64, base: np.ndarray | None = None):
-    """(base, addresses - base with inactive lanes kept at -1); base = lowest active address rounded down
-    to the bank row (0 for a warp without active lanes)."""
-    if base is None:
-        lowest = address.view(np.uint64).min(axis=1)             # -1 (inactive) is the largest uint64
-        base = np.where(lowest == np.uint64((1 << 64) - 1), np.uint64(0), lowest & row_mask).view(np.int64)
-    normal = address - base[:, None]
-    np.maximum(normal, INACTIVE, out=normal)                       # inactive: -1 - base < -1; active: >= 0
-    return base, normal
+def _normalised(address: np.ndarray, row_mask: np.uint64, out: np.ndarray):
+    """``out`` = addresses - base with inactive lanes kept at -1 (32-bit ``out``: for addresses below 2**31);
+    base = lowest active address rounded down to the bank row (0 for a warp without active lanes)."""
+    lowest = address.view(np.uint64).min(axis=1)                 # -1 (inactive) is the largest uint64
+    base = np.where(lowest == np.uint64((1 << 64) - 1), np.uint64(0), lowest & row_mask).view(np.int64)
+    np.subtract(address, base[:, None], out=out)
+    np.maximum(out, INACTIVE, out=out)                             # inactive: -1 - base < -1; active: >= 0
 
 
 def _count_executions(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -455,7 +474,7 @@ def _count(address: np.ndarray, groups: np.ndarray, plan: _Plan, rules: RuleSet,
             group_passes[index] = passes
         wavefronts = wavefronts + passes.sum(axis=1)
         if plan.ideal_bytes:                         # the wavefronts the active bytes fill, at most those taken
-            filled = -(-active.sum(axis=1) * plan.width // plan.ideal_bytes)
+            filled = -(-_row_counts(active) * plan.width // plan.ideal_bytes)
             ideal = ideal + np.minimum(filled, passes.sum(axis=1))
         else:
             ideal = ideal + group_active.sum(axis=1)
@@ -556,7 +575,10 @@ def _multicast_passes(relative: np.ndarray, active: np.ndarray, rows: int, n_gro
     if not plan.distinct:                            # every access its own key: count, do not merge
         row = row * group_lanes + np.arange(warp, dtype=dtype) % group_lanes
     keys = (((relative >> (unit.bit_length() - 1)) & (units - 1)) << row_bits) | row | group_prefix
-    keys = np.where(active, keys, group_prefix | (units << row_bits)).astype(dtype, copy=False)
+    # inactive lanes: their group's key past the last unit, by arithmetic (np.where branches per lane, several
+    # times slower on an irregular mask); a wrapped difference still gives the key exactly
+    keys = keys.astype(dtype, copy=False)
+    keys -= (keys - (group_prefix | (units << row_bits))) * ~active
     if served_at is None:
         keys.sort(axis=1)                            # groups stay in their own slots (high bits)
     else:                                            # the same, remembering where each lane went
@@ -569,7 +591,7 @@ def _multicast_passes(relative: np.ndarray, active: np.ndarray, rows: int, n_gro
     np.greater_equal(change, 1 << row_bits, out=new_bank[:, 1:])
     count_type = np.int8 if warp < 128 else np.int16
     distinct_so_far = np.cumsum(new_key, axis=1, dtype=count_type)
-    before_bank = np.where(new_bank, distinct_so_far - new_key, 0).astype(count_type, copy=False)
+    before_bank = ((distinct_so_far - new_key) * new_bank).astype(count_type, copy=False)
     np.maximum.accumulate(before_bank, axis=1, out=before_bank)
     per_bank = distinct_so_far - before_bank           # the rank of each key inside its bank
     if served_at is not None:

@@ -39,8 +39,7 @@ def compress(bits: np.ndarray) -> np.ndarray:
         return (bits & U64(_KEPT)).astype(np.uint8)      # nothing to turn into 'not modelled' or plain CTA
     lost = (bits & taint.PARAMS) != 0
     cta = (bits & taint.CTA_ANY) != 0
-    return ((bits & U64(_KEPT)) | np.where(lost, taint.UNMODELLED, taint.ZERO)
-            | np.where(cta, taint.CTA, taint.ZERO)).astype(np.uint8)
+    return ((bits & U64(_KEPT)) | lost * taint.UNMODELLED | cta * taint.CTA).astype(np.uint8)
 
 
 _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -81,7 +80,7 @@ def gather(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: in
 def scatter(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: int, values: np.ndarray,
             bits: np.ndarray) -> None:
     """Store ``values`` (uint64, little-endian ``size`` bytes) at ``start``, thread order; collisions between
-    different values leave the bytes unknown."""
+    different values leave the bytes unknown.  ``bits``: per value, or one for all."""
     if not len(start):
         return
     if _aligned(data, start, size):
@@ -99,7 +98,7 @@ def scatter(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: i
     index = start[:, None] + np.arange(size, dtype=np.int64)
     raw = np.ascontiguousarray(values, dtype=np.uint64).view(np.uint8).reshape(-1, 8)[:, :size]
     data[index] = raw
-    byte_taint[index] = np.broadcast_to(compress(bits)[:, None], index.shape)
+    byte_taint[index] = np.broadcast_to(compress(bits)[..., None], index.shape)
     lost = (data[index] != raw).any(axis=1)
     if lost.any():
         byte_taint[index[lost]] |= _UNSET
@@ -136,12 +135,17 @@ class SharedContents:
     def load_lanes(self, cta_base: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
         """Values and taints per thread, as :meth:`load` gives them at ``lanes`` (anything elsewhere): read for
         every thread at once, no per-lane selection; the taint may be one scalar for all (gather)."""
-        if int(offsets.min()) >= 0 and int(offsets.max()) <= self.bytes_per_cta - size:
+        if int(offsets.min()) >= 0 and int(offsets.max()) <= self.bytes_per_cta - size and \
+                (size not in _WORD or not (offsets & (size - 1)).any()):
             return gather(self.data, self.taint, cta_base + offsets, size, one_taint=True)   # all inside
-        # threads outside (often ones not running, whose address register holds anything) read byte 0: a
-        # product, not np.where, whose per-lane branch costs on an irregular mask
+        # threads outside, or not running (their address register holds anything, maybe a misaligned value that
+        # would send every thread through gather's byte-wise path), read what the first lane reads: a product,
+        # not np.where, whose per-lane branch costs on an irregular mask
         inside = (offsets >= 0) & (offsets <= self.bytes_per_cta - size)
-        values, bits = gather(self.data, self.taint, cta_base + offsets * inside, size, one_taint=True)
+        read = inside & lanes
+        first = offsets[np.argmax(read)] if read.any() else 0
+        values, bits = gather(self.data, self.taint, cta_base + first + (offsets - first) * read, size,
+                              one_taint=True)
         outside = lanes & ~inside
         if outside.any():       # unknown there, as load() has it
             return np.where(outside, U64(0), values), np.where(outside, taint.UNMODELLED, bits)
@@ -158,8 +162,9 @@ class SharedContents:
 
     def store(self, cta_index, offsets, size, values, bits, lanes) -> None:
         chosen, start = self.place(cta_index, offsets, size, lanes)
+        # one taint for every lane stays one (scatter spreads it)
         scatter(self.data, self.taint, start, size, np.broadcast_to(values, (len(offsets),))[chosen],
-                np.broadcast_to(bits, (len(offsets),))[chosen])
+                bits if not np.ndim(bits) else np.broadcast_to(bits, (len(offsets),))[chosen])
 
     def forget(self, ctas: np.ndarray) -> None:
         """Every byte of these CTAs (indices in the chunk) becomes unknown."""

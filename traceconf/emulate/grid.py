@@ -52,7 +52,7 @@ from traceconf.emulate.contents import CrossCtaTraffic, GlobalContents
 from traceconf.emulate.launch import Launch, LimitReached, Limits
 
 #: Threads emulated together when several CTAs must run (bounds memory, keeps numpy arrays large).
-CHUNK_THREADS = 1 << 13
+CHUNK_THREADS = 1 << 14
 #: Warp executions one batch may log (the probe CTA's count sets the CTAs per batch): 64 MiB of addresses.
 BATCH_EXECUTIONS = 1 << 18
 #: CTAs the class search may emulate before the rest of the grid runs CTA by CTA: a quarter of the grid,

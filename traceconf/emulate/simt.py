@@ -47,7 +47,7 @@ from traceconf.emulate.memory import compile_memory
 from traceconf.emulate.regions import MEMORY_WRITES, PTX_FACTS, branch_region, immediate_post_dominators
 from traceconf.emulate.operands import Context, reader, register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
-from traceconf.emulate.state import ThreadState
+from traceconf.emulate.state import ThreadState, select
 from traceconf.emulate.warp import compile_warp
 from traceconf.emulate.launch import missing_params_message
 from traceconf.errors import InputError
@@ -121,7 +121,7 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
                 # unknown; the accesses' masks need no look at it, see Machine.record_access)
                 uniform(m, holds, U64(low))
                 return
-        m.guard_taint = np.where(active, bits, taint.ZERO)
+        m.guard_taint = select(active, bits, taint.ZERO)
         if shared is not None and (m.guard_taint & taint.CTA_ANY).any():
             m.findings.cta_dependent(shared, "shared-memory predicate (active mask)")
         unknown = active & ((bits & taint.UNKNOWN) != 0)
@@ -131,21 +131,22 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
         skipped = active & ~holds
         for key in destinations:
             if key in m.taints:
-                m.taints[key] = np.where(skipped, m.taints[key] | m.guard_taint, m.taints[key])
+                m.taints[key] = select(skipped, m.taints[key] | m.guard_taint, m.taints[key])
         m.guard_taint = taint.ZERO
 
     def uniform(m, holds, bits):
         if shared is not None and bits & taint.CTA_ANY:
             m.findings.cta_dependent(shared, "shared-memory predicate (active mask)")
-        m.guard_taint = bits
+        m.guard_taint, m.guard_keys, m.guard_holds = bits, destinations, holds
         body(m, holds)
+        m.guard_keys, m.guard_holds = (), None
         skipped = None
         for key in destinations:
             written = m.taints.get(key)
             if written is None or (np.ndim(written) == 0 and written | bits == written):
                 continue                # a scalar taint that has the guard's already (written with it)
             skipped = ~holds if skipped is None else skipped
-            m.taints[key] = np.where(skipped, written | bits, written)
+            m.taints[key] = select(skipped, written | bits, written)
         m.guard_taint = taint.ZERO
     return run
 

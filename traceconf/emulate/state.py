@@ -15,6 +15,25 @@ import numpy as np
 from traceconf.emulate import taint
 
 U64 = np.uint64
+#: Scalars whose spread view (ThreadState.spread) is kept for the machine's life.
+SPREAD_CACHE = 256
+
+
+def select(mask: np.ndarray, new, old, ones: np.ndarray | None = None):
+    """``np.where(mask, new, old)``; for uint64 values (arrays or scalars) and a bool mask, with no branch per
+    lane: on an irregular mask (a guard that depends on data) np.where's branch costs several times the three
+    bitwise passes used instead.  ``ones``: the mask as uint64 all-ones lanes, when already made."""
+    new, old = np.asarray(new), np.asarray(old)
+    if new.dtype != U64 or old.dtype != U64 or np.asarray(mask).dtype != np.bool_:
+        return np.where(mask, new, old)
+    out = old ^ new
+    ones = np.negative(mask, dtype=U64) if ones is None else ones
+    if out.ndim:
+        out &= ones                     # in place: no temporaries to allocate
+    else:
+        out = ones & out
+    out ^= old
+    return out
 
 
 class ThreadState:
@@ -39,6 +58,11 @@ class ThreadState:
         self.carry = np.zeros(self.size, dtype=np.uint64)
         self.carry_taint = np.zeros(self.size, dtype=np.uint64)
         self.guard_taint = taint.ZERO
+        # under a guard whose taint is one known value (simt.with_guard): the registers with_guard adds it to in
+        # the threads the guard skips, and the mask of the threads it holds in
+        self.guard_keys: tuple[str, ...] = ()
+        self.guard_holds: np.ndarray | None = None
+        self._spread: dict[tuple, np.ndarray] = {}
         self._zeros = np.zeros(self.size, dtype=np.uint64)
         self._undefined = np.full(self.size, taint.UNMODELLED, dtype=np.uint64)
         self.special = self._special_registers(layout_sizes)
@@ -110,17 +134,32 @@ class ThreadState:
             self.taints[key] = U64(bits) if np.ndim(bits) == 0 else self.full(bits)
             return
         old, old_bits = self.read(key)
-        self.regs[key] = np.where(mask, value, old)
-        if np.ndim(bits) == 0 and np.ndim(old_bits) == 0 and bits == old_bits:
-            self.taints[key] = old_bits
-        else:
-            self.taints[key] = np.where(mask, bits, old_bits)
+        ones = np.negative(mask, dtype=U64) if type(mask) is np.ndarray and mask.dtype == np.bool_ else None
+        self.regs[key] = select(mask, value, old, ones)
+        if np.ndim(bits) == 0 and np.ndim(old_bits) == 0:
+            if bits == old_bits:
+                self.taints[key] = old_bits
+                return
+            if key in self.guard_keys and mask is self.guard_holds and bits == old_bits | self.guard_taint:
+                self.taints[key] = bits     # what with_guard gives the threads the guard skips: one taint for all
+                return
+        self.taints[key] = select(mask, bits, old_bits, ones)
 
     def spread(self, value) -> np.ndarray:
-        """``value`` with one (read-only) element per thread: an array already so is itself, a scalar a view."""
+        """``value`` with one (read-only) element per thread: an array already so is itself, a scalar a view (the
+        same view for the same scalar: a guard or an address taint spreads a few values thousands of times)."""
         if type(value) is np.ndarray and value.shape == (self.size,):
             return value
-        return np.broadcast_to(value, (self.size,))
+        array = np.asarray(value)
+        if array.ndim:
+            return np.broadcast_to(array, (self.size,))
+        key = (array.dtype.char, array.item())
+        view = self._spread.get(key)
+        if view is None:
+            view = np.broadcast_to(array, (self.size,))
+            if len(self._spread) < SPREAD_CACHE:
+                self._spread[key] = view
+        return view
 
     def full(self, value) -> np.ndarray:
         """``value`` as a uint64 array with one element per thread (scalars are spread)."""

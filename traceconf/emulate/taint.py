@@ -75,7 +75,22 @@ def of_logic(is_or: bool, x, x_bits, y, y_bits) -> np.ndarray:
     key read past its list's end, a padding word nothing wrote, where its index test has decided the step);
     elsewhere the taint of both."""
     x_bits, y_bits = np.asarray(x_bits, dtype=np.uint64), np.asarray(y_bits, dtype=np.uint64)
+    if not x_bits.ndim and not y_bits.ndim:
+        # one taint per side (the common case): where no side that could decide alone has a taint other than
+        # both together, every lane gets both together, with no pass over the lanes
+        both = x_bits | y_bits
+        if (x_bits == both or not _may_decide(is_or, x, x_bits)) and \
+                (y_bits == both or not _may_decide(is_or, y, y_bits)):
+            return both
     x_true, y_true = (np.asarray(x, dtype=np.uint64) & np.uint64(1)) == 1, (np.asarray(y, dtype=np.uint64) & np.uint64(1)) == 1
     x_decides = (x_true if is_or else ~x_true) & ((x_bits & UNKNOWN) == 0)
     y_decides = (y_true if is_or else ~y_true) & ((y_bits & UNKNOWN) == 0)
     return np.where(x_decides, x_bits, np.where(y_decides, y_bits, x_bits | y_bits))
+
+
+def _may_decide(is_or: bool, value, bits) -> bool:
+    """Whether some lane of ``value`` (taint ``bits``, one for all) may decide ``AND``/``OR`` alone: it is known and
+    false (true for OR); a per-lane value may."""
+    if bits & UNKNOWN:
+        return False
+    return np.ndim(value) > 0 or bool(int(value) & 1) == is_or

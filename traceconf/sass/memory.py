@@ -18,6 +18,7 @@ from traceconf.emulate import intops, taint
 from traceconf.emulate.contents import atomic
 from traceconf.emulate.memory import (Reads, atomic_global, atomic_shared, global_without_data, located_by_cta,
                                       read_global, write_global)
+from traceconf.emulate.state import select
 from traceconf.sass.opcodes import ALWAYS, atomic_operation, element_of, global_op, shared_op
 from traceconf.sass.operands import M32, Operand, SassContext, pair_name, read_register, reader, write_register
 
@@ -108,12 +109,14 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
 
     def shared(m, mask, lanes, value, bits):
         if lanes.any():
-            selected = np.bitwise_or.reduce(bits) if lanes is m.valid or bits.strides == (0,) else \
+            selected = bits[0] if bits.strides == (0,) else np.bitwise_or.reduce(bits) if lanes is m.valid else \
                 np.bitwise_or.reduce(bits[np.flatnonzero(lanes)])
             if not m.address_unknown(slot, int(selected), "address"):
                 raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
                 # the reserved window start maps to byte 0; an address inside the reserved part stays as is
-                offsets = np.where(raw >= int(base), raw - int(base), raw) if base else raw
+                offsets = raw - int(base) if base else raw
+                if base and int(offsets.min()) < 0:     # (arithmetic: the lanes not running hold any address,
+                    offsets += int(base) * (offsets < 0)    # an irregular mask np.where branches on)
                 if contents:                # it writes its destinations itself (the others' are loaded values)
                     lanes = contents(m, mask, lanes, offsets, bits)
                 m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes, op_code)
@@ -226,7 +229,13 @@ def _read_back(content_bits, address_bits):
     at all may change with the CTA)."""
     bits = taint.read_back(content_bits) | taint.THREAD
     by_cta = (address_bits & taint.CTA_ANY) != 0
-    return np.where(by_cta, bits | taint.CTA | taint.CTA_OPAQUE, bits) if by_cta.any() else bits
+    return select(by_cta, bits | taint.CTA | taint.CTA_OPAQUE, bits) if by_cta.any() else bits
+
+
+def _collapsed(bits: np.ndarray):
+    """``bits`` as one scalar where it is one spread to every thread (``ThreadState.spread``), else itself: work on
+    it then costs nothing per lane."""
+    return bits[0] if bits.strides == (0,) else bits
 
 
 def _registers(first: Operand, count: int) -> list[str]:
@@ -264,7 +273,7 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
     def words(offsets):
         """(offsets, bytes) of each register's part of each lane's access: one taint per register, so a word
         nothing wrote (the 4th of an LDS.128 over 3 warps' totals, CUB's block scan) leaves the others known."""
-        return [(offsets + 4 * k, min(size, 4)) for k in range(registers)]
+        return [(offsets + 4 * k if k else offsets, min(size, 4)) for k in range(registers)]
 
     def load(m, mask, lanes, offsets, bits):
         # every lane the instruction runs in reads the contents: nothing is left a loaded value
@@ -275,10 +284,11 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
         names = _registers(first_destination, registers)
         contents = m.shared_contents()
         for name, (at, width) in zip(names, words(offsets)):
+            # at most 4 bytes: the value read fits the register
             value, content_bits = contents.load_lanes(m.shared_base(), at, width, lanes)
             if signed:             # LDS.S8 / LDS.S16: the register holds the sign-extended 32-bit value
                 value = intops.bits_of(intops.signed(value, signed)) & M32
-            write_register(m, name, value & M32, _read_back(content_bits, bits), lanes)
+            write_register(m, name, value, _read_back(content_bits, _collapsed(bits)), lanes)
         return lanes
 
     def store(m, mask, lanes, offsets, bits):
@@ -287,7 +297,7 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
         names = _registers(sources[0], registers) if from_registers else [None] * registers
         for name, (at, width) in zip(names, words(offsets)):
             value, value_bits = read_register(m, name) if name is not None else (U64(0), taint.LOADED)
-            contents.store(m.cta_index, at, width, m.full(value) & M32, m.full(value_bits) | (bits & taint.CTA_ANY),
+            contents.store(m.cta_index, at, width, m.full(value) & M32, value_bits | (_collapsed(bits) & taint.CTA_ANY),
                            lanes)
         return lanes
 

@@ -171,7 +171,11 @@ class SassContext:
 
 
 def signed32(value):
-    value = np.asarray(value, dtype=np.uint64) & M32
+    """The low 32 bits as a signed number (int64)."""
+    value = np.asarray(value, dtype=np.uint64)
+    if value.ndim:          # a truncating cast and a view: two passes instead of five
+        return value.astype(np.uint32).view(np.int32).astype(np.int64)
+    value = value & M32
     return value.astype(np.int64) - ((value >> U64(31)) & U64(1)).astype(np.int64) * (1 << 32)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from traceconf.emulate import intops, taint
 from traceconf.emulate.simt import EXIT, Compiled, collective, with_guard
+from traceconf.emulate.state import select
 from traceconf.sass import opcodes
 from traceconf.sass.control import (barrier, both, branch_if_divergent, guard_of, indirect_target, jump,
                                     jump_to_register, next_pc, return_to_register, target_of)
@@ -33,8 +34,8 @@ from traceconf.sass.floats import FLOAT_HANDLERS
 from traceconf.sass.local import local_memory
 from traceconf.sass.memory import global_memory, other_memory, shared_memory
 from traceconf.sass.opcodes import global_op, shared_op, writes_memory
-from traceconf.sass.operands import (M32, ZERO_REGS, Operand, SassContext, field_taint, pair_name, parse_operand,
-                                     read_register, reader, record_field,
+from traceconf.sass.operands import (M32, TRUE_PREDICATES, ZERO_REGS, Operand, SassContext, field_taint, pair_name,
+                                     parse_operand, read_register, reader, record_field,
                                      signed32, taint_of, write_register, writer)
 from traceconf.sass.warp import match, redux, shfl, vote
 
@@ -349,7 +350,9 @@ def _isetp(ops, mods, ctx):
         return None
     unsigned = "U32" in mods
     extended = "EX" in mods
-    outs = [writer(ops[0]), writer(ops[1])]
+    # (writer, complemented) of each destination that is written (PT takes nothing: its result is not computed)
+    outs = [(writer(op), complemented) for op, complemented in zip(ops[:2], (False, True))
+            if op.name not in TRUE_PREDICATES]
     a, b = reader(ops[2], ctx, False), reader(ops[3], ctx, False)
     c = reader(ops[4], ctx)
     low = reader(ops[5], ctx) if extended and len(ops) > 5 else None
@@ -377,7 +380,8 @@ def _isetp(ops, mods, ctx):
             result = compare(x, y)
         cond = (np.asarray(cv, dtype=np.uint64) & U64(1)) == 1
         result = np.asarray(result)
-        for out, value in zip(outs, (result, ~result)):
+        for out, complemented in outs:
+            value = ~result if complemented else result
             out(m, combine(value, cond).astype(np.uint64), _decided(combine, value, compared, cond, cb), mask)
     return run
 
@@ -438,7 +442,7 @@ def _sel(ops, mods, ctx):
         (av, ab), (bv, bb), (pv, pb) = a(m), b(m), predicate(m)
         choose = (np.asarray(pv, dtype=np.uint64) & U64(1)) == 1
         # the result depends on the chosen source only (a pointer to shared stays one)
-        write(m, np.where(choose, av, bv), np.where(choose, ab, bb) | pb, mask)
+        write(m, select(choose, av, bv), select(choose, ab, bb) | pb, mask)
     return run
 
 
