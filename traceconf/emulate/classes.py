@@ -619,17 +619,22 @@ def _uniform_shift(a: WarpAccesses, b: WarpAccesses) -> np.ndarray | None:
     return lowest
 
 
+def whole_grid(grid: tuple[int, int, int]) -> Box:
+    return Box((0, 0, 0), tuple(g - 1 for g in grid))
+
+
 def partition(grid: tuple[int, int, int], run: Callable[[list[tuple[int, int, int]]], dict[tuple, CtaRun]],
               row_bytes: int, budget: int, accept: Callable[[Box, CtaRun], None],
-              batch_ctas: int) -> Partition:
+              batch_ctas: int, first: dict[tuple, CtaRun] | None = None) -> Partition:
     """Split the grid into proved boxes: where a decision changes between two corners, at the CTAs where it
     changes (:func:`boundaries`), else in the middle.  ``accept`` gets each box as soon as it
     is proved; a run is kept only while it is a corner of a box still to prove (at most ``batch_ctas`` of them),
     so memory holds about one batch of corners.  Stops splitting once ``budget`` CTAs were emulated; the boxes
-    left are returned for the caller to emulate CTA by CTA."""
-    result = Partition()
-    pending = [Box((0, 0, 0), tuple(g - 1 for g in grid))]
-    known: dict[tuple, CtaRun] = {}          # runs of corners of pending boxes, from earlier batches
+    left are returned for the caller to emulate CTA by CTA.  ``first``: runs of the grid's corners the caller
+    made already (they count as emulated)."""
+    known: dict[tuple, CtaRun] = dict(first or {})   # runs of corners of pending boxes, from earlier batches
+    result = Partition(emulated=len(known))
+    pending = [whole_grid(grid)]
     while pending:
         if result.emulated >= budget:
             result.left.extend(pending)
