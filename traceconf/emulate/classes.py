@@ -173,12 +173,36 @@ def _varies(bits, size: int, active: np.ndarray) -> np.ndarray:
     return active & ((_full(bits, size) & (CTA | OPAQUE)) != 0) & ~_unknown(bits, size)
 
 
-def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> Check:
+def quiet_test(groups: list[tuple[list[str] | None, int]]) -> Callable | None:
+    """``m -> True`` when a check has nothing to do, read off the machine's register taints without computing a
+    value: ``groups`` are (register keys whose taints make up some inputs' taints, the taint flags the check looks
+    for in those inputs), and no register of a group carries one of its flags.  None (no such test) when some
+    input's taint is not its registers' alone (keys None: a special register, ...).  Most steps touch no
+    CTA-dependent value: reading every operand's value to find that out costs most of a watched run."""
+    if any(keys is None for keys, _ in groups):
+        return None
+    tests = [(tuple(dict.fromkeys(keys)), int(flags)) for keys, flags in groups if keys]
+
+    def quiet(m) -> bool:
+        taints = m.taints
+        for keys, flags in tests:
+            for key in keys:
+                bits = taints.get(key)
+                if bits is not None and _has(bits, flags):
+                    return False
+        return True
+    return quiet
+
+
+def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False, quiet=None) -> Check:
     """An instruction writing ``keys`` from ``sources`` (readers ``m -> (value, bits)``; ``guard``: ``m ->
     (holds, bits)``).  ``rule`` is None (the result is not affine: CTA-dependent results become opaque) or a
     :class:`Rule`.  ``carry``: the instruction writes the carry flag, which becomes opaque wherever a source
-    depends on the CTA index."""
+    depends on the CTA index.  ``quiet``: :func:`quiet_test` of the sources (flag ``CTA``) and the guard
+    (``CTA | OPAQUE``), or None."""
     def before(m, active):
+        if quiet is not None and quiet(m):
+            return None
         pairs = [s(m) for s in sources]
         guard_bits = guard(m)[1] if guard is not None else None
         # most instructions touch no CTA-dependent value: nothing below can then mark a lane (the per-lane
@@ -234,12 +258,15 @@ def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> C
     return Check(before, after)
 
 
-def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=None, inputs=()) -> Check:
+def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=None, inputs=(), quiet=None) -> Check:
     """A comparison of ``a`` and ``b`` (readers) writing predicates ``keys``: records the sign of ``a - b``
     (``exact(value)``: the integer a register holds, as float64) as the CTA's decision, and makes the results
     DECIDED where the operands were affine.  ``inputs`` (readers) are other inputs of the result, like a
-    chained predicate: opaque ones make the CTA unclassable."""
+    chained predicate: opaque ones make the CTA unclassable.  ``quiet``: :func:`quiet_test` of every input
+    (flags ``CTA | OPAQUE``), or None."""
     def before(m, active):
+        if quiet is not None and quiet(m):
+            return None
         (x, tx), (y, ty) = a(m), b(m)
         size = m.size
         taints = [tx, ty] + [extra(m)[1] for extra in ([guard] if guard is not None else []) + list(inputs)]
@@ -272,12 +299,16 @@ def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=No
     return Check(before, after)
 
 
-def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool = False) -> Check:
+def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool = False, quiet=None) -> Check:
     """A branch or shared access: its guard (and ``constant`` operands) must be class-constant, its addresses
-    affine at worst (``cta_free_addresses``: must not depend on the CTA index at all)."""
-    forbidden = CTA | OPAQUE if cta_free_addresses else OPAQUE
+    affine at worst (``cta_free_addresses``: must not depend on the CTA index at all).  ``quiet``:
+    :func:`quiet_test` of the guard and constant operands (flags ``CTA | OPAQUE``) and the addresses
+    (:func:`forbidden_in_addresses`), or None."""
+    forbidden = forbidden_in_addresses(cta_free_addresses)
 
     def before(m, active):
+        if quiet is not None and quiet(m):
+            return None
         size = m.size
         holds, guard_bits = guard(m) if guard is not None else (None, None)
         constant_bits = [operand(m)[1] for operand in constant]
@@ -298,6 +329,11 @@ def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool =
             m.watch.unclassable(bad)
         return None
     return Check(before, None)
+
+
+def forbidden_in_addresses(cta_free_addresses: bool) -> np.uint64:
+    """The taints a shared access's address must not carry (:func:`decision_inputs`)."""
+    return CTA | OPAQUE if cta_free_addresses else OPAQUE
 
 
 # --------------------------------------------------------------------------- PTX
