@@ -173,15 +173,23 @@ def _varies(bits, size: int, active: np.ndarray) -> np.ndarray:
     return active & ((_full(bits, size) & (CTA | OPAQUE)) != 0) & ~_unknown(bits, size)
 
 
-def quiet_test(groups: list[tuple[list[str] | None, int]]) -> Callable | None:
+def quiet_test(groups: list[tuple[list[str] | None, int]], sources: list[str] | None = (),
+               whole: list[str] = ()) -> Callable | None:
     """``m -> True`` when a check has nothing to do, read off the machine's register taints without computing a
-    value: ``groups`` are (register keys whose taints make up some inputs' taints, the taint flags the check looks
-    for in those inputs), and no register of a group carries one of its flags.  None (no such test) when some
-    input's taint is not its registers' alone (keys None: a special register, ...).  Most steps touch no
-    CTA-dependent value: reading every operand's value to find that out costs most of a watched run."""
-    if any(keys is None for keys, _ in groups):
+    value (most steps touch no CTA-dependent value: reading every operand's value to find that out cost most of
+    a watched run).  ``groups`` are (register keys whose taints make up some inputs' taints, the taint flags the
+    check looks for in those inputs): no register of a group may carry one of its flags.  ``sources``: the keys
+    of an instruction's sources (:func:`arithmetic`): none may carry ``CTA``, unless a source whose taint is one
+    register's (``whole``: those registers) holds a value unknown in every thread (and not opaque): the result is
+    unknown anyway, and needs no affinity.  None (no such test) when some input's taint is not its registers'
+    alone (keys None: a special register, ...); :data:`INERT` when there is nothing to test (constants): the
+    check never acts."""
+    if sources is None or any(keys is None for keys, _ in groups):
         return None
     tests = [(tuple(dict.fromkeys(keys)), int(flags)) for keys, flags in groups if keys]
+    if not tests and not sources:
+        return INERT
+    inputs, absorbing, cta = tuple(dict.fromkeys(sources)), frozenset(whole), int(CTA)
 
     def quiet(m) -> bool:
         taints = m.taints
@@ -190,16 +198,36 @@ def quiet_test(groups: list[tuple[list[str] | None, int]]) -> Callable | None:
                 bits = taints.get(key)
                 if bits is not None and _has(bits, flags):
                     return False
-        return True
+        tainted = False
+        for key in inputs:
+            bits = taints.get(key)
+            if bits is None:
+                continue
+            if type(bits) is not np.ndarray:         # one taint for every thread
+                one = int(bits)
+                if key in absorbing and one & UNKNOWN_BITS and not one & OPAQUE_BITS:
+                    return True
+                tainted = tainted or bool(one & cta)
+            elif not tainted:
+                tainted = bool((bits & CTA).any())
+        return not tainted
     return quiet
 
 
-def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False, quiet=None) -> Check:
+def INERT(m) -> bool:
+    """The :func:`quiet_test` of a check with nothing to test: always quiet (the check is left out)."""
+    return True
+
+
+def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False, quiet=None) -> Check | None:
     """An instruction writing ``keys`` from ``sources`` (readers ``m -> (value, bits)``; ``guard``: ``m ->
     (holds, bits)``).  ``rule`` is None (the result is not affine: CTA-dependent results become opaque) or a
     :class:`Rule`.  ``carry``: the instruction writes the carry flag, which becomes opaque wherever a source
-    depends on the CTA index.  ``quiet``: :func:`quiet_test` of the sources (flag ``CTA``) and the guard
-    (``CTA | OPAQUE``), or None."""
+    depends on the CTA index.  ``quiet``: :func:`quiet_test` of the guard (flags ``CTA | OPAQUE``) and the
+    sources, or None (None returned for :data:`INERT`: nothing to check)."""
+    if quiet is INERT:
+        return None
+
     def before(m, active):
         if quiet is not None and quiet(m):
             return None
@@ -258,12 +286,16 @@ def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False, quie
     return Check(before, after)
 
 
-def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=None, inputs=(), quiet=None) -> Check:
+def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=None, inputs=(),
+               quiet=None) -> Check | None:
     """A comparison of ``a`` and ``b`` (readers) writing predicates ``keys``: records the sign of ``a - b``
     (``exact(value)``: the integer a register holds, as float64) as the CTA's decision, and makes the results
     DECIDED where the operands were affine.  ``inputs`` (readers) are other inputs of the result, like a
     chained predicate: opaque ones make the CTA unclassable.  ``quiet``: :func:`quiet_test` of every input
-    (flags ``CTA | OPAQUE``), or None."""
+    (flags ``CTA | OPAQUE``), or None (None returned for :data:`INERT`)."""
+    if quiet is INERT:
+        return None
+
     def before(m, active):
         if quiet is not None and quiet(m):
             return None
@@ -299,11 +331,14 @@ def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=No
     return Check(before, after)
 
 
-def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool = False, quiet=None) -> Check:
+def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool = False,
+                    quiet=None) -> Check | None:
     """A branch or shared access: its guard (and ``constant`` operands) must be class-constant, its addresses
     affine at worst (``cta_free_addresses``: must not depend on the CTA index at all).  ``quiet``:
     :func:`quiet_test` of the guard and constant operands (flags ``CTA | OPAQUE``) and the addresses
-    (:func:`forbidden_in_addresses`), or None."""
+    (:func:`forbidden_in_addresses`), or None (None returned for :data:`INERT`)."""
+    if quiet is INERT:
+        return None
     forbidden = forbidden_in_addresses(cta_free_addresses)
 
     def before(m, active):

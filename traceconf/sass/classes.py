@@ -26,7 +26,8 @@ from traceconf.emulate.classes import CTA, OPAQUE, Check, Rule, arithmetic, comp
 from traceconf.emulate.program import Program, Slot
 from traceconf.sass.control import guard_of
 from traceconf.sass.memory import address_reader
-from traceconf.sass.operands import M32, Operand, SassContext, pair_name, parse_operand, reader, signed32
+from traceconf.sass.operands import M32, TRUE_PREDICATES, ZERO_REGS, Operand, SassContext, pair_name, parse_operand, \
+    reader, signed32
 from traceconf.sass.opcodes import opcode_of, shared_op
 
 U64 = np.uint64
@@ -112,12 +113,27 @@ def _keys(op: Operand, wide: bool | None = None) -> list[str] | None:
     if op.kind in ("imm", "float"):
         return []
     if op.kind == "pred":
-        return [op.name]
-    if op.kind == "reg":
-        return [op.name, pair_name(op.name)] if (op.wide if wide is None else wide) else [op.name]
-    if op.kind in ("const", "address"):
-        return [key for name, _, pair in op.registers for key in ([name, pair_name(name)] if pair else [name])]
-    return None
+        names = [op.name]
+    elif op.kind == "reg":
+        names = [op.name, pair_name(op.name)] if (op.wide if wide is None else wide) else [op.name]
+    elif op.kind in ("const", "address"):
+        names = [key for name, _, pair in op.registers for key in ([name, pair_name(name)] if pair else [name])]
+    else:
+        return None
+    return [name for name in names if name not in CONSTANT_REGISTERS]
+
+
+def _sources_quiet(guarded, sources: list[Operand], keys: list[list[str] | None]):
+    """The :func:`quiet_test` of an instruction's ``sources`` (``keys``: each one's :func:`_keys`) under its guard."""
+    if None in keys:
+        return None
+    whole = [names[0] for op, names in zip(sources, keys) if op.kind in ("reg", "pred") and len(names) == 1
+             and names[0] == op.name]
+    return quiet_test([guarded], [name for names in keys for name in names], whole)
+
+
+#: Registers that always read the same (RZ, PT): no taint to test.
+CONSTANT_REGISTERS = ZERO_REGS | TRUE_PREDICATES
 
 
 def _all_keys(ops: list[Operand], wide: bool | None = None) -> list[str] | None:
@@ -167,7 +183,7 @@ def compile_sass_check(slot: Slot, ctx: SassContext) -> Check | None:
     if wide:
         names = names + [pair_name(names[0])]   # a passing 64-bit result is below 2**31: its high word is 0
     return arithmetic(names, readers + [reader(op, ctx) for op in inputs], guard, rule,
-                      quiet=quiet_test([guarded, (None if None in keys else sum(keys, []), CTA)]))
+                      quiet=_sources_quiet(guarded, [*sources, *inputs], keys))
 
 
 def _comparison(slot: Slot, ctx: SassContext, ops: list[Operand], mods: list[str], guard, guarded) -> Check | None:
@@ -176,7 +192,7 @@ def _comparison(slot: Slot, ctx: SassContext, ops: list[Operand], mods: list[str
     if len(ops) < 5 or "EX" in mods:
         names = [op.name for op in ops[:2] if op.kind == "pred" and not op.negate]
         return arithmetic(names, [reader(op, ctx, False) for op in ops[2:]], guard, None,
-                          quiet=quiet_test([guarded, (_all_keys(ops[2:], False), CTA)]))
+                          quiet=_sources_quiet(guarded, ops[2:], [_keys(op, False) for op in ops[2:]]))
     unsigned = "U32" in mods
 
     def exact(value):
