@@ -16,7 +16,9 @@ number of CTAs are exact (``scale`` = number of CTAs).  Otherwise:
 * else, where the level can prove them (:mod:`.classes`), CTA classes: the
   grid is split into boxes whose CTAs provably count alike; one corner of
   each runs and stands for the box.  Boxes the budget could not prove run CTA
-  by CTA.
+  by CTA.  CTA 0 is a corner of the grid, run watched in the first batch of
+  the search: when the launch will take this way, the probe stops at its
+  first use of the CTA index, its findings put back, and CTA 0 runs once.
 * else every CTA runs (``scale`` = 1).  CTAs that may share written global
   memory (``--data``, a kernel that stores to it) run as in launch order: one
   of the hardware's schedules, and a lock one CTA takes is released before
