@@ -22,7 +22,6 @@ from pathlib import Path
 
 from traceconf.errors import InputError
 from traceconf.sass.containers import ELF_MAGIC, FATBIN_MAGIC, check_container
-from traceconf.sass.opcodes import mnemonics
 from traceconf.tools import find_tool, locate
 
 TIMEOUT_S = 120
@@ -163,14 +162,19 @@ def _nvdisasm(cubin: Path, what: str, work: str) -> str:
     transfers through a jump table or the pre-Volta branch stack (``BRX``, ``SYNC``...): it runs only for a
     listing holding one (or a warning), so the listing is the same as with the pass, for less."""
     listing = run_tool("nvdisasm", ["-g", "-gp", "-c", "-ndf", str(cubin)], what, cwd=work, file=what)
-    if _DATAFLOW_TRANSFERS.search(listing) or "nvdisasm warning" in listing:
+    if _dataflow_transfers().search(listing) or "nvdisasm warning" in listing:
         listing = run_tool("nvdisasm", ["-g", "-gp", "-c", str(cubin)], what, cwd=work, file=what)
     return listing
 
 
-#: An instruction (after its ``/*pc*/`` and guard) whose targets nvdisasm's dataflow pass finds.
-_DATAFLOW_TRANSFERS = re.compile(r"\*/\s+(?:@!?\w+\s+)?(?:" + "|".join(
-    mnemonics("control", "indirect") + mnemonics("control", "reconverge")) + r")\b")
+@lru_cache(maxsize=1)
+def _dataflow_transfers() -> re.Pattern:
+    """An instruction (after its ``/*pc*/`` and guard) whose targets nvdisasm's dataflow pass finds (the opcode
+    table is read here, not when the module is imported)."""
+    from traceconf.sass.opcodes import mnemonics
+    return re.compile(r"\*/\s+(?:@!?\w+\s+)?(?:" + "|".join(
+        mnemonics("control", "indirect") + mnemonics("control", "reconverge")) + r")\b")
+
 
 _CUBIN_ARCH = re.compile(r"\.(sm_\d+[a-z]?)\.cubin$")
 
