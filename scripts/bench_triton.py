@@ -9,7 +9,8 @@
     back, :mod:`traceconf.triton.memo`) — a notebook cell run again, a test suite's next run.
     Target: ≤ 2× the compile.
   - *first*: Triton's cache is warm, the launch was never analysed: disassembly cached, emulation and counting
-    are the work (for the record; no target).
+    are the work.  Target: ≤ 2× the compile too (aim: ≤ 1.6×, so that the noise of a loaded machine does not
+    flip it), alone and beside busy processes.
 
 * ``harvest``: 100 kernels (the tutorial softmax, a transpose, a row sum and a scaled copy with different
   block sizes and warp counts) compiled into a fresh cache with one recorded launch each, then

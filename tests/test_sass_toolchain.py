@@ -94,3 +94,26 @@ def test_binary_kinds_are_recognised_by_their_magic():
     assert toolchain.is_cubin(cubin) and toolchain.is_cuda_binary(cubin[:4])
     assert toolchain.is_cuda_binary(b"\x50\xed\x55\xba") and not toolchain.is_cubin(b"\x50\xed\x55\xba" + bytes(20))
     assert not toolchain.is_cuda_binary(b".ver")
+
+
+@pytest.mark.skipif(tools.locate("nvdisasm") is None or tools.locate("ptxas") is None,
+                    reason="needs nvdisasm and ptxas (nvidia-cuda-nvdisasm, the CUDA toolkit)")
+def test_nvdisasm_runs_its_dataflow_pass_only_for_a_listing_whose_transfers_need_it(monkeypatch, tmp_path):
+    # the pass only adds the targets of jump-table (and branch-stack) transfers: without one the listing is the
+    # same without it, for a quarter less time; a BRX gets the pass, and the targets it lists
+    calls = []
+    original = toolchain.run_tool
+
+    def recording(name, arguments, *rest, **options):
+        calls.append(arguments)
+        return original(name, arguments, *rest, **options)
+    monkeypatch.setattr(toolchain, "run_tool", recording)
+    switch = tmp_path / "control_flow.cubin"
+    switch.write_bytes(toolchain.assemble((REPO / "tests" / "fixtures" / "differential" / "control_flow.sm_90.ptx")
+                                          .read_bytes(), "sm_90"))
+    for cubin, passes in [(REPO / "tests" / "data" / "sass" / "transpose.sm_90.cubin", 1), (switch, 2)]:
+        calls.clear()
+        listing = toolchain._nvdisasm(cubin, cubin.name, str(tmp_path))
+        assert [("-ndf" in arguments) for arguments in calls] == [True, False][:passes]
+        assert listing == original("nvdisasm", ["-g", "-gp", "-c", str(cubin)], cubin.name)
+    assert "BRANCH_TARGETS" in listing

@@ -67,6 +67,50 @@ def test_classes_count_exactly_what_every_cta_counts(monkeypatch, fixture, kerne
         assert sum(c["count"] for c in analysis.launch["classes"]) <= total
 
 
+def _recorded_runs(monkeypatch) -> list[tuple[list[int], bool, bool]]:
+    """(CTA ids, watched, ran to its end) of every machine the scheduler runs from now on."""
+    runs = []
+    original = driver._Runner.run
+
+    def recording(self, ctas, watched=False):
+        try:
+            machine = original(self, ctas, watched)
+        except Exception:
+            runs.append((list(map(int, ctas)), watched, False))
+            raise
+        runs.append((list(map(int, ctas)), watched, True))
+        return machine
+    monkeypatch.setattr(driver._Runner, "run", recording)
+    return runs
+
+
+def test_the_class_search_emulates_cta_0_once(monkeypatch):
+    # the probe stops at its first use of the CTA index (the bounds check): the class search runs CTA 0 anyway,
+    # watched, as a corner of the grid
+    runs = _recorded_runs(monkeypatch)
+    module = parse_path(SCALE / "reduce0.sm_90.ptx")
+    launch = dict(block=(256, 1, 1), grid=(40, 1, 1), params={"2": 9_000}, dynamic_smem=1024)
+    analysis, fast, slow = _exhaustive_and_classes(module, "_Z7reduce0PKfPfj", **launch)
+    assert fast.equals(slow)
+    class_runs = runs[:runs.index(([0], False, True))]         # then the exhaustive launch's probe
+    assert class_runs[0] == ([0], False, False)
+    corners = [cta for ctas, watched, finished in class_runs[1:] if watched and finished for cta in ctas]
+    assert len(class_runs) == 1 + len([r for r in class_runs[1:] if r[1]]) and corners[:2] == [0, 39]
+    assert sorted(set(corners)) == sorted(corners) and analysis.launch["analysed_ctas"] == len(corners)
+
+
+def test_a_kernel_whose_shared_accesses_ignore_the_cta_index_runs_the_probe_alone(monkeypatch):
+    runs = _recorded_runs(monkeypatch)
+    module = kernel_module("""
+        mov.u32 %r1, %tid.x;
+        mov.u32 %r2, %ctaid.x;
+        shl.b32 %r5, %r1, 2;
+        st.shared.u32 [%r5], %r2;
+        ret;""", shared=".shared .align 4 .b8 buf[512];\n")
+    result = run(module, grid=(300, 1, 1))
+    assert runs == [([0], False, True)] and result.scale == 300 and result.emulated_ctas == 1
+
+
 def _demangled(name: str) -> str:
     from traceconf.names import demangle
     return demangle(name)

@@ -90,3 +90,33 @@ def test_sass_unknown_data_mixed_with_the_cta_index_counts_exactly(monkeypatch, 
     fast, slow = _both(path, "k", block=(32, 1, 1), grid=(300, 1, 1))
     assert fast.results.equals(slow.results) and unresolved_summary(fast) == unresolved_summary(slow)
     assert fast.launch["class_count"], fast.launch
+
+
+def test_the_class_checks_skip_steps_by_taints_alone_and_prove_the_same_classes(monkeypatch):
+    # a check whose inputs' registers carry no CTA taint does nothing: it is skipped without reading a value;
+    # every launch of the scale fixtures proves the same classes, and counts the same, with the shortcut or not
+    from traceconf.emulate import classes as argument
+    from traceconf.sass import classes as sass_classes
+
+    monkeypatch.setattr(scheduler, "CHUNK_THREADS", 512)
+    skipped = []
+
+    def counting(*args):
+        quiet = argument.quiet_test(*args)
+        if quiet is None or quiet is argument.INERT:
+            return quiet
+
+        def test(m):
+            skipped.append(quiet(m))
+            return skipped[-1]
+        return test
+    rule_sets = load_rule_sets(["sm_90"], "sm_90")
+    outcomes = []
+    for shortcut in (counting, lambda *args: None):
+        monkeypatch.setattr(sass_classes, "quiet_test", shortcut)
+        outcomes.append([run_file(SCALE / f"{fixture}.sm_90.ptx", [kernel], LaunchRequest(**launch), rule_sets,
+                                  level="sass")[0][0] for fixture, kernel, launch in LAUNCHES])
+    assert sum(skipped) > len(skipped) // 2
+    for fast, slow in zip(*outcomes):
+        assert fast.launch.get("classes") == slow.launch.get("classes")
+        assert fast.results.equals(slow.results) and fast.launch == slow.launch and fast.notes == slow.notes

@@ -173,12 +173,64 @@ def _varies(bits, size: int, active: np.ndarray) -> np.ndarray:
     return active & ((_full(bits, size) & (CTA | OPAQUE)) != 0) & ~_unknown(bits, size)
 
 
-def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> Check:
+def quiet_test(groups: list[tuple[list[str] | None, int]], sources: list[str] | None = (),
+               whole: list[str] = ()) -> Callable | None:
+    """``m -> True`` when a check has nothing to do, read off the machine's register taints without computing a
+    value (most steps touch no CTA-dependent value: reading every operand's value to find that out cost most of
+    a watched run).  ``groups`` are (register keys whose taints make up some inputs' taints, the taint flags the
+    check looks for in those inputs): no register of a group may carry one of its flags.  ``sources``: the keys
+    of an instruction's sources (:func:`arithmetic`): none may carry ``CTA``, unless a source whose taint is one
+    register's (``whole``: those registers) holds a value unknown in every thread (and not opaque): the result is
+    unknown anyway, and needs no affinity.  None (no such test) when some input's taint is not its registers'
+    alone (keys None: a special register, ...); :data:`INERT` when there is nothing to test (constants): the
+    check never acts."""
+    if sources is None or any(keys is None for keys, _ in groups):
+        return None
+    tests = [(tuple(dict.fromkeys(keys)), int(flags)) for keys, flags in groups if keys]
+    if not tests and not sources:
+        return INERT
+    inputs, absorbing, cta = tuple(dict.fromkeys(sources)), frozenset(whole), int(CTA)
+
+    def quiet(m) -> bool:
+        taints = m.taints
+        for keys, flags in tests:
+            for key in keys:
+                bits = taints.get(key)
+                if bits is not None and _has(bits, flags):
+                    return False
+        tainted = False
+        for key in inputs:
+            bits = taints.get(key)
+            if bits is None:
+                continue
+            if type(bits) is not np.ndarray:         # one taint for every thread
+                one = int(bits)
+                if key in absorbing and one & UNKNOWN_BITS and not one & OPAQUE_BITS:
+                    return True
+                tainted = tainted or bool(one & cta)
+            elif not tainted:
+                tainted = bool((bits & CTA).any())
+        return not tainted
+    return quiet
+
+
+def INERT(m) -> bool:
+    """The :func:`quiet_test` of a check with nothing to test: always quiet (the check is left out)."""
+    return True
+
+
+def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False, quiet=None) -> Check | None:
     """An instruction writing ``keys`` from ``sources`` (readers ``m -> (value, bits)``; ``guard``: ``m ->
     (holds, bits)``).  ``rule`` is None (the result is not affine: CTA-dependent results become opaque) or a
     :class:`Rule`.  ``carry``: the instruction writes the carry flag, which becomes opaque wherever a source
-    depends on the CTA index."""
+    depends on the CTA index.  ``quiet``: :func:`quiet_test` of the guard (flags ``CTA | OPAQUE``) and the
+    sources, or None (None returned for :data:`INERT`: nothing to check)."""
+    if quiet is INERT:
+        return None
+
     def before(m, active):
+        if quiet is not None and quiet(m):
+            return None
         pairs = [s(m) for s in sources]
         guard_bits = guard(m)[1] if guard is not None else None
         # most instructions touch no CTA-dependent value: nothing below can then mark a lane (the per-lane
@@ -234,12 +286,19 @@ def arithmetic(keys: list, sources: list, guard, rule, carry: bool = False) -> C
     return Check(before, after)
 
 
-def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=None, inputs=()) -> Check:
+def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=None, inputs=(),
+               quiet=None) -> Check | None:
     """A comparison of ``a`` and ``b`` (readers) writing predicates ``keys``: records the sign of ``a - b``
     (``exact(value)``: the integer a register holds, as float64) as the CTA's decision, and makes the results
     DECIDED where the operands were affine.  ``inputs`` (readers) are other inputs of the result, like a
-    chained predicate: opaque ones make the CTA unclassable."""
+    chained predicate: opaque ones make the CTA unclassable.  ``quiet``: :func:`quiet_test` of every input
+    (flags ``CTA | OPAQUE``), or None (None returned for :data:`INERT`)."""
+    if quiet is INERT:
+        return None
+
     def before(m, active):
+        if quiet is not None and quiet(m):
+            return None
         (x, tx), (y, ty) = a(m), b(m)
         size = m.size
         taints = [tx, ty] + [extra(m)[1] for extra in ([guard] if guard is not None else []) + list(inputs)]
@@ -272,12 +331,19 @@ def comparison(keys: list, a, b, exact, limit: float, instruction: int, guard=No
     return Check(before, after)
 
 
-def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool = False) -> Check:
+def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool = False,
+                    quiet=None) -> Check | None:
     """A branch or shared access: its guard (and ``constant`` operands) must be class-constant, its addresses
-    affine at worst (``cta_free_addresses``: must not depend on the CTA index at all)."""
-    forbidden = CTA | OPAQUE if cta_free_addresses else OPAQUE
+    affine at worst (``cta_free_addresses``: must not depend on the CTA index at all).  ``quiet``:
+    :func:`quiet_test` of the guard and constant operands (flags ``CTA | OPAQUE``) and the addresses
+    (:func:`forbidden_in_addresses`), or None (None returned for :data:`INERT`)."""
+    if quiet is INERT:
+        return None
+    forbidden = forbidden_in_addresses(cta_free_addresses)
 
     def before(m, active):
+        if quiet is not None and quiet(m):
+            return None
         size = m.size
         holds, guard_bits = guard(m) if guard is not None else (None, None)
         constant_bits = [operand(m)[1] for operand in constant]
@@ -298,6 +364,11 @@ def decision_inputs(guard, addresses=(), constant=(), cta_free_addresses: bool =
             m.watch.unclassable(bad)
         return None
     return Check(before, None)
+
+
+def forbidden_in_addresses(cta_free_addresses: bool) -> np.uint64:
+    """The taints a shared access's address must not carry (:func:`decision_inputs`)."""
+    return CTA | OPAQUE if cta_free_addresses else OPAQUE
 
 
 # --------------------------------------------------------------------------- PTX
@@ -619,17 +690,22 @@ def _uniform_shift(a: WarpAccesses, b: WarpAccesses) -> np.ndarray | None:
     return lowest
 
 
+def whole_grid(grid: tuple[int, int, int]) -> Box:
+    return Box((0, 0, 0), tuple(g - 1 for g in grid))
+
+
 def partition(grid: tuple[int, int, int], run: Callable[[list[tuple[int, int, int]]], dict[tuple, CtaRun]],
               row_bytes: int, budget: int, accept: Callable[[Box, CtaRun], None],
-              batch_ctas: int) -> Partition:
+              batch_ctas: int, first: dict[tuple, CtaRun] | None = None) -> Partition:
     """Split the grid into proved boxes: where a decision changes between two corners, at the CTAs where it
     changes (:func:`boundaries`), else in the middle.  ``accept`` gets each box as soon as it
     is proved; a run is kept only while it is a corner of a box still to prove (at most ``batch_ctas`` of them),
     so memory holds about one batch of corners.  Stops splitting once ``budget`` CTAs were emulated; the boxes
-    left are returned for the caller to emulate CTA by CTA."""
-    result = Partition()
-    pending = [Box((0, 0, 0), tuple(g - 1 for g in grid))]
-    known: dict[tuple, CtaRun] = {}          # runs of corners of pending boxes, from earlier batches
+    left are returned for the caller to emulate CTA by CTA.  ``first``: runs of the grid's corners the caller
+    made already (they count as emulated)."""
+    known: dict[tuple, CtaRun] = dict(first or {})   # runs of corners of pending boxes, from earlier batches
+    result = Partition(emulated=len(known))
+    pending = [whole_grid(grid)]
     while pending:
         if result.emulated >= budget:
             result.left.extend(pending)

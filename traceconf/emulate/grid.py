@@ -16,7 +16,9 @@ number of CTAs are exact (``scale`` = number of CTAs).  Otherwise:
 * else, where the level can prove them (:mod:`.classes`), CTA classes: the
   grid is split into boxes whose CTAs provably count alike; one corner of
   each runs and stands for the box.  Boxes the budget could not prove run CTA
-  by CTA.
+  by CTA.  CTA 0 is a corner of the grid, run watched in the first batch of
+  the search: when the launch will take this way, the probe stops at its
+  first use of the CTA index, its findings put back, and CTA 0 runs once.
 * else every CTA runs (``scale`` = 1).  CTAs that may share written global
   memory (``--data``, a kernel that stores to it) run as in launch order: one
   of the hardware's schedules, and a lock one CTA takes is released before
@@ -47,7 +49,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from traceconf.accesses import WarpAccesses
-from traceconf.emulate.classes import Box, CtaRun, Watch, linear, partition
+from traceconf.emulate.classes import Box, CtaRun, Watch, linear, partition, whole_grid
 from traceconf.emulate.contents import CrossCtaTraffic, GlobalContents
 from traceconf.emulate.launch import Launch, LimitReached, Limits
 
@@ -170,6 +172,29 @@ class _Runner:
             self.limits.spend(machine.steps, machine.size // self.emulator.warp_size)
         return machine
 
+    def probe(self, stop_at_cta: bool):
+        """CTA 0, run first (the probe).  ``stop_at_cta``: CTA classes will be searched if it meets the CTA index,
+        and their search runs CTA 0 again, watched, as a corner: the probe then stops at the first use of the CTA
+        index, the findings are put back as they were, and None is returned."""
+        if not stop_at_cta:
+            return self.run(np.array([0]))
+        findings = self.emulator.findings
+        saved = findings.saved()
+        findings.on_cta_dependence = _stop_probe
+        try:
+            return self.run(np.array([0]))
+        except _CtaDependence:
+            findings.restore(saved)
+            self.emulated, self.listed = 0, []
+            return None
+        finally:
+            findings.on_cta_dependence = None
+
+    def per_chunk(self, logged: int) -> int:
+        """CTAs per batch: at most ``CHUNK_THREADS`` threads, and ``BATCH_EXECUTIONS`` logged warp executions if
+        each CTA logs as many as CTA 0 did (``logged``)."""
+        return max(1, min(CHUNK_THREADS // self.padded, BATCH_EXECUTIONS // max(1, logged)))
+
     def report(self, done: int, of: int, note: str | None = None) -> None:
         if self.progress:
             self.progress(done, of) if note is None else self.progress(done, of, note)
@@ -214,18 +239,21 @@ def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = Non
     total = grid[0] * grid[1] * grid[2]
     sink = _Sink(consume, emulator.kernel, warp_size)
     runner = _Runner(emulator, Limits(launch.time_limit, launch.memory_limit, launch.work_limit), sink, progress)
-    per_chunk = max(1, CHUNK_THREADS // runner.padded)
     scale, sampled, classes, class_count, partial = None, None, [], 0, None
     findings = emulator.findings
+    sampling = launch.ctas is not None and launch.ctas < total
+    by_classes = not sampling and emulator.checks is not None and not emulator.serial and launch.classes \
+        and total > CLASS_MIN_CTAS
     try:
-        probe = runner.run(np.array([0]))
-        logged = sum(len(entry[0]) for entry in probe.log)
-        per_chunk = max(1, min(per_chunk, BATCH_EXECUTIONS // max(1, logged)))
-        if not findings.cta_reasons or total == 1:
+        probe = runner.probe(stop_at_cta=by_classes)
+        if probe is None:            # CTA 0 met the CTA index: the class search runs it, watched, as a corner
+            classes, class_count = _classes(grid, runner, launch, total)
+        elif not findings.cta_reasons or total == 1:
             scale = total
             sink.emit(assemble(emulator.kernel, [probe], warp_size), total, total, unresolved_of(probe))
             runner.report(1, 1)
-        elif launch.ctas is not None and launch.ctas < total:
+        elif sampling:
+            per_chunk = runner.per_chunk(sum(len(entry[0]) for entry in probe.log))
             chosen = np.unique(np.linspace(0, total - 1, max(1, int(launch.ctas))).round().astype(np.int64))
             sampled = (len(chosen), total)
             if chosen[0] == 0:       # the probe is CTA 0 of the sample
@@ -233,10 +261,8 @@ def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = Non
                 chosen = chosen[1:]
             del probe
             runner.stream(chunks_of(chosen, per_chunk), sampled[0], sampled[0] - len(chosen))
-        elif emulator.checks is not None and not emulator.serial and launch.classes and total > CLASS_MIN_CTAS:
-            del probe                # the class search runs CTA 0 again, watched, as a corner
-            classes, class_count = _classes(grid, runner, launch, per_chunk, total)
         else:
+            per_chunk = runner.per_chunk(sum(len(entry[0]) for entry in probe.log))
             sink.emit(assemble(emulator.kernel, [probe], warp_size), 1, 1, unresolved_of(probe))
             del probe
             runner.stream(chunks_of_range(1, total, per_chunk), total, 1)
@@ -250,6 +276,14 @@ def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = Non
                        emulated_ctas=runner.emulated, covered_ctas=sink.covered, total_ctas=total,
                        partial=partial, steps=runner.steps, work=runner.limits.work,
                        unresolved=sink.unresolved)
+
+
+class _CtaDependence(Exception):
+    """The probe met the CTA index where the class search will run CTA 0 again (:meth:`_Runner.probe`)."""
+
+
+def _stop_probe() -> None:
+    raise _CtaDependence
 
 
 def padded_threads(block, warp_size: int) -> int:
@@ -268,9 +302,10 @@ def chunks_of_range(first: int, end: int, size: int) -> Iterator[np.ndarray]:
         yield np.arange(start, min(end, start + size), dtype=np.int64)
 
 
-def _classes(grid, runner: _Runner, launch: Launch, per_chunk: int, total: int) -> tuple[list[dict], int]:
+def _classes(grid, runner: _Runner, launch: Launch, total: int) -> tuple[list[dict], int]:
     """Bisect the grid into proved classes (emitting each corner's accesses times its box size), then run
-    the CTAs of boxes left unproved one batch at a time."""
+    the CTAs of boxes left unproved one batch at a time.  The grid's corners run first, CTA 0 among them: its
+    executions size the batches, as the probe's do elsewhere."""
     emulator, sink = runner.emulator, runner.sink
     proved: list[dict] = []
     count = [0]
@@ -293,8 +328,10 @@ def _classes(grid, runner: _Runner, launch: Launch, per_chunk: int, total: int) 
             proved.append({"ctas": box.describe(), "count": box.size, "emulated": linear(box.low, grid)})
         runner.report(sink.covered, total, f"{count[0]:,} CTA classes")
 
+    first = run_corners(whole_grid(grid).corners())
+    per_chunk = runner.per_chunk(len(first[(0, 0, 0)].accesses))
     budget = min(max(CLASS_BUDGET_MIN, total // 4), total)
-    result = partition(grid, run_corners, launch.row_bytes, budget, accept, max(8, per_chunk))
+    result = partition(grid, run_corners, launch.row_bytes, budget, accept, max(8, per_chunk), first)
     for box in result.left:
         runner.stream(box_chunks(box, grid, per_chunk), total, sink.covered)
     return proved, count[0]

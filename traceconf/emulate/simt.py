@@ -37,6 +37,7 @@ an :class:`InputError` naming the parameter.
 from __future__ import annotations
 
 import copy
+from typing import Callable
 
 import numpy as np
 
@@ -576,6 +577,8 @@ class Findings:
         self.without_data: list[str] = []       # pointer parameters global loads read through, with no --data
         self.globals_read: list[str] = []       # module globals (__device__ variables) read with no --data
         self.stop_notes: list[str] = []      # calls not followed: the counts miss what they would have done
+        #: called at each use of the CTA index found (the scheduler stops a probe it will run again anyway)
+        self.on_cta_dependence: Callable[[], None] | None = None
 
     def saved(self) -> tuple:
         """What a run adds to the findings, copied (a batch run again in parts puts them back first)."""
@@ -642,6 +645,8 @@ class Findings:
             self.unresolved(target, reason)
 
     def cta_dependent(self, slot: Slot, what: str) -> None:
+        if self.on_cta_dependence is not None:
+            self.on_cta_dependence()
         if len(self.cta_reasons) < 8:
             reason = f"{what} at {self.where(slot.row)} depends on the CTA index"
             if reason not in self.cta_reasons:

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from traceconf.emulate.classes import Check, Rule, arithmetic, comparison, decision_inputs, limit_of, low_mask
+from traceconf.emulate.classes import CTA, OPAQUE, Check, Rule, arithmetic, comparison, decision_inputs, \
+    forbidden_in_addresses, limit_of, low_mask, quiet_test
 from traceconf.emulate.program import Program, Slot
 from traceconf.sass.control import guard_of
 from traceconf.sass.memory import address_reader
-from traceconf.sass.operands import M32, Operand, SassContext, pair_name, parse_operand, reader, signed32
+from traceconf.sass.operands import M32, TRUE_PREDICATES, ZERO_REGS, Operand, SassContext, pair_name, parse_operand, \
+    reader, signed32
 from traceconf.sass.opcodes import opcode_of, shared_op
 
 U64 = np.uint64
@@ -104,25 +106,66 @@ def _rule(affine: str | None, mods: list[str], sources: list[Operand], carries: 
     return None
 
 
+def _keys(op: Operand, wide: bool | None = None) -> list[str] | None:
+    """The registers whose taints make up the taint :func:`~traceconf.sass.operands.reader` gives for ``op`` read
+    ``wide`` (default: its own .64), or of the address :func:`~traceconf.sass.memory.address_reader` reads; None
+    where the taint is not theirs alone (a special register)."""
+    if op.kind in ("imm", "float"):
+        return []
+    if op.kind == "pred":
+        names = [op.name]
+    elif op.kind == "reg":
+        names = [op.name, pair_name(op.name)] if (op.wide if wide is None else wide) else [op.name]
+    elif op.kind in ("const", "address"):
+        names = [key for name, _, pair in op.registers for key in ([name, pair_name(name)] if pair else [name])]
+    else:
+        return None
+    return [name for name in names if name not in CONSTANT_REGISTERS]
+
+
+def _sources_quiet(guarded, sources: list[Operand], keys: list[list[str] | None]):
+    """The :func:`quiet_test` of an instruction's ``sources`` (``keys``: each one's :func:`_keys`) under its guard."""
+    if None in keys:
+        return None
+    whole = [names[0] for op, names in zip(sources, keys) if op.kind in ("reg", "pred") and len(names) == 1
+             and names[0] == op.name]
+    return quiet_test([guarded], [name for names in keys for name in names], whole)
+
+
+#: Registers that always read the same (RZ, PT): no taint to test.
+CONSTANT_REGISTERS = ZERO_REGS | TRUE_PREDICATES
+
+
+def _all_keys(ops: list[Operand], wide: bool | None = None) -> list[str] | None:
+    keys = [_keys(op, wide) for op in ops]
+    return None if None in keys else [key for part in keys for key in part]
+
+
 def compile_sass_check(slot: Slot, ctx: SassContext) -> Check | None:
     row = slot.row
     family = row["opcode"]
     mods = list(row["modifiers"] or [])
     ops = [parse_operand(o) for o in row["operands"] or []]
     guard = guard_of(row, ctx)
+    # the guard's taint is its predicate's: a class-constant guard carries neither CTA nor OPAQUE
+    guarded = (_keys(Operand("pred", row["guard"], name=row["guard"])) if guard is not None else [], CTA | OPAQUE)
     entry = opcode_of(family)
     affine = entry.affine if entry is not None else None
     if entry is not None and entry.role == "control":
-        conditions = [reader(op, ctx, False) for op in ops if op.kind in ("pred", "reg")]
-        return decision_inputs(guard, constant=conditions) if guard is not None or conditions else None
+        tested = [op for op in ops if op.kind in ("pred", "reg")]
+        return decision_inputs(guard, constant=[reader(op, ctx, False) for op in tested],
+                               quiet=quiet_test([guarded, (_all_keys(tested, False), CTA | OPAQUE)])) \
+            if guard is not None or tested else None
     if shared_op(".".join([family, *mods])) is not None:
         address = next((op for op in ops if op.kind == "address"), None)
         if address is None:
             return None
         return decision_inputs(guard, [address_reader(address, ctx, wide_base=False)],
-                               cta_free_addresses=ctx.shared_values)
+                               cta_free_addresses=ctx.shared_values,
+                               quiet=quiet_test([guarded, (_keys(address),
+                                                           forbidden_in_addresses(ctx.shared_values))]))
     if affine == "comparison":
-        return _comparison(slot, ctx, ops, mods, guard)
+        return _comparison(slot, ctx, ops, mods, guard, guarded)
     names, sources, inputs = alu_destinations(ops)
     if not names:
         return None
@@ -136,24 +179,30 @@ def compile_sass_check(slot: Slot, ctx: SassContext) -> Check | None:
         # a trailing PT/!PT is a constant operand (LOP3's), any other predicate input a carry
         carries = len(names) > 1 or any(op.name not in ("PT", "UPT") for op in inputs)
         rule = _rule(affine, mods, sources, carries)
+    keys = [_keys(op, wide and index == 2) for index, op in enumerate(sources)] + [_keys(op) for op in inputs]
     if wide:
         names = names + [pair_name(names[0])]   # a passing 64-bit result is below 2**31: its high word is 0
-    return arithmetic(names, readers + [reader(op, ctx) for op in inputs], guard, rule)
+    return arithmetic(names, readers + [reader(op, ctx) for op in inputs], guard, rule,
+                      quiet=_sources_quiet(guarded, [*sources, *inputs], keys))
 
 
-def _comparison(slot: Slot, ctx: SassContext, ops: list[Operand], mods: list[str], guard) -> Check | None:
+def _comparison(slot: Slot, ctx: SassContext, ops: list[Operand], mods: list[str], guard, guarded) -> Check | None:
     """``ISETP.cmp.[U32].combine Pd, Pq, a, b, Pc[, Plow]``: a decision on ``a - b``; ``.EX`` (the high words
     of a 64-bit compare) is not one (the sign of the whole difference is not recorded)."""
     if len(ops) < 5 or "EX" in mods:
         names = [op.name for op in ops[:2] if op.kind == "pred" and not op.negate]
-        return arithmetic(names, [reader(op, ctx, False) for op in ops[2:]], guard, None)
+        return arithmetic(names, [reader(op, ctx, False) for op in ops[2:]], guard, None,
+                          quiet=_sources_quiet(guarded, ops[2:], [_keys(op, False) for op in ops[2:]]))
     unsigned = "U32" in mods
 
     def exact(value):
         return (np.asarray(value, dtype=np.uint64) & M32).astype(np.float64) if unsigned else _exact(value)
     names = [op.name for op in ops[:2] if op.kind == "pred" and not op.negate]
+    inputs = _all_keys(ops[4:])
     return comparison(names, reader(ops[2], ctx, False), reader(ops[3], ctx, False), exact, LIMIT,
-                      int(slot.row["instruction"]), guard, [reader(op, ctx) for op in ops[4:]])
+                      int(slot.row["instruction"]), guard, [reader(op, ctx) for op in ops[4:]],
+                      quiet=quiet_test([guarded, (_all_keys(ops[2:4], False), CTA | OPAQUE),
+                                        (inputs, CTA | OPAQUE)]))
 
 
 def compile_sass_checks(program: Program, ctx: SassContext) -> list[Check | None]:

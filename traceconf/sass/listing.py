@@ -118,6 +118,9 @@ class SassModule:
     globals: list[dict] = field(default_factory=list)   # module globals (__device__): name, bytes, init
     relocations: dict[str, dict[int, list]] = field(default_factory=dict)  # kernel -> bank -> [(offset, symbol,
     #                                                                         addend, bytes)]
+    #: kernel -> its instruction rows, read once (an analysis reads them several times; a copy made by
+    #: ``replace`` starts empty)
+    _rows: dict[str, list[dict]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def constant_banks(self, kernel: str, addresses: dict[str, int] | None = None) -> dict[int, bytes]:
         """The contents of a kernel's constant banks other than 0, as far as the binary told them, with the
@@ -169,7 +172,12 @@ class SassModule:
         return replace(self, arch=arch, instructions=self.instructions.filter(pa.array(keep)), kernels=kernels)
 
     def instructions_of(self, name: str) -> list[dict]:
-        return self.instructions.filter(pc.equal(self.instructions.column("kernel"), name)).to_pylist()
+        """The kernel's instruction rows (a new list; the rows are shared: read them, do not change them)."""
+        rows = self._rows.get(name)
+        if rows is None:
+            rows = self._rows[name] = self.instructions.filter(
+                pc.equal(self.instructions.column("kernel"), name)).to_pylist()
+        return list(rows)
 
 
 class _Columns:

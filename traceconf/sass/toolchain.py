@@ -149,14 +149,31 @@ def _disassemble(binary: bytes, what: str) -> tuple[str, str]:
         path.write_bytes(binary)
         elf = run_tool("cuobjdump", ["-elf", str(path)], what, cwd=work, file=what) if locate("cuobjdump") else ""
         if is_cubin(binary) and locate("nvdisasm"):
-            listing = run_tool("nvdisasm", ["-g", "-gp", "-c", str(path)], what, cwd=work, file=what)
+            listing = _nvdisasm(path, what, work)
         elif locate("nvdisasm") and (cubins := _embedded_cubins(path, what)):
-            listing = "".join(f"\narch = {arch}\n" + run_tool("nvdisasm", ["-g", "-gp", "-c", str(cubin)], what,
-                                                                cwd=work, file=what)
-                              for arch, cubin in cubins)
+            listing = "".join(f"\narch = {arch}\n" + _nvdisasm(cubin, what, work) for arch, cubin in cubins)
         else:
             listing = run_tool("cuobjdump", ["-sass", str(path)], what, cwd=work, file=what)
     return listing, elf
+
+
+def _nvdisasm(cubin: Path, what: str, work: str) -> str:
+    """``nvdisasm -g -gp -c`` of one cubin.  Its dataflow pass (a quarter of its time) only adds the targets of
+    transfers through a jump table or the pre-Volta branch stack (``BRX``, ``SYNC``...): it runs only for a
+    listing holding one (or a warning), so the listing is the same as with the pass, for less."""
+    listing = run_tool("nvdisasm", ["-g", "-gp", "-c", "-ndf", str(cubin)], what, cwd=work, file=what)
+    if _dataflow_transfers().search(listing) or "nvdisasm warning" in listing:
+        listing = run_tool("nvdisasm", ["-g", "-gp", "-c", str(cubin)], what, cwd=work, file=what)
+    return listing
+
+
+@lru_cache(maxsize=1)
+def _dataflow_transfers() -> re.Pattern:
+    """An instruction (after its ``/*pc*/`` and guard) whose targets nvdisasm's dataflow pass finds (the opcode
+    table is read here, not when the module is imported)."""
+    from traceconf.sass.opcodes import mnemonics
+    return re.compile(r"\*/\s+(?:@!?\w+\s+)?(?:" + "|".join(
+        mnemonics("control", "indirect") + mnemonics("control", "reconverge")) + r")\b")
 
 
 _CUBIN_ARCH = re.compile(r"\.(sm_\d+[a-z]?)\.cubin$")

@@ -119,8 +119,10 @@ def _table(frame: pd.DataFrame, compiled: CompiledLaunch, device: str) -> Confli
         name = Path(compiled.source_file).name
         stale = frame["source_file"].map(lambda file: isinstance(file, str) and file != compiled.source_file
                                          and Path(file).name == name)
-        frame.loc[stale, "source_file"] = compiled.source_file
-        frame.loc[stale, "source"] = frame.loc[stale].apply(lambda row: f"{row.source_file}:{row.source_line}", axis=1)
+        if stale.any():
+            frame.loc[stale, "source_file"] = compiled.source_file
+            frame.loc[stale, "source"] = frame.loc[stale].apply(lambda row: f"{row.source_file}:{row.source_line}",
+                                                                axis=1)
     table = ConflictTable(frame)
     table.attrs.update(frame.attrs)
     table.attrs["launch"] = compiled.facts()
