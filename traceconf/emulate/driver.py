@@ -27,7 +27,7 @@ from traceconf.emulate.regions import flow_edges, ptx_effect, read_registers, va
 from traceconf.emulate.slice import plan
 from traceconf.emulate.simt import Findings, Machine, compile_slot
 from traceconf.errors import InputError
-from traceconf.ptx.opcodes import may_access_shared, shared_access_kind
+from traceconf.ptx.opcodes import STORE_OPCODES, may_access_shared, shared_access_kind
 
 @dataclass
 class EmulationResult:
@@ -132,7 +132,7 @@ def modelled_spaces(memory: GlobalContents | None) -> frozenset:
 
 def _writes_global(rows: list[dict]) -> bool:
     """Whether some instruction may store to global memory (st/red/atom outside the shared space)."""
-    return any(row["opcode"] in ("st", "red", "atom") and space_of(row) in ("global", "generic") for row in rows)
+    return any(row["opcode"] in STORE_OPCODES and space_of(row) in ("global", "generic") for row in rows)
 
 
 def global_contents(data: dict, params: dict[str, int], kernel_row: dict, written: bool,

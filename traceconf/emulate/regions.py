@@ -25,15 +25,14 @@ from traceconf.emulate.operands import register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.slice import Effect
 from traceconf.emulate.spaces import space_of
-from traceconf.ptx.opcodes import may_access_shared, uncounted_shared_op
+from traceconf.ptx.opcodes import LOAD_OPCODES, MEMORY_WRITE_OPCODES, STORE_OPCODES, may_access_shared, \
+    uncounted_shared_op
 
 #: Opcodes whose first operand is a source (or that write no register at all).
 NO_DESTINATION = frozenset({"st", "red", "bar", "barrier", "bra", "brx", "call", "ret", "exit", "trap", "stmatrix",
                             "cp", "membar", "fence", "prefetch", "prefetchu", "sured", "sust", "pmevent",
                             "nanosleep", "griddepcontrol", "discard", "applypriority", "brkpt", "setmaxnreg",
                             "cp.async", "tensormap", "multimem", "st.async", "red.async"})
-MEMORY_WRITES = frozenset({"st", "red", "atom", "stmatrix", "cp", "sured", "sust", "st.async", "red.async",
-                           "multimem"})
 
 
 @dataclass(frozen=True)
@@ -186,7 +185,7 @@ def _ptx_written(slot: Slot) -> list[str]:
 PTX_FACTS = ControlFacts(
     successors=successors, written=_ptx_written,
     is_shared=lambda slot: may_access_shared(slot.row["opcode"], slot.row["state_space"]),
-    writes_memory=lambda slot: slot.row["opcode"] in MEMORY_WRITES,
+    writes_memory=lambda slot: slot.row["opcode"] in MEMORY_WRITE_OPCODES,
     writes_carry=lambda slot: "cc" in (slot.row["modifiers"] or []))
 
 
@@ -238,7 +237,7 @@ def relevant_registers(program: Program, global_values: bool, shared_values: boo
         opcode = row["opcode"]
         if opcode in NO_DESTINATION:
             space = space_of(row)
-            stores_values = opcode not in ("st", "red") or (global_values and space in ("global", "generic")) \
+            stores_values = opcode not in STORE_OPCODES or (global_values and space in ("global", "generic")) \
                 or (shared_values and space in ("shared", "generic")) or space not in ("global", "shared", "generic")
             if stores_values:
                 relevant.update(values)
@@ -266,7 +265,7 @@ def reads_shared_values(program: Program, relevant: frozenset[str]) -> bool:
     ever needs shared memory's contents, and stores need not keep them)."""
     for slot in program.slots:
         row = slot.row
-        if row["opcode"] not in ("ld", "ldu", "atom", "ldmatrix") or space_of(row) not in ("shared", "generic"):
+        if row["opcode"] not in LOAD_OPCODES or space_of(row) not in ("shared", "generic"):
             continue
         operands = row["operands"] or []
         if operands and any(register_key(n, slot) in relevant for n in split_destinations(operands[0])
@@ -289,9 +288,6 @@ def value_facts(program: Program, global_values: bool) -> tuple[frozenset[str], 
 #: PTX opcodes that transfer control, wait at a barrier, or decide (a comparison: CTA classes record its sign).
 _ALWAYS_RUN = frozenset({"bra", "brx", "call", "ret", "exit", "trap", "bar", "barrier", "setp", "set",
                          "mbarrier"})
-#: Memory opcodes the slice follows: what they read into registers or store; any other memory opcode runs.
-_LOADS = frozenset({"ld", "ldu", "atom", "tex", "tld4", "suld"})
-_STORES = frozenset({"st", "atom", "red"})
 #: Where a PTX state space's bytes may lie, as the slice tracks memory contents.
 _PLACES = {"generic": frozenset({"shared", "global", "local"}), "tex": frozenset({"texture"}),
            "surf": frozenset({"texture"})}
@@ -311,11 +307,11 @@ def ptx_effect(slot: Slot, global_data: bool) -> Effect:
         values.append(CARRY)
     space = space_of(row)
     spaces = _PLACES.get(space, frozenset({space}))
-    reads = spaces if opcode in _LOADS else frozenset()
-    writes = spaces if opcode in _STORES else frozenset()
-    memory = opcode in _LOADS or opcode in _STORES
+    # the slice follows what loads read into registers and what stores store; any other write to memory runs
+    reads = spaces if opcode in LOAD_OPCODES else frozenset()
+    writes = spaces if opcode in STORE_OPCODES else frozenset()
     seed = opcode in _ALWAYS_RUN or may_access_shared(opcode, row["state_space"]) \
-        or bool(uncounted_shared_op(opcode, row["modifiers"])) or (opcode in MEMORY_WRITES and not memory) \
+        or bool(uncounted_shared_op(opcode, row["modifiers"])) or (opcode in MEMORY_WRITE_OPCODES - STORE_OPCODES) \
         or (global_data and "global" in reads | writes)
     if seed and not writes:
         places, values = places + values, []
