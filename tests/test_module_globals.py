@@ -147,3 +147,42 @@ def test_the_globals_a_kernels_code_reaches_through_its_constant_banks(code, rea
     module.globals = [{"name": name, "bytes": 8, "init": None, "unknown": False} for name in ("counter", "table", "scale")]
     module.relocations = {"": {4: [(0, "counter", 0, 8), (8, "table", 0, 8), (16, "scale", 0, 8)]}}
     assert [v["name"] for v in reached_globals(module, "k")] == reached
+
+
+def test_the_globals_a_ptx_kernel_reaches_are_those_its_symbol_operands_name(tmp_path):
+    """A register (PTX registers need no ``%``), a label or a called function spelled like a module global does
+    not reach it; a symbol operand, an element or an address base does, in the kernel or in a function it calls."""
+    from traceconf.emulate.driver import reached_globals
+    from traceconf.emulate.program import link
+    from traceconf.ptx.parse import parse_file
+    path = tmp_path / "k.ptx"
+    path.write_text("""
+.version 8.0
+.target sm_90
+.address_size 64
+.global .align 4 .u32 counter;
+.global .align 4 .b8 table[16];
+.global .align 4 .u32 scale;
+.global .align 4 .u32 lost;
+.global .align 4 .u32 unused;
+.func helper()
+{
+    .reg .b64 %rd<2>;
+    mov.u64 %rd1, table;
+    ret;
+}
+.visible .entry k()
+{
+    .reg .b32 scale;
+    .reg .b32 %r<3>;
+    mov.u32 scale, 1;
+    ld.global.u32 %r1, [counter+4];
+    ld.global.u32 %r2, lost[1];
+    call helper;
+lost_label:
+    ret;
+}
+""")
+    module = parse_file(path)
+    names = [variable["name"] for variable in reached_globals(module, link(module, "k", str(path)))]
+    assert names == ["counter", "table", "lost"]

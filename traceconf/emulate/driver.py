@@ -87,9 +87,7 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
     block, grid, params = launch.block, launch.grid, dict(launch.params)
     program = link(module, kernel, path)
     module_rows = [slot.row for slot in program.slots]
-    named = {operand.get("name") for slot in program.slots for operand in slot.row["operands"] or []
-             if isinstance(operand, dict)}
-    module_globals = [variable for variable in module.module_globals(kernel) if variable["name"] in named]
+    module_globals = reached_globals(module, program)
     memory = global_contents(launch.data, params, kernel_row, _writes_global(module_rows), module_globals)
     declarations = [variable for name in program.functions for variable in module.kernel(name).get("shared") or []]
     layout = lay_out(declarations, int(launch.dynamic_smem))
@@ -123,6 +121,20 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
     notes += findings.stop_notes + ctx.notes
     return EmulationResult.of(outcome, findings, _assumed_extern_size(layout, findings.extent, launch.dynamic_smem),
                               notes)
+
+
+#: Operand kinds that may name a module symbol: ``table``, ``table[2]``, ``[counter+4]``.
+SYMBOL_OPERANDS = frozenset({"symbol", "element", "address"})
+
+
+def reached_globals(module, program) -> list[dict]:
+    """The module globals (``.global`` at module scope, ``__device__`` variables) the kernel's code reaches: those a
+    symbol operand of it or of a function it calls names (a register, a label or a function spelled like one
+    does not count).  The SASS level decides it from the constant-bank words its code reads
+    (``traceconf.sass.emulate.reached_globals``)."""
+    named = {operand["name"] for slot in program.slots for operand in slot.row["operands"] or []
+             if operand["kind"] in SYMBOL_OPERANDS}
+    return [variable for variable in module.module_globals(program.kernel) if variable["name"] in named]
 
 
 def modelled_spaces(memory: GlobalContents | None) -> frozenset:
