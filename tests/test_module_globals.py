@@ -186,3 +186,13 @@ lost_label:
     module = parse_file(path)
     names = [variable["name"] for variable in reached_globals(module, link(module, "k", str(path)))]
     assert names == ["counter", "table", "lost"]
+
+
+def test_an_address_lies_in_the_module_global_whose_spacing_holds_it():
+    from traceconf.emulate.contents import BUFFER_SPACING, module_global_addresses, module_globals_holding
+    addresses = module_global_addresses([{"name": name} for name in ("table", "counter", "scale")])
+    table, counter = np.uint64(addresses["table"]), np.uint64(addresses["counter"])
+    assert module_globals_holding(addresses, np.array([table + np.uint64(BUFFER_SPACING - 1)])) == ["table"]
+    assert module_globals_holding(addresses, np.array([table, counter], dtype=np.uint64)) == ["counter", "table"]
+    assert module_globals_holding(addresses, np.array([counter + np.uint64(BUFFER_SPACING)])) == []     # past all
+    assert module_globals_holding(addresses, np.array([], dtype=np.uint64)) == []

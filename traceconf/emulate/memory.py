@@ -20,7 +20,7 @@ import numpy as np
 
 from traceconf.emulate import intops, taint
 from traceconf.emulate.alu import SHARED_WINDOW_BASE, unknown_result
-from traceconf.emulate.contents import ATOMIC_OPS, BUFFER_SPACING, atomic
+from traceconf.emulate.contents import ATOMIC_OPS, atomic, module_globals_holding
 from traceconf.emulate.intops import FLOAT_TYPES, SIGNED_TYPES, TYPE_BITS
 from traceconf.emulate.operands import Context, address_reader, param_symbol, reader, register_key, \
     split_destinations
@@ -234,9 +234,8 @@ def note_reads_without_data(m, ctx, address: np.ndarray, bits: np.ndarray) -> No
     addresses are known, their contents followed only with --data) global memory is read through."""
     address, bits = np.broadcast_arrays(address, bits)      # a taint may be one scalar for every thread
     known = address[(bits & taint.UNKNOWN) == 0]
-    module_globals = [name for name, base in ctx.globals.items()
-                      if ((known >= U64(base)) & (known < U64(base + BUFFER_SPACING))).any()]
-    m.findings.loads_through(taint.missing_params(int(np.bitwise_or.reduce(bits)), ctx.param_names), module_globals)
+    m.findings.loads_through(taint.missing_params(int(np.bitwise_or.reduce(bits)), ctx.param_names),
+                             module_globals_holding(ctx.globals, known))
 
 
 def _note_unserved(m, ctx, slot: Slot, lanes: np.ndarray, bits: np.ndarray) -> None:
