@@ -47,7 +47,7 @@ from traceconf.emulate.memory import compile_memory
 from traceconf.emulate.regions import PTX_FACTS, branch_region, immediate_post_dominators
 from traceconf.emulate.operands import Context, reader, register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
-from traceconf.emulate.state import ThreadState
+from traceconf.emulate.state import ThreadState, is_uniform
 from traceconf.emulate.warp import compile_warp
 from traceconf.emulate.launch import missing_params_message
 from traceconf.errors import InputError
@@ -110,7 +110,7 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
 
     def run(m, active, mask):
         holds, bits = guard(m)
-        one = bits.strides == (0,)          # a scalar taint spread to every thread (ThreadState.spread)
+        one = is_uniform(bits)
         if not (bits[0] if one else bits.any()):
             body(m, active & holds)
             return

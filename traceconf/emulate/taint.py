@@ -69,12 +69,15 @@ def describe(bits: int) -> str:
     return " and ".join(reasons) or "nothing"
 
 
-def of_logic(is_or: bool, x, x_bits, y, y_bits) -> np.ndarray:
-    """Taint of the predicate ``x AND y`` (``x OR y`` with ``is_or``), both levels: where one side is known and
-    decides it alone (false AND anything, true OR anything) the other does not matter (CUB's merge compares a
-    key read past its list's end, a padding word nothing wrote, where its index test has decided the step);
-    elsewhere the taint of both."""
+def of_logic(operation: str, x, x_bits, y, y_bits) -> np.ndarray:
+    """Taint of the predicate ``x and y`` (``operation``: "and", "or" or "xor"), both levels: where one side is
+    known and decides it alone (false AND anything, true OR anything) the other does not matter (CUB's merge
+    compares a key read past its list's end, a padding word nothing wrote, where its index test has decided the
+    step); elsewhere, and always for XOR (no side decides it alone), the taint of both."""
     x_bits, y_bits = np.asarray(x_bits, dtype=np.uint64), np.asarray(y_bits, dtype=np.uint64)
+    if operation == "xor":
+        return x_bits | y_bits
+    is_or = operation == "or"
     x_true, y_true = (np.asarray(x, dtype=np.uint64) & np.uint64(1)) == 1, (np.asarray(y, dtype=np.uint64) & np.uint64(1)) == 1
     x_decides = (x_true if is_or else ~x_true) & ((x_bits & UNKNOWN) == 0)
     y_decides = (y_true if is_or else ~y_true) & ((y_bits & UNKNOWN) == 0)
