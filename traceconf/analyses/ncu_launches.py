@@ -212,6 +212,9 @@ def read_ncu_rep(path: str | Path) -> list[ProfiledLaunch]:
             dims = lambda prefix: tuple(metric(f"{prefix}_{axis}") for axis in "xyz")   # noqa: E731
             grid, block = dims("launch__grid_dim"), dims("launch__block_dim")
             name = action.name(ncu_report.IAction.NameBase_MANGLED)
+            # the report's own ID: ncu_report gives an action no ID of its own (IAction: name, metrics, source),
+            # and ncu's exports number the results in this order, ranges then actions, from 0 (the transpose
+            # report's pages: tests/data/hw/ncu_reports)
             out.append(ProfiledLaunch(str(len(out)), name, None if None in grid else grid,
                                       None if None in block else block, metric(RAW_DYNAMIC), str(path)))
     if not out:
