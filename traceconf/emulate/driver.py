@@ -23,8 +23,8 @@ from traceconf.emulate.layout import lay_out
 from traceconf.emulate.spaces import space_of
 from traceconf.emulate.operands import Context
 from traceconf.emulate.program import link
-from traceconf.emulate.regions import flow_edges, ptx_effect, read_registers, value_facts
-from traceconf.emulate.slice import plan
+from traceconf.emulate.regions import flow_edges, ptx_effect, read_registers
+from traceconf.emulate.slice import dependence
 from traceconf.emulate.simt import Findings, Machine, compile_slot
 from traceconf.errors import InputError
 from traceconf.ptx.opcodes import STORE_OPCODES, may_access_shared, shared_access_kind
@@ -101,11 +101,13 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
         return EmulationResult.nothing_to_run(kernel, launch.warp_size, grid[0] * grid[1] * grid[2],
                                               layout.variables)
     ctx.read_registers = read_registers(program)
-    ctx.relevant_registers, ctx.shared_values = value_facts(program, global_values=memory is not None)
+    effects = [ptx_effect(slot, memory is not None) for slot in program.slots]
+    depends = dependence(effects, flow_edges(program.slots), modelled_spaces(memory))
+    # what the counts do not depend on is not computed even where it runs (a loaded value nobody needs)
+    ctx.relevant_registers, ctx.shared_values = depends.needed_registers(effects), "shared" in depends.contents
     compiled = [compile_slot(slot, ctx) for slot in program.slots]
     findings = Findings(program, layout.total_bytes)
-    sliced = plan([ptx_effect(slot, memory is not None) for slot in program.slots], flow_edges(program.slots),
-                  modelled_spaces(memory))
+    sliced = depends.plan
 
     def machine(ctas: np.ndarray, watch) -> Machine:
         return Machine(program, compiled, ctx, ctas, block, grid, launch.warp_size,
