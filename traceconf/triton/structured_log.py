@@ -52,7 +52,8 @@ def is_structured_log(path: Path) -> bool:
             magic = head.read(4)
     except OSError:
         return False                     # the record reader says why it cannot be read
-    if magic.startswith(GZIP_MAGIC) or magic == _ZSTD:    # record_launches writes plain text: compressed is tritonparse's
+    # record_launches writes plain text: a compressed file is tritonparse's
+    if magic.startswith(GZIP_MAGIC) or magic == _ZSTD:
         return True
     for _, _, event in _events_of(path):
         return "event_type" in event
