@@ -23,7 +23,7 @@ from traceconf.emulate.layout import lay_out
 from traceconf.emulate.spaces import space_of
 from traceconf.emulate.operands import Context
 from traceconf.emulate.program import link
-from traceconf.emulate.regions import flow_edges, ptx_effect, read_registers
+from traceconf.emulate.regions import flow_edges, ptx_effect, read_registers, register_names
 from traceconf.emulate.slice import dependence
 from traceconf.emulate.simt import Findings, Machine, compile_slot
 from traceconf.errors import InputError
@@ -100,7 +100,7 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
         # nothing can touch shared memory: no launch fact is needed and nothing needs to run
         return EmulationResult.nothing_to_run(kernel, launch.warp_size, grid[0] * grid[1] * grid[2],
                                               layout.variables)
-    ctx.read_registers = read_registers(program)
+    ctx.read_registers, ctx.registers = read_registers(program), register_names(program)
     effects = [ptx_effect(slot, memory is not None) for slot in program.slots]
     depends = dependence(effects, flow_edges(program.slots), modelled_spaces(memory))
     # what the counts do not depend on is not computed even where it runs (a loaded value nobody needs)

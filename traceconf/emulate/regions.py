@@ -202,6 +202,16 @@ def read_registers(program: Program) -> frozenset[str]:
     return frozenset(found)
 
 
+def register_names(program: Program) -> frozenset[str]:
+    """Register keys the program's ``reg`` operands name (the parser gives a bare name its kind from the
+    function's declarations): what an address's base, whose operand kind does not say, is when among them (a
+    register an address reads is written somewhere as a ``reg`` operand; a vector's elements may be a call's
+    parameter symbols)."""
+    return frozenset(register_key(operand["name"], slot) for slot in program.slots
+                     for operand in slot.row["operands"] or []
+                     if operand["kind"] == "reg" and operand.get("name") and operand["name"] != "_")
+
+
 def _read_keys(row: dict, slot: Slot) -> tuple[list[str], list[str]]:
     """(keys read as values, keys read as addresses or guards): every name a source operand gives, a negated one
     (``!%p3``, ``-%r2``) too.  Only an operand's kind rules a name out, never a missing ``%`` (PTX registers need
