@@ -150,8 +150,8 @@ def test_the_globals_a_kernels_code_reaches_through_its_constant_banks(code, rea
 
 
 def test_the_globals_a_ptx_kernel_reaches_are_those_its_symbol_operands_name(tmp_path):
-    """A register (PTX registers need no ``%``), a label or a called function spelled like a module global does
-    not reach it; a symbol operand, an element or an address base does, in the kernel or in a function it calls."""
+    """A register (PTX registers need no ``%``), an address through one, a label or a called function spelled
+    like a module global does not reach it; a symbol operand, an element or an address base does, in the kernel or in a function it calls."""
     from traceconf.emulate.driver import reached_globals
     from traceconf.emulate.program import link
     from traceconf.ptx.parse import parse_file
@@ -174,8 +174,11 @@ def test_the_globals_a_ptx_kernel_reaches_are_those_its_symbol_operands_name(tmp
 .visible .entry k()
 {
     .reg .b32 scale;
-    .reg .b32 %r<3>;
+    .reg .b64 unused;
+    .reg .b32 %r<4>;
     mov.u32 scale, 1;
+    mov.u64 unused, 0;
+    ld.global.u32 %r3, [unused];
     ld.global.u32 %r1, [counter+4];
     ld.global.u32 %r2, lost[1];
     call helper;

@@ -21,7 +21,7 @@ from traceconf.emulate.launch import Launch
 from traceconf.emulate.grid import Consume, Emulator, GridOutcome, Progress, outcome_notes, run_grid
 from traceconf.emulate.layout import lay_out
 from traceconf.emulate.spaces import space_of
-from traceconf.emulate.operands import Context
+from traceconf.emulate.operands import Context, register_key
 from traceconf.emulate.program import link
 from traceconf.emulate.regions import flow_edges, ptx_effect, read_registers, register_names
 from traceconf.emulate.slice import dependence
@@ -131,11 +131,13 @@ SYMBOL_OPERANDS = frozenset({"symbol", "element", "address"})
 
 def reached_globals(module, program) -> list[dict]:
     """The module globals (``.global`` at module scope, ``__device__`` variables) the kernel's code reaches: those a
-    symbol operand of it or of a function it calls names (a register, a label or a function spelled like one
-    does not count).  The SASS level decides it from the constant-bank words its code reads
-    (``traceconf.sass.emulate.reached_globals``)."""
+    symbol operand of it or of a function it calls names (a register, an address through one, a label or a
+    function spelled like one does not count).  The SASS level decides it from the constant-bank words its code
+    reads (``traceconf.sass.emulate.reached_globals``)."""
+    registers = register_names(program)
     named = {operand["name"] for slot in program.slots for operand in slot.row["operands"] or []
-             if operand["kind"] in SYMBOL_OPERANDS}
+             if operand["kind"] in SYMBOL_OPERANDS and operand.get("name")
+             and register_key(operand["name"], slot) not in registers}
     return [variable for variable in module.module_globals(program.kernel) if variable["name"] in named]
 
 
