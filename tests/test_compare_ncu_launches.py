@@ -104,11 +104,17 @@ def test_a_kernel_declaring_its_block_needs_no_launch_page(tmp_path):
 
 
 def test_a_report_kernel_the_input_lacks_is_a_note_and_no_source_page_is_an_error():
-    found = comparisons(run(PAGES / "stride_words_1.csv", PAGES / "transpose_tile_32x32.csv", RAW,
-                            CUDA / "strides.sm_90.ptx", "-f", "json"))
-    assert [c["kernel"] for c in found] == ["_Z12stride_wordsILi1EEvPKfPf"]
-    assert f"{PAGES / 'transpose_tile_32x32.csv'}: transpose_tile<0> (_Z14transpose_tileILi0EEvPfPKfi) is not " \
-           f"compared: {CUDA / 'strides.sm_90.ptx'} has no such kernel (or --kernel leaves it out)" in found[0]["notes"]
+    inputs = (PAGES / "stride_words_1.csv", PAGES / "broadcast_reads.csv", PAGES / "transpose_tile_32x32.csv", RAW,
+              CUDA / "strides.sm_90.ptx")
+    result = run(*inputs, "-f", "json")
+    found = comparisons(result)
+    assert [c["kernel"] for c in found] == ["_Z12stride_wordsILi1EEvPKfPf", "_Z15broadcast_readsPKfPf"]
+    note = f"{PAGES / 'transpose_tile_32x32.csv'}: transpose_tile<0> (_Z14transpose_tileILi0EEvPfPKfi) is not " \
+           f"compared: {CUDA / 'strides.sm_90.ptx'} has no such kernel (or --kernel leaves it out)"
+    # said once, for the run, not in every comparison (text: once, after them)
+    assert json.loads(result.stdout)["notes"] == [note] and not any(note in c["notes"] for c in found)
+    text = CliRunner().invoke(app, ["compare-ncu", *map(str, inputs)], env={"COLUMNS": "1000"})
+    assert text.exit_code == 0 and text.stdout.count("is not compared") == 1
     none = run(RAW, CUDA / "strides.sm_90.ptx")
     assert none.exit_code == 2 and "no Source page among the reports: export one with ncu -i" in none.stderr
 

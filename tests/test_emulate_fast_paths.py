@@ -111,7 +111,8 @@ def test_of_logic_with_one_taint_per_side_equals_the_per_lane_rule():
     rng = np.random.default_rng(4)
     choices = [taint.ZERO, taint.THREAD, taint.CTA | taint.THREAD, taint.LOADED, taint.LOADED | taint.THREAD]
     for _ in range(300):
-        is_or = bool(rng.integers(2))
+        operation = ("and", "or")[rng.integers(2)]
+        is_or = operation == "or"
         x_bits, y_bits = (np.uint64(rng.choice(choices)) for _ in range(2))
         x = rng.integers(0, 2, 64).astype(np.uint64) if rng.integers(2) else np.uint64(rng.integers(2))
         y = rng.integers(0, 2, 64).astype(np.uint64) if rng.integers(2) else np.uint64(rng.integers(2))
@@ -119,7 +120,7 @@ def test_of_logic_with_one_taint_per_side_equals_the_per_lane_rule():
         x_decides = (x_true if is_or else ~x_true) & ((x_bits & taint.UNKNOWN) == 0)
         y_decides = (y_true if is_or else ~y_true) & ((y_bits & taint.UNKNOWN) == 0)
         expected = np.where(x_decides, x_bits, np.where(y_decides, y_bits, x_bits | y_bits))
-        assert (np.broadcast_to(taint.of_logic(is_or, x, x_bits, y, y_bits), (64,)) == expected).all()
+        assert (np.broadcast_to(taint.of_logic(operation, x, x_bits, y, y_bits), (64,)) == expected).all()
 
 
 def test_a_guarded_write_keeps_one_taint_where_with_guard_gives_the_skipped_threads_the_same():

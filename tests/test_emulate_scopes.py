@@ -166,3 +166,32 @@ def test_isspacep_tells_a_shared_window_address_from_a_global_one():
         ret;""", params=".param .u64 k_param_0", shared=".shared .align 4 .b8 pad[16];\n")
     result = run(module, params={"k_param_0": 1 << 40})
     assert result.accesses.address.tolist() == [[4] * 8 + [8] * 24]
+
+
+def test_a_parameter_reached_through_a_register_is_unmodelled_however_the_register_is_spelt():
+    """``q`` is a register by its declaration, as ``%rd1`` is (PTX registers need no %): a load from the parameter
+    space through either is not modelled (it was read back from a symbol named ``q``)."""
+    module = kernel_module("""
+        .reg .b64 q;
+        .param .b32 buf;
+        mov.u64 q, buf;
+        mov.u64 %rd1, buf;
+        st.param.u32 [q], 5;
+        st.param.u32 [%rd1], 7;
+        st.param.u32 [buf+4], 3;
+        ld.param.u32 %r1, [q];
+        ld.param.u32 %r2, [%rd1];
+        ld.param.u32 %r3, [buf+4];
+        shl.b32 %r4, %r1, 2;
+        st.shared.u32 [%r4], 0;
+        shl.b32 %r5, %r2, 2;
+        st.shared.u32 [%r5], 0;
+        shl.b32 %r6, %r3, 2;
+        st.shared.u32 [%r6], 0;
+        ret;""", shared=".shared .align 4 .b8 pad[64];\n")
+    result = run(module)
+    assert {u["ptx"]: u["reason"] for u in result.unresolved} == {
+        "st.shared.u32 [%r4], 0": "address depends on a value the emulator does not model",
+        "st.shared.u32 [%r5], 0": "address depends on a value the emulator does not model"}
+    assert set(result.accesses.address[result.accesses.instruction == result.accesses.instruction.max()]
+               .reshape(-1).tolist()) == {12}      # through the symbol: the value stored there

@@ -63,3 +63,20 @@ def lanes_of(result, instruction_text: str, module) -> np.ndarray:
 
 def active(addresses: np.ndarray) -> np.ndarray:
     return addresses != INACTIVE
+
+
+def test_a_known_deciding_side_decides_and_or_alone_but_never_xor():
+    from traceconf.emulate import taint
+    x, y = np.array([0, 1, 0, 1], dtype=np.uint64), np.array([1, 1, 0, 0], dtype=np.uint64)
+    x_bits = np.full(4, taint.ZERO, dtype=np.uint64)
+    y_bits = np.full(4, taint.LOADED, dtype=np.uint64)
+    # false AND anything, true OR anything: x alone; otherwise (and always for XOR) both sides' taint
+    assert taint.of_logic("and", x, x_bits, y, y_bits).tolist() == [taint.ZERO, taint.LOADED, taint.ZERO, taint.LOADED]
+    assert taint.of_logic("or", x, x_bits, y, y_bits).tolist() == [taint.LOADED, taint.ZERO, taint.LOADED, taint.ZERO]
+    assert taint.of_logic("xor", x, x_bits, y, y_bits).tolist() == [taint.LOADED] * 4
+
+
+def test_a_taint_is_uniform_when_one_value_stands_for_every_thread():
+    from traceconf.emulate.state import is_uniform
+    assert is_uniform(np.uint64(3)) and is_uniform(np.broadcast_to(np.uint64(3), (64,)))
+    assert not is_uniform(np.full(64, 3, dtype=np.uint64))      # equal values, but one per thread

@@ -147,3 +147,55 @@ def test_the_globals_a_kernels_code_reaches_through_its_constant_banks(code, rea
     module.globals = [{"name": name, "bytes": 8, "init": None, "unknown": False} for name in ("counter", "table", "scale")]
     module.relocations = {"": {4: [(0, "counter", 0, 8), (8, "table", 0, 8), (16, "scale", 0, 8)]}}
     assert [v["name"] for v in reached_globals(module, "k")] == reached
+
+
+def test_the_globals_a_ptx_kernel_reaches_are_those_its_symbol_operands_name(tmp_path):
+    """A register (PTX registers need no ``%``), an address through one, a label or a called function spelled
+    like a module global does not reach it; a symbol operand, an element or an address base does, in the kernel or in a function it calls."""
+    from traceconf.emulate.driver import reached_globals
+    from traceconf.emulate.program import link
+    from traceconf.ptx.parse import parse_file
+    path = tmp_path / "k.ptx"
+    path.write_text("""
+.version 8.0
+.target sm_90
+.address_size 64
+.global .align 4 .u32 counter;
+.global .align 4 .b8 table[16];
+.global .align 4 .u32 scale;
+.global .align 4 .u32 lost;
+.global .align 4 .u32 unused;
+.func helper()
+{
+    .reg .b64 %rd<2>;
+    mov.u64 %rd1, table;
+    ret;
+}
+.visible .entry k()
+{
+    .reg .b32 scale;
+    .reg .b64 unused;
+    .reg .b32 %r<4>;
+    mov.u32 scale, 1;
+    mov.u64 unused, 0;
+    ld.global.u32 %r3, [unused];
+    ld.global.u32 %r1, [counter+4];
+    ld.global.u32 %r2, lost[1];
+    call helper;
+lost_label:
+    ret;
+}
+""")
+    module = parse_file(path)
+    names = [variable["name"] for variable in reached_globals(module, link(module, "k", str(path)))]
+    assert names == ["counter", "table", "lost"]
+
+
+def test_an_address_lies_in_the_module_global_whose_spacing_holds_it():
+    from traceconf.emulate.contents import BUFFER_SPACING, module_global_addresses, module_globals_holding
+    addresses = module_global_addresses([{"name": name} for name in ("table", "counter", "scale")])
+    table, counter = np.uint64(addresses["table"]), np.uint64(addresses["counter"])
+    assert module_globals_holding(addresses, np.array([table + np.uint64(BUFFER_SPACING - 1)])) == ["table"]
+    assert module_globals_holding(addresses, np.array([table, counter], dtype=np.uint64)) == ["counter", "table"]
+    assert module_globals_holding(addresses, np.array([counter + np.uint64(BUFFER_SPACING)])) == []     # past all
+    assert module_globals_holding(addresses, np.array([], dtype=np.uint64)) == []

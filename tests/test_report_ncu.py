@@ -272,3 +272,20 @@ def test_bad_counters_csv_is_one_located_line_and_exit_2(tmp_path, text, message
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"{path}{where}") and message in line
+
+
+def test_each_table_of_a_traced_kernel_is_predicted_at_the_traced_launch_it_ran():
+    """A trace holding two launches of a kernel: each Source table goes with the launch that ran its warps (not
+    the trace's first launch of the kernel); tables no launch can be told apart for are an error naming the trace."""
+    from types import SimpleNamespace
+    from traceconf.analyses.ncu_predict import _trace_predictions
+    done = [SimpleNamespace(kernel="k", launch={"grid": (4, 1, 1), "block": (64, 1, 1)}),
+            SimpleNamespace(kernel="other", launch={"grid": (1, 1, 1), "block": (32, 1, 1)}),
+            SimpleNamespace(kernel="k", launch={"grid": (2, 1, 1), "block": (64, 1, 1)})]
+    small, large = MeasuredKernel("k", warps=4), MeasuredKernel("k", warps=8)
+    predicted = _trace_predictions("t.traceg", [("a.csv", small), ("b.csv", large)], done, 32)
+    assert [(p.measured, p.analysis) for p in predicted] == [(small, done[2]), (large, done[0])]
+    unknown = MeasuredKernel("k", warps=6)
+    with pytest.raises(InputError, match=r"the trace \(its launches numbered in order\) holds no launch\(es\) of "
+                                         r"6 warps of k \(ID 1: grid 4×1×1.*ID 3: grid 2×1×1"):
+        _trace_predictions("t.traceg", [("a.csv", unknown)], done, 32)

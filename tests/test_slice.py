@@ -11,6 +11,7 @@ caught, and the slice does skip work where the issue says it should.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
@@ -75,8 +76,7 @@ def request(block=(128, 1, 1), grid=(3, 1, 1), params=None, data=None, dynamic_s
 
 def _plan(effects, modelled=frozenset({"shared"})):
     """kept flags of straight-line ``effects`` (each instruction followed by the next)."""
-    found = slicing.plan(effects, [[i + 1] for i in range(len(effects))], modelled)
-    return list(found.kept) if found is not None else [True] * len(effects)
+    return list(slicing.dependence(effects, [[i + 1] for i in range(len(effects))], modelled).kept)
 
 
 E = slicing.Effect
@@ -145,7 +145,8 @@ def test_a_register_read_negated_or_without_a_percent_keeps_its_writer(tmp_path)
 
 def test_full_emulation_switch(monkeypatch):
     monkeypatch.setenv(slicing.FULL_EMULATION, "1")
-    assert slicing.plan([E(defs=frozenset({"r"})), E(seed=True)], [[1], [2]], frozenset()) is None
+    found = slicing.dependence([E(defs=frozenset({"r"})), E(seed=True)], [[1], [2]], frozenset())
+    assert found.kept == (False, True) and found.plan is None
 
 
 #: Launches of the issue's kernels at small sizes: (name, path, kernel, request).
@@ -194,15 +195,15 @@ def test_reduce6_without_data_skips_its_loads(level, monkeypatch):
 
 
 def _kept_plan_dropping(victims_of):
-    """slice.plan, with the kept instructions ``victims_of(kept, effects)`` dropped from it."""
-    real = slicing.plan
+    """slice.dependence, with the kept instructions ``victims_of(kept, effects)`` dropped from it."""
+    real = slicing.dependence
 
     def mutated(effects, successors, modelled):
         found = real(effects, successors, modelled)
-        kept = list(found.kept) if found is not None else [True] * len(effects)
+        kept = list(found.kept)
         for victim in victims_of(kept, effects):
             kept[victim] = False
-        return slicing.Plan.of(kept)
+        return dataclasses.replace(found, kept=tuple(kept))
     return mutated
 
 
@@ -221,7 +222,7 @@ def test_a_slice_that_drops_the_address_computations_is_caught(level, monkeypatc
     full = analyse(SAMPLES, launch, level, kernel, full=True)
     for module in (sys.modules["traceconf.emulate.driver"], sys.modules.get("traceconf.sass.emulate")):
         if module is not None:
-            monkeypatch.setattr(module, "plan", _kept_plan_dropping(_address_writers))
+            monkeypatch.setattr(module, "dependence", _kept_plan_dropping(_address_writers))
     try:
         mutated = analyse(SAMPLES, launch, level, kernel)
     except Exception as error:        # a dropped instruction may also break the run: caught all the same
@@ -242,7 +243,7 @@ def test_random_drops_of_needed_instructions_are_caught(seed, monkeypatch):
     def victim(kept, effects):
         candidates = _address_writers(kept, effects)
         return [chooser.choice(candidates)] if candidates else []
-    monkeypatch.setattr(sys.modules["traceconf.emulate.driver"], "plan", _kept_plan_dropping(victim))
+    monkeypatch.setattr(sys.modules["traceconf.emulate.driver"], "dependence", _kept_plan_dropping(victim))
     try:
         mutated = analyse(path, launch, "ptx")
     except Exception as error:

@@ -212,6 +212,9 @@ def read_ncu_rep(path: str | Path) -> list[ProfiledLaunch]:
             dims = lambda prefix: tuple(metric(f"{prefix}_{axis}") for axis in "xyz")   # noqa: E731
             grid, block = dims("launch__grid_dim"), dims("launch__block_dim")
             name = action.name(ncu_report.IAction.NameBase_MANGLED)
+            # the report's own ID: ncu_report gives an action no ID of its own (IAction: name, metrics, source),
+            # and ncu's exports number the results in this order, ranges then actions, from 0 (the transpose
+            # report's pages: tests/data/hw/ncu_reports)
             out.append(ProfiledLaunch(str(len(out)), name, None if None in grid else grid,
                                       None if None in block else block, metric(RAW_DYNAMIC), str(path)))
     if not out:
@@ -224,8 +227,15 @@ def read_launches(path: str | Path) -> list[ProfiledLaunch]:
     return read_ncu_rep(path) if is_ncu_rep(path) else read_launch_csv(path)
 
 
+#: What to do when a kernel's launch pages and its Source-page tables cannot be paired.
+PAIRING_ADVICE = ("give the launch's --grid/--block/--dynamic-smem, or export the Source page and the launch page of "
+                  "the same launches (ncu -i REPORT --page source --csv --print-source sass --launch-skip N "
+                  "--launch-count 1)")
+
+
 def pair_launches(tables: list, launches: list[ProfiledLaunch], kernel_of: Callable[[str], str | None],
-                  warp_size: int, given: frozenset[str] = frozenset()) -> list[ProfiledLaunch | None]:
+                  warp_size: int, given: frozenset[str] = frozenset(), held_by: str = "the launch pages hold",
+                  advice: str = PAIRING_ADVICE) -> list[ProfiledLaunch | None]:
     """The launch of each Source-page table (``MeasuredKernel``; None: no launch page has its kernel, or the input
     does not).  ``kernel_of``: the input's kernel a name in the report means (None: none), one rule for the
     tables' names and the launches' (a Source page may name a kernel by its function, a .ncu-rep mangled).
@@ -233,7 +243,8 @@ def pair_launches(tables: list, launches: list[ProfiledLaunch], kernel_of: Calla
     Among the launches of the table's kernel, those that ran as many warps as the table's first instruction
     executed (every warp executes it once) are its candidates; one candidate, or several that differ only in
     what the command line gives (``given``: grid, block, dynamic_smem), is the table's; otherwise the k-th
-    table of the kernel is the k-th launch, when the two counts are equal."""
+    table of the kernel is the k-th launch, when the two counts are equal; otherwise an error names what holds
+    the launches (``held_by``, with its verb) and what to do (``advice``)."""
     differing = [key for key in ("grid", "block", "dynamic_smem") if key not in given]
     out = []
     for index, table in enumerate(tables):
@@ -251,11 +262,9 @@ def pair_launches(tables: list, launches: list[ProfiledLaunch], kernel_of: Calla
             out.append(mine[sum(1 for t in tables[:index] if any(t is s for s in same))])
         elif mine:
             ran = f" of {table.warps:,} warps" if table.warps is not None else ""
-            raise InputError(f"the launch pages hold {len(candidates) or 'no'} launch(es){ran} of {table.name} "
+            raise InputError(f"{held_by} {len(candidates) or 'no'} launch(es){ran} of {table.name} "
                              f"({'; '.join(m.describe() for m in (candidates or mine)[:4])}), the Source pages "
-                             f"{len(same)} table(s) of it: give the launch's --grid/--block/--dynamic-smem, or export "
-                             "the Source page and the launch page of the same launches (ncu -i REPORT --page source "
-                             "--csv --print-source sass --launch-skip N --launch-count 1)", file=mine[0].file)
+                             f"{len(same)} table(s) of it: {advice}", file=mine[0].file)
         else:
             out.append(None)
     return out

@@ -86,11 +86,10 @@ def predict(path: str, tables: list[tuple[str, MeasuredKernel]], launches: list[
     from traceconf.programs import PROGRAM_FORMATS, open_program, open_programs
 
     fmt = input_format(path)
-    if fmt not in PROGRAM_FORMATS:        # a trace holds its launches: read once, matched by name
+    if fmt not in PROGRAM_FORMATS:        # a trace holds its launches: read once, each table paired with one
         done, failures = run_trace(path, kernels, [rules], memory_limit=request.memory_limit)
-        matched = match_tables(tables, [a.kernel for a in done], None, path)     # run_trace selected them
-        return ([Predicted(t, k, next(a for a in done if a.kernel == k), None) for t, k in matched], failures,
-                _unmatched(tables, matched, path))
+        return _trace_predictions(path, tables, done, rules.warp_size), failures, \
+            _unmatched(tables, match_tables(tables, [a.kernel for a in done], None, path), path)
     if fmt == "ptx":          # parsed once: its kernel names now, assembled below for the launches found
         from traceconf.programs.ptx import PtxProgram
         from traceconf.ptx import parse_file
@@ -135,6 +134,33 @@ def _unmatched(tables: list[tuple[str, MeasuredKernel]], matched: list, path: st
     paired = {id(t) for t, _ in matched}
     return [f"{report}: {readable(t.name or '(unnamed)')} is not compared: {path} has no such kernel (or --kernel "
             "leaves it out)" for report, t in tables if id(t) not in paired]
+
+
+def _trace_predictions(path: str, tables: list[tuple[str, MeasuredKernel]], done: list, warp_size: int
+                       ) -> list[Predicted]:
+    """Each table whose kernel the trace has, with the traced launch :func:`pair_launches` gives it (one of the
+    kernel's launches whose warps it ran; an unnamed table, or one no launch ran as many warps as: the kernel's
+    first launch)."""
+    matched = match_tables(tables, [a.kernel for a in done], None, path)     # run_trace selected them
+    names = list(dict.fromkeys(a.kernel for a in done))
+    traced = [ProfiledLaunch(id=str(number), kernel=analysis.kernel, grid=_dims(analysis.launch.get("grid")),
+                             block=_dims(analysis.launch.get("block")), dynamic_smem=None, file=path)
+              for number, analysis in enumerate(done, 1)]
+    paired = pair_launches([t for _, t in tables], traced, lambda name: meant_kernel(name, names), warp_size,
+                           held_by="the trace (its launches numbered in order) holds",
+                           advice="export the Source pages of the traced launches only, or trace only the "
+                                  "profiled launches")
+    launch_of = {id(table): launch for (_, table), launch in zip(tables, paired)}
+    out = []
+    for table, kernel in matched:
+        launch = launch_of.get(id(table))
+        analysis = done[int(launch.id) - 1] if launch is not None else next(a for a in done if a.kernel == kernel)
+        out.append(Predicted(table, kernel, analysis, None))
+    return out
+
+
+def _dims(value) -> tuple[int, int, int] | None:
+    return tuple(int(v) for v in value) if value is not None else None
 
 
 def match_tables(tables: list[tuple[str, MeasuredKernel]], found: list[str], kernels: list[str] | None,

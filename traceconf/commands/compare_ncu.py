@@ -86,21 +86,22 @@ def compare_ncu(
     comparisons = [compare(p.measured, p.kernel, kernel_table(p.analysis, rules.name), counters, p.analysis.launch,
                            p.launch.ids() if p.launch else ()) for p in predicted]
     for comparison, prediction in zip(comparisons, predicted):
-        comparison.notes += prediction.notes + unmatched
+        comparison.notes += prediction.notes
     page = None
     if html:
         from traceconf.report.html_ncu import ncu_page
         page = ncu_page(list(zip(comparisons, [p.analysis for p in predicted])), rules,
                         f"traceconf compare-ncu {' '.join(map(str, reports))} {file} -d {rules.name}", pictures,
-                        [f.line() for f in failures])
+                        [f.line() for f in failures], unmatched)
     if format is Format.json:
-        typer.echo(json.dumps({"device": rules.name, "comparisons": [c.__dict__ for c in comparisons]}, indent=2))
+        typer.echo(json.dumps({"device": rules.name, "comparisons": [c.__dict__ for c in comparisons],
+                               "notes": unmatched}, indent=2))
     elif format is Format.html:
         typer.echo(page, nl=False)
     elif format is Format.csv:
         typer.echo(csv_text(comparisons, rules.name), nl=False)
     else:
-        render(comparisons, rules.name, stdout_console(), counters_given=raw is not None)
+        render(comparisons, rules.name, stdout_console(), counters_given=raw is not None, notes=unmatched)
     if output is not None:
         from traceconf.outputs import write_text
         try:

@@ -309,12 +309,12 @@ def _logic(row, slot, ctx, modifiers, bits, is_signed):
     if opcode == "cnot":
         return _simple(row, slot, ctx, lambda v: (intops.unsigned(v[0], bits) == 0).astype(np.uint64))
     fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[opcode]
-    if opcode != "xor" and row.get("type") == "pred":        # a known deciding side decides alone
+    if row.get("type") == "pred":        # a known deciding side decides alone
         key, (a, b) = _writer(row, slot)[0], _sources(row, slot, ctx)
 
         def run(m, mask):
             (x, x_bits), (y, y_bits) = a(m), b(m)
-            m.write(key, fn(x, y) & U64(1), taint.of_logic(opcode == "or", x, x_bits, y, y_bits), mask)
+            m.write(key, fn(x, y) & U64(1), taint.of_logic(opcode, x, x_bits, y, y_bits), mask)
         return run
     return _simple(row, slot, ctx, lambda v: intops.truncate(fn(v[0], v[1]), bits))
 
@@ -421,7 +421,8 @@ def _setp(row, slot, ctx, modifiers, bits, is_signed):
         def comparison_function(a, b, width, signed):
             return intops.compare(comparison, a, b, width, signed)
     bits, is_signed = TYPE_BITS[source_type], source_type in SIGNED_TYPES
-    combine = next((_BOOL_OPS[m] for m in modifiers if m in _BOOL_OPS), None)
+    operation = next((m for m in modifiers if m in _BOOL_OPS), None)
+    combine = _BOOL_OPS.get(operation)
     keys = _writer(row, slot)
     sources = _sources(row, slot, ctx)
     needed = 3 if combine is not None else 2     # a, b (and c for .and/.or/.xor): checked at compile time,
@@ -439,10 +440,8 @@ def _setp(row, slot, ctx, modifiers, bits, is_signed):
         if combine is not None:
             other, other_bits = pairs[2][0] & U64(1), pairs[2][1]
             compared = pairs[0][1] | pairs[1][1]
-            if combine is not np.bitwise_xor:        # a known deciding side decides alone
-                is_or = combine is np.bitwise_or
-                bits_out = taint.of_logic(is_or, outcome, compared, other, other_bits)
-                complement_bits = taint.of_logic(is_or, complement, compared, other, other_bits)
+            bits_out = taint.of_logic(operation, outcome, compared, other, other_bits)
+            complement_bits = taint.of_logic(operation, complement, compared, other, other_bits)
             outcome, complement = combine(outcome, other), combine(complement, other)
         if to_integer:
             true_value = U64(0x3F800000) if dest_type == "f32" else U64(0xFFFF_FFFF)

@@ -70,6 +70,7 @@ from traceconf.emulate.memory import address_operand
 from traceconf.emulate.operands import Context, address_reader, reader, register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.simt import guard_reader
+from traceconf.emulate.state import is_uniform
 from traceconf.ptx.opcodes import may_access_shared
 
 CTA, OPAQUE, DECIDED = taint.CTA, taint.CTA_OPAQUE, taint.CTA_DECIDED
@@ -152,7 +153,7 @@ def _no_lanes(size: int) -> np.ndarray:
 
 def _one(bits) -> int | None:
     """The taint of every lane when ``bits`` is one value for all of them (a scalar), else None."""
-    return None if type(bits) is np.ndarray and bits.ndim and bits.strides != (0,) else int(
+    return None if not is_uniform(bits) else int(
         bits[0] if type(bits) is np.ndarray and bits.ndim else bits)
 
 

@@ -199,6 +199,13 @@ def module_global_addresses(variables: list[dict]) -> dict[str, int]:
     return {name: GLOBAL_BASE - (index + 1) * BUFFER_SPACING for index, name in enumerate(names)}
 
 
+def module_globals_holding(addresses: dict[str, int], address: np.ndarray) -> list[str]:
+    """The module globals (``addresses``: :func:`module_global_addresses`) some of ``address`` lies in: each owns
+    BUFFER_SPACING bytes from its address."""
+    return [name for name, base in addresses.items()
+            if ((address >= U64(base)) & (address < U64(base + BUFFER_SPACING))).any()]
+
+
 def module_global_buffers(variables: list[dict]) -> list[Buffer]:
     """The module globals as buffers with their initial contents: the initialiser's bytes, zeros without one."""
     addresses = module_global_addresses(variables)

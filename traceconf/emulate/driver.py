@@ -21,13 +21,13 @@ from traceconf.emulate.launch import Launch
 from traceconf.emulate.grid import Consume, Emulator, GridOutcome, Progress, outcome_notes, run_grid
 from traceconf.emulate.layout import lay_out
 from traceconf.emulate.spaces import space_of
-from traceconf.emulate.operands import Context
+from traceconf.emulate.operands import Context, register_key
 from traceconf.emulate.program import link
-from traceconf.emulate.regions import flow_edges, ptx_effect, read_registers, value_facts
-from traceconf.emulate.slice import plan
+from traceconf.emulate.regions import flow_edges, ptx_effect, read_registers, register_names
+from traceconf.emulate.slice import dependence
 from traceconf.emulate.simt import Findings, Machine, compile_slot
 from traceconf.errors import InputError
-from traceconf.ptx.opcodes import may_access_shared, shared_access_kind
+from traceconf.ptx.opcodes import STORE_OPCODES, may_access_shared, shared_access_kind
 
 @dataclass
 class EmulationResult:
@@ -87,9 +87,7 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
     block, grid, params = launch.block, launch.grid, dict(launch.params)
     program = link(module, kernel, path)
     module_rows = [slot.row for slot in program.slots]
-    named = {operand.get("name") for slot in program.slots for operand in slot.row["operands"] or []
-             if isinstance(operand, dict)}
-    module_globals = [variable for variable in module.module_globals(kernel) if variable["name"] in named]
+    module_globals = reached_globals(module, program)
     memory = global_contents(launch.data, params, kernel_row, _writes_global(module_rows), module_globals)
     declarations = [variable for name in program.functions for variable in module.kernel(name).get("shared") or []]
     layout = lay_out(declarations, int(launch.dynamic_smem))
@@ -102,12 +100,14 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
         # nothing can touch shared memory: no launch fact is needed and nothing needs to run
         return EmulationResult.nothing_to_run(kernel, launch.warp_size, grid[0] * grid[1] * grid[2],
                                               layout.variables)
-    ctx.read_registers = read_registers(program)
-    ctx.relevant_registers, ctx.shared_values = value_facts(program, global_values=memory is not None)
+    ctx.read_registers, ctx.registers = read_registers(program), register_names(program)
+    effects = [ptx_effect(slot, memory is not None) for slot in program.slots]
+    depends = dependence(effects, flow_edges(program.slots), modelled_spaces(memory))
+    # what the counts do not depend on is not computed even where it runs (a loaded value nobody needs)
+    ctx.relevant_registers, ctx.shared_values = depends.needed_registers(effects), "shared" in depends.contents
     compiled = [compile_slot(slot, ctx) for slot in program.slots]
     findings = Findings(program, layout.total_bytes)
-    sliced = plan([ptx_effect(slot, memory is not None) for slot in program.slots], flow_edges(program.slots),
-                  modelled_spaces(memory))
+    sliced = depends.plan
 
     def machine(ctas: np.ndarray, watch) -> Machine:
         return Machine(program, compiled, ctx, ctas, block, grid, launch.warp_size,
@@ -125,6 +125,22 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
                               notes)
 
 
+#: Operand kinds that may name a module symbol: ``table``, ``table[2]``, ``[counter+4]``.
+SYMBOL_OPERANDS = frozenset({"symbol", "element", "address"})
+
+
+def reached_globals(module, program) -> list[dict]:
+    """The module globals (``.global`` at module scope, ``__device__`` variables) the kernel's code reaches: those a
+    symbol operand of it or of a function it calls names (a register, an address through one, a label or a
+    function spelled like one does not count).  The SASS level decides it from the constant-bank words its code
+    reads (``traceconf.sass.emulate.reached_globals``)."""
+    registers = register_names(program)
+    named = {operand["name"] for slot in program.slots for operand in slot.row["operands"] or []
+             if operand["kind"] in SYMBOL_OPERANDS and operand.get("name")
+             and register_key(operand["name"], slot) not in registers}
+    return [variable for variable in module.module_globals(program.kernel) if variable["name"] in named]
+
+
 def modelled_spaces(memory: GlobalContents | None) -> frozenset:
     """The memory spaces whose contents the emulator keeps (both levels): global memory only with --data."""
     return frozenset({"shared", "local", "param"} | ({"global"} if memory is not None else set()))
@@ -132,7 +148,7 @@ def modelled_spaces(memory: GlobalContents | None) -> frozenset:
 
 def _writes_global(rows: list[dict]) -> bool:
     """Whether some instruction may store to global memory (st/red/atom outside the shared space)."""
-    return any(row["opcode"] in ("st", "red", "atom") and space_of(row) in ("global", "generic") for row in rows)
+    return any(row["opcode"] in STORE_OPCODES and space_of(row) in ("global", "generic") for row in rows)
 
 
 def global_contents(data: dict, params: dict[str, int], kernel_row: dict, written: bool,

@@ -20,7 +20,7 @@ import numpy as np
 
 from traceconf.emulate import intops, taint
 from traceconf.emulate.alu import SHARED_WINDOW_BASE, unknown_result
-from traceconf.emulate.contents import ATOMIC_OPS, BUFFER_SPACING, atomic
+from traceconf.emulate.contents import ATOMIC_OPS, atomic, module_globals_holding
 from traceconf.emulate.intops import FLOAT_TYPES, SIGNED_TYPES, TYPE_BITS
 from traceconf.emulate.operands import Context, address_reader, param_symbol, reader, register_key, \
     split_destinations
@@ -234,9 +234,8 @@ def note_reads_without_data(m, ctx, address: np.ndarray, bits: np.ndarray) -> No
     addresses are known, their contents followed only with --data) global memory is read through."""
     address, bits = np.broadcast_arrays(address, bits)      # a taint may be one scalar for every thread
     known = address[(bits & taint.UNKNOWN) == 0]
-    module_globals = [name for name, base in ctx.globals.items()
-                      if ((known >= U64(base)) & (known < U64(base + BUFFER_SPACING))).any()]
-    m.findings.loads_through(taint.missing_params(int(np.bitwise_or.reduce(bits)), ctx.param_names), module_globals)
+    m.findings.loads_through(taint.missing_params(int(np.bitwise_or.reduce(bits)), ctx.param_names),
+                             module_globals_holding(ctx.globals, known))
 
 
 def _note_unserved(m, ctx, slot: Slot, lanes: np.ndarray, bits: np.ndarray) -> None:
@@ -610,20 +609,23 @@ def _texture(slot, ctx, row, modifiers):
 # --------------------------------------------------------------------------- parameter space
 
 
-def _param_location(row: dict, slot: Slot):
+def _param_location(row: dict, slot: Slot, ctx: Context) -> tuple[str | None, int]:
+    """(the parameter symbol of the address, its offset); None for a parameter reached through a register (its
+    address was taken), whatever the register's spelling, or an absolute address: not modelled."""
     operand = row["operands"][address_operand(row)]
-    return operand.get("name"), int(operand.get("value") or 0)
+    name = operand.get("name")
+    if name is None or register_key(name, slot) in ctx.registers:
+        return None, 0
+    return param_symbol(name, slot), int(operand.get("value") or 0)
 
 
 def _load_param(slot, ctx, row):
-    name, offset = _param_location(row, slot)
+    symbol, offset = _param_location(row, slot, ctx)
     keys = [register_key(n, slot) if n != "_" else None for n in split_destinations(row["operands"][0])]
     bits = TYPE_BITS.get(row.get("type") or "b32", 32)
     size = max(1, bits // 8)
-    if name is None or name.startswith("%"):
-        # a parameter reached through a register (its address was taken): not modelled
+    if symbol is None:
         return unknown_result(row, slot, ctx, taint.UNMODELLED)
-    symbol = param_symbol(name, slot)
     if symbol in ctx.param_names:
         return _load_kernel_param(ctx, symbol, offset, keys, bits, size)
 
@@ -656,8 +658,7 @@ def _load_kernel_param(ctx: Context, name: str, offset: int, keys, bits: int, si
 
 
 def _store_param(slot, ctx, row):
-    name, offset = _param_location(row, slot)
-    symbol = param_symbol(name, slot) if name else None
+    symbol, offset = _param_location(row, slot, ctx)
     source = row["operands"][1]
     bits = TYPE_BITS.get(row.get("type") or "b32", 32)
     size = max(1, bits // 8)

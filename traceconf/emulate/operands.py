@@ -38,8 +38,11 @@ class Context:
     memory: object = None                # GlobalContents: the --data buffers (None: no global memory modelled)
     globals: dict = field(default_factory=dict)  # module global (__device__ variable) -> its address
     read_registers: frozenset | None = None  # register keys some instruction reads (None: not known)
-    relevant_registers: frozenset | None = None  # registers whose values can matter (None: all of them)
-    shared_values: bool = True           # some relevant register is loaded from shared memory
+    registers: frozenset = frozenset()   # register keys the program's register operands name (an address base
+    #                                      among them is a register, else a symbol: PTX registers need no %)
+    relevant_registers: frozenset | None = None  # registers whose values can matter (None: all of them; else
+    #                                      slice.Dependence.needed_registers)
+    shared_values: bool = True           # shared memory's contents can matter (the slice needs them)
     notes: list = field(default_factory=list)  # what instructions' counts rest on (the result's notes)
 
 

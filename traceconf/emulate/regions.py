@@ -25,15 +25,14 @@ from traceconf.emulate.operands import register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
 from traceconf.emulate.slice import Effect
 from traceconf.emulate.spaces import space_of
-from traceconf.ptx.opcodes import may_access_shared, uncounted_shared_op
+from traceconf.ptx.opcodes import LOAD_OPCODES, MEMORY_WRITE_OPCODES, STORE_OPCODES, may_access_shared, \
+    uncounted_shared_op
 
 #: Opcodes whose first operand is a source (or that write no register at all).
 NO_DESTINATION = frozenset({"st", "red", "bar", "barrier", "bra", "brx", "call", "ret", "exit", "trap", "stmatrix",
                             "cp", "membar", "fence", "prefetch", "prefetchu", "sured", "sust", "pmevent",
                             "nanosleep", "griddepcontrol", "discard", "applypriority", "brkpt", "setmaxnreg",
                             "cp.async", "tensormap", "multimem", "st.async", "red.async"})
-MEMORY_WRITES = frozenset({"st", "red", "atom", "stmatrix", "cp", "sured", "sust", "st.async", "red.async",
-                           "multimem"})
 
 
 @dataclass(frozen=True)
@@ -186,7 +185,7 @@ def _ptx_written(slot: Slot) -> list[str]:
 PTX_FACTS = ControlFacts(
     successors=successors, written=_ptx_written,
     is_shared=lambda slot: may_access_shared(slot.row["opcode"], slot.row["state_space"]),
-    writes_memory=lambda slot: slot.row["opcode"] in MEMORY_WRITES,
+    writes_memory=lambda slot: slot.row["opcode"] in MEMORY_WRITE_OPCODES,
     writes_carry=lambda slot: "cc" in (slot.row["modifiers"] or []))
 
 
@@ -201,6 +200,16 @@ def read_registers(program: Program) -> frozenset[str]:
         values, places = _read_keys(slot.row, slot)
         found.update(values, places)
     return frozenset(found)
+
+
+def register_names(program: Program) -> frozenset[str]:
+    """Register keys the program's ``reg`` operands name (the parser gives a bare name its kind from the
+    function's declarations): what an address's base, whose operand kind does not say, is when among them (a
+    register an address reads is written somewhere as a ``reg`` operand; a vector's elements may be a call's
+    parameter symbols)."""
+    return frozenset(register_key(operand["name"], slot) for slot in program.slots
+                     for operand in slot.row["operands"] or []
+                     if operand["kind"] == "reg" and operand.get("name") and operand["name"] != "_")
 
 
 def _read_keys(row: dict, slot: Slot) -> tuple[list[str], list[str]]:
@@ -222,76 +231,9 @@ def _read_keys(row: dict, slot: Slot) -> tuple[list[str], list[str]]:
     return values, places
 
 
-def relevant_registers(program: Program, global_values: bool, shared_values: bool = True) -> frozenset[str]:
-    """Registers whose values can matter to a shared access: they reach (through any chain of
-    instructions, flow-insensitively) an address, a guard or branch condition, or a value stored to
-    memory whose contents matter (shared memory with ``shared_values``, global memory with
-    ``global_values``).  A load into registers outside this set need not read memory: nothing it loads
-    can change a count.  (``shared_values=False`` is right when, under it, no load from shared memory
-    writes a relevant register: see :func:`value_facts`.)"""
-    relevant: set[str] = set()
-    writers: dict[str, list[list[str]]] = {}
-    for slot in program.slots:
-        row = slot.row
-        values, control = _read_keys(row, slot)
-        relevant.update(control)
-        opcode = row["opcode"]
-        if opcode in NO_DESTINATION:
-            space = space_of(row)
-            stores_values = opcode not in ("st", "red") or (global_values and space in ("global", "generic")) \
-                or (shared_values and space in ("shared", "generic")) or space not in ("global", "shared", "generic")
-            if stores_values:
-                relevant.update(values)
-            continue
-        operands = row["operands"] or []
-        if operands and operands[0]["kind"] in ("reg", "vector"):
-            for name in split_destinations(operands[0]):
-                if name and name != "_":
-                    writers.setdefault(register_key(name.lstrip("!"), slot), []).append(values)
-        else:
-            relevant.update(values)
-    todo = list(relevant)
-    while todo:
-        key = todo.pop()
-        for values in writers.get(key, ()):
-            for source in values:
-                if source not in relevant:
-                    relevant.add(source)
-                    todo.append(source)
-    return frozenset(relevant)
-
-
-def reads_shared_values(program: Program, relevant: frozenset[str]) -> bool:
-    """Whether some load or atomic that can read shared memory writes a relevant register (else nobody
-    ever needs shared memory's contents, and stores need not keep them)."""
-    for slot in program.slots:
-        row = slot.row
-        if row["opcode"] not in ("ld", "ldu", "atom", "ldmatrix") or space_of(row) not in ("shared", "generic"):
-            continue
-        operands = row["operands"] or []
-        if operands and any(register_key(n, slot) in relevant for n in split_destinations(operands[0])
-                            if n and n != "_"):
-            return True
-    return False
-
-
-def value_facts(program: Program, global_values: bool) -> tuple[frozenset[str], bool]:
-    """(relevant registers, whether shared memory's contents can matter).  Shared contents matter only
-    if a load from shared memory writes a register that is relevant without them; then stored values
-    are relevant too."""
-    relevant = relevant_registers(program, global_values, shared_values=False)
-    if not reads_shared_values(program, relevant):
-        return relevant, False
-    relevant = relevant_registers(program, global_values, shared_values=True)
-    return relevant, True
-
-
 #: PTX opcodes that transfer control, wait at a barrier, or decide (a comparison: CTA classes record its sign).
 _ALWAYS_RUN = frozenset({"bra", "brx", "call", "ret", "exit", "trap", "bar", "barrier", "setp", "set",
                          "mbarrier"})
-#: Memory opcodes the slice follows: what they read into registers or store; any other memory opcode runs.
-_LOADS = frozenset({"ld", "ldu", "atom", "tex", "tld4", "suld"})
-_STORES = frozenset({"st", "atom", "red"})
 #: Where a PTX state space's bytes may lie, as the slice tracks memory contents.
 _PLACES = {"generic": frozenset({"shared", "global", "local"}), "tex": frozenset({"texture"}),
            "surf": frozenset({"texture"})}
@@ -311,11 +253,11 @@ def ptx_effect(slot: Slot, global_data: bool) -> Effect:
         values.append(CARRY)
     space = space_of(row)
     spaces = _PLACES.get(space, frozenset({space}))
-    reads = spaces if opcode in _LOADS else frozenset()
-    writes = spaces if opcode in _STORES else frozenset()
-    memory = opcode in _LOADS or opcode in _STORES
+    # the slice follows what loads read into registers and what stores store; any other write to memory runs
+    reads = spaces if opcode in LOAD_OPCODES else frozenset()
+    writes = spaces if opcode in STORE_OPCODES else frozenset()
     seed = opcode in _ALWAYS_RUN or may_access_shared(opcode, row["state_space"]) \
-        or bool(uncounted_shared_op(opcode, row["modifiers"])) or (opcode in MEMORY_WRITES and not memory) \
+        or bool(uncounted_shared_op(opcode, row["modifiers"])) or (opcode in MEMORY_WRITE_OPCODES - STORE_OPCODES) \
         or (global_data and "global" in reads | writes)
     if seed and not writes:
         places, values = places + values, []

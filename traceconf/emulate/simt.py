@@ -45,14 +45,14 @@ from traceconf.emulate import taint
 from traceconf.emulate.alu import compile_alu, unknown_result
 from traceconf.emulate.contents import SharedContents
 from traceconf.emulate.memory import compile_memory
-from traceconf.emulate.regions import MEMORY_WRITES, PTX_FACTS, branch_region, immediate_post_dominators
+from traceconf.emulate.regions import PTX_FACTS, branch_region, immediate_post_dominators
 from traceconf.emulate.operands import Context, reader, register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
-from traceconf.emulate.state import ThreadState, select
+from traceconf.emulate.state import ThreadState, is_uniform, select
 from traceconf.emulate.warp import compile_warp
 from traceconf.emulate.launch import missing_params_message
 from traceconf.errors import InputError
-from traceconf.ptx.opcodes import may_access_shared
+from traceconf.ptx.opcodes import MEMORY_WRITE_OPCODES, may_access_shared
 
 U64 = np.uint64
 #: Steps between two looks at the clock and the memory in use (a step costs microseconds); the work budget is
@@ -111,7 +111,7 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
 
     def run(m, active, mask):
         holds, bits = guard(m)
-        one = bits.strides == (0,)          # a scalar taint spread to every thread (ThreadState.spread)
+        one = is_uniform(bits)
         if not (bits[0] if one else bits.any()):
             body(m, active & holds)
             return
@@ -186,7 +186,7 @@ def _compile_slot(slot: Slot, ctx: Context) -> Compiled:
     operands = row["operands"] or []
     destinations = tuple(register_key(name, slot) for name in split_destinations(operands[0])) \
         if guard is not None and operands and operands[0]["kind"] in ("reg", "vector") else ()
-    return Compiled(with_guard(body, guard, shared, destinations, opcode in MEMORY_WRITES), False, slot)
+    return Compiled(with_guard(body, guard, shared, destinations, opcode in MEMORY_WRITE_OPCODES), False, slot)
 
 
 def collective(body, keys):

@@ -73,6 +73,28 @@ class Plan:
         return self.kept.count(False)
 
 
+@dataclass(frozen=True)
+class Dependence:
+    """What a launch's counts depend on: per instruction whether it runs (``kept``) and whether what it writes is
+    needed (``needed``), and the memory spaces whose contents are needed (``contents``)."""
+
+    kept: tuple
+    needed: tuple
+    contents: frozenset
+
+    @property
+    def plan(self) -> Plan | None:
+        """The instructions a launch runs (None: all of them, by :data:`FULL_EMULATION` or because every one is
+        kept)."""
+        return None if not enabled() or all(self.kept) else Plan.of(list(self.kept))
+
+    def needed_registers(self, effects: list[Effect]) -> frozenset:
+        """Registers some instruction whose writes are needed writes: a result outside them reaches no address,
+        condition, decision or needed memory, so computing it (or reading memory for it) is wasted."""
+        return frozenset(register for effect, needed in zip(effects, self.needed) if needed
+                         for register in effect.defs)
+
+
 def enabled() -> bool:
     return os.environ.get(FULL_EMULATION, "") in ("", "0")
 
@@ -142,9 +164,10 @@ def sum_bits(masks) -> int:
 
 
 def kept_instructions(effects: list[Effect], flow: ReachingDefinitions, modelled: frozenset,
-                      extra_seeds: frozenset = frozenset()) -> tuple[list[bool], list[bool]]:
-    """(per instruction: whether it runs, whether what it writes is needed) for ``modelled`` memory spaces
-    (those whose contents the emulator keeps: a store elsewhere never changes what a load returns)."""
+                      extra_seeds: frozenset = frozenset()) -> Dependence:
+    """Per instruction whether it runs and whether what it writes is needed, and the memory spaces whose contents
+    are needed, for ``modelled`` memory spaces (those whose contents the emulator keeps: a store elsewhere never
+    changes what a load returns)."""
     stores: dict[str, list[int]] = {}
     for index, effect in enumerate(effects):
         for space in effect.writes:
@@ -173,18 +196,16 @@ def kept_instructions(effects: list[Effect], flow: ReachingDefinitions, modelled
                     todo.extend((store, True) for store in stores.get(space, ()))
         for register in fresh:
             todo.extend((writer, True) for writer in flow.writers(index, register))
-    return kept, with_values
+    return Dependence(kept=tuple(kept), needed=tuple(with_values), contents=frozenset(contents))
 
 
-def plan(effects: list[Effect], successors: list[list[int]], modelled: frozenset) -> Plan | None:
-    """The instructions a launch must run (None: all of them, by :data:`FULL_EMULATION` or because the slice
-    keeps everything); ``successors`` as :class:`ReachingDefinitions` takes them."""
-    if not enabled():
-        return None
+def dependence(effects: list[Effect], successors: list[list[int]], modelled: frozenset) -> Dependence:
+    """What a launch's counts depend on (its :attr:`~Dependence.plan`: the instructions it must run);
+    ``successors`` as :class:`ReachingDefinitions` takes them."""
     flow = ReachingDefinitions(effects, successors)
-    kept, needed = kept_instructions(effects, flow, modelled)
-    if any(needed[i] and e.loaded for i, e in enumerate(effects)):
+    found = kept_instructions(effects, flow, modelled)
+    if any(needed and e.loaded for needed, e in zip(found.needed, effects)):
         pointers = frozenset(i for i, e in enumerate(effects) if e.names_pointers)
         if pointers:
-            kept, needed = kept_instructions(effects, flow, modelled, pointers)
-    return None if all(kept) else Plan.of(kept)
+            found = kept_instructions(effects, flow, modelled, pointers)
+    return found

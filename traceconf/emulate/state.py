@@ -36,6 +36,12 @@ def select(mask: np.ndarray, new, old, ones: np.ndarray | None = None):
     return out
 
 
+def is_uniform(bits) -> bool:
+    """Whether a taint is one value for every thread: a scalar, or one spread to all of them
+    (:meth:`ThreadState.spread`)."""
+    return type(bits) is not np.ndarray or not bits.ndim or bits.strides == (0,)
+
+
 class ThreadState:
     def __init__(self, ctas: np.ndarray, block: tuple[int, int, int], grid: tuple[int, int, int],
                  warp_size: int, layout_sizes: tuple[int, int]):

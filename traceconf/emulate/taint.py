@@ -69,12 +69,15 @@ def describe(bits: int) -> str:
     return " and ".join(reasons) or "nothing"
 
 
-def of_logic(is_or: bool, x, x_bits, y, y_bits) -> np.ndarray:
-    """Taint of the predicate ``x AND y`` (``x OR y`` with ``is_or``), both levels: where one side is known and
-    decides it alone (false AND anything, true OR anything) the other does not matter (CUB's merge compares a
-    key read past its list's end, a padding word nothing wrote, where its index test has decided the step);
-    elsewhere the taint of both."""
+def of_logic(operation: str, x, x_bits, y, y_bits) -> np.ndarray:
+    """Taint of the predicate ``x and y`` (``operation``: "and", "or" or "xor"), both levels: where one side is
+    known and decides it alone (false AND anything, true OR anything) the other does not matter (CUB's merge
+    compares a key read past its list's end, a padding word nothing wrote, where its index test has decided the
+    step); elsewhere, and always for XOR (no side decides it alone), the taint of both."""
     x_bits, y_bits = np.asarray(x_bits, dtype=np.uint64), np.asarray(y_bits, dtype=np.uint64)
+    if operation == "xor":
+        return x_bits | y_bits
+    is_or = operation == "or"
     if not x_bits.ndim and not y_bits.ndim:
         # one taint per side (the common case): where no side that could decide alone has a taint other than
         # both together, every lane gets both together, with no pass over the lanes

@@ -36,6 +36,14 @@ MEMORY_OPCODES = frozenset(
 SHARED_ACCESS_KINDS = {"ld": "ld", "st": "st", "atom": "atom", "red": "atom", "ldmatrix": "ldmatrix",
                        "stmatrix": "stmatrix", "cp": "cp_async", "wmma": "ld"}
 
+#: Memory opcodes that move memory contents into their destination registers (``atom``: the old value).
+LOAD_OPCODES = frozenset("ld ldu atom ldmatrix tex tld4 suld".split())
+#: Memory opcodes that store what their source operands give (``atom``/``red``: the operation's result).
+STORE_OPCODES = frozenset("st atom red".split())
+#: Every opcode that may change memory: the stores, and those that change it otherwise (a copy, a matrix, a
+#: surface, a multimem reduction).
+MEMORY_WRITE_OPCODES = STORE_OPCODES | frozenset("stmatrix cp sured sust multimem".split())
+
 SPACES = frozenset("shared global local param const".split())
 
 #: Bytes per element of every PTX type modifier.

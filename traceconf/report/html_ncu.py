@@ -54,10 +54,11 @@ def _comparison(c: Comparison) -> str:
 
 
 def ncu_page(compared: list[tuple[Comparison, KernelAnalysis]], rules, command: str,
-             pictures: int | None = DEFAULT_PICTURES, failures: list[str] = ()) -> str:
+             pictures: int | None = DEFAULT_PICTURES, failures: list[str] = (), notes: list[str] = ()) -> str:
     """The report of a ``compare-ncu`` run: per profiled launch, ncu's measured counts beside the prediction
-    (mismatches marked), then the kernel's section as ``analyze`` draws it."""
-    body = [notes_box([("warn", line) for line in failures], "Failures", " failures")]
+    (mismatches marked), then the kernel's section as ``analyze`` draws it; ``notes``: about the whole run."""
+    body = [notes_box([("warn", line) for line in failures], "Failures", " failures"),
+            notes_box([("", note) for note in notes], "Notes")]
     shown = []
     for number, (c, analysis) in enumerate(compared):
         shown.append(analysis)

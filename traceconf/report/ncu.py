@@ -81,7 +81,9 @@ def _pc_label(row: dict) -> str:
     return f"{MODEL_MARK if row['model_note'] else ''}{row['pc']:#06x}  {row['sass']}"
 
 
-def render(comparisons: list[Comparison], device: str, console: Console, counters_given: bool = False) -> None:
+def render(comparisons: list[Comparison], device: str, console: Console, counters_given: bool = False,
+           notes: list[str] = ()) -> None:
+    """The comparisons, each with its notes, then the ``notes`` about the whole run (report kernels not compared)."""
     width = console.width
     for c in comparisons:
         launch = f", launch ID {c.launch['id']}" if c.launch.get("id") is not None else ""
@@ -113,6 +115,8 @@ def render(comparisons: list[Comparison], device: str, console: Console, counter
                           "compare per line)", style="dim")
         for note in c.notes:
             console.print(Text(f"note: {note}", style="yellow"))
+    for note in notes:
+        console.print(Text(f"note: {note}", style="yellow"))
 
 
 def csv_text(comparisons: list[Comparison], device: str) -> str:

@@ -35,7 +35,7 @@ from traceconf.errors import InputError
 from traceconf.sass.listing import SassModule, arch_number, default_param_base
 from traceconf.sass.opcodes import global_op, shared_op, transfer, uncounted_op, writes_memory
 from traceconf.sass.classes import compile_sass_checks
-from traceconf.emulate.slice import plan
+from traceconf.emulate.slice import dependence
 from traceconf.sass.dataflow import sass_effect, shared_values_matter
 from traceconf.sass.local import LocalMemory
 from traceconf.sass.control import indirect_target, reconvergence_targets
@@ -232,8 +232,8 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
     if not any(is_shared(row) for row in rows):
         return EmulationResult.nothing_to_run(kernel, 32, total, [])
 
-    sliced = plan([sass_effect(row, written_registers(row), memory is not None) for row in rows],
-                  flow_edges(slots, _successors), modelled_spaces(memory))
+    sliced = dependence([sass_effect(row, written_registers(row), memory is not None) for row in rows],
+                        flow_edges(slots, _successors), modelled_spaces(memory)).plan
 
     def machine(ctas: np.ndarray, watch) -> Machine:
         return SassMachine(program, compiled, ctx, ctas, block, grid, 32, (layout_bytes or 0, 0), launch.max_steps,

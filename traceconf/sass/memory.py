@@ -18,7 +18,7 @@ from traceconf.emulate import intops, taint
 from traceconf.emulate.contents import atomic
 from traceconf.emulate.memory import (Reads, atomic_global, atomic_shared, global_without_data, located_by_cta,
                                       read_global, write_global)
-from traceconf.emulate.state import select
+from traceconf.emulate.state import is_uniform, select
 from traceconf.sass.opcodes import ALWAYS, atomic_operation, element_of, global_op, shared_op
 from traceconf.sass.operands import M32, Operand, SassContext, pair_name, read_register, reader, write_register
 
@@ -109,7 +109,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
 
     def shared(m, mask, lanes, value, bits):
         if lanes.any():
-            selected = bits[0] if bits.strides == (0,) else np.bitwise_or.reduce(bits) if lanes is m.valid else \
+            selected = np.asarray(bits).flat[0] if is_uniform(bits) else np.bitwise_or.reduce(bits) if lanes is m.valid else \
                 np.bitwise_or.reduce(bits[np.flatnonzero(lanes)])
             if not m.address_unknown(slot, int(selected), "address"):
                 raw = (value & U64(0xFFFF_FFFF)).view(np.int64)

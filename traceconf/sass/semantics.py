@@ -341,6 +341,7 @@ def _lop(ops, mods, ctx):
 _COMPARE = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal, "GT": np.greater,
             "GE": np.greater_equal}
 _COMBINE = {"AND": np.logical_and, "OR": np.logical_or, "XOR": np.logical_xor}
+_OPERATION = {combine: name.lower() for name, combine in _COMBINE.items()}      # taint.of_logic's names
 
 
 def _isetp(ops, mods, ctx):
@@ -387,10 +388,8 @@ def _isetp(ops, mods, ctx):
 
 
 def _decided(combine, x, x_bits, y, y_bits):
-    """Taint of ``x COMBINE y`` (:func:`traceconf.emulate.taint.of_logic`; XOR needs both)."""
-    if combine is np.logical_xor:
-        return np.asarray(x_bits, dtype=np.uint64) | np.asarray(y_bits, dtype=np.uint64)
-    return taint.of_logic(combine is np.logical_or, np.asarray(x).astype(np.uint64), x_bits,
+    """Taint of ``x COMBINE y`` (:func:`traceconf.emulate.taint.of_logic`)."""
+    return taint.of_logic(_OPERATION[combine], np.asarray(x).astype(np.uint64), x_bits,
                           np.asarray(y).astype(np.uint64), y_bits)
 
 

@@ -20,7 +20,6 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from traceconf.report.notebook import ConflictTable, SvgPicture
@@ -85,29 +84,11 @@ def analyze_compiled(compiled: CompiledLaunch, device: str) -> ConflictTable:
 
 
 def _analyse_sass(compiled: CompiledLaunch, device: str) -> pd.DataFrame:
-    """The SASS analysis of the launch; kept by content (:mod:`traceconf.triton.memo`): the same launch of the
-    same kernel is read back."""
-    from traceconf import api
-    from traceconf.triton.memo import launch_key, remembered
+    """The SASS analysis of the launch, kept by content (:mod:`traceconf.triton.memo`)."""
+    from traceconf.triton.memo import analysed_launch
 
-    def analyse() -> pd.DataFrame:
-        with tempfile.TemporaryDirectory(prefix="traceconf-triton-") as work:
-            cubin, data = _write_inputs(Path(work), compiled)
-            return api.analyze_sass(cubin, kernel=compiled.name, block=compiled.block, grid=compiled.grid,
-                                    params=compiled.params, dynamic_smem=compiled.shared_bytes, devices=[device],
-                                    data=data)
-    return remembered(launch_key(compiled.cubin, compiled.name, compiled.block, compiled.grid, compiled.params,
-                                 compiled.shared_bytes, device, compiled.data), analyse)
-
-
-def _write_inputs(work: Path, compiled: CompiledLaunch) -> tuple[Path, dict[int, str]]:
-    cubin = work / f"{compiled.name}.cubin"
-    cubin.write_bytes(compiled.cubin)
-    data = {}
-    for index, array in compiled.data.items():
-        data[index] = str(work / f"param_{index}.npy")
-        np.save(data[index], array)
-    return cubin, data
+    return analysed_launch(compiled.cubin, compiled.name, compiled.block, compiled.grid, compiled.params,
+                           compiled.shared_bytes, device, compiled.data)
 
 
 def _table(frame: pd.DataFrame, compiled: CompiledLaunch, device: str) -> ConflictTable:
@@ -135,9 +116,10 @@ def _table(frame: pd.DataFrame, compiled: CompiledLaunch, device: str) -> Confli
 def explain_compiled(compiled: CompiledLaunch, device: str, instruction: int | None = None) -> SvgPicture:
     """The explain picture of one instruction (default: the one with the most excess wavefronts)."""
     from traceconf.pictures import explain_svg
+    from traceconf.triton.memo import launch_files
 
     with tempfile.TemporaryDirectory(prefix="traceconf-triton-") as work:
-        cubin, data = _write_inputs(Path(work), compiled)
+        cubin, data = launch_files(Path(work), compiled.cubin, compiled.name, compiled.data)
         row, svg = explain_svg(cubin, compiled.name, device, instruction=instruction, block=compiled.block,
                                grid=compiled.grid, params=compiled.params, dynamic_smem=compiled.shared_bytes,
                                data=data)

@@ -9,7 +9,6 @@ branch needs one, that kernel's failure names it and the others go on.
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -67,21 +66,13 @@ def tasks(kernels: list[CachedKernel], records: list[dict]) -> list[dict]:
 
 def analyze_task(task: dict, device: str) -> tuple[pd.DataFrame, list[str]]:
     """(rows, failure lines) of one kernel at one launch."""
-    from traceconf import api
-
-    from traceconf.triton.memo import launch_key, remembered
+    from traceconf.triton.memo import analysed_launch
 
     kernel: CachedKernel = task["kernel"]
     block = (32 * kernel.num_warps, 1, 1)
-
-    def analyse() -> pd.DataFrame:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return api.analyze_sass(kernel.cubin, kernel=kernel.name, block=block, grid=task["grid"],
-                                    params=task["params"], dynamic_smem=kernel.shared_bytes, devices=[device])
     try:
-        frame = remembered(launch_key(kernel.cubin.read_bytes(), kernel.name, block, task["grid"], task["params"],
-                                      kernel.shared_bytes, device, {}), analyse)
+        frame = analysed_launch(kernel.cubin, kernel.name, block, task["grid"], task["params"],
+                                kernel.shared_bytes, device, {}, warn=False)
     except InputError as error:
         return pd.DataFrame(), [f"{error} (kernel {kernel.name}, {task['launch']})"]
     except Exception as error:   # one kernel's failure, whatever it is, never hides the others

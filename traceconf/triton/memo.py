@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import tempfile
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
@@ -66,3 +68,34 @@ def remembered(key: str, analyse: Callable[[], pd.DataFrame]) -> pd.DataFrame:
         frame.to_parquet(out, index=False)
         store_cached(path, out.getvalue())
     return frame
+
+
+def analysed_launch(cubin: bytes | Path, kernel: str, block, grid, params: dict, shared_bytes: int, device: str,
+                    data: dict[int, np.ndarray], warn: bool = True) -> pd.DataFrame:
+    """The SASS analysis (:func:`traceconf.api.analyze_sass`) of one launch of a cubin's kernel (``data``: arrays by
+    parameter index), kept by content: the same launch of the same kernel is read back.  ``cubin``: its bytes, or
+    the file (which failures then name); ``warn=False``: failures stay in ``attrs["failures"]``, unwarned."""
+    from traceconf import api
+
+    def analyse() -> pd.DataFrame:
+        with tempfile.TemporaryDirectory(prefix="traceconf-triton-") as work, warnings.catch_warnings():
+            if not warn:
+                warnings.simplefilter("ignore")
+            path, files = launch_files(Path(work), cubin, kernel, data)
+            return api.analyze_sass(path, kernel=kernel, block=block, grid=grid, params=params,
+                                    dynamic_smem=shared_bytes, devices=[device], data=files)
+    content = cubin.read_bytes() if isinstance(cubin, Path) else cubin
+    return remembered(launch_key(content, kernel, block, grid, params, shared_bytes, device, data), analyse)
+
+
+def launch_files(work: Path, cubin: bytes | Path, kernel: str, data: dict[int, np.ndarray]
+                 ) -> tuple[Path, dict[int, str]]:
+    """(the cubin's file, ``.npy`` file per parameter index) of a launch, written into ``work`` where not on disk."""
+    path = cubin if isinstance(cubin, Path) else work / f"{kernel}.cubin"
+    if path is not cubin:
+        path.write_bytes(cubin)
+    files = {}
+    for index, array in data.items():
+        files[index] = str(work / f"param_{index}.npy")
+        np.save(files[index], array)
+    return path, files

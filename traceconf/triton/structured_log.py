@@ -35,8 +35,9 @@ from typing import Iterator
 import zstandard
 
 from traceconf.errors import InputError, data_errors
+from traceconf.traces.source import GZIP_MAGIC
 
-_GZIP, _ZSTD = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
+_ZSTD = b"\x28\xb5\x2f\xfd"
 _FUNCTION = re.compile(r"tt\.func public @[\w$.]+\((.*)$", re.M)
 _PARAMETER = re.compile(r"%([\w$.]+): (!tt\.ptr<([\w]+)>|[a-z]\w*)")
 
@@ -51,7 +52,8 @@ def is_structured_log(path: Path) -> bool:
             magic = head.read(4)
     except OSError:
         return False                     # the record reader says why it cannot be read
-    if magic.startswith(_GZIP) or magic == _ZSTD:    # record_launches writes plain text: compressed is tritonparse's
+    # record_launches writes plain text: a compressed file is tritonparse's
+    if magic.startswith(GZIP_MAGIC) or magic == _ZSTD:
         return True
     for _, _, event in _events_of(path):
         return "event_type" in event
@@ -73,7 +75,7 @@ def _text(path: Path) -> io.TextIOBase:
     raw = path.open("rb")
     magic = raw.read(4)
     raw.seek(0)
-    if magic.startswith(_GZIP):
+    if magic.startswith(GZIP_MAGIC):
         return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8")
     if magic == _ZSTD:
         with raw:
