@@ -117,3 +117,29 @@ def test_nvdisasm_runs_its_dataflow_pass_only_for_a_listing_whose_transfers_need
         assert [("-ndf" in arguments) for arguments in calls] == [True, False][:passes]
         assert listing == original("nvdisasm", ["-g", "-gp", "-c", str(cubin)], cubin.name)
     assert "BRANCH_TARGETS" in listing
+
+
+def test_ptxas_targets_are_kept_per_ptxas_version(isolated):
+    log = isolated / "calls.log"
+    version = isolated / "version"
+    version.write_text("V13.0.88")
+    # a stand-in ptxas: its version from a file, its targets in --help, each call logged
+    _fake_tool(isolated / "path", "ptxas", f'echo "$@" >> {log}\n'
+               f'if [ "$1" = "--version" ]; then read v < {version}; [ -z "$v" ] || echo "Cuda compilation tools, $v"; fi\n'
+               'if [ "$1" = "--help" ]; then echo "--gpu-name  Allowed values: sm_80,sm_90,sm_90a,sm_100"; fi\n')
+    tools.locate.cache_clear()
+
+    def helps() -> int:
+        return log.read_text().splitlines().count("--help")
+
+    assert toolchain.ptxas_targets() == {"sm_80", "sm_90", "sm_90a", "sm_100"}
+    toolchain.tool_version.cache_clear()                 # a new process: the version is read again
+    assert toolchain.ptxas_targets() == {"sm_80", "sm_90", "sm_90a", "sm_100"} and helps() == 1
+    version.write_text("V13.1.0")                        # another ptxas behind the same path
+    toolchain.tool_version.cache_clear()
+    assert toolchain.ptxas_targets() == {"sm_80", "sm_90", "sm_90a", "sm_100"} and helps() == 2
+    version.write_text("\n")                             # no version to key on: asked every time
+    for _ in range(2):
+        toolchain.tool_version.cache_clear()
+        toolchain.ptxas_targets()
+    assert helps() == 4

@@ -42,9 +42,10 @@ def test_version_alone_needs_no_cli_framework_and_says_what_the_app_says():
 
 TRANSPOSE = ["analyze", "tests/fixtures/emulate/transpose.ptx", "--block", "32,8", "--grid", "32,32"]
 #: What a one-kernel ``analyze`` has no use for: pandas (pyarrow imports it to look for pandas objects; grouping in
-#: traceconf.grouping), acero and pyarrow's dataset and file-system modules (the group-by; parquet output).
-#: pydantic is not listed: Typer 0.29 coerces every option through it.
-NOT_FOR_ANALYZE = ("pandas", "pyarrow.acero", "pyarrow.dataset", "pyarrow.parquet", "pyarrow._fs", "cxxfilt")
+#: traceconf.grouping), acero and pyarrow's dataset and file-system modules (the group-by; parquet output), and
+#: pydantic (Typer 0.29 coerces every option value through it: pyproject.toml keeps Typer below 0.29).
+NOT_FOR_ANALYZE = ("pandas", "pyarrow.acero", "pyarrow.dataset", "pyarrow.parquet", "pyarrow._fs", "cxxfilt",
+                   "pydantic")
 
 
 def loaded_by_the_command(*argv: str, entry: str = "main") -> list[str]:
@@ -134,3 +135,33 @@ def test_the_fast_path_parses_without_grammar_analysis():
 
 def test_the_check_sees_a_grammar_analysis(tmp_path):
     assert "grammar analysed" in parse_without_analysis(tmp_path).stderr     # an empty cache: Lark analyses
+
+
+COMMANDS_LOADED = ("import sys\nsys.argv = ['traceconf', *{argv!r}]\nfrom traceconf.cli import main\ntry:\n    main()\n"
+                   "except SystemExit:\n    pass\n"
+                   "print(sorted(m for m in sys.modules if m.startswith('traceconf.commands.')))")
+
+
+def commands_loaded(*argv: str) -> tuple[str, list[str]]:
+    """What ``traceconf ARGV`` prints, and the command modules it loaded."""
+    result = subprocess.run([sys.executable, "-c", COMMANDS_LOADED.format(argv=list(argv))], capture_output=True,
+                            text=True, check=True)
+    *printed, loaded = result.stdout.strip().splitlines()
+    return "\n".join(printed), eval(loaded)
+
+
+def test_a_command_line_builds_the_command_it_names_and_no_other():
+    printed, loaded = commands_loaded("--debug", "compare-ncu", "--help")
+    # analyze: main() reports bad input with its report_input_error
+    assert loaded == ["traceconf.commands.analyze", "traceconf.commands.compare_ncu"]
+    through_app = subprocess.run([sys.executable, "-c", "import sys\nsys.argv[0] = 'traceconf'\n"
+                                  "from traceconf.cli import app\napp()", "--debug", "compare-ncu", "--help"],
+                                 capture_output=True, text=True).stdout
+    assert printed.strip() == through_app.strip() and "Usage: traceconf compare-ncu [OPTIONS]" in printed
+
+
+def test_without_a_command_the_whole_app_answers():
+    from traceconf.cli import COMMAND_MODULES
+
+    for argv in (["--help"], ["compare_ncu"], ["anlyze", "x.ptx"]):
+        assert commands_loaded(*argv)[1] == sorted(f"traceconf.commands.{m}" for m in COMMAND_MODULES), argv

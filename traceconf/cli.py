@@ -39,8 +39,9 @@ def debugging() -> bool:
 
 
 @lru_cache(maxsize=None)
-def build_app():
-    """The Typer app with every sub-command registered (built on first use: ``--version`` needs none of it)."""
+def build_app(only: str | None = None):
+    """The Typer app with every sub-command registered (built on first use: ``--version`` needs none of it), or
+    with the one named ``only`` (a module of :data:`COMMAND_MODULES`)."""
     import importlib
 
     import typer
@@ -71,7 +72,7 @@ def build_app():
         if debug:
             os.environ["TRACECONF_DEBUG"] = "1"
 
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if only is None else (only,):
         importlib.import_module(f"traceconf.commands.{name}").register(app)
     return app
 
@@ -80,6 +81,14 @@ def __getattr__(name: str):
     if name == "app":
         return build_app()
     raise AttributeError(f"module 'traceconf.cli' has no attribute {name!r}")
+
+
+def named_command(arguments: list[str]) -> str | None:
+    """The module of the sub-command a command line runs (the first word that is not an option: the app's own
+    options take no value), or None (no such command: the whole app answers, with its list of commands)."""
+    word = next((argument for argument in arguments if not argument.startswith("-")), "")
+    module = word.replace("-", "_")
+    return module if module in COMMAND_MODULES and "_" not in word else None
 
 
 def main() -> None:
@@ -93,7 +102,9 @@ def main() -> None:
 
     pyarrow_without_pandas()
     try:
-        sys.modules[__name__].app()        # the module's app (built on first use; a test may put another there)
+        # the app of the one command named: Typer turns the signature of every command registered into Click
+        # options on every run; a test may put an app of its own in the module
+        (vars(sys.modules[__name__]).get("app") or build_app(named_command(sys.argv[1:])))()
     except SystemExit as done:
         _closed_pipe(done)
         raise

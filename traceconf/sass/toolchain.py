@@ -8,7 +8,9 @@ Tools are found and run by :mod:`traceconf.tools` (search order: ``PATH``,
 timeout and a private temporary folder).  ptxas
 output is cached per (PTX hash, architecture, options, ptxas version) in the
 user cache folder (``$TRACECONF_CACHE`` or ``$XDG_CACHE_HOME/traceconf`` or
-``~/.cache/traceconf``), and so is the disassembly of a binary (per binary hash and tool versions).
+``~/.cache/traceconf``), and so is the disassembly of a binary (per binary hash and tool versions) and the
+architectures ptxas targets (per ptxas version).  The versions are asked of the tools in every process: a
+wrapper script or a changed toolkit behind the same path never gets another version's entries.
 """
 
 from __future__ import annotations
@@ -67,12 +69,22 @@ def tool_version(name: str) -> str:
 
 
 def ptxas_targets() -> set[str]:
-    """Architectures the found ptxas accepts (``--list-gpu-code``, else a wide default)."""
+    """Architectures the found ptxas accepts (those its ``--help`` names; none when it cannot say).
+
+    Kept in the cache folder per ptxas version, which :func:`tool_version` reads anew in every process (the
+    key of the cubins too): ``--help`` is a second start of ptxas, often behind a wrapper script."""
+    version = tool_version("ptxas")
+    cached = cache_dir() / "ptxas" / f"targets-{hashlib.sha256(version.encode()).hexdigest()}.txt"
+    if version and cached.is_file():
+        return set(cached.read_text().split())
     try:
         out = run_tool("ptxas", ["--help"], "--help")
     except InputError:
         return set()
-    return set(re.findall(r"sm_\d+[a-z]?", out))
+    targets = set(re.findall(r"sm_\d+[a-z]?", out))
+    if version and targets:
+        store_cached(cached, " ".join(sorted(targets)).encode())
+    return targets
 
 
 def cache_dir() -> Path:
