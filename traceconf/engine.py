@@ -42,7 +42,8 @@ from traceconf.grouping import factorize, group_aggregate
 from traceconf.rules import RuleSet
 from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KINDS, OPS
 
-__all__ = ["analyze", "summarize", "combine", "count_wavefronts", "lane_wavefronts", "LaneWavefronts"]
+__all__ = ["analyze", "summarize", "combine", "count_wavefronts", "lane_wavefronts", "LaneWavefronts",
+           "instructions_from_sources"]
 
 #: Sort keys per chunk; bounds the temporary arrays (~ a few tens of MB) and keeps them cache friendly.
 CHUNK_KEYS = 1 << 18
@@ -274,6 +275,14 @@ def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
     """
     n = len(acc)
     _check_addresses(acc)
+    sourced = _counted_from_sources(acc, rules)
+    if sourced.any():                                # copies counted from their sources; the rest as below
+        results = tuple(np.zeros(n, dtype=np.int32) for _ in range(3))
+        for rows, counts in ((sourced, _source_counts(acc.take(sourced), rules)),
+                             (~sourced, count_wavefronts(acc.take(~sourced), rules, memoise))):
+            for result, count in zip(results, counts):
+                result[rows] = count
+        return results
     if not memoise or n < 2:
         return _count_executions(acc, rules)
     representative = _representatives(acc, rules)
@@ -284,6 +293,73 @@ def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
     position[unique] = np.arange(len(unique))
     take = position[representative]
     return tuple(result[take] for result in _count_executions(acc.take(unique), rules))
+
+
+# ---------------------------------------------------------------------------
+# Copies counted from their global sources (``source_passes = "lines"``: docs/rules.md)
+# ---------------------------------------------------------------------------
+
+#: The measured unit of the ``lines`` rule: 16-byte copies (cp.async.cg, LDGSTS.BYPASS.128) from 128-byte
+#: global lines of 32-byte sectors into the rule set's bank rows; a lane's key is its source and destination
+#: chunks' XOR inside 64 bytes (the ldgsts_probe pages, docs/hardware.md).
+SOURCE_CHUNK, SOURCE_LINE, SOURCE_KEY_SPAN = 16, 128, 64
+
+
+def instructions_from_sources(accesses: WarpAccesses | pa.Table, rules: RuleSet) -> set[int]:
+    """The instructions every execution of which ``rules`` count from their global sources."""
+    if isinstance(accesses, pa.Table):
+        if "source" not in accesses.column_names:
+            return set()
+        return set().union(*(instructions_from_sources(part, rules)
+                             for part in from_table(accesses, warp_size=rules.warp_size)))
+    counted = _counted_from_sources(accesses, rules)
+    return set(np.unique(accesses.instruction[counted]).tolist()) - \
+        set(np.unique(accesses.instruction[~counted]).tolist())
+
+
+def _counted_from_sources(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
+    """Per execution: is it a 16-byte copy whose operation the rule set counts from its sources, with the
+    source of every active lane known?"""
+    counted = np.zeros(len(acc), dtype=bool)
+    if acc.source is None:
+        return counted
+    for op, rule in rules.ops.items():
+        if rule.source_passes == "lines":
+            counted |= (acc.op == OPS.index(op)) & (acc.bytes == SOURCE_CHUNK)
+    active = acc.address != INACTIVE
+    return counted & ~(active & (acc.source < 0)).any(axis=1) & active.any(axis=1)
+
+
+def _source_counts(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(wavefronts, ideal, max_ways) of copies by the ``lines`` rule: drop lanes whose destination repeats a
+    lower lane's; the k-th lane to read a source chunk goes to request k; per request, lanes group by (source
+    line, destination bank row); a lane is paired when a lane of its request reads the other half of its
+    source sector into the other half of its destination sector; a group costs its distinct (chunk XOR inside
+    64 bytes, paired) keys.  Ideal: the wavefronts the active lanes' bytes fill (at most those taken)."""
+    wavefronts, ideal, max_ways = (np.zeros(len(acc), dtype=np.int32) for _ in range(3))
+    lower = np.tri(acc.warp_size, k=-1, dtype=bool)              # [lane, other]: other < lane
+    for start in range(0, len(acc), MEMO_CHUNK_ROWS):
+        rows = slice(start, start + MEMO_CHUNK_ROWS)
+        destination, source = acc.address[rows], acc.source[rows]
+        active = destination != INACTIVE
+
+        def same(values: np.ndarray) -> np.ndarray:              # [execution, lane, other]
+            return values[:, :, None] == values[:, None, :]
+
+        kept = active & ~(same(destination) & lower & active[:, None, :]).any(axis=2)
+        chunk, place = source // SOURCE_CHUNK, destination // SOURCE_CHUNK
+        request = (same(chunk) & lower & kept[:, None, :]).sum(axis=2)
+        partner = ((chunk[:, None, :] == (chunk ^ 1)[:, :, None]) & (place[:, None, :] == (place ^ 1)[:, :, None])
+                   & same(request) & kept[:, None, :])
+        key = ((source ^ destination) % SOURCE_KEY_SPAN) // SOURCE_CHUNK * 2 + partner.any(axis=2)
+        group = same(request) & same(source // SOURCE_LINE) & same(destination // rules.row_bytes)
+        group &= kept[:, None, :] & kept[:, :, None]
+        first = kept & ~(group & same(key) & lower).any(axis=2)       # the first lane of each (group, key)
+        wavefronts[rows] = first.sum(axis=1)
+        max_ways[rows] = np.where(kept, (group & first[:, None, :]).sum(axis=2), 0).max(axis=1)
+        filled = -(-active.sum(axis=1) * SOURCE_CHUNK // (rules.banks * rules.bank_bytes))
+        ideal[rows] = np.minimum(filled, wavefronts[rows])
+    return wavefronts, ideal, max_ways
 
 
 def _check_warp_size(acc: WarpAccesses, rules: RuleSet) -> None:
