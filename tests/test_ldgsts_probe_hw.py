@@ -322,6 +322,12 @@ def test_the_reports_show_the_note():
     rules = load_rule_set("sm_90")
     picture = explain_instruction(analysis.accesses[32], instruction, rules, "LDGSTS.E.BYPASS.128")
     assert picture.execution.model_note == note and note in header_text(picture).plain
+    # with the sources: the count from them, its picture and its note
+    analysis, rows = analysed("dst_rot3")
+    assert rows[0x620]["wavefronts"] == 16 and rows[0x620]["model_note"] == rules.ops["bypass"].source_model_note
+    picture = explain_instruction(analysis.accesses[32], instruction, rules, "LDGSTS.E.BYPASS.128")
+    assert picture.execution.model_note == rules.ops["bypass"].source_model_note
+    assert len(set(picture.wave.tolist())) == 16
 
 
 def test_a_model_note_must_be_one_line_of_text(tmp_path):
