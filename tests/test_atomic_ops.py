@@ -107,6 +107,10 @@ def test_canonical_tables_carry_the_operation():
     ("[copy_ops.cas]\npasses = 2\n", "unknown copy operation 'cas'"),
     ("[copy_ops.bypass]\ngroup_passes = \"rows\"\n", "expected one of banks, placements"),
     ("[copy_ops.bypass]\nplus_plain = 1\n", "plus_plain: expected true or false"),
+    ("[copy_ops.bypass]\nsource_passes = \"rows\"\n", "source_passes: expected 'lines'"),
+    ("[atomic_ops.cas]\nsource_passes = \"lines\"\n", "source_passes: expected 'lines' \\(copy operations only"),
+    ("[copy_ops.bypass_zfill]\nsource_model_note = \"x\"\n", "source_model_note: needs source_passes"),
+    ("[copy_ops.bypass]\nsource_passes = \"lines\"\nsource_model_note = 3\n", "source_model_note: expected one line"),
 ])
 def test_bad_atomic_op_rules_are_one_clear_error(tmp_path, body, message):
     path = tmp_path / "bad.toml"
@@ -149,6 +153,47 @@ def test_the_emulator_records_the_cp_async_form_ptxas_emits(line, setup, op):
     result = run(module, params={"n": 16})
     copies = result.accesses.kind == 5
     assert [OPS[code] for code in result.accesses.op[copies]] == [op]
+
+
+@pytest.mark.parametrize("line, setup, known", [
+    ("cp.async.cg.shared.global [%r2], [%rd2], 16;", "mov.u64 %rd1, 4096;", True),
+    ("cp.async.cg.shared.global [%r2], [%rd2], 16;", "ld.param.u64 %rd1, [p];", False),   # no --param for p
+    # an ignore-src (src-size) operand: Nsight does not count such a copy from its sources (docs/hardware.md)
+    ("cp.async.cg.shared.global [%r2], [%rd2], 16, %r5;", "mov.u64 %rd1, 4096;\n mov.u32 %r5, 16;", False),
+])
+def test_the_emulator_records_a_copys_global_sources_where_known(line, setup, known):
+    """ACCESSES ``source``: each lane's global source (here 4096 + 32 * lane) where the pointer is known."""
+    body = _copy(line, setup + "\n shl.b32 %r2, %r1, 4;\n mul.wide.u32 %rd3, %r1, 32;\n add.u64 %rd2, %rd1, %rd3;")
+    module = kernel_module(body, params=".param .u64 p", shared=".shared .align 16 .b8 buf[1024];\n")
+    accesses = run(module).accesses
+    copies = accesses.kind == 5
+    expected = [4096 + 32 * lane for lane in range(32)] if known else None
+    assert (accesses.source[copies][0].tolist() if accesses.source is not None else None) == \
+        (expected if known else (None if accesses.source is None else [-1] * 32))
+    if known:           # 32-byte source stride, 16-byte destination stride: every lane its own key (4 from the
+        assert count_wavefronts(accesses, load_rule_set("sm_90"))[0][copies].tolist() == [32]   # shared addresses)
+
+
+def test_the_sass_emulator_records_an_ldgsts_global_sources():
+    from test_sass_emulate import run as run_sass
+    lines = ["S2R R0, SR_TID.X", "IMAD.SHL.U32 R2, R0, 0x10, RZ", "IMAD.WIDE.U32 R4, R0, 0x10, RZ"]
+    plain = run_sass(lines + ["LDGSTS.E.BYPASS.128 [R2], desc[UR6][R4.64]"]).accesses
+    assert plain.source[0].tolist() == [16 * lane for lane in range(32)]
+    ignore_src = run_sass(lines + ["LDGSTS.E.BYPASS.128 [R2], desc[UR6][R4.64], P0"]).accesses
+    assert ignore_src.source is None
+
+
+def test_canonical_tables_carry_the_sources():
+    rows = {"kernel": ["k"] * 3, "cta": [0] * 3, "warp": [0] * 3, "execution": [0, 0, 1], "instruction": [1, 1, 2],
+            "lane": [0, 1, 0], "address": [0, 16, 0], "bytes": [16, 16, 4], "kind": ["cp_async", "cp_async", "ld"],
+            "matrices": [0] * 3, "op": ["bypass", "bypass", None], "source": [1024, 0, None]}
+    (acc,) = from_table(pa.table(rows))
+    assert acc.source[:, :2].tolist() == [[1024, 0], [-1, -1]]
+    assert acc.to_table().column("source").to_pylist() == [1024, 0, None]
+    # two lines, one lane each, into one bank row: 2 from the sources (1 from the shared addresses)
+    assert count_wavefronts(acc, load_rule_set("sm_90"))[0].tolist() == [2, 1]
+    (without,) = from_table(pa.table({k: v for k, v in rows.items() if k != "source"}))
+    assert without.source is None and count_wavefronts(without, load_rule_set("sm_90"))[0].tolist() == [1, 1]
 
 
 def test_an_accelsim_trace_carries_the_copy_form(tmp_path):

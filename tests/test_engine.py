@@ -24,12 +24,15 @@ def accesses_of(rows: list[tuple], warp_size: int = 32, kernel: str = "k") -> Wa
     """
     n = len(rows)
     address = np.full((n, warp_size), -1, dtype=np.int64)
+    source = np.full((n, warp_size), -1, dtype=np.int64) if any(len(r) > 5 for r in rows) else None
     for i, row in enumerate(rows):
         address[i, :len(row[3])] = row[3]
+        if len(row) > 5:                 # a copy's per-lane global sources
+            source[i, :len(row[5])] = row[5]
     return WarpAccesses(kernel, np.zeros(n, np.int64), np.arange(n, dtype=np.int32) % 4, np.arange(n) * 7 + 3,
                         np.arange(n, dtype=np.int32), np.array([KIND_CODES[r[0]] for r in rows], np.int8),
                         np.array([r[1] for r in rows], np.int16), np.array([r[2] for r in rows], np.int8),
-                        address, np.array([OP_CODES[r[4] if len(r) > 4 else ""] for r in rows], np.int8))
+                        address, np.array([OP_CODES[r[4] if len(r) > 4 else ""] for r in rows], np.int8), source)
 
 
 def costs(rules, rows, warp_size=None):
@@ -101,6 +104,59 @@ def execution_with_op(draw, rules):
     apply: CAS served twice, POPC.INC merging, cp.async.cg placements and ZFILL's second serving)."""
     kind, nbytes, matrices, address = draw(execution(rules))
     return kind, nbytes, matrices, address, draw(st.sampled_from(("",) + OPS_OF_KIND.get(kind, ())))
+
+
+@st.composite
+def copy_with_sources(draw, rules):
+    """A 16-byte cp.async.cg with per-lane global sources: lines and chunks drawn from a few lines (runs,
+    pairs of lanes per line, rotations, repeats), some lanes' sources unknown now and then."""
+    _, _, _, address = draw(execution(rules).filter(lambda row: row[:2] == ("cp_async", 16)))
+    style = draw(st.sampled_from(["run", "lines", "random", "same"]))
+    offset = draw(st.integers(0, 15)) * 16
+    per_line = draw(st.sampled_from([1, 2, 4, 8]))
+    if style == "run":
+        sources = [offset + 16 * lane for lane in LANES]
+    elif style == "lines":
+        sources = [1024 * (lane // per_line) + offset % 128 + 16 * (lane % per_line) for lane in LANES]
+    elif style == "random":
+        sources = [16 * c for c in draw(st.lists(st.integers(0, 63), min_size=32, max_size=32))]
+    else:
+        sources = [offset] * 32
+    if draw(st.integers(0, 7)) == 0:
+        sources[draw(st.integers(0, 31))] = -1
+    return "cp_async", 16, 0, address, draw(st.sampled_from(["bypass", "bypass_zfill", ""])), sources
+
+
+def test_engine_matches_reference_for_copies_from_their_sources():
+    """sm_90's ``source_passes = "lines"``: engine == reference with the sources, mixed with other accesses
+    (which keep their rules) and repeated at bank-row shifts (the memo must not merge copies whose sources
+    differ)."""
+    rules = SM90
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @given(st.lists(st.one_of(copy_with_sources(rules), execution_with_op(rules)), min_size=1, max_size=10),
+           st.lists(st.integers(0, 64), min_size=1, max_size=3))
+    def check(rows, shifts):
+        rows = [row[:3] + ([a if a == -1 else a + s * 128 for a in row[3]],) + row[4:] for s in shifts for row in rows]
+        expected = [execution_cost(rules, *row) for row in rows]
+        assert costs(rules, rows) == [(c.wavefronts, c.ideal_wavefronts, c.max_ways) for c in expected]
+
+    check()
+
+
+def test_copies_are_counted_from_their_sources_where_every_lane_is_known():
+    """The same 512 contiguous destinations: 4 from one aligned run, 16 from one line per pair of lanes
+    (hgemm), 32 from one line per lane; a lane of unknown source (or no sources): the shared-address count."""
+    run = [16 * lane for lane in LANES]
+    pairs = [8192 * (lane // 2) + 16 * (lane % 2) for lane in LANES]
+    lines = [1024 * lane for lane in LANES]
+    unknown = lines[:31] + [-1]
+    rows = [("cp_async", 16, 0, run, "bypass", sources) for sources in (run, pairs, lines, unknown)]
+    assert [w for w, _, _ in costs(SM90, rows)] == [4, 16, 32, 4]
+    assert [w for w, _, _ in costs(SM90, [row[:5] for row in rows])] == [4, 4, 4, 4]
+    # sm_80 names no source rule: the sources change nothing there
+    sm80 = load_rule_set("sm_80")
+    assert costs(sm80, rows) == costs(sm80, [row[:5] for row in rows])
 
 
 @pytest.mark.parametrize("name", builtin_names())

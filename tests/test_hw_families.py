@@ -46,14 +46,6 @@ pytestmark = pytest.mark.skipif(tools.locate("nvdisasm") is None,
 UNRESOLVED: dict[tuple[str, str], str] = {}
 #: Launches analysed completely whose wavefronts differ from the Source page at some pc.
 WRONG: dict[tuple[str, str], str] = {
-    ("wmma", "wmma_gemm_tf32_async"): "the C-tile copy LDGSTS.E.BYPASS.128 (pc 0x2d0, __pipeline_memcpy_async): "
-                                      "6912 wavefronts predicted (13.5 per execution from the shared addresses) "
-                                      "where Nsight counts 5376 (10.5; its ideal, 2048, is met). Nsight's count "
-                                      "depends on the global sources too: the H100 probe of these exact copies "
-                                      "(tests/data/hw/ldgsts_probe, wmma_c_j0..3: 256-byte rows into 272-byte rows) "
-                                      "counts 8, 12, 12, 10 per row pair, every launch alike, so 10.5 is "
-                                      "deterministic but not a function of the shared addresses; the result "
-                                      "carries the rule set's model note (docs/hardware.md, 'LDGSTS')",
     ("triton_tut", "tut_matmul_64x64x32"): "LDGSTS.E.BYPASS.128 A-operand copies of the second prologue stage "
                                            "(pcs 0xe70, 0xe80, ignore-src operand P2): Nsight counts 640 where "
                                            "the shared addresses give 320: it counts them from their global "
@@ -74,6 +66,11 @@ def _pairs(text: str) -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in text.split(";") if pair)
 
 
+#: Families whose kernels take their buffers as the first N pointer parameters, with no --data: analysed at
+#: --param addresses aligned as cudaMalloc's (so the copies' global sources are known; wmma: A, B, C, D).
+POINTER_PARAMS = {"wmma": 4}
+
+
 def _dims(text: str) -> tuple[int, int, int]:
     return tuple(int(v) for v in text.split("x"))
 
@@ -88,7 +85,9 @@ def analyse(family: str, launch_id: str):
     folder = FIXTURES / family
     cubin = folder / CUBINS.get(row["fixture"], row["fixture"])
     data = {key: str(folder / name) for key, name in _pairs(row["data"]).items()}
-    request = LaunchRequest(block=_dims(row["block"]), grid=_dims(row["grid"]), params=_pairs(row["params"]),
+    params = {**{str(index): str((index + 1) << 36) for index in range(POINTER_PARAMS.get(family, 0))},
+              **_pairs(row["params"])}
+    request = LaunchRequest(block=_dims(row["block"]), grid=_dims(row["grid"]), params=params,
                             dynamic_smem=int(row["dynamic_smem"]), data=data, time_limit=float("inf"))
     done, failed = run_file(cubin, [f"^{re.escape(row['kernel'])}$"], request, [load_rule_set("sm_90")])
     if failed:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from test_engine import accesses_of, execution
+from test_engine import accesses_of, copy_with_sources, execution
 from traceconf import reference
 from traceconf.engine import count_wavefronts, lane_wavefronts
 from traceconf.rules import builtin_names, load_rule_set
@@ -90,6 +90,39 @@ def check_assignment(rules, rows):
             assert lanes_here <= groups[g]
             accesses = {n: address[n] - address[n] % width + int(q) * width for n in lanes_here}
             assert one_pass(rules, kind, width, accesses), (k, accesses)
+
+
+def test_copies_from_their_sources_are_assigned_as_counted():
+    """sm_90 copies counted from their sources: the assignment gives the count, every active lane's bank
+    words once, and each wavefront's lanes one request and one (source line, destination row) group."""
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @given(st.lists(copy_with_sources(SM90), min_size=1, max_size=4))
+    def check(rows):
+        acc = accesses_of(rows)
+        served = lane_wavefronts(acc, SM90)
+        assert [a.tolist() for a in count_wavefronts(acc, SM90, memoise=False)] == \
+            [served.wavefronts.tolist(), served.ideal_wavefronts.tolist(), served.max_ways.tolist()]
+        for i, (_, _, _, address, op, sources) in enumerate(rows):
+            cost = reference.execution_cost(SM90, "cp_async", 16, 0, address, op, sources)
+            waves = served.wavefront_row == i
+            assert served.wavefront_index[waves].tolist() == list(range(cost.wavefronts))
+            if op != "bypass" or any(sources[lane] < 0 for lane, a in enumerate(address) if a != -1):
+                continue                             # counted from the shared addresses (the test below)
+            mine = served.row == i
+            assert sorted(zip(served.lane[mine].tolist(), served.word[mine].tolist())) == \
+                sorted((lane, a // 4 + w) for lane, a in enumerate(address) if a != -1 for w in range(4))
+            per_group = Counter(zip(served.wavefront_request[waves].tolist(), served.wavefront_group[waves].tolist()))
+            assert max(per_group.values(), default=0) == cost.max_ways
+            for k in range(cost.wavefronts):
+                here = mine & (served.wavefront == k)
+                lanes = set(served.lane[here].tolist())
+                record = np.flatnonzero(waves & (served.wavefront_index == k))[0]
+                assert {(int(q), int(g)) for q, g in zip(served.request[here], served.group[here])} == \
+                    {(int(served.wavefront_request[record]), int(served.wavefront_group[record]))}
+                writers = {lane for lane in lanes if address.index(address[lane]) == lane}
+                assert len({(sources[lane] // 128, address[lane] // 128) for lane in writers}) == 1
+
+    check()
 
 
 @pytest.mark.parametrize("name", builtin_names())

@@ -105,3 +105,13 @@ def test_cp_async_cg_16_placements_give_nsights_software_model():
     measured = [int(r["sass_wf_ldgsts"]) / int(r["inst_ldgsts"]) for r in rows]
     misses = {r["case"]: (m, int(w)) for r, m, w in zip(rows, measured, wavefronts) if m != w}
     assert misses == {"cp16_misaligned_row": (12, 16)}
+
+
+def test_cp_async_cg_16_from_their_sources_gives_nsights_software_model_everywhere():
+    """The same 10 rows with their global sources (the H200 kernel's lane l reads 16*l bytes in: one aligned
+    line per quarter-warp) counted by sm_90's ``source_passes`` rule: all 10, cp16_misaligned_row included."""
+    rows = [r for r in _patterns() if r["kind"] == CP_ASYNC_CG_16]
+    sources = [16 * lane for lane in range(32)]
+    wavefronts, _, _ = count_wavefronts(accesses_of([("cp_async", 16, 0, r["offsets"], "bypass", sources)
+                                                     for r in rows]), load_rule_set("sm_90"))
+    assert wavefronts.tolist() == [int(r["sass_wf_ldgsts"]) / int(r["inst_ldgsts"]) for r in rows]

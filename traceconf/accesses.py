@@ -39,10 +39,17 @@ class WarpAccesses:
     matrices: np.ndarray     # (n,) int8
     address: np.ndarray      # (n, warp_size) int64
     op: np.ndarray | None = None  # (n,) int8 codes of OPS (atomics); None: unknown for every execution
+    # (n, warp_size) int64: a copy's per-lane global source address (ACCESSES ``source``), -1 where unknown or
+    # inactive; None: unknown for every execution
+    source: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.op is None:
             self.op = np.zeros(len(self.kind), dtype=np.int8)
+
+    def sources(self) -> np.ndarray:
+        """``source``, with -1 for every lane where it is None."""
+        return np.full(self.address.shape, INACTIVE, dtype=np.int64) if self.source is None else self.source
 
     @property
     def warp_size(self) -> int:
@@ -60,17 +67,19 @@ class WarpAccesses:
     def take(self, rows: np.ndarray) -> "WarpAccesses":
         return WarpAccesses(self.kernel, self.cta[rows], self.warp[rows], self.execution[rows],
                             self.instruction[rows], self.kind[rows], self.bytes[rows],
-                            self.matrices[rows], self.address[rows], self.op[rows])
+                            self.matrices[rows], self.address[rows], self.op[rows],
+                            None if self.source is None else self.source[rows])
 
     @classmethod
     def concat(cls, parts: list["WarpAccesses"]) -> "WarpAccesses":
         if not parts:
             raise ValueError("nothing to concatenate")
         first = parts[0]
+        source = None if all(p.source is None for p in parts) else np.concatenate([p.sources() for p in parts])
         return cls(first.kernel,
                    *(np.concatenate([getattr(p, name) for p in parts])
                      for name in ("cta", "warp", "execution", "instruction", "kind", "bytes", "matrices", "address",
-                                  "op")))
+                                  "op")), source)
 
     def instruction_kinds(self) -> tuple[dict[int, str], dict[int, int]]:
         """(kind, bytes per lane) of each instruction that executed, from its first execution."""
@@ -97,6 +106,7 @@ class WarpAccesses:
                 "kind": pa.array(kinds, pa.string()),
                 "matrices": self.matrices[rows].astype(np.int8),
                 "op": pa.array(np.asarray(OPS, dtype=object)[self.op[rows]], pa.string()),
+                "source": pa.array(self.sources()[rows, lanes], pa.int64(), mask=self.sources()[rows, lanes] < 0),
             },
             schema=ACCESSES,
         )
@@ -208,6 +218,13 @@ def _pivot(kernel: str, table: pa.Table, warp_size: int | None) -> WarpAccesses:
         all_ops = codes.to_numpy(zero_copy_only=False).astype(np.int8)
         check("op", all_ops)
         op = all_ops[first]
+    source = None
+    if "source" in table.column_names and table.column("source").null_count < table.num_rows:
+        source = np.full((n, width), INACTIVE, dtype=np.int64)
+        given = np.asarray(pc.fill_null(table.column("source"), INACTIVE).to_numpy(zero_copy_only=False), np.int64)
+        if given.min() < INACTIVE:
+            raise ValueError(f"kernel {kernel!r}: a negative source address in access table")
+        source.reshape(-1)[flat] = given
     return WarpAccesses(kernel, per_execution("cta", np.int64), per_execution("warp", np.int32), ids,
                         per_execution("instruction", np.int32), kind,
-                        per_execution("bytes", np.int16), per_execution("matrices", np.int8), address, op)
+                        per_execution("bytes", np.int16), per_execution("matrices", np.int8), address, op, source)

@@ -42,7 +42,8 @@ from traceconf.grouping import factorize, group_aggregate
 from traceconf.rules import RuleSet
 from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KINDS, OPS
 
-__all__ = ["analyze", "summarize", "combine", "count_wavefronts", "lane_wavefronts", "LaneWavefronts"]
+__all__ = ["analyze", "summarize", "combine", "count_wavefronts", "lane_wavefronts", "LaneWavefronts",
+           "instructions_from_sources"]
 
 #: Sort keys per chunk; bounds the temporary arrays (~ a few tens of MB) and keeps them cache friendly.
 CHUNK_KEYS = 1 << 18
@@ -177,11 +178,21 @@ def lane_wavefronts(accesses: WarpAccesses, rules: RuleSet) -> LaneWavefronts:
     wavefronts = np.zeros(n, dtype=np.int32)
     ideal = np.zeros(n, dtype=np.int32)
     max_ways = np.zeros(n, dtype=np.int32)
-    for rows, address, groups, plan in _parts(accesses, rules):
+    sourced = _counted_from_sources(accesses, rules)
+    others = np.flatnonzero(~sourced)
+    for rows, address, groups, plan in _parts(accesses.take(others), rules):
+        rows = others[rows]
         ranks = np.zeros((plan.servings_requests, len(rows), groups.size), dtype=np.int32)
         passes = np.zeros((plan.servings_requests, len(rows), len(groups)), dtype=np.int32)
         wavefronts[rows], ideal[rows], max_ways[rows] = _count(address, groups, plan, rules, ranks, passes)
         piece, wave = _assignment(rows, address, groups, plan, rules, ranks, passes)
+        pieces.append(piece)
+        waves.append(wave)
+    if sourced.any():
+        rows = np.flatnonzero(sourced)
+        served = []
+        wavefronts[rows], ideal[rows], max_ways[rows] = _source_counts(accesses.take(rows), rules, served)
+        piece, wave = _source_assignment(rows, accesses.address[rows], served, rules)
         pieces.append(piece)
         waves.append(wave)
     if not pieces:                                   # no executions: empty columns of the right count
@@ -274,6 +285,14 @@ def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
     """
     n = len(acc)
     _check_addresses(acc)
+    sourced = _counted_from_sources(acc, rules)
+    if sourced.any():                                # copies counted from their sources; the rest as below
+        results = tuple(np.zeros(n, dtype=np.int32) for _ in range(3))
+        for rows, counts in ((sourced, _source_counts(acc.take(sourced), rules)),
+                             (~sourced, count_wavefronts(acc.take(~sourced), rules, memoise))):
+            for result, count in zip(results, counts):
+                result[rows] = count
+        return results
     if not memoise or n < 2:
         return _count_executions(acc, rules)
     representative = _representatives(acc, rules)
@@ -634,3 +653,104 @@ def _single_word_passes(relative: np.ndarray, active: np.ndarray, n_groups: int,
         live, word, bank, remaining = live[keep], word[keep], bank[keep], remaining[keep]
         same_word, lower_same_bank = same_word[keep], lower_same_bank[keep]
     return steps.reshape(m, n_groups)
+
+
+# ---------------------------------------------------------------------------
+# Copies counted from their global sources (``source_passes = "lines"``: docs/rules.md)
+# ---------------------------------------------------------------------------
+
+#: The measured unit of the ``lines`` rule: 16-byte copies (cp.async.cg, LDGSTS.BYPASS.128) from 128-byte
+#: global lines of 32-byte sectors into the rule set's bank rows; a lane's key is its source and destination
+#: chunks' XOR inside 64 bytes (the ldgsts_probe pages, docs/hardware.md).
+SOURCE_CHUNK, SOURCE_LINE, SOURCE_KEY_SPAN = 16, 128, 64
+
+
+def instructions_from_sources(accesses: WarpAccesses | pa.Table, rules: RuleSet) -> set[int]:
+    """The instructions every execution of which ``rules`` count from their global sources."""
+    if isinstance(accesses, pa.Table):
+        if "source" not in accesses.column_names:
+            return set()
+        return set().union(*(instructions_from_sources(part, rules)
+                             for part in from_table(accesses, warp_size=rules.warp_size)))
+    counted = _counted_from_sources(accesses, rules)
+    return set(np.unique(accesses.instruction[counted]).tolist()) - \
+        set(np.unique(accesses.instruction[~counted]).tolist())
+
+
+def _counted_from_sources(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
+    """Per execution: is it a 16-byte copy whose operation the rule set counts from its sources, with the
+    source of every active lane known?"""
+    counted = np.zeros(len(acc), dtype=bool)
+    if acc.source is None:
+        return counted
+    for op, rule in rules.ops.items():
+        if rule.source_passes == "lines":
+            counted |= (acc.op == OPS.index(op)) & (acc.bytes == SOURCE_CHUNK)
+    active = acc.address != INACTIVE
+    return counted & ~(active & (acc.source < 0)).any(axis=1) & active.any(axis=1)
+
+
+def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None):
+    """(wavefronts, ideal, max_ways) of copies by the ``lines`` rule: drop lanes whose destination repeats a
+    lower lane's; the k-th lane to read a source chunk goes to request k; per request, lanes group by (source
+    line, destination bank row); a lane is paired when a lane of its request reads the other half of its
+    source sector into the other half of its destination sector; a group costs its distinct (chunk XOR inside
+    64 bytes, paired) keys.  Ideal: the wavefronts the active lanes' bytes fill (at most those taken).
+
+    ``served``, when given (:func:`lane_wavefronts`), receives per chunk of executions (first row, request,
+    group, wavefront) per lane, -1 for inactive lanes: groups numbered by their lowest lane, wavefronts group
+    by group, a group's keys in the order of their lowest lanes; a dropped lane shares its writer's."""
+    wavefronts, ideal, max_ways = (np.zeros(len(acc), dtype=np.int32) for _ in range(3))
+    lanes = np.arange(acc.warp_size)
+    lower = lanes[None, :] < lanes[:, None]                      # [lane, other]: other < lane
+    for start in range(0, len(acc), MEMO_CHUNK_ROWS):
+        rows = slice(start, start + MEMO_CHUNK_ROWS)
+        destination, source = acc.address[rows], acc.source[rows]
+        active = destination != INACTIVE
+
+        def same(values: np.ndarray) -> np.ndarray:              # [execution, lane, other]
+            return values[:, :, None] == values[:, None, :]
+
+        kept = active & ~(same(destination) & lower & active[:, None, :]).any(axis=2)
+        chunk, place = source // SOURCE_CHUNK, destination // SOURCE_CHUNK
+        request = (same(chunk) & lower & kept[:, None, :]).sum(axis=2)
+        partner = ((chunk[:, None, :] == (chunk ^ 1)[:, :, None]) & (place[:, None, :] == (place ^ 1)[:, :, None])
+                   & same(request) & kept[:, None, :])
+        key = ((source ^ destination) % SOURCE_KEY_SPAN) // SOURCE_CHUNK * 2 + partner.any(axis=2)
+        group = same(request) & same(source // SOURCE_LINE) & same(destination // rules.row_bytes)
+        group &= kept[:, None, :] & kept[:, :, None]
+        first = kept & ~(group & same(key) & lower).any(axis=2)       # the first lane of each (group, key)
+        wavefronts[rows] = first.sum(axis=1)
+        max_ways[rows] = np.where(kept, (group & first[:, None, :]).sum(axis=2), 0).max(axis=1)
+        filled = -(-active.sum(axis=1) * SOURCE_CHUNK // (rules.banks * rules.bank_bytes))
+        ideal[rows] = np.minimum(filled, wavefronts[rows])
+        if served is not None:
+            leader = np.argmax(group, axis=2)                           # the lowest lane of a kept lane's group
+            key_first = np.argmax(group & same(key), axis=2)
+            leads = kept & (leader == lanes)
+            group_index = (leads[:, None, :] & (lanes[None, None, :] < leader[:, :, None])).sum(axis=2)
+            earlier = ((leader[:, None, :] < leader[:, :, None]) | (same(leader) & (lanes <= key_first[:, :, None])))
+            wave = (first[:, None, :] & earlier).sum(axis=2) - 1
+            writer = np.argmax(same(destination) & active[:, None, :], axis=2)
+            pick = [np.take_along_axis(values, writer, axis=1) for values in (request, group_index, wave)]
+            served.append((start, *(np.where(active, values, -1) for values in pick)))
+    return wavefronts, ideal, max_ways
+
+
+def _source_assignment(rows: np.ndarray, address: np.ndarray, served: list, rules: RuleSet):
+    """(pieces, wavefronts) of copies counted from their sources (``rows``, their destinations ``address``), as
+    :func:`_assignment` gives them, from :func:`_source_counts`'s per-lane (request, group, wavefront)."""
+    request, group, wave = (np.concatenate([chunk[k] for chunk in served]) for k in (1, 2, 3))
+    i, lane = np.nonzero(wave >= 0)
+    words = SOURCE_CHUNK // rules.bank_bytes
+    word = (address[i, lane] // rules.bank_bytes)[:, None] + np.arange(words)
+    piece = tuple(np.repeat(column, words) for column in (rows[i], lane, request[i, lane], group[i, lane],
+                                                          wave[i, lane])) + (word.ravel(),)
+    piece = piece + (piece[5] % rules.banks,)
+    # one entry per (execution, wavefront): its request and group, its pass inside the group (a group's
+    # wavefronts are consecutive)
+    _, first = np.unique(i * address.shape[1] + wave[i, lane], return_index=True)
+    e, index, g = i[first], wave[i, lane][first], group[i, lane][first]
+    starts = np.r_[True, (e[1:] != e[:-1]) | (g[1:] != g[:-1])]
+    pass_ = index - index[starts][np.cumsum(starts) - 1]
+    return piece, (rows[e], index, request[i, lane][first], g, pass_, np.zeros(len(e), dtype=bool))

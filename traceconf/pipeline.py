@@ -289,10 +289,26 @@ def count_devices(accesses, rule_sets: list, gaps: dict[str, str], scale: int = 
                 gaps[rules.name] = without_kernel(error.message, accesses.kernel)
                 continue
             if model_notes is not None:
-                for code, note in rules.model_notes().items():
-                    noted = _instructions_with_op(accesses, code)
-                    if noted:
-                        model_notes.setdefault(rules.name, {}).update(dict.fromkeys(noted, note))
+                notes = _model_notes(accesses, rules)
+                if notes:
+                    model_notes.setdefault(rules.name, {}).update(notes)
+    return out
+
+
+def _model_notes(accesses, rules) -> dict[int, str]:
+    """Instruction -> its note under ``rules``: the ``model_note`` of an operation it executed; for an
+    instruction every execution of which was counted from its global sources, the ``source_model_note``
+    (none where that is empty)."""
+    from traceconf.engine import instructions_from_sources
+
+    notes, source_notes = rules.model_notes(), rules.source_model_notes()
+    from_sources = instructions_from_sources(accesses, rules) if source_notes else set()
+    out = {}
+    for code in notes.keys() | source_notes.keys():
+        for instruction in _instructions_with_op(accesses, code):
+            note = source_notes[code] if instruction in from_sources else notes.get(code, "")
+            if note:
+                out[instruction] = note
     return out
 
 

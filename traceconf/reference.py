@@ -30,13 +30,16 @@ class ExecutionCost:
 
 
 def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addresses: list[int],
-                   op: str = "") -> ExecutionCost:
+                   op: str = "", sources: list[int] | None = None) -> ExecutionCost:
     """Cost of one warp-level execution; ``addresses[lane]`` is a byte address or -1 (inactive); ``op``
     the operation of an ``atom`` or ``cp_async`` (its merging, passes and servings may differ:
-    ``[atomic_ops]``, ``[copy_ops]``)."""
+    ``[atomic_ops]``, ``[copy_ops]``); ``sources[lane]`` a copy's global source address or -1 (unknown)."""
     data = rules.data
     lane_address = {lane: a for lane, a in enumerate(addresses) if a != -1}
     op_rule = data.get(_OP_TABLE_OF_KIND.get(kind, ""), {}).get(op, {}) if op else {}
+    if (op_rule.get("source_passes") == "lines" and nbytes == 16 and lane_address and sources is not None
+            and all(sources[lane] >= 0 for lane in lane_address)):
+        return _from_sources(data, lane_address, sources)
 
     # Accesses wider than split_bytes are separate requests of split_bytes each (CC 1.x: 32-bit requests).
     width = min(nbytes, data.get("split_bytes", 16))
@@ -96,6 +99,28 @@ def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addres
                 ideal += groups_active
     repeat = op_rule.get("passes", 1)
     return ExecutionCost(wavefronts * repeat, ideal * repeat, max_ways)
+
+
+def _from_sources(data: dict, lane_address: dict[int, int], sources: list[int]) -> ExecutionCost:
+    """docs/rules.md "Copies from their sources" (16-byte copies, ``source_passes = "lines"``), lane by lane."""
+    written: set[int] = set()
+    readers: dict[int, int] = {}                 # source chunk -> lanes that read it so far
+    lanes = {}                                   # kept lane -> (request, source chunk, destination chunk)
+    for lane in sorted(lane_address):
+        if lane_address[lane] in written:        # a destination a lower lane writes: dropped
+            continue
+        written.add(lane_address[lane])
+        chunk = sources[lane] // 16
+        lanes[lane] = (readers.get(chunk, 0), chunk, lane_address[lane] // 16)
+        readers[chunk] = readers.get(chunk, 0) + 1
+    groups: dict[tuple, set] = {}
+    for lane, (request, chunk, place) in lanes.items():
+        paired = (request, chunk ^ 1, place ^ 1) in lanes.values()
+        group = (request, sources[lane] // 128, lane_address[lane] // data["row_bytes"])
+        groups.setdefault(group, set()).add(((chunk ^ place) % 4, paired))
+    wavefronts = sum(len(keys) for keys in groups.values())
+    ideal = min(wavefronts, -(-len(lane_address) * 16 // (data["banks"] * data["bank_bytes"])))
+    return ExecutionCost(wavefronts, ideal, max(len(keys) for keys in groups.values()))
 
 
 def _lane_group_entry(data: dict, kind: str, width: int) -> dict:

@@ -137,10 +137,13 @@ ACCESSES = pa.schema(
         _f("op", pa.string(), "atomics: the operation as executed (add, popc_inc, inc, dec, cas, exch, min, max, "
            "and, or, xor, cas_spin: ATOMS.CAST.SPIN, every lane that executes it); cp_async: bypass (cp.async.cg, LDGSTS.BYPASS), bypass_zfill (with a src-size "
            "operand, LDGSTS.BYPASS.ZFILL); null or empty otherwise or when unknown (optional column)"),
+        _f("source", pa.int64(), "cp_async: the lane's global source byte address (cp.async's source, LDGSTS's "
+           "global operand); null otherwise or when unknown (optional column; a rule set may count a copy "
+           "from its sources: docs/rules.md)"),
     ]
 )
 #: ACCESSES columns a reader may leave out.
-OPTIONAL_ACCESS_COLUMNS = ("op",)
+OPTIONAL_ACCESS_COLUMNS = ("op", "source")
 
 #: What the canonical table may also say of each access's instruction (``traceconf convert`` writes them from
 #: the trace's instruction descriptions; the canonical reader gives them back, so a re-analysis shows

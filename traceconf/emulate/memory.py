@@ -102,7 +102,7 @@ def _recorder(slot: Slot, kind: str, size: int, matrices: int = 0, op: str | Non
     op_code = OP_CODES[op] if op else 0
     row_lanes = 8 * matrices              # ldmatrix/stmatrix: lanes 0..8m-1 give the row addresses
 
-    def record(m, lanes, offsets, bits):
+    def record(m, lanes, offsets, bits, sources=None):
         if lanes is None:
             return
         if row_lanes:
@@ -112,7 +112,21 @@ def _recorder(slot: Slot, kind: str, size: int, matrices: int = 0, op: str | Non
         lanes = m.known_lanes(slot, lanes, bits, "address")
         if lanes is None:
             return
-        m.record_access(slot, kind_code, size, matrices, offsets, lanes, op_code)
+        m.record_access(slot, kind_code, size, matrices, offsets, lanes, op_code, sources)
+    return record
+
+
+def _copy_with_sources(slot: Slot, ctx: Context, kind: str, size: int):
+    """``record(m, mask)`` of a cp.async.cg without a src-size operand: the shared access with each lane's
+    global source address (operand 1), -1 where unknown (ACCESSES ``source``)."""
+    destination = _locate(slot, ctx, 0, "shared")
+    source = _locate(slot, ctx, 1, "global")
+    recorder = _recorder(slot, kind, size, 0, "bypass")
+
+    def record(m, mask):
+        lanes, offsets, _, _, bits = destination(m, mask)
+        *_, value, source_bits = source(m, mask)
+        recorder(m, lanes, offsets, bits, np.where((source_bits & taint.UNKNOWN) == 0, value.view(np.int64), -1))
     return record
 
 
@@ -563,7 +577,9 @@ def _copy(slot, ctx, row, modifiers):
     extra = operands[3:len(operands) - any("cache_hint" in m for m in modifiers)]   # without a cache-policy
     if not extra or extra[0]["kind"] != "reg":
         full = not extra or (extra[0]["kind"] == "imm" and int(extra[0]["value"]) == size)
-        return _shared_access(slot, ctx, 0, kind, size, generic=False, op="bypass" if full else "bypass_zfill")
+        if full:
+            return _copy_with_sources(slot, ctx, kind, size)
+        return _shared_access(slot, ctx, 0, kind, size, generic=False, op="bypass_zfill")
     # A register: ptxas drops the .ZFILL when every write of it gives 0 or cp-size (``mov.u32 %r, 16``,
     # Triton's ``selp.b32 %r, 16, 0, %p``), which the program tells on the first run (the machine has it).
     record = {op: _shared_access(slot, ctx, 0, kind, size, generic=False, op=op) for op in COPY_OPS}

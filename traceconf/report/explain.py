@@ -23,7 +23,7 @@ from rich.text import Text
 
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.analyses.results import MODEL_MARK
-from traceconf.engine import LaneWavefronts, analyze, lane_wavefronts
+from traceconf.engine import LaneWavefronts, analyze, instructions_from_sources, lane_wavefronts
 from traceconf.names import short_name
 from traceconf.schemas import KINDS
 
@@ -179,8 +179,11 @@ def explain_instruction(accesses: WarpAccesses, instruction: int, rules, text: s
     counts = analyze(accesses.take(rows), rules)
     row, ordinal = choose_row(accesses, rows, counts.column("wavefronts").to_numpy(), warp, ordinal)
     served = lane_wavefronts(accesses.take(np.array([row])), rules)
-    execution = replace(execution_at(accesses, row, ordinal, text, rules.name, source, code),
-                        model_note=rules.model_notes().get(int(accesses.op[row]), ""))
+    op = int(accesses.op[row])
+    # a copy counted from its global sources carries that rule's note (none where it has none)
+    from_sources = bool(instructions_from_sources(accesses.take(np.array([row])), rules))
+    note = rules.source_model_notes().get(op, "") if from_sources else rules.model_notes().get(op, "")
+    execution = replace(execution_at(accesses, row, ordinal, text, rules.name, source, code), model_note=note)
     return picture(execution, rules, served)
 
 

@@ -74,6 +74,10 @@ class LaneGroupRule:
 #: LDGSTS.BYPASS fill on sm_90: docs/rules.md); ``one``, one pass per active group (a spin CAS serves a
 #: conflict-free subset of its lanes per pass and the loop retries the others: ATOMS.CAST.SPIN on sm_90).
 GROUP_PASSES = ("banks", "placements", "one")
+#: How a copy whose lanes' global sources are known (ACCESSES ``source``) is counted instead: ``lines``, by
+#: the sources' 128-byte lines and 32-byte sectors against the destinations (LDGSTS.BYPASS on sm_90: the
+#: ldgsts_probe pages, docs/rules.md "Copies from their sources"); "" (the default): the sources are not used.
+SOURCE_PASSES = ("", "lines")
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,9 @@ class OpRule:
     # why Nsight's Source page may count this operation otherwise than these rules can (what it depends on
     # that the accesses do not hold); every result of an instruction with this operation carries it
     model_note: str = ""
+    source_passes: str = ""                # SOURCE_PASSES: the count of executions whose sources are known
+    # the note of an instruction every execution of which was counted from its sources (source_passes)
+    source_model_note: str = ""
 
     @property
     def servings(self) -> tuple[str, ...]:
@@ -201,6 +208,15 @@ class RuleSet:
         """ACCESSES ``op`` code -> the note every result of an access with that operation carries: why Nsight's
         Source page may count it otherwise (``model_note`` of ``[atomic_ops.OP]`` / ``[copy_ops.OP]``)."""
         return {OP_CODES[op]: rule.model_note for op, rule in self.ops.items() if rule.model_note}
+
+    def source_model_notes(self) -> dict[int, str]:
+        """ACCESSES ``op`` code -> the note of an instruction whose executions were all counted from their
+        global sources (``source_model_note``; absent: the rule reproduces Nsight there, no note)."""
+        return {OP_CODES[op]: rule.source_model_note for op, rule in self.ops.items() if rule.source_passes}
+
+    def source_passes(self, kind: str, op: str = "") -> str:
+        """How an access of this kind / op whose lanes' global sources are known is counted ("" : as without)."""
+        return self.op_rule(kind, op).source_passes
 
     def merges(self, kind: str, op: str = "") -> bool:
         """Do lanes of one ``kind`` access (operation ``op``) that touch the same bank word share a pass?"""
@@ -561,7 +577,8 @@ class _Validator:
         table = self.data.get(key, {})
         if not isinstance(table, dict):
             raise self.doc.error(key, f"expected tables [{key}.OP], got {table!r}")
-        allowed = ("merge_same_word", "passes", "group_passes", "plus_plain", "model_note")
+        allowed = ("merge_same_word", "passes", "group_passes", "plus_plain", "model_note", "source_passes",
+                   "source_model_note")
         rules = {}
         for op, entry in table.items():
             if op not in operations:
@@ -575,13 +592,24 @@ class _Validator:
             if group_passes not in GROUP_PASSES:
                 raise self.doc.error(key, f"{key}.{op}.group_passes: expected one of {', '.join(GROUP_PASSES)}, "
                                           f"got {group_passes!r}")
-            note = entry.get("model_note", "")
-            if not isinstance(note, str) or (note and (not note.strip() or not note.isprintable())):
-                raise self.doc.error(key, f"{key}.{op}.model_note: expected one line of text, got {note!r}")
+            source_passes = entry.get("source_passes", "")
+            if source_passes not in SOURCE_PASSES or (source_passes and key != "copy_ops"):
+                raise self.doc.error(key, f"{key}.{op}.source_passes: expected {SOURCE_PASSES[1]!r} (copy "
+                                          f"operations only), got {source_passes!r}")
+            note, source_note = (self.note_text(key, op, name, entry) for name in ("model_note", "source_model_note"))
+            if source_note and not source_passes:
+                raise self.doc.error(key, f"{key}.{op}.source_model_note: needs source_passes")
             rules[op] = OpRule(entry.get("merge_same_word"), self.integer(f"{key}.{op}.passes", 1, 8,
                                                                           entry.get("passes", 1)),
-                               group_passes, bool(entry.get("plus_plain", False)), note.strip())
+                               group_passes, bool(entry.get("plus_plain", False)), note, source_passes, source_note)
         return rules
+
+    def note_text(self, key: str, op: str, name: str, entry: dict) -> str:
+        """``model_note`` / ``source_model_note`` of ``[key.op]``: one line of text ("" when absent)."""
+        note = entry.get(name, "")
+        if not isinstance(note, str) or (note and (not note.strip() or not note.isprintable())):
+            raise self.doc.error(key, f"{key}.{op}.{name}: expected one line of text, got {note!r}")
+        return note.strip()
 
     def lane_groups(self, warp_size: int) -> tuple[LaneGroupRule, ...]:
         entries = self.data["lane_groups"]

@@ -86,6 +86,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
     contents = _contents_semantics(op, opcode, ops, address_index, ctx, write_loaded) if ctx.shared_values else None
     # the lanes of a generic access outside the shared window go to global memory (with --data)
     elsewhere = global_access(opcode, ops, address_index, ctx, slot) if generic and ctx.memory is not None else None
+    copy_sources = _copy_sources(op, opcode, ops, address_index, ctx)
     window = U64(ctx.window_high) << U64(32)
     base = U64(ctx.shared_base)
 
@@ -119,7 +120,8 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
                     offsets += int(base) * (offsets < 0)    # an irregular mask np.where branches on)
                 if contents:                # it writes its destinations itself (the others' are loaded values)
                     lanes = contents(m, mask, lanes, offsets, bits)
-                m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes, op_code)
+                m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes, op_code,
+                                copy_sources and copy_sources(m, lanes))
                 if contents:
                     return
             elif contents and op.kind != "ld":          # it may have written any byte of its CTA
@@ -127,6 +129,24 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
         if write_loaded:
             write_loaded(m, mask)
     return run
+
+
+def _copy_sources(op, opcode: str, ops: list[Operand], address_index: int, ctx: SassContext):
+    """``sources(m, lanes)`` of an ``LDGSTS``: each lane's global source address (its second address operand),
+    -1 where unknown (ACCESSES ``source``); None for other accesses and for a copy with an ignore-src predicate
+    operand (``LDGSTS ..., P0``), whose count Nsight does not take from the sources (docs/hardware.md)."""
+    if op.kind != "cp_async" or any(o.kind == "pred" for o in ops[address_index + 1:]):
+        return None
+    source = next((o for o in ops[address_index + 1:] if o.kind == "address"), None)
+    if source is None:
+        return None
+    read = global_address_reader(source, ctx, "E" in opcode.split(".")[1:])
+
+    def sources(m, lanes):
+        value, bits = read(m)
+        known = lanes & ((m.spread(bits) & taint.UNKNOWN) == 0)
+        return np.where(known, m.full(value).view(np.int64), -1)
+    return sources
 
 
 def _space_unknown(m, slot, lanes: np.ndarray, bits: np.ndarray) -> None:
