@@ -10,7 +10,8 @@
 //   gofs[32]  sofs[32]  reads[32]  sizes[32]
 //
 // reads[t] bit v: variant v's predicate input of lane t (ldgsts_ignore_src.py sets it from whether the lane
-// reads and the variant's polarity); each variant tests its own bit so ptxas cannot share one predicate.  sizes[t]: the src-size register of the `.ZFILL` variant.
+// reads and the variant's polarity); each variant tests its own bit so ptxas cannot share one predicate.
+// sizes[t]: the src-size register of the `.ZFILL` variant.
 // Every launch prints "LAUNCH name rep" (the order of the exported pages).
 
 #include <cstdio>

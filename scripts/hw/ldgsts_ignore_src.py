@@ -4,6 +4,7 @@
     python3 scripts/hw/ldgsts_ignore_src.py configs OUT.txt         # the driver's input
     python3 scripts/hw/ldgsts_ignore_src.py manifest SUMMARY OUT.csv  # the summary's rows with each copy's form
     python3 scripts/hw/ldgsts_ignore_src.py trim PAGES OUT            # pages cut to the rows the tests read
+    python3 scripts/hw/ldgsts_ignore_src.py fit MANIFEST              # rows the fitted count equals, per variant
 
 Every configuration is one global/shared pattern of the LDGSTS.BYPASS probes (ldgsts_probe.py) times one
 choice of the lanes that read (the others zero-fill), for every variant of the kernel at once; the `.ZFILL`
@@ -19,6 +20,7 @@ from pathlib import Path
 
 REPS = 3
 CHUNK = 16
+LINE = 128
 LANES = range(32)
 
 #: Variant -> (SASS form as compiled by nvcc 13.0 for sm_90, the bit it tests, whether a set bit means the lane
@@ -99,6 +101,48 @@ def manifest(summary: Path, out: Path) -> None:
                                  if zfill else ("16/0" if variant else "guard")))
 
 
+def lanes_reading(variant: int, lanes: str) -> list[bool]:
+    """Which lanes of a variant really read (the `.ZFILL` ones: src-size above 0; v10: all)."""
+    if variant == 10:
+        return [True] * 32
+    if variant == 5:
+        return [size > 0 for size in (SIZES[lanes] if lanes in SIZES else [16 * r for r in READS[lanes]])]
+    return READS.get(lanes, READS["all"])
+
+
+def fitted(pattern: str, reads: list[bool], fill: bool) -> tuple[int, int]:
+    """docs/hardware.md "LDGSTS ignore-src probes": (wavefronts, ideal) of a copy whose lanes ``reads`` read.
+    No lane reads: the shared-address count (4 at these patterns).  Otherwise the sources rule of the guarded
+    form (docs/rules.md "Copies from their sources") over the reading lanes, and with a fill pass (a lane
+    zero-fills, or `.ZFILL`) per quarter-warp its contiguous source runs among its reading lanes, or 1."""
+    from traceconf.reference import _from_sources  # the rule sm_90 applies to the guarded form
+
+    gofs, sofs = patterns()[pattern]
+    reading = [l for l in LANES if reads[l]]
+    if not reading:
+        return 4, 4
+    cost = _from_sources(dict(row_bytes=LINE, banks=32, bank_bytes=4), {l: sofs[l] for l in reading}, gofs)
+    if not fill:
+        return cost.wavefronts, cost.ideal_wavefronts
+    runs = sum(len({gofs[l] - CHUNK * l for l in range(8 * q, 8 * q + 8) if reads[l]}) or 1 for q in range(4))
+    return cost.wavefronts + runs, -(-len(reading) // 8) + 4
+
+
+def fit(manifest_path: Path) -> dict[tuple[int, bool], int]:
+    """Rows per (variant, whether the fitted count equals the page's); the P0 variants 0 and 8 left out."""
+    counts: dict[tuple[int, bool], int] = {}
+    for row in csv.DictReader(open(manifest_path, newline="")):
+        variant = int(row["variant"])
+        if variant in (0, 8):
+            continue
+        lanes = row["config"].partition("__")[2]
+        reads = lanes_reading(variant, lanes)
+        model = fitted(row["pattern"], reads, variant in (5, 10) or not all(reads))
+        key = (variant, model == (int(row["wavefronts"]), int(row["ideal"])))
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def trim(pages: Path, out: Path) -> None:
     """Each page cut to its kernel line, header, first instruction (the base address) and shared-memory rows."""
     out.mkdir(parents=True, exist_ok=True)
@@ -118,6 +162,9 @@ if __name__ == "__main__":
                 f.write(f"{name} {REPS}\n{' '.join(map(str, tables))}\n")
     elif sys.argv[1:2] == ["manifest"]:
         manifest(Path(sys.argv[2]), Path(sys.argv[3]))
+    elif sys.argv[1:2] == ["fit"]:
+        for (variant, equal), rows in sorted(fit(Path(sys.argv[2])).items()):
+            print(f"v{variant} {'equal' if equal else 'differ'}: {rows}")
     elif sys.argv[1:2] == ["trim"]:
         trim(Path(sys.argv[2]), Path(sys.argv[3]))
     else:
