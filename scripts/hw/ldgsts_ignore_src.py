@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Configurations of the LDGSTS ignore-src probes (ldgsts_ignore_src.cu) and their manifest.
+
+    python3 scripts/hw/ldgsts_ignore_src.py configs OUT.txt         # the driver's input
+    python3 scripts/hw/ldgsts_ignore_src.py manifest SUMMARY OUT.csv  # the summary's rows with each copy's form
+    python3 scripts/hw/ldgsts_ignore_src.py trim PAGES OUT            # pages cut to the rows the tests read
+    python3 scripts/hw/ldgsts_ignore_src.py fit MANIFEST              # rows the fitted count equals, per variant
+
+Every configuration is one global/shared pattern of the LDGSTS.BYPASS probes (ldgsts_probe.py) times one
+choice of the lanes that read (the others zero-fill), for every variant of the kernel at once; the `.ZFILL`
+variant's src-size register is 16 where the lane reads and 0 where not, except in the ``sizes_*`` sets
+(every lane reads in the other variants).  The pages are exported and summarised by ldgsts_probe.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+REPS = 3
+CHUNK = 16
+LINE = 128
+LANES = range(32)
+
+#: Variant -> (SASS form as compiled by nvcc 13.0 for sm_90, the bit it tests, whether a set bit means the lane
+#: reads).  Each variant's destination is 4096 B past the previous one's, which names its pc in the SASS.
+VARIANTS = {
+    0: ("@P0 LDGSTS.E.BYPASS.128 (guard)", 0, True),
+    1: ("LDGSTS.E.BYPASS.128 ..., P1 (selp 16, 0)", 1, True),
+    2: ("LDGSTS.E.BYPASS.128 ..., !P2 (selp 16, 0 on the complement)", 2, False),
+    3: ("LDGSTS.E.BYPASS.128 ..., P3 (ignore-src operand)", 3, True),
+    4: ("LDGSTS.E.BYPASS.128 ..., !P4 (ignore-src operand)", 4, False),
+    5: ("LDGSTS.E.BYPASS.128.ZFILL ..., P3 (src-size register)", None, True),
+    6: ("LDGSTS.E.BYPASS.128 ..., P6 (ignore-src, three live)", 6, True),
+    7: ("LDGSTS.E.BYPASS.128 ..., !P5 (ignore-src, three live)", 7, False),
+    8: ("LDGSTS.E.BYPASS.128 ..., P0 (ignore-src, three live)", 8, True),
+    9: ("@P1 LDGSTS.E.BYPASS.128 ..., P2 (guard on + selp 16, 0)", 10, True),
+    10: ("LDGSTS.E.BYPASS.128.ZFILL [...], [R.64+0x8] (src-size 8 immediate)", None, True),
+}
+GUARD_BIT = 9  # v9's guard: on in every lane
+
+
+def patterns() -> dict[str, tuple[list[int], list[int]]]:
+    """(global offsets, shared offsets) per lane, as the ldgsts_probe configurations of the same names."""
+    contiguous = [CHUNK * l for l in LANES]
+    swizzled = [CHUNK * (8 * (l // 8) + ((l % 8) ^ (l // 8))) for l in LANES]
+    return {
+        "base": (contiguous, contiguous),
+        "triton_a_h0": ([512 * (l // 4) + CHUNK * (l % 4) for l in LANES], swizzled),
+        "triton_a_h1": ([512 * (l // 4) + 64 + CHUNK * (l % 4) for l in LANES], swizzled),
+        "hgemm_k0": ([8192 * (l // 2) + CHUNK * (l % 2) for l in LANES], contiguous),
+        "src_rot1": ([CHUNK * (l + 1) for l in LANES], contiguous),
+    }
+
+
+#: Lanes that read, per set; the others zero-fill.
+READS = {
+    "all": [True] * 32,
+    "none": [False] * 32,
+    "even": [l % 2 == 0 for l in LANES],
+    "low16": [l < 16 for l in LANES],
+    "first8": [l < 8 for l in LANES],
+    "notlane0": [l > 0 for l in LANES],
+}
+#: src-size register of the .ZFILL variant per lane, every lane reading in the others.
+SIZES = {"sizes_mixed": [(16, 12, 8, 4, 0)[l % 5] for l in LANES], "sizes_8": [8] * 32}
+
+
+def flags(reads: list[bool]) -> list[int]:
+    return [sum(1 << bit for bit, means_read in ((b, m) for _, b, m in VARIANTS.values() if b is not None)
+                if read == means_read) | 1 << GUARD_BIT for read in reads]
+
+
+def configs() -> list[tuple[str, list[int]]]:
+    out = []
+    for pattern, (gofs, sofs) in patterns().items():
+        for name, reads in READS.items():
+            out.append((f"{pattern}__{name}", gofs + sofs + flags(reads) + [16 if r else 0 for r in reads]))
+        for name, sizes in SIZES.items():
+            out.append((f"{pattern}__{name}", gofs + sofs + flags(READS["all"]) + sizes))
+    return out
+
+
+def manifest(summary: Path, out: Path) -> None:
+    """The summary's rows (one per launch and LDGSTS pc) with the variant, its form and each lane's choice."""
+    rows = list(csv.DictReader(open(summary, newline="")))
+    fields = ["variant", "form", "pattern", "lanes_read", "src_size"] + list(rows[0])
+    with open(out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fields)
+        writer.writeheader()
+        for row in rows:
+            pattern, _, lanes = row["config"].partition("__")
+            shared = row["source"].rsplit("[", 1)[1].split("]")[0]  # Nsight's order: `desc[..][R4.64], P3, [R7+0x5000]`
+            variant = int(shared.split("+")[1], 16) // 4096 if "+" in shared else 0
+            zfill = VARIANTS[variant][1] is None
+            sizes = (SIZES[lanes] if lanes in SIZES else [16 if r else 0 for r in READS[lanes]]) if zfill else []
+            writer.writerow(dict(row, variant=variant, form=VARIANTS[variant][0], pattern=pattern,
+                                 lanes_read=lanes if lanes in READS else "all",
+                                 src_size=("8 (immediate)" if variant == 10 else " ".join(map(str, sizes)))
+                                 if zfill else ("16/0" if variant else "guard")))
+
+
+def lanes_reading(variant: int, lanes: str) -> list[bool]:
+    """Which lanes of a variant really read (the `.ZFILL` ones: src-size above 0; v10: all)."""
+    if variant == 10:
+        return [True] * 32
+    if variant == 5:
+        return [size > 0 for size in (SIZES[lanes] if lanes in SIZES else [16 * r for r in READS[lanes]])]
+    return READS.get(lanes, READS["all"])
+
+
+def fitted(pattern: str, reads: list[bool], fill: bool) -> tuple[int, int]:
+    """docs/hardware.md "LDGSTS ignore-src probes": (wavefronts, ideal) of a copy whose lanes ``reads`` read.
+    No lane reads: the shared-address count (4 at these patterns).  Otherwise the sources rule of the guarded
+    form (docs/rules.md "Copies from their sources") over the reading lanes, and with a fill pass (a lane
+    zero-fills, or `.ZFILL`) per quarter-warp its contiguous source runs among its reading lanes, or 1."""
+    from traceconf.reference import _from_sources  # the rule sm_90 applies to the guarded form
+
+    gofs, sofs = patterns()[pattern]
+    reading = [l for l in LANES if reads[l]]
+    if not reading:
+        return 4, 4
+    cost = _from_sources(dict(row_bytes=LINE, banks=32, bank_bytes=4), {l: sofs[l] for l in reading}, gofs)
+    if not fill:
+        return cost.wavefronts, cost.ideal_wavefronts
+    runs = sum(len({gofs[l] - CHUNK * l for l in range(8 * q, 8 * q + 8) if reads[l]}) or 1 for q in range(4))
+    return cost.wavefronts + runs, -(-len(reading) // 8) + 4
+
+
+def fit(manifest_path: Path) -> dict[tuple[int, bool], int]:
+    """Rows per (variant, whether the fitted count equals the page's); the P0 variants 0 and 8 left out."""
+    counts: dict[tuple[int, bool], int] = {}
+    for row in csv.DictReader(open(manifest_path, newline="")):
+        variant = int(row["variant"])
+        if variant in (0, 8):
+            continue
+        lanes = row["config"].partition("__")[2]
+        reads = lanes_reading(variant, lanes)
+        model = fitted(row["pattern"], reads, variant in (5, 10) or not all(reads))
+        key = (variant, model == (int(row["wavefronts"]), int(row["ideal"])))
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def trim(pages: Path, out: Path) -> None:
+    """Each page cut to its kernel line, header, first instruction (the base address) and shared-memory rows."""
+    out.mkdir(parents=True, exist_ok=True)
+    for page in sorted(pages.glob("*.csv")):
+        rows = list(csv.reader(open(page, newline="")))
+        start = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
+        kept = rows[:start + 2] + [r for r in rows[start + 2:] if len(r) > 1 and any(
+            op in r[1] for op in ("LDGSTS", "LDS", "STS"))]
+        with open(out / page.name, "w", newline="") as f:
+            csv.writer(f, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(kept)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["configs"]:
+        with open(sys.argv[2], "w") as f:
+            for name, tables in configs():
+                f.write(f"{name} {REPS}\n{' '.join(map(str, tables))}\n")
+    elif sys.argv[1:2] == ["manifest"]:
+        manifest(Path(sys.argv[2]), Path(sys.argv[3]))
+    elif sys.argv[1:2] == ["fit"]:
+        for (variant, equal), rows in sorted(fit(Path(sys.argv[2])).items()):
+            print(f"v{variant} {'equal' if equal else 'differ'}: {rows}")
+    elif sys.argv[1:2] == ["trim"]:
+        trim(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        sys.exit(__doc__)
