@@ -179,8 +179,11 @@ def test_the_sass_emulator_records_an_ldgsts_global_sources():
     lines = ["S2R R0, SR_TID.X", "IMAD.SHL.U32 R2, R0, 0x10, RZ", "IMAD.WIDE.U32 R4, R0, 0x10, RZ"]
     plain = run_sass(lines + ["LDGSTS.E.BYPASS.128 [R2], desc[UR6][R4.64]"]).accesses
     assert plain.source[0].tolist() == [16 * lane for lane in range(32)]
-    ignore_src = run_sass(lines + ["LDGSTS.E.BYPASS.128 [R2], desc[UR6][R4.64], P0"]).accesses
-    assert ignore_src.source is None
+    # the ignore-src operand: sources only where the lane reads as Nsight reads it (true; P0 taken as false)
+    odd = ["LOP3.LUT R6, R0, 0x1, RZ, 0xc0, !PT", "ISETP.NE.U32.AND P1, PT, R6, RZ, PT"]
+    for operand, reading in (("P0", []), ("!P0", range(32)), ("P1", range(1, 32, 2)), ("!P1", range(0, 32, 2))):
+        ignore_src = run_sass(lines + odd + [f"LDGSTS.E.BYPASS.128 [R2], desc[UR6][R4.64], {operand}"]).accesses
+        assert ignore_src.source[0].tolist() == [16 * lane if lane in reading else -1 for lane in range(32)], operand
 
 
 def test_canonical_tables_carry_the_sources():

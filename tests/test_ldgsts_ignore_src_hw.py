@@ -10,9 +10,16 @@ count as if P0 were false, and the rest follow the fitted count of ``ldgsts_igno
 from __future__ import annotations
 
 import csv
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
+
+import numpy as np
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "hw" / "ldgsts_ignore_src"
@@ -59,3 +66,71 @@ def test_the_fitted_count_equals_all_ignore_src_rows_and_all_but_one_zfill_set()
         row["pattern"], ldgsts_ignore_src.lanes_reading(5, row["config"].partition("__")[2]), True)
         != (int(row["wavefronts"]), int(row["ideal"]))}
     assert misses == {"base__sizes_mixed", "hgemm_k0__sizes_mixed"}
+
+
+# --------------------------------------------------------------------------- the tool on the probe kernel
+
+#: The ignore-src forms (variant numbers) whose predicate Nsight reads as the program set it (P1-P6), and the
+#: one on P0, which it reads as false: no lane reads, whatever the program set.
+READ_AS_SET, ON_P0 = (1, 2, 3, 4, 6, 7, 9), 8
+
+
+@lru_cache(maxsize=None)
+def cubin() -> Path:
+    """scripts/hw/ldgsts_ignore_src.cu compiled as measured (nvcc 13.0, -arch=sm_90)."""
+    folder = Path(tempfile.mkdtemp(prefix="ldgsts_ignore_src_"))
+    out = folder / "ldgsts_ignore_src.cubin"
+    subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(out), str(REPO / "scripts" / "hw" /
+                                                                        "ldgsts_ignore_src.cu")], check=True)
+    return out
+
+
+@lru_cache(maxsize=None)
+def analysed(config: str) -> dict[int, dict]:
+    """pc -> kernel-table row of the probe launched at one configuration (its tables as --data, the source
+    buffer at a --param address), as a user would."""
+    from traceconf.analyses.results import kernel_table
+    from traceconf.emulate.launch import LaunchRequest
+    from traceconf.pipeline import run_file
+    from traceconf.rules import load_rule_set
+
+    tables = dict(ldgsts_ignore_src.configs())[config]
+    path = Path(tempfile.mkdtemp(prefix="ldgsts_ignore_src_")) / "tables.npy"
+    np.save(path, np.array(tables, dtype=np.int32))
+    request = LaunchRequest(block=(32, 1, 1), grid=(1, 1, 1), params={"0": str(1 << 40)}, dynamic_smem=65536,
+                            data={"1": str(path)}, time_limit=float("inf"))
+    done, failed = run_file(cubin(), ["^ldgsts_ignore_src$"], request, [load_rule_set("sm_90")])
+    assert not failed, failed[0].line()
+    return {r["pc"]: r for r in kernel_table(done[0], "sm_90").to_pylist() if r["executions"]}
+
+
+def page(config: str) -> dict[int, tuple[int, int, int]]:
+    """variant -> (pc, wavefronts, ideal) of the configuration's first launch."""
+    return {int(r["variant"]): (int(r["pc"], 16), int(r["wavefronts"]), int(r["ideal"])) for r in ROWS
+            if r["config"] == config and r["rep"] == "0"}
+
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("config", [name for name, _ in ldgsts_ignore_src.configs()
+                                    if name.endswith(("__all", "__none"))])
+def test_the_tool_counts_the_ignore_src_copies_where_every_lane_or_none_reads(config):
+    """Every lane reading: the count from the sources; none (or the operand on P0): the shared-address one."""
+    rows, measured = analysed(config), page(config)
+    for variant in (*READ_AS_SET, ON_P0):
+        pc, wavefronts, ideal = measured[variant]
+        assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal), variant
+
+
+@needs_nvcc
+@pytest.mark.parametrize("config", [name for name, _ in ldgsts_ignore_src.configs()
+                                    if name.split("__")[1] in ("even", "low16", "first8", "notlane0")])
+def test_where_some_lanes_zero_fill_the_copies_carry_the_note_and_p0_is_exact(config):
+    """Some lanes zero-filling: the shared-address count, marked (the fill pass is not modelled); P0's exact."""
+    rows, measured = analysed(config), page(config)
+    pc, wavefronts, ideal = measured[ON_P0]
+    assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal)
+    for variant in READ_AS_SET:
+        assert rows[measured[variant][0]]["model_note"].startswith("Nsight's Source page counts"), variant

@@ -224,6 +224,14 @@ def test_the_unwritten_bits_of_that_register_stay_unknown():
     assert result.unresolved                   # rewritten since: the record no longer holds
 
 
+def test_r2p_unpacks_the_byte_its_register_operand_names():
+    """``R2P PR, R0.B1, 0x7``: P0-P2 from bits 8-10 (ptxas packs several predicates in one byte of a register;
+    the ldgsts_ignore_src probe's guard comes from bit 9)."""
+    result = _run(["S2R R0, SR_TID.X", "SHF.L.U32 R1, R0, 0x8, RZ", "R2P PR, R1.B1, 0x7", "@P1 STS [R0.X4], RZ"])
+    assert not result.unresolved
+    assert list(np.flatnonzero(result.accesses.address[0] >= 0)) == [t for t in range(32) if t & 2]
+
+
 def test_a_handler_bug_is_an_internal_error_at_the_command_line(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 

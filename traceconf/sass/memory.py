@@ -131,22 +131,47 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
     return run
 
 
+#: The predicate register Nsight Compute reads as false in an ``LDGSTS`` (as its guard or its ignore-src
+#: operand), whatever the program set it to: ``@P0 LDGSTS`` counts no lane, ``LDGSTS ..., P0`` counts as no lane
+#: reading, ``..., !P0`` as every lane reading (the ignore-src probes, docs/hardware.md).
+NSIGHT_FALSE_PREDICATE = "P0"
+
+
 def _copy_sources(op, opcode: str, ops: list[Operand], address_index: int, ctx: SassContext):
     """``sources(m, lanes)`` of an ``LDGSTS``: each lane's global source address (its second address operand),
-    -1 where unknown (ACCESSES ``source``); None for other accesses and for a copy with an ignore-src predicate
-    operand (``LDGSTS ..., P0``), whose count Nsight does not take from the sources (docs/hardware.md)."""
-    if op.kind != "cp_async" or any(o.kind == "pred" for o in ops[address_index + 1:]):
+    -1 where unknown (ACCESSES ``source``) and, with an ignore-src predicate operand (``LDGSTS ..., P1``: the
+    lane reads where it is true, Nsight taking :data:`NSIGHT_FALSE_PREDICATE` as false), where the lane does not
+    read or whether it does is unknown: Nsight counts a copy from its sources only when every lane reads
+    (docs/hardware.md, "LDGSTS ignore-src probes").  None for other accesses."""
+    if op.kind != "cp_async":
         return None
     source = next((o for o in ops[address_index + 1:] if o.kind == "address"), None)
     if source is None:
         return None
     read = global_address_reader(source, ctx, "E" in opcode.split(".")[1:])
+    reading = _lanes_reading(next((o for o in ops[address_index + 1:] if o.kind == "pred"), None), ctx)
 
     def sources(m, lanes):
         value, bits = read(m)
-        known = lanes & ((m.spread(bits) & taint.UNKNOWN) == 0)
+        known = lanes & ((m.spread(bits) & taint.UNKNOWN) == 0) & reading(m)
         return np.where(known, m.full(value).view(np.int64), -1)
     return sources
+
+
+def _lanes_reading(ignore_src: Operand | None, ctx: SassContext):
+    """``reading(m)``: per thread, does the copy read its source as Nsight counts it (known and true ignore-src
+    operand, :data:`NSIGHT_FALSE_PREDICATE` false)?"""
+    if ignore_src is None:
+        return lambda m: True
+    want = U64(0 if ignore_src.negate else 1)
+    if ignore_src.name == NSIGHT_FALSE_PREDICATE:
+        return lambda m: bool(want == 0)
+    read = reader(Operand("pred", ignore_src.name, name=ignore_src.name), ctx)
+
+    def reading(m):
+        value, bits = read(m)
+        return ((m.spread(value) & U64(1)) == want) & ((m.spread(bits) & taint.UNKNOWN) == 0)
+    return reading
 
 
 def _space_unknown(m, slot, lanes: np.ndarray, bits: np.ndarray) -> None:

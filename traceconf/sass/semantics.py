@@ -606,7 +606,10 @@ def _p2r(ops, mods, ctx):
 def _r2p(ops, mods, ctx):
     source = reader(ops[1], ctx, False)
     field_mask = ops[2].value if len(ops) > 2 and ops[2].kind == "imm" else 0x7F
-    shift = 8 * (int(mods[0][1]) if mods and mods[0].startswith("B") and mods[0][1:].isdigit() else 0)
+    # the byte comes on the register (``R2P PR, R10.B1, 0x7``: bits 8-14 of R10), or as a modifier
+    byte = ops[1].text.rpartition(".")[2] if ops[1].kind == "reg" else ""
+    byte = byte if byte.startswith("B") and byte[1:].isdigit() else mods[0] if mods else ""
+    shift = 8 * (int(byte[1]) if byte.startswith("B") and byte[1:].isdigit() else 0)
 
     def run(m, mask):
         value, bits = source(m)
