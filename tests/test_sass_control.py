@@ -152,6 +152,16 @@ def test_a_generic_access_through_an_unknown_pointer_is_flagged_never_global():
     assert any("whether it is shared memory is unknown" in entry["reason"] for entry in result.unresolved)
 
 
+def test_a_generic_access_through_a_pointer_parameter_without_a_value_is_global():
+    """A pointer parameter is the host's pointer (a shared address exists only on the device): without a value
+    it points to global memory, as the PTX level takes it, and the access is not an unresolved shared one
+    (nvcc's PTX of ../shared/corpus/cp_async.ptx stores through ``ld.param`` pointers with generic ``st``)."""
+    body = [TID, "LDC.64 R2, c[0x0][0x168]", "ST.E [R2.64], RZ", "STS [R0], RZ"]
+    result = run(body)
+    assert not result.unresolved
+    assert len(result.accesses.address) == 1          # the STS; the generic store is global
+
+
 SLOW_PATH = FIXTURE.with_name("slow_path.sm_90.ptx")
 STRIDE_PARAM = {"divide_then_store": 3, "sqrt_then_store": 2, "store_only": 3}
 

@@ -295,7 +295,7 @@ def write_global(ctx, lanes: np.ndarray, address: np.ndarray, bits: np.ndarray, 
 def forget_if_wild(ctx, lanes: np.ndarray, bits: np.ndarray) -> None:
     """A write through an address unknown for another reason than a pointer without --data may have changed
     any --data buffer: their contents become unknown."""
-    if (lanes & ((bits & (taint.UNKNOWN & ~taint.PARAMS)) != 0)).any():
+    if (lanes & ((bits & taint.WILD) != 0)).any():
         ctx.memory.forget()
 
 

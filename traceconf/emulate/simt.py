@@ -490,7 +490,7 @@ class Machine(ThreadState):
                   f"{self.findings.why(why)}: which lanes take part is unknown")
         for target in region.shared_slots:
             self.report_unresolved(target, reason)
-        extra = taint.BRANCH | (bits & taint.UNKNOWN & ~taint.PARAMS)
+        extra = taint.BRANCH | (bits & taint.WILD)
         for key in region.registers:
             value, old = self.read(key)
             self.regs[key] = value

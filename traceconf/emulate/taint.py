@@ -29,6 +29,9 @@ MAX_TRACKED_PARAMS = 64 - PARAM_FIRST_BIT
 PARAMS = np.uint64(((1 << 64) - 1) ^ ((1 << PARAM_FIRST_BIT) - 1))
 #: Bits that make a value unknown (an address or branch condition with them cannot be evaluated).
 UNKNOWN = LOADED | FLOAT | UNMODELLED | BRANCH | PARAMS
+#: Unknown for another reason than a kernel parameter without a value: an address with these may point anywhere
+#: (a pointer read back from memory may be a shared one); a parameter the host gave points to global memory.
+WILD = UNKNOWN & ~PARAMS
 #: Any dependence on the CTA index.
 CTA_ANY = CTA | CTA_DECIDED | CTA_OPAQUE
 ZERO = np.uint64(0)

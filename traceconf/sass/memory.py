@@ -100,7 +100,8 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
         outside = None
         if generic:
             inside = (bits & taint.SHARED_WINDOW) != 0
-            _space_unknown(m, slot, lanes & ~inside & ((bits & taint.UNKNOWN) != 0), bits)
+            # a pointer parameter without a value is the host's pointer: global, like the PTX level takes it
+            _space_unknown(m, slot, lanes & ~inside & ((bits & taint.WILD) != 0), bits)
             outside = lanes & ~inside
             lanes = lanes & inside
             value = value - window
