@@ -42,6 +42,9 @@ class WarpAccesses:
     # (n, warp_size) int64: a copy's per-lane global source address (ACCESSES ``source``), -1 where unknown or
     # inactive; None: unknown for every execution
     source: np.ndarray | None = None
+    # (n, warp_size) int16: the bytes a copy's lane copies from its source (ACCESSES ``src_size``; 0: it zero-fills),
+    # -1 where the copy has no src-size operand or it is unknown, or the lane is inactive; None: -1 everywhere
+    src_size: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.op is None:
@@ -50,6 +53,10 @@ class WarpAccesses:
     def sources(self) -> np.ndarray:
         """``source``, with -1 for every lane where it is None."""
         return np.full(self.address.shape, INACTIVE, dtype=np.int64) if self.source is None else self.source
+
+    def src_sizes(self) -> np.ndarray:
+        """``src_size``, with -1 for every lane where it is None."""
+        return np.full(self.address.shape, INACTIVE, dtype=np.int16) if self.src_size is None else self.src_size
 
     @property
     def warp_size(self) -> int:
@@ -68,7 +75,8 @@ class WarpAccesses:
         return WarpAccesses(self.kernel, self.cta[rows], self.warp[rows], self.execution[rows],
                             self.instruction[rows], self.kind[rows], self.bytes[rows],
                             self.matrices[rows], self.address[rows], self.op[rows],
-                            None if self.source is None else self.source[rows])
+                            None if self.source is None else self.source[rows],
+                            None if self.src_size is None else self.src_size[rows])
 
     @classmethod
     def concat(cls, parts: list["WarpAccesses"]) -> "WarpAccesses":
@@ -76,10 +84,11 @@ class WarpAccesses:
             raise ValueError("nothing to concatenate")
         first = parts[0]
         source = None if all(p.source is None for p in parts) else np.concatenate([p.sources() for p in parts])
+        src_size = None if all(p.src_size is None for p in parts) else np.concatenate([p.src_sizes() for p in parts])
         return cls(first.kernel,
                    *(np.concatenate([getattr(p, name) for p in parts])
                      for name in ("cta", "warp", "execution", "instruction", "kind", "bytes", "matrices", "address",
-                                  "op")), source)
+                                  "op")), source, src_size)
 
     def instruction_kinds(self) -> tuple[dict[int, str], dict[int, int]]:
         """(kind, bytes per lane) of each instruction that executed, from its first execution."""
@@ -107,6 +116,7 @@ class WarpAccesses:
                 "matrices": self.matrices[rows].astype(np.int8),
                 "op": pa.array(np.asarray(OPS, dtype=object)[self.op[rows]], pa.string()),
                 "source": pa.array(self.sources()[rows, lanes], pa.int64(), mask=self.sources()[rows, lanes] < 0),
+                "src_size": pa.array(self.src_sizes()[rows, lanes], pa.int16(), mask=self.src_sizes()[rows, lanes] < 0),
             },
             schema=ACCESSES,
         )
@@ -218,13 +228,18 @@ def _pivot(kernel: str, table: pa.Table, warp_size: int | None) -> WarpAccesses:
         all_ops = codes.to_numpy(zero_copy_only=False).astype(np.int8)
         check("op", all_ops)
         op = all_ops[first]
-    source = None
-    if "source" in table.column_names and table.column("source").null_count < table.num_rows:
-        source = np.full((n, width), INACTIVE, dtype=np.int64)
-        given = np.asarray(pc.fill_null(table.column("source"), INACTIVE).to_numpy(zero_copy_only=False), np.int64)
+
+    def per_lane(name: str, what: str, dtype) -> np.ndarray | None:
+        """An optional per-lane column as (executions, lanes), -1 where null; None where absent or all null."""
+        if name not in table.column_names or table.column(name).null_count == table.num_rows:
+            return None
+        dense = np.full((n, width), INACTIVE, dtype=dtype)
+        given = np.asarray(pc.fill_null(table.column(name), INACTIVE).to_numpy(zero_copy_only=False), dtype)
         if given.min() < INACTIVE:
-            raise ValueError(f"kernel {kernel!r}: a negative source address in access table")
-        source.reshape(-1)[flat] = given
+            raise ValueError(f"kernel {kernel!r}: a negative {what} in access table")
+        dense.reshape(-1)[flat] = given
+        return dense
     return WarpAccesses(kernel, per_execution("cta", np.int64), per_execution("warp", np.int32), ids,
                         per_execution("instruction", np.int32), kind,
-                        per_execution("bytes", np.int16), per_execution("matrices", np.int8), address, op, source)
+                        per_execution("bytes", np.int16), per_execution("matrices", np.int8), address, op,
+                        per_lane("source", "source address", np.int64), per_lane("src_size", "src-size", np.int16))

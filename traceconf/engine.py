@@ -679,34 +679,54 @@ def instructions_from_sources(accesses: WarpAccesses | pa.Table, rules: RuleSet)
 
 def _counted_from_sources(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     """Per execution: is it a 16-byte copy whose operation the rule set counts from its sources, with the
-    source of every active lane known?"""
+    source of every active lane known, or (an operation with ``fill_passes``) the lane zero-filling?"""
     counted = np.zeros(len(acc), dtype=bool)
-    if acc.source is None:
+    if acc.source is None and acc.src_size is None:
         return counted
     for op, rule in rules.ops.items():
         if rule.source_passes == "lines":
             counted |= (acc.op == OPS.index(op)) & (acc.bytes == SOURCE_CHUNK)
     active = acc.address != INACTIVE
-    return counted & ~(active & (acc.source < 0)).any(axis=1) & active.any(axis=1)
+    return counted & ~(_reading(acc, rules) & (acc.sources() < 0)).any(axis=1) & active.any(axis=1)
+
+
+def _fill_rules(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np.ndarray]:
+    """Per execution: does its operation have a fill pass (``fill_passes``), and one in every copy
+    (``fill_always``)?"""
+    fills, always = np.zeros(len(acc), dtype=bool), np.zeros(len(acc), dtype=bool)
+    for op, rule in rules.ops.items():
+        if rule.fill_passes:
+            fills |= acc.op == OPS.index(op)
+            always |= (acc.op == OPS.index(op)) & rule.fill_always
+    return fills, always
+
+
+def _reading(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
+    """Per lane: is it active and reads its source (not a zero-filling lane, src-size 0, of an operation with
+    a fill pass)?"""
+    return (acc.address != INACTIVE) & ~(_fill_rules(acc, rules)[0][:, None] & (acc.src_sizes() == 0))
 
 
 def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None):
-    """(wavefronts, ideal, max_ways) of copies by the ``lines`` rule: drop lanes whose destination repeats a
-    lower lane's; the k-th lane to read a source chunk goes to request k; per request, lanes group by (source
-    line, destination bank row); a lane is paired when a lane of its request reads the other half of its
-    source sector into the other half of its destination sector; a group costs its distinct (chunk XOR inside
-    64 bytes, paired) keys.  Ideal: the wavefronts the active lanes' bytes fill (at most those taken).
+    """(wavefronts, ideal, max_ways) of copies by the ``lines`` rule over the lanes that read: drop lanes whose
+    destination repeats a lower lane's; the k-th lane to read a source chunk goes to request k; per request,
+    lanes group by (source line, destination bank row); a lane is paired when a lane of its request reads the
+    other half of its source sector into the other half of its destination sector; a group costs its distinct
+    (chunk XOR inside 64 bytes, paired) keys.  Ideal: the wavefronts the reading lanes' bytes fill (at most
+    those taken).  A fill pass (``fill_passes``, :func:`_fill_passes`) adds its own.
 
     ``served``, when given (:func:`lane_wavefronts`), receives per chunk of executions (first row, request,
     group, wavefront) per lane, -1 for inactive lanes: groups numbered by their lowest lane, wavefronts group
-    by group, a group's keys in the order of their lowest lanes; a dropped lane shares its writer's."""
+    by group, a group's keys in the order of their lowest lanes; a dropped lane shares its writer's; then the
+    fill pass's (:func:`_fill_passes`)."""
     wavefronts, ideal, max_ways = (np.zeros(len(acc), dtype=np.int32) for _ in range(3))
     lanes = np.arange(acc.warp_size)
     lower = lanes[None, :] < lanes[:, None]                      # [lane, other]: other < lane
+    fill_runs, reading = _fill_passes(acc, rules), _reading(acc, rules)
     for start in range(0, len(acc), MEMO_CHUNK_ROWS):
         rows = slice(start, start + MEMO_CHUNK_ROWS)
-        destination, source = acc.address[rows], acc.source[rows]
-        active = destination != INACTIVE
+        destination, source = acc.address[rows], acc.sources()[rows]
+        active = reading[rows]
 
         def same(values: np.ndarray) -> np.ndarray:              # [execution, lane, other]
             return values[:, :, None] == values[:, None, :]
@@ -724,7 +744,9 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
         max_ways[rows] = np.where(kept, (group & first[:, None, :]).sum(axis=2), 0).max(axis=1)
         filled = -(-active.sum(axis=1) * SOURCE_CHUNK // (rules.banks * rules.bank_bytes))
         ideal[rows] = np.minimum(filled, wavefronts[rows])
+        runs = fill_runs[rows]
         if served is not None:
+            fill_wave = wavefronts[rows][:, None] + np.cumsum(runs, axis=1) - runs   # a quarter's first
             leader = np.argmax(group, axis=2)                           # the lowest lane of a kept lane's group
             key_first = np.argmax(group & same(key), axis=2)
             leads = kept & (leader == lanes)
@@ -733,24 +755,65 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
             wave = (first[:, None, :] & earlier).sum(axis=2) - 1
             writer = np.argmax(same(destination) & active[:, None, :], axis=2)
             pick = [np.take_along_axis(values, writer, axis=1) for values in (request, group_index, wave)]
-            served.append((start, *(np.where(active, values, -1) for values in pick)))
+            pick = [np.where(active, values, -1) for values in pick]
+            # the fill pass's groups follow the reading lanes'; a zero-filling lane is in its quarter's first
+            quarter_lanes = acc.warp_size // runs.shape[1]
+            quarter = np.repeat(np.arange(runs.shape[1]), quarter_lanes)
+            filling = (acc.address[rows] != INACTIVE) & ~active
+            fill_group = (leads.sum(axis=1)[:, None] + np.cumsum(runs > 0, axis=1) - 1)[:, quarter]
+            for values, fill in zip(pick, (0, fill_group, fill_wave[:, quarter])):
+                values[filling] = np.broadcast_to(fill, values.shape)[filling]
+            served.append((start, *pick, fill_wave, fill_group[:, ::quarter_lanes], runs))
+        wavefronts[rows] += runs.sum(axis=1)
+        ideal[rows] += np.count_nonzero(runs, axis=1)
+        max_ways[rows] = np.maximum(max_ways[rows], runs.max(axis=1))
     return wavefronts, ideal, max_ways
+
+
+def _fill_passes(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
+    """Per (execution, quarter-warp): the wavefronts of the fill pass of a copy whose operation has
+    ``fill_passes`` and a lane of which zero-fills (copies fewer bytes than the copy; with
+    ``fill_always``, every copy): the quarter's contiguous source runs among its reading lanes (distinct
+    source less 16 bytes a lane), 1 where none of its active lanes reads, 0 without an active lane.  A
+    quarter-warp is the lanes whose 16-byte chunks fill one wavefront (docs/rules.md "Copies from their
+    sources", the ldgsts_ignore_src probes)."""
+    active, sizes, (fills, always) = acc.address != INACTIVE, acc.src_sizes(), _fill_rules(acc, rules)
+    on = fills & (always | (active & (sizes >= 0) & (sizes < acc.bytes[:, None])).any(axis=1))
+    group_lanes = rules.banks * rules.bank_bytes // SOURCE_CHUNK
+    shape = (len(acc), acc.warp_size // group_lanes, group_lanes)
+    reading = _reading(acc, rules)
+    offset = np.where(reading, acc.sources() - SOURCE_CHUNK * np.arange(acc.warp_size), np.iinfo(np.int64).max)
+    offset = np.sort(offset.reshape(shape), axis=2)
+    runs = (offset[:, :, 0] != np.iinfo(np.int64).max) + \
+        ((offset[:, :, 1:] != offset[:, :, :-1]) & (offset[:, :, 1:] != np.iinfo(np.int64).max)).sum(axis=2)
+    runs = np.maximum(runs, active.reshape(shape).any(axis=2))
+    return (runs * on[:, None]).astype(np.int32)
 
 
 def _source_assignment(rows: np.ndarray, address: np.ndarray, served: list, rules: RuleSet):
     """(pieces, wavefronts) of copies counted from their sources (``rows``, their destinations ``address``), as
     :func:`_assignment` gives them, from :func:`_source_counts`'s per-lane (request, group, wavefront)."""
-    request, group, wave = (np.concatenate([chunk[k] for chunk in served]) for k in (1, 2, 3))
+    request, group, wave, fill_first, fill_group, runs = (np.concatenate([chunk[k] for chunk in served])
+                                                          for k in range(1, 7))
     i, lane = np.nonzero(wave >= 0)
     words = SOURCE_CHUNK // rules.bank_bytes
     word = (address[i, lane] // rules.bank_bytes)[:, None] + np.arange(words)
     piece = tuple(np.repeat(column, words) for column in (rows[i], lane, request[i, lane], group[i, lane],
                                                           wave[i, lane])) + (word.ravel(),)
     piece = piece + (piece[5] % rules.banks,)
-    # one entry per (execution, wavefront): its request and group, its pass inside the group (a group's
-    # wavefronts are consecutive)
-    _, first = np.unique(i * address.shape[1] + wave[i, lane], return_index=True)
-    e, index, g = i[first], wave[i, lane][first], group[i, lane][first]
+    # one entry per (execution, wavefront) of the reading lanes: its request and group, its pass inside the
+    # group (a group's wavefronts are consecutive)
+    reads = wave[i, lane] < fill_first[i, 0]
+    lane_waves = np.unique(i * address.shape[1] + wave[i, lane])
+    _, first = np.unique(i[reads] * address.shape[1] + wave[i, lane][reads], return_index=True)
+    e, index, g = i[reads][first], wave[i, lane][reads][first], group[i, lane][reads][first]
     starts = np.r_[True, (e[1:] != e[:-1]) | (g[1:] != g[:-1])]
     pass_ = index - index[starts][np.cumsum(starts) - 1]
-    return piece, (rows[e], index, request[i, lane][first], g, pass_, np.zeros(len(e), dtype=bool))
+    # then the fill pass's: request 0, a group per quarter-warp; those serving no zero-filling lane are extra
+    f, q = np.nonzero(runs)
+    fill_pass = np.arange(runs[f, q].sum()) - np.repeat(np.cumsum(runs[f, q]) - runs[f, q], runs[f, q])
+    f, q = np.repeat(f, runs[f, q]), np.repeat(q, runs[f, q])
+    fill_index = fill_first[f, q] + fill_pass
+    extra = ~np.isin(f * address.shape[1] + fill_index, lane_waves)
+    return piece, (rows[np.r_[e, f]], np.r_[index, fill_index], np.r_[request[i, lane][reads][first], np.zeros_like(f)],
+                   np.r_[g, fill_group[f, q]], np.r_[pass_, fill_pass], np.r_[np.zeros(len(e), dtype=bool), extra])

@@ -30,16 +30,23 @@ class ExecutionCost:
 
 
 def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addresses: list[int],
-                   op: str = "", sources: list[int] | None = None) -> ExecutionCost:
+                   op: str = "", sources: list[int] | None = None, sizes: list[int] | None = None) -> ExecutionCost:
     """Cost of one warp-level execution; ``addresses[lane]`` is a byte address or -1 (inactive); ``op``
     the operation of an ``atom`` or ``cp_async`` (its merging, passes and servings may differ:
-    ``[atomic_ops]``, ``[copy_ops]``); ``sources[lane]`` a copy's global source address or -1 (unknown)."""
+    ``[atomic_ops]``, ``[copy_ops]``); ``sources[lane]`` a copy's global source address or -1 (unknown);
+    ``sizes[lane]`` the bytes the lane copies from it (its src-size; 0: it zero-fills) or -1 (all, or unknown)."""
     data = rules.data
     lane_address = {lane: a for lane, a in enumerate(addresses) if a != -1}
     op_rule = data.get(_OP_TABLE_OF_KIND.get(kind, ""), {}).get(op, {}) if op else {}
-    if (op_rule.get("source_passes") == "lines" and nbytes == 16 and lane_address and sources is not None
-            and all(sources[lane] >= 0 for lane in lane_address)):
-        return _from_sources(data, lane_address, sources)
+    if op_rule.get("source_passes") == "lines" and nbytes == 16 and lane_address:
+        fills = op_rule.get("fill_passes") == "runs"
+        size = {lane: -1 if sizes is None else sizes[lane] for lane in lane_address}
+        reading = {lane: a for lane, a in lane_address.items() if not (fills and size[lane] == 0)}
+        if all(sources is not None and sources[lane] >= 0 for lane in reading):
+            cost = _from_sources(data, reading, sources) if reading else ExecutionCost(0, 0, 0)
+            if fills and (op_rule.get("fill_always") or any(0 <= n < 16 for n in size.values())):
+                return _with_fill_pass(data, cost, lane_address, reading, sources)
+            return cost
 
     # Accesses wider than split_bytes are separate requests of split_bytes each (CC 1.x: 32-bit requests).
     width = min(nbytes, data.get("split_bytes", 16))
@@ -121,6 +128,21 @@ def _from_sources(data: dict, lane_address: dict[int, int], sources: list[int]) 
     wavefronts = sum(len(keys) for keys in groups.values())
     ideal = min(wavefronts, -(-len(lane_address) * 16 // (data["banks"] * data["bank_bytes"])))
     return ExecutionCost(wavefronts, ideal, max(len(keys) for keys in groups.values()))
+
+
+def _with_fill_pass(data: dict, cost: ExecutionCost, lane_address: dict[int, int], reading: dict[int, int],
+                    sources: list[int]) -> ExecutionCost:
+    """docs/rules.md "Copies from their sources", the fill pass: per quarter-warp (the lanes whose 16 bytes
+    fill one wavefront) with an active lane, one wavefront per distinct ``source - 16 * lane`` of its reading
+    lanes, or one where none reads; one more ideal wavefront each."""
+    quarter = data["banks"] * data["bank_bytes"] // 16
+    wavefronts, ideal, max_ways = cost.wavefronts, cost.ideal_wavefronts, cost.max_ways
+    for first in range(0, data["warp_size"], quarter):
+        lanes = [lane for lane in range(first, first + quarter) if lane in lane_address]
+        if lanes:
+            runs = len({sources[lane] - 16 * lane for lane in lanes if lane in reading}) or 1
+            wavefronts, ideal, max_ways = wavefronts + runs, ideal + 1, max(max_ways, runs)
+    return ExecutionCost(wavefronts, ideal, max_ways)
 
 
 def _lane_group_entry(data: dict, kind: str, width: int) -> dict:

@@ -140,10 +140,13 @@ ACCESSES = pa.schema(
         _f("source", pa.int64(), "cp_async: the lane's global source byte address (cp.async's source, LDGSTS's "
            "global operand); null otherwise or when unknown (optional column; a rule set may count a copy "
            "from its sources: docs/rules.md)"),
+        _f("src_size", pa.int16(), "cp_async: the bytes the lane copies from its source, the rest of its destination "
+           "zero-filled (cp.async's src-size; 0 where the ignore-src operand is true); null where the copy has no "
+           "src-size or ignore-src operand (it copies all) or where it is unknown (optional column)"),
     ]
 )
 #: ACCESSES columns a reader may leave out.
-OPTIONAL_ACCESS_COLUMNS = ("op", "source")
+OPTIONAL_ACCESS_COLUMNS = ("op", "source", "src_size")
 
 #: What the canonical table may also say of each access's instruction (``traceconf convert`` writes them from
 #: the trace's instruction descriptions; the canonical reader gives them back, so a re-analysis shows

@@ -401,10 +401,13 @@ def assemble(kernel: str, machines: list, warp_size: int) -> WarpAccesses:
         return np.repeat(np.array([entry[position] for _, entry in parts], dtype=dtype), counts)
 
     address = np.concatenate([entry[5] for _, entry in parts]).astype(np.int64, copy=False)
-    source = None                                   # copies' global sources, where an instruction logged them
-    if any(entry[7] is not None for _, entry in parts):
-        source = np.concatenate([np.full(entry[5].shape, -1, np.int64) if entry[7] is None else entry[7]
-                                 for _, entry in parts])
+
+    def per_lane(position: int, dtype) -> np.ndarray | None:
+        """Copies' global sources (7) or src-sizes (8), where an instruction logged them; -1 elsewhere."""
+        if all(entry[position] is None for _, entry in parts):
+            return None
+        return np.concatenate([np.full(entry[5].shape, -1, dtype) if entry[position] is None else entry[position]
+                               for _, entry in parts]).astype(dtype, copy=False)
     return WarpAccesses(kernel, cta, warp, np.arange(len(cta), dtype=np.int64), per_execution(1, np.int32),
                         per_execution(2, np.int8), per_execution(3, np.int16), per_execution(4, np.int8), address,
-                        per_execution(6, np.int8), source)
+                        per_execution(6, np.int8), per_lane(7, np.int64), per_lane(8, np.int16))

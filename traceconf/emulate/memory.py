@@ -102,7 +102,7 @@ def _recorder(slot: Slot, kind: str, size: int, matrices: int = 0, op: str | Non
     op_code = OP_CODES[op] if op else 0
     row_lanes = 8 * matrices              # ldmatrix/stmatrix: lanes 0..8m-1 give the row addresses
 
-    def record(m, lanes, offsets, bits, sources=None):
+    def record(m, lanes, offsets, bits, copy=None):
         if lanes is None:
             return
         if row_lanes:
@@ -112,7 +112,7 @@ def _recorder(slot: Slot, kind: str, size: int, matrices: int = 0, op: str | Non
         lanes = m.known_lanes(slot, lanes, bits, "address")
         if lanes is None:
             return
-        m.record_access(slot, kind_code, size, matrices, offsets, lanes, op_code, sources)
+        m.record_access(slot, kind_code, size, matrices, offsets, lanes, op_code, copy)
     return record
 
 
@@ -126,7 +126,8 @@ def _copy_with_sources(slot: Slot, ctx: Context, kind: str, size: int):
     def record(m, mask):
         lanes, offsets, _, _, bits = destination(m, mask)
         *_, value, source_bits = source(m, mask)
-        recorder(m, lanes, offsets, bits, np.where((source_bits & taint.UNKNOWN) == 0, value.view(np.int64), -1))
+        sources = np.where((source_bits & taint.UNKNOWN) == 0, value.view(np.int64), -1)
+        recorder(m, lanes, offsets, bits, (sources, None))
     return record
 
 

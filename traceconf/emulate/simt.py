@@ -525,9 +525,11 @@ class Machine(ThreadState):
         return self.findings.pc_index[id(slot)]
 
     def record_access(self, slot: Slot, kind: int, size: int, matrices: int, offsets: np.ndarray,
-                      lanes: np.ndarray, op: int = 0, sources: np.ndarray | None = None) -> None:
-        """Log one execution per warp with an active lane (``lanes``); inactive lanes become -1.  ``sources``
-        (per thread): a copy's global source addresses, -1 where unknown (ACCESSES ``source``)."""
+                      lanes: np.ndarray, op: int = 0, copy: tuple | None = None) -> None:
+        """Log one execution per warp with an active lane (``lanes``); inactive lanes become -1.  ``copy`` (per
+        thread): a copy's global source addresses, -1 where unknown (ACCESSES ``source``), and its bytes copied
+        from them, -1 where it has no src-size operand or they are unknown (ACCESSES ``src_size``), or None."""
+        sources, sizes = copy or (None, None)
         guard_bits = self.guard_taint
         # a scalar guard taint is known and was noted by with_guard (CTA dependence): the mask needs no look
         if isinstance(guard_bits, np.ndarray):
@@ -542,8 +544,8 @@ class Machine(ThreadState):
                 lanes = lanes & ~doubtful
                 if not lanes.any():
                     return
-        if sources is not None:
-            sources = np.where(lanes, sources, -1).reshape(-1, self.warp_size)
+        sources, sizes = (None if values is None else np.where(lanes, values, -1).reshape(-1, self.warp_size)
+                          for values in (sources, sizes))
         if lanes is self.valid and self.all_valid:
             rows = self.all_warps
             addresses = offsets.reshape(-1, self.warp_size)
@@ -557,10 +559,10 @@ class Machine(ThreadState):
             addresses = (offsets | (lanes.astype(np.int64) - 1)).reshape(-1, self.warp_size)
             if len(rows) < len(addresses):
                 addresses = addresses[rows]
-                sources = None if sources is None else sources[rows]
+                sources, sizes = (None if values is None else values[rows] for values in (sources, sizes))
             highest = int(addresses.max())
         self.findings.note_extent(slot, highest + size)
-        self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, addresses, op, sources))
+        self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, addresses, op, sources, sizes))
 
 
 class Findings:

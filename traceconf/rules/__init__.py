@@ -78,6 +78,10 @@ GROUP_PASSES = ("banks", "placements", "one")
 #: the sources' 128-byte lines and 32-byte sectors against the destinations (LDGSTS.BYPASS on sm_90: the
 #: ldgsts_probe pages, docs/rules.md "Copies from their sources"); "" (the default): the sources are not used.
 SOURCE_PASSES = ("", "lines")
+#: The pass such a copy adds where some of its lanes zero-fill (ACCESSES ``src_size`` below the copy's bytes):
+#: ``runs``, per quarter-warp the contiguous source runs of its reading lanes, or 1 where none reads (LDGSTS.BYPASS
+#: with the ignore-src operand or .ZFILL on sm_90: the ldgsts_ignore_src pages, docs/rules.md); "": none.
+FILL_PASSES = ("", "runs")
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,8 @@ class OpRule:
     source_passes: str = ""                # SOURCE_PASSES: the count of executions whose sources are known
     # the note of an instruction every execution of which was counted from its sources (source_passes)
     source_model_note: str = ""
+    fill_passes: str = ""                  # FILL_PASSES: added to source_passes where a lane zero-fills
+    fill_always: bool = False              # the fill pass in every copy of the operation (.ZFILL)
 
     @property
     def servings(self) -> tuple[str, ...]:
@@ -578,14 +584,14 @@ class _Validator:
         if not isinstance(table, dict):
             raise self.doc.error(key, f"expected tables [{key}.OP], got {table!r}")
         allowed = ("merge_same_word", "passes", "group_passes", "plus_plain", "model_note", "source_passes",
-                   "source_model_note")
+                   "source_model_note", "fill_passes", "fill_always")
         rules = {}
         for op, entry in table.items():
             if op not in operations:
                 raise self.doc.error(key, f"unknown {what} operation {op!r} (operations: {', '.join(operations)})")
             if not isinstance(entry, dict) or set(entry) - set(allowed):
                 raise self.doc.error(key, f"{key}.{op}: allowed keys are {', '.join(allowed)}")
-            for flag in ("merge_same_word", "plus_plain"):
+            for flag in ("merge_same_word", "plus_plain", "fill_always"):
                 if entry.get(flag) is not None and not isinstance(entry[flag], bool):
                     raise self.doc.error(key, f"{key}.{op}.{flag}: expected true or false")
             group_passes = entry.get("group_passes", "banks")
@@ -599,9 +605,16 @@ class _Validator:
             note, source_note = (self.note_text(key, op, name, entry) for name in ("model_note", "source_model_note"))
             if source_note and not source_passes:
                 raise self.doc.error(key, f"{key}.{op}.source_model_note: needs source_passes")
+            fill_passes = entry.get("fill_passes", "")
+            if fill_passes not in FILL_PASSES or (fill_passes and not source_passes):
+                raise self.doc.error(key, f"{key}.{op}.fill_passes: expected {FILL_PASSES[1]!r} (with source_passes), "
+                                          f"got {fill_passes!r}")
+            if entry.get("fill_always") and not fill_passes:
+                raise self.doc.error(key, f"{key}.{op}.fill_always: needs fill_passes")
             rules[op] = OpRule(entry.get("merge_same_word"), self.integer(f"{key}.{op}.passes", 1, 8,
                                                                           entry.get("passes", 1)),
-                               group_passes, bool(entry.get("plus_plain", False)), note, source_passes, source_note)
+                               group_passes, bool(entry.get("plus_plain", False)), note, source_passes, source_note,
+                               fill_passes, bool(entry.get("fill_always", False)))
         return rules
 
     def note_text(self, key: str, op: str, name: str, entry: dict) -> str:

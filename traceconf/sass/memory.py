@@ -139,39 +139,52 @@ NSIGHT_FALSE_PREDICATE = "P0"
 
 
 def _copy_sources(op, opcode: str, ops: list[Operand], address_index: int, ctx: SassContext):
-    """``sources(m, lanes)`` of an ``LDGSTS``: each lane's global source address (its second address operand),
-    -1 where unknown (ACCESSES ``source``) and, with an ignore-src predicate operand (``LDGSTS ..., P1``: the
-    lane reads where it is true, Nsight taking :data:`NSIGHT_FALSE_PREDICATE` as false), where the lane does not
-    read or whether it does is unknown: Nsight counts a copy from its sources only when every lane reads
-    (docs/hardware.md, "LDGSTS ignore-src probes").  None for other accesses."""
+    """``sources(m, lanes)`` of an ``LDGSTS``: (ACCESSES ``source``, ``src_size``) per thread.  The source is
+    each lane's global source address (its second address operand) where the lane reads it and it is known, -1
+    elsewhere; the size, the bytes it copies: with an ignore-src predicate operand (``LDGSTS ..., P1``: the lane
+    reads where it is true, Nsight taking :data:`NSIGHT_FALSE_PREDICATE` as false) the copy's or 0, and with
+    ``.ZFILL`` the copy's less the zero-filled bytes the low bits of the source address hold (ptxas adds
+    ``cp-size - src-size`` to the address), -1 where unknown; None without either operand (the lane copies
+    all).  None for other accesses."""
     if op.kind != "cp_async":
         return None
     source = next((o for o in ops[address_index + 1:] if o.kind == "address"), None)
     if source is None:
         return None
-    read = global_address_reader(source, ctx, "E" in opcode.split(".")[1:])
-    reading = _lanes_reading(next((o for o in ops[address_index + 1:] if o.kind == "pred"), None), ctx)
+    modifiers = opcode.split(".")[1:]
+    read = global_address_reader(source, ctx, "E" in modifiers)
+    ignore_src = next((o for o in ops[address_index + 1:] if o.kind == "pred"), None)
+    reading = _lanes_reading(ignore_src, ctx)
+    zfill = "ZFILL" in modifiers
 
     def sources(m, lanes):
         value, bits = read(m)
-        known = lanes & ((m.spread(bits) & taint.UNKNOWN) == 0) & reading(m)
-        return np.where(known, m.full(value).view(np.int64), -1)
+        value, known = m.full(value).view(np.int64), (m.spread(bits) & taint.UNKNOWN) == 0
+        reads, read_known = reading(m)
+        if zfill:
+            filled = value % op.bytes
+            size = np.where(reads, np.where(known, op.bytes - filled, -1), 0)
+            value = value - filled
+        else:
+            size = np.where(reads, op.bytes, 0)
+        sizes = np.where(lanes & read_known, size, -1) if zfill or ignore_src is not None else None
+        return np.where(lanes & known & read_known & reads, value, -1), sizes
     return sources
 
 
 def _lanes_reading(ignore_src: Operand | None, ctx: SassContext):
-    """``reading(m)``: per thread, does the copy read its source as Nsight counts it (known and true ignore-src
-    operand, :data:`NSIGHT_FALSE_PREDICATE` false)?"""
+    """``reading(m)`` -> (reads, known) per thread: does the copy read its source as Nsight counts it (the
+    ignore-src operand false, :data:`NSIGHT_FALSE_PREDICATE` taken as false), and is that known?"""
     if ignore_src is None:
-        return lambda m: True
+        return lambda m: (True, True)
     want = U64(0 if ignore_src.negate else 1)
     if ignore_src.name == NSIGHT_FALSE_PREDICATE:
-        return lambda m: bool(want == 0)
+        return lambda m: (bool(want == 0), True)
     read = reader(Operand("pred", ignore_src.name, name=ignore_src.name), ctx)
 
     def reading(m):
         value, bits = read(m)
-        return ((m.spread(value) & U64(1)) == want) & ((m.spread(bits) & taint.UNKNOWN) == 0)
+        return (m.spread(value) & U64(1)) == want, (m.spread(bits) & taint.UNKNOWN) == 0
     return reading
 
 

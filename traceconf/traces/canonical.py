@@ -30,10 +30,10 @@ from traceconf.traces.kernel import (BLOCK_LIMITS, GRID_LIMITS, BadLines, Instru
                                      dims_problem)
 from traceconf.traces.options import ReadOptions
 
-OPTIONAL = {"kernel", "matrices", "op", "source", *ACCESS_INSTRUCTION_COLUMNS.names}
+OPTIONAL = {"kernel", "matrices", "op", "source", "src_size", *ACCESS_INSTRUCTION_COLUMNS.names}
 _INTEGER_COLUMNS = ("cta", "warp", "execution", "instruction", "lane", "address", "bytes", "matrices", "pc",
-                    "source_line", "source")
-_NULLABLE_INTEGERS = ("pc", "source_line", "source")          # empty: not recorded
+                    "source_line", "source", "src_size")
+_NULLABLE_INTEGERS = ("pc", "source_line", "source", "src_size")          # empty: not recorded
 _KIND_SET = pa.array(KINDS)
 _OP_SET = pa.array(OPS)
 # rows that carry one execution's per-execution values; all its rows must agree on them
@@ -275,8 +275,9 @@ def _normalize(table: pa.Table, path: Path) -> pa.Table:
         table = table.append_column("matrices", pa.array(np.zeros(table.num_rows, dtype=np.int8)))
     if "op" not in table.column_names:
         table = table.append_column("op", pa.nulls(table.num_rows, pa.string()))
-    if "source" not in table.column_names:
-        table = table.append_column("source", pa.nulls(table.num_rows, pa.int64()))
+    for name, kind in (("source", pa.int64()), ("src_size", pa.int16())):
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(table.num_rows, kind))
     fields = list(ACCESSES) + [f for f in ACCESS_INSTRUCTION_COLUMNS if f.name in table.column_names]
     schema = pa.schema([table.schema.field(f.name) if pa.types.is_dictionary(table.schema.field(f.name).type) else f
                         for f in fields])
@@ -438,14 +439,18 @@ class _Pivot:
             dense = np.full((len(starts), 32), INACTIVE, dtype=np.int64)
             dense.reshape(-1)[flat] = address
             address = dense
-        source = None
-        if table.column("source").null_count < table.num_rows:     # a copy's global sources (optional)
-            source = np.full((len(starts), 32), INACTIVE, dtype=np.int64)
-            source.reshape(-1)[flat] = pc.fill_null(table.column("source"), INACTIVE).to_numpy()
+
+        def per_lane(name: str, dtype) -> np.ndarray | None:
+            """A copy's optional per-lane column (its global sources, src-sizes), -1 where null."""
+            if table.column(name).null_count == table.num_rows:
+                return None
+            dense = np.full((len(starts), 32), INACTIVE, dtype=dtype)
+            dense.reshape(-1)[flat] = pc.fill_null(table.column(name), INACTIVE).to_numpy()
+            return dense
         return WarpAccesses("", values["cta"].astype(np.int64), values["warp"].astype(np.int32), execution[starts],
                             values["instruction"].astype(np.int32), values["kind"].astype(np.int8),
                             values["bytes"].astype(np.int16), values["matrices"].astype(np.int8), address,
-                            values["op"].astype(np.int8), source)
+                            values["op"].astype(np.int8), per_lane("source", np.int64), per_lane("src_size", np.int16))
 
     def _per_row(self, table: pa.Table, name: str, row0: int) -> tuple[np.ndarray, np.ndarray | None]:
         """A per-execution column, row by row, as (values, None) or, for dictionary-coded kinds, as
