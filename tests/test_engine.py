@@ -25,14 +25,18 @@ def accesses_of(rows: list[tuple], warp_size: int = 32, kernel: str = "k") -> Wa
     n = len(rows)
     address = np.full((n, warp_size), -1, dtype=np.int64)
     source = np.full((n, warp_size), -1, dtype=np.int64) if any(len(r) > 5 for r in rows) else None
+    size = np.full((n, warp_size), -1, dtype=np.int16) if any(len(r) > 6 and r[6] for r in rows) else None
     for i, row in enumerate(rows):
         address[i, :len(row[3])] = row[3]
         if len(row) > 5:                 # a copy's per-lane global sources
             source[i, :len(row[5])] = row[5]
+        if len(row) > 6 and row[6]:      # and the bytes each lane copies from them (src-size)
+            size[i, :len(row[6])] = row[6]
     return WarpAccesses(kernel, np.zeros(n, np.int64), np.arange(n, dtype=np.int32) % 4, np.arange(n) * 7 + 3,
                         np.arange(n, dtype=np.int32), np.array([KIND_CODES[r[0]] for r in rows], np.int8),
                         np.array([r[1] for r in rows], np.int16), np.array([r[2] for r in rows], np.int8),
-                        address, np.array([OP_CODES[r[4] if len(r) > 4 else ""] for r in rows], np.int8), source)
+                        address, np.array([OP_CODES[r[4] if len(r) > 4 else ""] for r in rows], np.int8), source,
+                        size)
 
 
 def costs(rules, rows, warp_size=None):
@@ -109,7 +113,9 @@ def execution_with_op(draw, rules):
 @st.composite
 def copy_with_sources(draw, rules):
     """A 16-byte cp.async.cg with per-lane global sources: lines and chunks drawn from a few lines (runs,
-    pairs of lanes per line, rotations, repeats), some lanes' sources unknown now and then."""
+    pairs of lanes per line, rotations, repeats), some lanes' sources unknown now and then; and the bytes each
+    lane copies: none given, an ignore-src mask (16 or 0: every lane, none, some), or any src-size, a lane's
+    unknown now and then."""
     _, _, _, address = draw(execution(rules).filter(lambda row: row[:2] == ("cp_async", 16)))
     style = draw(st.sampled_from(["run", "lines", "random", "same"]))
     offset = draw(st.integers(0, 15)) * 16
@@ -124,7 +130,18 @@ def copy_with_sources(draw, rules):
         sources = [offset] * 32
     if draw(st.integers(0, 7)) == 0:
         sources[draw(st.integers(0, 31))] = -1
-    return "cp_async", 16, 0, address, draw(st.sampled_from(["bypass", "bypass_zfill", ""])), sources
+    sizes = draw(st.sampled_from([None, "ignore_src", "src_size"]))
+    if sizes is not None:
+        mask = draw(st.sampled_from(["all", "none", "random", "low"]))
+        reads = [{"all": True, "none": False, "low": lane < 8}.get(mask) for lane in LANES] if mask != "random" \
+            else draw(st.lists(st.booleans(), min_size=32, max_size=32))
+        sizes = [16 * r for r in reads] if sizes == "ignore_src" else \
+            [4 * draw(st.integers(1, 4)) if r else 0 for r in reads]
+        if draw(st.booleans()):                  # the emulator's: no source where the lane zero-fills
+            sources = [s if n else -1 for s, n in zip(sources, sizes)]
+        if draw(st.integers(0, 7)) == 0:
+            sizes[draw(st.integers(0, 31))] = -1
+    return "cp_async", 16, 0, address, draw(st.sampled_from(["bypass", "bypass_zfill", ""])), sources, sizes
 
 
 def test_engine_matches_reference_for_copies_from_their_sources():
@@ -157,6 +174,25 @@ def test_copies_are_counted_from_their_sources_where_every_lane_is_known():
     # sm_80 names no source rule: the sources change nothing there
     sm80 = load_rule_set("sm_80")
     assert costs(sm80, rows) == costs(sm80, [row[:5] for row in rows])
+
+
+def test_copies_some_lanes_of_which_zero_fill_add_the_fill_pass():
+    """The ldgsts_ignore_src pages at their base pattern (512 contiguous bytes from one aligned run): every lane
+    reading 4/4; none 4/4 (the fill pass alone); even lanes 8/6, lanes 0-15 6/6, all but lane 0 9/8 (the reading
+    lanes' count plus one run per quarter-warp); .ZFILL 8/8 whatever its src-sizes.  A zero-filling lane needs
+    no source; a lane of unknown src-size and source (or reading from an unknown source): the shared-address
+    count."""
+    run = [16 * lane for lane in LANES]
+    masks = {"all": [16] * 32, "none": [0] * 32, "even": [16 * (lane % 2 == 0) for lane in LANES],
+             "low16": [16 * (lane < 16) for lane in LANES], "notlane0": [16 * (lane > 0) for lane in LANES]}
+    rows = [("cp_async", 16, 0, run, "bypass", [s if n else -1 for s, n in zip(run, sizes)], sizes)
+            for sizes in masks.values()]
+    assert [(w, i) for w, i, _ in costs(SM90, rows)] == [(4, 4), (4, 4), (8, 6), (6, 6), (9, 8)]
+    zfill = [("cp_async", 16, 0, run, "bypass_zfill", run, sizes) for sizes in ([16] * 32, [8] * 32, None)]
+    assert [(w, i) for w, i, _ in costs(SM90, zfill)] == [(8, 8), (8, 8), (8, 8)]
+    unknown = [("cp_async", 16, 0, run, "bypass", rows[2][5], masks["even"][:31] + [-1]),
+               ("cp_async", 16, 0, run, "bypass", [-1] + run[1:], masks["even"])]
+    assert costs(SM90, unknown) == costs(SM90, [row[:4] + ("bypass",) for row in unknown])
 
 
 @pytest.mark.parametrize("name", builtin_names())

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from test_engine import accesses_of, copy_with_sources, execution
-from traceconf import reference
+from traceconf import engine, reference
 from traceconf.engine import count_wavefronts, lane_wavefronts
 from traceconf.rules import builtin_names, load_rule_set
 
@@ -102,12 +102,14 @@ def test_copies_from_their_sources_are_assigned_as_counted():
         served = lane_wavefronts(acc, SM90)
         assert [a.tolist() for a in count_wavefronts(acc, SM90, memoise=False)] == \
             [served.wavefronts.tolist(), served.ideal_wavefronts.tolist(), served.max_ways.tolist()]
-        for i, (_, _, _, address, op, sources) in enumerate(rows):
-            cost = reference.execution_cost(SM90, "cp_async", 16, 0, address, op, sources)
+        counted = engine._counted_from_sources(acc, SM90)
+        for i, (_, _, _, address, op, sources, sizes) in enumerate(rows):
+            cost = reference.execution_cost(SM90, "cp_async", 16, 0, address, op, sources, sizes)
             waves = served.wavefront_row == i
             assert served.wavefront_index[waves].tolist() == list(range(cost.wavefronts))
-            if op != "bypass" or any(sources[lane] < 0 for lane, a in enumerate(address) if a != -1):
+            if not counted[i]:
                 continue                             # counted from the shared addresses (the test below)
+            reading = [lane for lane, a in enumerate(address) if a != -1 and (sizes is None or sizes[lane] != 0)]
             mine = served.row == i
             assert sorted(zip(served.lane[mine].tolist(), served.word[mine].tolist())) == \
                 sorted((lane, a // 4 + w) for lane, a in enumerate(address) if a != -1 for w in range(4))
@@ -118,9 +120,13 @@ def test_copies_from_their_sources_are_assigned_as_counted():
                 lanes = set(served.lane[here].tolist())
                 record = np.flatnonzero(waves & (served.wavefront_index == k))[0]
                 assert {(int(q), int(g)) for q, g in zip(served.request[here], served.group[here])} == \
-                    {(int(served.wavefront_request[record]), int(served.wavefront_group[record]))}
-                writers = {lane for lane in lanes if address.index(address[lane]) == lane}
-                assert len({(sources[lane] // 128, address[lane] // 128) for lane in writers}) == 1
+                    ({(int(served.wavefront_request[record]), int(served.wavefront_group[record]))} if lanes else set())
+                assert served.wavefront_extra[record] == (not lanes)     # a fill pass's wavefront may serve none
+                writers = {lane for lane in lanes & set(reading)
+                           if [address[n] for n in reading].index(address[lane]) == reading.index(lane)}
+                assert len({(sources[lane] // 128, address[lane] // 128) for lane in writers}) <= 1
+                if not writers:                      # a fill pass's wavefront: one quarter-warp's zero-filling lanes
+                    assert len({lane // 8 for lane in lanes}) <= 1 and not lanes & set(reading)
 
     check()
 

@@ -113,24 +113,28 @@ def page(config: str) -> dict[int, tuple[int, int, int]]:
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
 
 
-@needs_nvcc
-@pytest.mark.parametrize("config", [name for name, _ in ldgsts_ignore_src.configs()
-                                    if name.endswith(("__all", "__none"))])
-def test_the_tool_counts_the_ignore_src_copies_where_every_lane_or_none_reads(config):
-    """Every lane reading: the count from the sources; none (or the operand on P0): the shared-address one."""
-    rows, measured = analysed(config), page(config)
-    for variant in (*READ_AS_SET, ON_P0):
-        pc, wavefronts, ideal = measured[variant]
-        assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal), variant
+#: The copies the fitted count misses (docs/hardware.md): the `.ZFILL` register form with src-sizes 16, 12, 8, 4,
+#: 0 by lane mod 5 at two patterns (partial src-sizes move it) -> (page, tool) wavefronts per warp.
+FIT_MISSES = {("base__sizes_mixed", 5): (14, 12), ("hgemm_k0__sizes_mixed", 5): (30, 32)}
+#: The forms the tool counts from the sources, zero-filling lanes and `.ZFILL` with the fill pass; the guard
+#: `@P0` form (v0), whose lanes Nsight does not count, is not one of them.
+COUNTED = (*READ_AS_SET, 5, ON_P0, 10)
 
 
 @needs_nvcc
-@pytest.mark.parametrize("config", [name for name, _ in ldgsts_ignore_src.configs()
-                                    if name.split("__")[1] in ("even", "low16", "first8", "notlane0")])
-def test_where_some_lanes_zero_fill_the_copies_carry_the_note_and_p0_is_exact(config):
-    """Some lanes zero-filling: the shared-address count, marked (the fill pass is not modelled); P0's exact."""
+@pytest.mark.parametrize("config, variant", [
+    pytest.param(name, variant, marks=[pytest.mark.xfail(strict=True, reason=(
+        "src-sizes other than 0 and 16 mixed in a warp: page %d, fitted count %d" % FIT_MISSES[name, variant]))]
+                 if (name, variant) in FIT_MISSES else [])
+    for name, _ in ldgsts_ignore_src.configs() for variant in COUNTED])
+def test_the_tool_counts_every_ignore_src_and_zfill_copy_as_the_page(config, variant):
+    """Every lane reading: the count from the sources; some zero-filling (and `.ZFILL` always): the sources of
+    the reading lanes plus the fill pass; none reading (or the operand on P0): the fill pass alone.  Each with
+    the note of a count from the sources."""
+    from traceconf.rules import load_rule_set
+
     rows, measured = analysed(config), page(config)
-    pc, wavefronts, ideal = measured[ON_P0]
+    pc, wavefronts, ideal = measured[variant]
     assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal)
-    for variant in READ_AS_SET:
-        assert rows[measured[variant][0]]["model_note"].startswith("Nsight's Source page counts"), variant
+    op = "bypass_zfill" if variant in (5, 10) else "bypass"
+    assert rows[pc]["model_note"] == load_rule_set("sm_90").op_rule("cp_async", op).source_model_note

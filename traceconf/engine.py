@@ -807,7 +807,8 @@ def _source_assignment(rows: np.ndarray, address: np.ndarray, served: list, rule
     lane_waves = np.unique(i * address.shape[1] + wave[i, lane])
     _, first = np.unique(i[reads] * address.shape[1] + wave[i, lane][reads], return_index=True)
     e, index, g = i[reads][first], wave[i, lane][reads][first], group[i, lane][reads][first]
-    starts = np.r_[True, (e[1:] != e[:-1]) | (g[1:] != g[:-1])]
+    starts = np.ones(len(e), dtype=bool)              # (none where no lane reads)
+    starts[1:] = (e[1:] != e[:-1]) | (g[1:] != g[:-1])
     pass_ = index - index[starts][np.cumsum(starts) - 1]
     # then the fill pass's: request 0, a group per quarter-warp; those serving no zero-filling lane are extra
     f, q = np.nonzero(runs)
