@@ -101,31 +101,28 @@ def manifest(summary: Path, out: Path) -> None:
                                  if zfill else ("16/0" if variant else "guard")))
 
 
-def lanes_reading(variant: int, lanes: str) -> list[bool]:
-    """Which lanes of a variant really read (the `.ZFILL` ones: src-size above 0; v10: all)."""
+def src_sizes(variant: int, lanes: str) -> list[int]:
+    """The bytes each lane of a variant copies from its source (ACCESSES ``src_size``): 16 where it reads and 0
+    where it zero-fills; the `.ZFILL` ones their src-size (v5 its register, v10 8)."""
     if variant == 10:
-        return [True] * 32
-    if variant == 5:
-        return [size > 0 for size in (SIZES[lanes] if lanes in SIZES else [16 * r for r in READS[lanes]])]
-    return READS.get(lanes, READS["all"])
+        return [8] * 32
+    if variant == 5 and lanes in SIZES:
+        return SIZES[lanes]
+    return [16 * read for read in READS.get(lanes, READS["all"])]
 
 
-def fitted(pattern: str, reads: list[bool], fill: bool) -> tuple[int, int]:
-    """docs/hardware.md "LDGSTS ignore-src probes": (wavefronts, ideal) of a copy whose lanes ``reads`` read.
-    No lane reads: the shared-address count (4 at these patterns).  Otherwise the sources rule of the guarded
-    form (docs/rules.md "Copies from their sources") over the reading lanes, and with a fill pass (a lane
-    zero-fills, or `.ZFILL`) per quarter-warp its contiguous source runs among its reading lanes, or 1."""
-    from traceconf.reference import _from_sources  # the rule sm_90 applies to the guarded form
+def fitted(pattern: str, variant: int, lanes: str) -> tuple[int, int]:
+    """docs/hardware.md "LDGSTS ignore-src probes": (wavefronts, ideal) of a variant's copy, as sm_90 counts it
+    from the sources and src-sizes (docs/rules.md "Copies from their sources": the sources rule of the guarded
+    form over the reading lanes, and with a fill pass, where a lane zero-fills or the copy is `.ZFILL`, per
+    quarter-warp its contiguous source runs among its reading lanes, or 1); the scalar reference's figures."""
+    from traceconf.reference import execution_cost
+    from traceconf.rules import load_rule_set
 
     gofs, sofs = patterns()[pattern]
-    reading = [l for l in LANES if reads[l]]
-    if not reading:
-        return 4, 4
-    cost = _from_sources(dict(row_bytes=LINE, banks=32, bank_bytes=4), {l: sofs[l] for l in reading}, gofs)
-    if not fill:
-        return cost.wavefronts, cost.ideal_wavefronts
-    runs = sum(len({gofs[l] - CHUNK * l for l in range(8 * q, 8 * q + 8) if reads[l]}) or 1 for q in range(4))
-    return cost.wavefronts + runs, -(-len(reading) // 8) + 4
+    op = "bypass_zfill" if VARIANTS[variant][1] is None else "bypass"
+    cost = execution_cost(load_rule_set("sm_90"), "cp_async", CHUNK, 0, sofs, op, gofs, src_sizes(variant, lanes))
+    return cost.wavefronts, cost.ideal_wavefronts
 
 
 def fit(manifest_path: Path) -> dict[tuple[int, bool], int]:
@@ -135,9 +132,7 @@ def fit(manifest_path: Path) -> dict[tuple[int, bool], int]:
         variant = int(row["variant"])
         if variant in (0, 8):
             continue
-        lanes = row["config"].partition("__")[2]
-        reads = lanes_reading(variant, lanes)
-        model = fitted(row["pattern"], reads, variant in (5, 10) or not all(reads))
+        model = fitted(row["pattern"], variant, row["config"].partition("__")[2])
         key = (variant, model == (int(row["wavefronts"]), int(row["ideal"])))
         counts[key] = counts.get(key, 0) + 1
     return counts
