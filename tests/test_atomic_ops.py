@@ -109,7 +109,12 @@ def test_canonical_tables_carry_the_operation():
     ("[copy_ops.bypass]\nplus_plain = 1\n", "plus_plain: expected true or false"),
     ("[copy_ops.bypass]\nsource_passes = \"rows\"\n", "source_passes: expected 'lines'"),
     ("[atomic_ops.cas]\nsource_passes = \"lines\"\n", "source_passes: expected 'lines' \\(copy operations only"),
-    ("[copy_ops.bypass_zfill]\nsource_model_note = \"x\"\n", "source_model_note: needs source_passes"),
+    ("[copy_ops.bypass_zfill]\nsource_passes = \"\"\nsource_model_note = \"x\"\n",
+     "source_model_note: needs source_passes"),
+    ("[copy_ops.bypass]\nfill_passes = \"lines\"\n", "fill_passes: expected 'runs' \\(with source_passes"),
+    ("[copy_ops.bypass]\nsource_passes = \"\"\nsource_model_note = \"\"\n", "fill_passes: expected 'runs' \\(with"),
+    ("[copy_ops.bypass]\nfill_always = 1\n", "fill_always: expected true or false"),
+    ("[copy_ops.bypass_zfill]\nfill_passes = \"\"\n", "fill_always: needs fill_passes"),
     ("[copy_ops.bypass]\nsource_passes = \"lines\"\nsource_model_note = 3\n", "source_model_note: expected one line"),
 ])
 def test_bad_atomic_op_rules_are_one_clear_error(tmp_path, body, message):
