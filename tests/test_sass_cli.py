@@ -164,12 +164,16 @@ def test_compare_ncu_lines_up_every_sass_instruction_with_the_source_page():
 
 @needs_tools
 @pytest.mark.parametrize("launch, ptx, kernel, options", [
-    ("ldgsts_cg16_s32", "ldgsts", "_Z6ldgstsILi16ELb1ELi32EEvPKhPji",
-     ["--block", "64", "--param", "1=0x7f1000000000", "--param", "2=16"]),
+    *[(f"ldgsts_cg16_{launch}", "ldgsts", f"_Z6ldgstsILi16ELb1ELi{stride}EEvPKhPji",
+       ["--block", "64", "--param", "1=0x7f1000000000", "--param", f"2={src_size}"])
+      for launch, stride, src_size in (("s16", 16, 16), ("s32", 32, 16), ("s128", 128, 16), ("s16_src0", 16, 0),
+                                       ("s128_src0", 128, 0), ("s16_zfill_half", 16, 8))],
     ("atom32_cas_used", "atomics2", "_Z7atomicsIL2Op3EjLb1EEvPT0_", ["--block", "32"]),
 ])
 def test_compare_ncu_per_pc_on_a_bypass_copy_and_a_cas(launch, ptx, kernel, options):
-    """LDGSTS.BYPASS.128.ZFILL (placements + STS.128) and ATOMS.CAS (served twice): every pc as measured."""
+    """LDGSTS.BYPASS.128.ZFILL (from its sources: the sources rule plus the fill pass, a 16-byte store's passes
+    here; its P0 operand read as true, the src-size 0 launches included) and ATOMS.CAS (served twice): every pc
+    as measured."""
     report = REPO / "tests" / "data" / "hw" / "source_sm90" / f"{launch}.csv"
     result = invoke("compare-ncu", report, CUDA / f"{ptx}.sm_90.ptx", "-k", kernel, *options, "--param",
                     "0=0x7f0000000000", "--format", "json")

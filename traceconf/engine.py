@@ -772,22 +772,33 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
 
 def _fill_passes(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     """Per (execution, quarter-warp): the wavefronts of the fill pass of a copy whose operation has
-    ``fill_passes`` and a lane of which zero-fills (copies fewer bytes than the copy; with
-    ``fill_always``, every copy): the quarter's contiguous source runs among its reading lanes (distinct
-    source less 16 bytes a lane), 1 where none of its active lanes reads, 0 without an active lane.  A
-    quarter-warp is the lanes whose 16-byte chunks fill one wavefront (docs/rules.md "Copies from their
-    sources", the ldgsts_ignore_src probes)."""
+    ``fill_passes`` and a lane of which zero-fills (copies fewer bytes than the copy; with ``fill_always``,
+    every copy): the larger of the quarter's contiguous source runs among its reading lanes (distinct source
+    less 16 bytes a lane) and the passes a 16-byte store to its active lanes' destinations takes (per 16-byte
+    unit of the bank row, its distinct rows); 0 without an active lane.  A quarter-warp is the lanes whose
+    16-byte chunks fill one wavefront (docs/rules.md "Copies from their sources": the ldgsts_ignore_src
+    probes, the ldgsts.cu pages)."""
     active, sizes, (fills, always) = acc.address != INACTIVE, acc.src_sizes(), _fill_rules(acc, rules)
     on = fills & (always | (active & (sizes >= 0) & (sizes < acc.bytes[:, None])).any(axis=1))
     group_lanes = rules.banks * rules.bank_bytes // SOURCE_CHUNK
     shape = (len(acc), acc.warp_size // group_lanes, group_lanes)
-    reading = _reading(acc, rules)
-    offset = np.where(reading, acc.sources() - SOURCE_CHUNK * np.arange(acc.warp_size), np.iinfo(np.int64).max)
-    offset = np.sort(offset.reshape(shape), axis=2)
-    runs = (offset[:, :, 0] != np.iinfo(np.int64).max) + \
-        ((offset[:, :, 1:] != offset[:, :, :-1]) & (offset[:, :, 1:] != np.iinfo(np.int64).max)).sum(axis=2)
-    runs = np.maximum(runs, active.reshape(shape).any(axis=2))
+    offset = np.where(_reading(acc, rules), acc.sources() - SOURCE_CHUNK * np.arange(acc.warp_size), _NONE)
+    runs = _distinct(offset.reshape(shape))
+    chunk = np.where(active, acc.address // SOURCE_CHUNK, _NONE).reshape(shape)
+    units = rules.row_bytes // SOURCE_CHUNK
+    for unit in range(units):
+        runs = np.maximum(runs, _distinct(np.where((chunk != _NONE) & (chunk % units == unit), chunk, _NONE)))
     return (runs * on[:, None]).astype(np.int32)
+
+
+#: No value, in :func:`_distinct`'s arrays.
+_NONE = np.iinfo(np.int64).max
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Per row of the last axis: its distinct values other than :data:`_NONE`."""
+    ordered = np.sort(values, axis=-1)
+    return (ordered[..., 0] != _NONE) + ((ordered[..., 1:] != ordered[..., :-1]) & (ordered[..., 1:] != _NONE)).sum(axis=-1)
 
 
 def _source_assignment(rows: np.ndarray, address: np.ndarray, served: list, rules: RuleSet):

@@ -133,14 +133,15 @@ def _from_sources(data: dict, lane_address: dict[int, int], sources: list[int]) 
 def _with_fill_pass(data: dict, cost: ExecutionCost, lane_address: dict[int, int], reading: dict[int, int],
                     sources: list[int]) -> ExecutionCost:
     """docs/rules.md "Copies from their sources", the fill pass: per quarter-warp (the lanes whose 16 bytes
-    fill one wavefront) with an active lane, one wavefront per distinct ``source - 16 * lane`` of its reading
-    lanes, or one where none reads; one more ideal wavefront each."""
+    fill one wavefront) with an active lane, the larger of its reading lanes' distinct ``source - 16 * lane``
+    and the passes of a 16-byte store to its destinations; one more ideal wavefront each."""
     quarter = data["banks"] * data["bank_bytes"] // 16
     wavefronts, ideal, max_ways = cost.wavefronts, cost.ideal_wavefronts, cost.max_ways
     for first in range(0, data["warp_size"], quarter):
         lanes = [lane for lane in range(first, first + quarter) if lane in lane_address]
         if lanes:
-            runs = len({sources[lane] - 16 * lane for lane in lanes if lane in reading}) or 1
+            runs = max(len({sources[lane] - 16 * lane for lane in lanes if lane in reading}),
+                       _multicast_passes(data, {lane: lane_address[lane] for lane in lanes}, 16, merge=True))
             wavefronts, ideal, max_ways = wavefronts + runs, ideal + 1, max(max_ways, runs)
     return ExecutionCost(wavefronts, ideal, max_ways)
 

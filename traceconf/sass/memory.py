@@ -154,8 +154,8 @@ def _copy_sources(op, opcode: str, ops: list[Operand], address_index: int, ctx: 
     modifiers = opcode.split(".")[1:]
     read = global_address_reader(source, ctx, "E" in modifiers)
     ignore_src = next((o for o in ops[address_index + 1:] if o.kind == "pred"), None)
-    reading = _lanes_reading(ignore_src, ctx)
     zfill = "ZFILL" in modifiers
+    reading = _lanes_reading(ignore_src, ctx, zfill)
 
     def sources(m, lanes):
         value, bits = read(m)
@@ -172,14 +172,16 @@ def _copy_sources(op, opcode: str, ops: list[Operand], address_index: int, ctx: 
     return sources
 
 
-def _lanes_reading(ignore_src: Operand | None, ctx: SassContext):
+def _lanes_reading(ignore_src: Operand | None, ctx: SassContext, zfill: bool):
     """``reading(m)`` -> (reads, known) per thread: does the copy read its source as Nsight counts it (the
-    ignore-src operand false, :data:`NSIGHT_FALSE_PREDICATE` taken as false), and is that known?"""
+    operand true; :data:`NSIGHT_FALSE_PREDICATE` taken as false, but as true in the ``.ZFILL`` form: ldgsts.cu's
+    src-size 0 pages count every lane reading where a false operand, the ignore-src probes' v5, counts none),
+    and is that known?"""
     if ignore_src is None:
         return lambda m: (True, True)
     want = U64(0 if ignore_src.negate else 1)
     if ignore_src.name == NSIGHT_FALSE_PREDICATE:
-        return lambda m: (bool(want == 0), True)
+        return lambda m: (bool(want == U64(zfill)), True)
     read = reader(Operand("pred", ignore_src.name, name=ignore_src.name), ctx)
 
     def reading(m):
