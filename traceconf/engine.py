@@ -815,8 +815,9 @@ def _source_assignment(rows: np.ndarray, address: np.ndarray, served: list, rule
     # one entry per (execution, wavefront) of the reading lanes: its request and group, its pass inside the
     # group (a group's wavefronts are consecutive)
     reads = wave[i, lane] < fill_first[i, 0]
-    lane_waves = np.unique(i * address.shape[1] + wave[i, lane])
-    _, first = np.unique(i[reads] * address.shape[1] + wave[i, lane][reads], return_index=True)
+    span = int((fill_first + runs).max(initial=0)) + 1                # more than any wavefront index
+    lane_waves = np.unique(i * span + wave[i, lane])
+    _, first = np.unique(i[reads] * span + wave[i, lane][reads], return_index=True)
     e, index, g = i[reads][first], wave[i, lane][reads][first], group[i, lane][reads][first]
     starts = np.ones(len(e), dtype=bool)              # (none where no lane reads)
     starts[1:] = (e[1:] != e[:-1]) | (g[1:] != g[:-1])
@@ -826,6 +827,6 @@ def _source_assignment(rows: np.ndarray, address: np.ndarray, served: list, rule
     fill_pass = np.arange(runs[f, q].sum()) - np.repeat(np.cumsum(runs[f, q]) - runs[f, q], runs[f, q])
     f, q = np.repeat(f, runs[f, q]), np.repeat(q, runs[f, q])
     fill_index = fill_first[f, q] + fill_pass
-    extra = ~np.isin(f * address.shape[1] + fill_index, lane_waves)
+    extra = ~np.isin(f * span + fill_index, lane_waves)
     return piece, (rows[np.r_[e, f]], np.r_[index, fill_index], np.r_[request[i, lane][reads][first], np.zeros_like(f)],
                    np.r_[g, fill_group[f, q]], np.r_[pass_, fill_pass], np.r_[np.zeros(len(e), dtype=bool), extra])

@@ -115,7 +115,8 @@ def fitted(pattern: str, variant: int, lanes: str) -> tuple[int, int]:
     """docs/hardware.md "LDGSTS ignore-src probes": (wavefronts, ideal) of a variant's copy, as sm_90 counts it
     from the sources and src-sizes (docs/rules.md "Copies from their sources": the sources rule of the guarded
     form over the reading lanes, and with a fill pass, where a lane zero-fills or the copy is `.ZFILL`, per
-    quarter-warp its contiguous source runs among its reading lanes, or 1); the scalar reference's figures."""
+    quarter-warp its contiguous source runs among its reading lanes, or a 16-byte store's passes, 1 at these
+    destinations, where larger); the scalar reference's figures."""
     from traceconf.reference import execution_cost
     from traceconf.rules import load_rule_set
 
