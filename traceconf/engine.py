@@ -798,7 +798,8 @@ _NONE = np.iinfo(np.int64).max
 def _distinct(values: np.ndarray) -> np.ndarray:
     """Per row of the last axis: its distinct values other than :data:`_NONE`."""
     ordered = np.sort(values, axis=-1)
-    return (ordered[..., 0] != _NONE) + ((ordered[..., 1:] != ordered[..., :-1]) & (ordered[..., 1:] != _NONE)).sum(axis=-1)
+    later = (ordered[..., 1:] != ordered[..., :-1]) & (ordered[..., 1:] != _NONE)
+    return (ordered[..., 0] != _NONE) + later.sum(axis=-1)
 
 
 def _source_assignment(rows: np.ndarray, address: np.ndarray, served: list, rules: RuleSet):

@@ -10,12 +10,12 @@ the two P0 forms (the other two launches repeat them; each copy's reading lanes 
 fill pass as sm_90 counts it).
 The wmma, hgemm and Triton copies are probe configurations too (``wmma_c_j*``, ``hgemm_k*``, ``triton_a*``).
 A candidate counts one warp's copy from ``{lane: destination}`` of its reading lanes and every lane's source.
-Candidates whose probe rows alone miss 10 more than sm_90's are not run on the ignore-src rows.  Families tried (docs/hardware.md "LDGSTS.BYPASS probes"): how lanes form requests (the k-th lane to read a
-16-byte chunk or sector, or chunk into a row; in lane order, a new request where a chunk repeats, warp-wide, per
-source line or per (line, row)), how a request's lanes group (source line at 64 or 128 bytes, destination row
-at 128 or 256), the
-key a group counts (source XOR destination chunk mod 2/4/8, their difference, with the sector pairing or not),
-and wavefronts held open in order (a cache of 1-16 keys, LRU or FIFO, lanes forward or backward).
+Candidates whose probe rows alone miss 10 more than sm_90's are not run on the ignore-src rows. Families tried
+(docs/hardware.md "LDGSTS.BYPASS probes"): how lanes form requests (the k-th lane to read a 16-byte chunk or
+sector, or chunk into a row; in lane order, a new request where a chunk repeats, warp-wide, per source line or per
+(line, row)), how a request's lanes group (source line at 64 or 128 bytes, destination row at 128 or 256), the key
+a group counts (source XOR destination chunk mod 2/4/8, their difference, with the sector pairing or not), and
+wavefronts held open in order (a cache of 1-16 keys, LRU or FIFO, lanes forward or backward).
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ def probe_rows() -> list[tuple[str, list, int, int]]:
             for first in range(0, c["threads"], 32):
                 lanes = range(first, min(first + 32, c["threads"]))
                 if any(c["flags"][t] & 1 for t in lanes):
-                    executions.append(({t - first: c["sofs"][t] + copy * c["sstep"] for t in lanes if c["flags"][t] & 1},
-                                       [c["gofs"][t] + copy * c["gstep"] for t in lanes]))
+                    destinations = {t - first: c["sofs"][t] + copy * c["sstep"] for t in lanes if c["flags"][t] & 1}
+                    executions.append((destinations, [c["gofs"][t] + copy * c["gstep"] for t in lanes]))
         rows.append((c["name"], executions, c["grid"], pages[c["name"]]))
     return rows
 
