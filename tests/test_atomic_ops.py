@@ -183,12 +183,19 @@ def test_the_sass_emulator_records_an_ldgsts_global_sources():
     from test_sass_emulate import run as run_sass
     lines = ["S2R R0, SR_TID.X", "IMAD.SHL.U32 R2, R0, 0x10, RZ", "IMAD.WIDE.U32 R4, R0, 0x10, RZ"]
     plain = run_sass(lines + ["LDGSTS.E.BYPASS.128 [R2], desc[UR6][R4.64]"]).accesses
-    assert plain.source[0].tolist() == [16 * lane for lane in range(32)]
-    # the ignore-src operand: sources only where the lane reads as Nsight reads it (true; P0 taken as false)
+    assert plain.source[0].tolist() == [16 * lane for lane in range(32)] and plain.src_size is None
+    # the ignore-src operand: sources only where the lane reads as Nsight reads it (true; P0 taken as false),
+    # src-size 16 there and 0 where it zero-fills
     odd = ["LOP3.LUT R6, R0, 0x1, RZ, 0xc0, !PT", "ISETP.NE.U32.AND P1, PT, R6, RZ, PT"]
     for operand, reading in (("P0", []), ("!P0", range(32)), ("P1", range(1, 32, 2)), ("!P1", range(0, 32, 2))):
         ignore_src = run_sass(lines + odd + [f"LDGSTS.E.BYPASS.128 [R2], desc[UR6][R4.64], {operand}"]).accesses
         assert ignore_src.source[0].tolist() == [16 * lane if lane in reading else -1 for lane in range(32)], operand
+        assert ignore_src.src_size[0].tolist() == [16 if lane in reading else 0 for lane in range(32)], operand
+    # .ZFILL: the zero-filled bytes in the address's low bits (src-size 8 here), P0 taken as true
+    for operand, reading in (("", range(32)), (", P0", range(32)), (", !P0", []), (", P1", range(1, 32, 2))):
+        zfill = run_sass(lines + odd + [f"LDGSTS.E.BYPASS.128.ZFILL [R2], desc[UR6][R4.64+0x8]{operand}"]).accesses
+        assert zfill.source[0].tolist() == [16 * lane if lane in reading else -1 for lane in range(32)], operand
+        assert zfill.src_size[0].tolist() == [8 if lane in reading else 0 for lane in range(32)], operand
 
 
 def test_canonical_tables_carry_the_sources():
@@ -202,6 +209,27 @@ def test_canonical_tables_carry_the_sources():
     assert count_wavefronts(acc, load_rule_set("sm_90"))[0].tolist() == [2, 1]
     (without,) = from_table(pa.table({k: v for k, v in rows.items() if k != "source"}))
     assert without.source is None and count_wavefronts(without, load_rule_set("sm_90"))[0].tolist() == [1, 1]
+    # src_size: lane 1 zero-fills (no source needed), lane 0 reads; one line, one quarter-warp: 1 + its fill pass
+    (filled,) = from_table(pa.table({**rows, "source": [1024, None, None], "src_size": pa.array([16, 0, None],
+                                                                                              pa.int16())}))
+    assert filled.src_size[:, :2].tolist() == [[16, 0], [-1, -1]]
+    assert filled.to_table().column("src_size").to_pylist() == [16, 0, None]
+    assert count_wavefronts(filled, load_rule_set("sm_90"))[0].tolist() == [2, 1]
+    with pytest.raises(ValueError, match="a negative src-size"):
+        from_table(pa.table({**rows, "src_size": pa.array([16, -2, None], pa.int16())}))
+
+
+def test_a_canonical_csv_carries_the_sources_and_src_sizes(tmp_path):
+    """A copy where odd lanes zero-fill (src_size 0, no source) and even lanes read 16 bytes from one aligned run:
+    the sources of the reading lanes (4, every pair of lanes split) plus one fill run per quarter-warp."""
+    header = "kernel,cta,warp,execution,instruction,lane,address,bytes,kind,op,source,src_size"
+    rows = [f"k,0,0,0,1,{lane},{16 * lane},16,cp_async,bypass,{16 * lane if lane % 2 == 0 else ''},{16 * (lane % 2 == 0)}"
+            for lane in range(32)]
+    path = tmp_path / "copies.csv"
+    path.write_text("\n".join([header] + rows) + "\n")
+    [analysis], failures = run_trace(path, None, [load_rule_set("sm_90")])
+    assert not failures
+    assert [(r["wavefronts"], r["ideal_wavefronts"]) for r in analysis.results.to_pylist()] == [(8, 6)]
 
 
 def test_an_accelsim_trace_carries_the_copy_form(tmp_path):
