@@ -71,8 +71,9 @@ def test_the_fitted_count_equals_all_ignore_src_rows_and_all_but_one_zfill_set()
 # --------------------------------------------------------------------------- the tool on the probe kernel
 
 #: The ignore-src forms (variant numbers) whose predicate Nsight reads as the program set it (P1-P6), and the
-#: one on P0, which it reads as false: no lane reads, whatever the program set.
-READ_AS_SET, ON_P0 = (1, 2, 3, 4, 6, 7, 9), 8
+#: one on P0, which it reads as false: no lane reads, whatever the program set; the guard ``@P0`` (v0), which it
+#: also reads as false: no lane counted (0/0), whatever the program set.
+READ_AS_SET, ON_P0, GUARD_P0 = (1, 2, 3, 4, 6, 7, 9), 8, 0
 
 
 @lru_cache(maxsize=None)
@@ -87,7 +88,7 @@ def cubin() -> Path:
 
 @lru_cache(maxsize=None)
 def analysed(config: str) -> dict[int, dict]:
-    """pc -> kernel-table row of the probe launched at one configuration (its tables as --data, the source
+    """pc -> kernel-table row (of every instruction, run or not) of the probe launched at one configuration (its tables as --data, the source
     buffer at a --param address), as a user would."""
     from traceconf.analyses.results import kernel_table
     from traceconf.emulate.launch import LaunchRequest
@@ -101,7 +102,7 @@ def analysed(config: str) -> dict[int, dict]:
                             data={"1": str(path)}, time_limit=float("inf"))
     done, failed = run_file(cubin(), ["^ldgsts_ignore_src$"], request, [load_rule_set("sm_90")])
     assert not failed, failed[0].line()
-    return {r["pc"]: r for r in kernel_table(done[0], "sm_90").to_pylist() if r["executions"]}
+    return {r["pc"]: r for r in kernel_table(done[0], "sm_90").to_pylist()}
 
 
 def page(config: str) -> dict[int, tuple[int, int, int]]:
@@ -117,9 +118,10 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc
 @pytest.mark.parametrize("config", [name for name, _ in ldgsts_ignore_src.configs()
                                     if name.endswith(("__all", "__none"))])
 def test_the_tool_counts_the_ignore_src_copies_where_every_lane_or_none_reads(config):
-    """Every lane reading: the count from the sources; none (or the operand on P0): the shared-address one."""
+    """Every lane reading: the count from the sources; none (or the operand on P0): the shared-address one;
+    the guard on P0: nothing."""
     rows, measured = analysed(config), page(config)
-    for variant in (*READ_AS_SET, ON_P0):
+    for variant in (*READ_AS_SET, ON_P0, GUARD_P0):
         pc, wavefronts, ideal = measured[variant]
         assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal), variant
 
@@ -130,7 +132,9 @@ def test_the_tool_counts_the_ignore_src_copies_where_every_lane_or_none_reads(co
 def test_where_some_lanes_zero_fill_the_copies_carry_the_note_and_p0_is_exact(config):
     """Some lanes zero-filling: the shared-address count, marked (the fill pass is not modelled); P0's exact."""
     rows, measured = analysed(config), page(config)
-    pc, wavefronts, ideal = measured[ON_P0]
-    assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal)
+    for variant in (ON_P0, GUARD_P0):
+        pc, wavefronts, ideal = measured[variant]
+        assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal), variant
+        assert rows[pc]["resolved"], variant
     for variant in READ_AS_SET:
         assert rows[measured[variant][0]]["model_note"].startswith("Nsight's Source page counts"), variant
