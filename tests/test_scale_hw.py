@@ -8,6 +8,7 @@ the document describes, so the Source page is the figure compared."""
 from __future__ import annotations
 
 import csv
+import json
 import re
 import tomllib
 from collections import Counter
@@ -15,7 +16,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from traceconf.cli import app
 from traceconf.emulate.launch import LaunchRequest
 from traceconf.pipeline import run_file
 from traceconf.rules import load_rule_set
@@ -145,3 +148,31 @@ def test_the_cp_async_matmul_copies_are_unresolved_and_every_other_pc_exact(laun
         counted, page_counts = _per_pc(launch_id, measured, predicted)
         assert not copies & set(counted), measured
         assert counted == {pc: n for pc, n in page_counts.items() if pc not in copies}, measured
+
+
+def test_compare_ncu_flags_the_unresolved_copies_of_the_cp_async_matmul():
+    """compare-ncu marks the two copies unresolved, in its notes (every reason), table, CSV and JSON rows."""
+    from traceconf.analyses.ncu import compare, read_source_csv
+    from traceconf.analyses.results import kernel_table
+    from traceconf.report.ncu import csv_text, pc_label
+
+    analysis = analysis_of("matmul_async32_grid1")
+    (page,) = read_source_csv(SCALE_HW / "pages" / "matmul_async32_grid1.csv")
+    result = compare(page, analysis.kernel, kernel_table(analysis, "sm_90"))
+    flagged = {row["pc"]: row["unresolved"] for row in result.by_pc if row["unresolved"]}
+    assert set(flagged) == _copies("matmul_async32_grid1")
+    assert all("never wrote there" in reason and "floating-point" in reason for reason in flagged.values())
+    assert [note for note in result.notes if "unresolved" in note] == \
+        [f"pc 0x03f0, 0x0420 not (fully) counted, unresolved: {flagged[0x3f0]}"]
+    assert all(pc_label(row).endswith("(unresolved)") == bool(row["unresolved"]) for row in result.by_pc)
+    rows = {r["key"]: r for r in csv.DictReader(csv_text([result], "sm_90").splitlines()) if r["level"] == "pc"}
+    assert {key for key, row in rows.items() if row["unresolved_reason"]} == {"0x03f0", "0x0420"}
+    # the command says the totals leave them out, and its JSON rows carry the reason
+    params = [option for index in range(5) for option in ("-p", f"{index}={(index + 1) << 36 if index < 3 else 1280}")]
+    output = CliRunner().invoke(app, ["compare-ncu", str(SCALE_HW / "pages" / "matmul_async32_grid1.csv"),
+                                      str(REPO / "tests" / "fixtures" / "scale" / "matmul_async.sm_90.ptx"),
+                                      "--block", "32,32", "--grid", "1", *params, "-f", "json"])
+    assert output.exit_code == 0, output.output
+    (comparison,) = json.loads(output.stdout)["comparisons"]
+    assert "partial: 2,560 warp-level execution(s) unresolved (not in the totals)" in comparison["notes"]
+    assert {row["pc"]: row["unresolved"] for row in comparison["by_pc"] if row["unresolved"]} == flagged
