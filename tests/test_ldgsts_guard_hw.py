@@ -10,32 +10,26 @@ from __future__ import annotations
 
 import csv
 import shutil
-import subprocess
 import sys
-import tempfile
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+from test_ldgsts_tables_support import rebuilt_manifest, tool_on_probe
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "hw" / "ldgsts_guard"
 sys.path.insert(0, str(REPO / "scripts" / "hw"))
 import ldgsts_guard  # noqa: E402  (the configurations the driver ran)
-import ldgsts_probe  # noqa: E402  (the page summary)
 
 ROWS = list(csv.DictReader(open(DATA / "manifest.csv", newline="")))
 NEGATED_P0, GUARD_P1 = 0, 1
 
 
 def test_the_manifest_is_the_summary_of_the_committed_pages(tmp_path):
-    (tmp_path / "pages").mkdir()
-    (tmp_path / "pages" / "probe").symlink_to(DATA / "pages")
-    ldgsts_probe.summary(tmp_path / "pages", tmp_path / "summary.csv")
-    ldgsts_guard.manifest(tmp_path / "summary.csv", tmp_path / "manifest.csv")
-    assert (tmp_path / "manifest.csv").read_text() == (DATA / "manifest.csv").read_text()
+    assert rebuilt_manifest(DATA, ldgsts_guard.manifest, tmp_path) == (DATA / "manifest.csv").read_text()
     assert {(row["config"], row["rep"]) for row in ROWS} == {
         (name, str(rep)) for name, _ in ldgsts_guard.configs() for rep in range(ldgsts_guard.REPS)}
     assert {row["variant"]: row["source"].split()[0] for row in ROWS} == {"0": "@!P0", "1": "@P1"}
@@ -64,33 +58,11 @@ def test_not_p0_counts_the_alive_lanes_whatever_the_guard_holds():
 
 
 @lru_cache(maxsize=None)
-def cubin() -> Path:
-    """scripts/hw/ldgsts_guard.cu compiled as measured (nvcc 13.0, -arch=sm_90): the same LDGSTS lines."""
-    folder = Path(tempfile.mkdtemp(prefix="ldgsts_guard_"))
-    out = folder / "ldgsts_guard.cubin"
-    subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(out), str(REPO / "scripts" / "hw" / "ldgsts_guard.cu")],
-                   check=True)
-    return out
-
-
-@lru_cache(maxsize=None)
 def analysed(config: str) -> dict[int, dict]:
-    """pc -> kernel-table row (of every instruction, run or not) of the probe at one configuration (its tables as
-    --data, the source buffer at a --param address), as a user would."""
-    from traceconf.analyses.results import kernel_table
-    from traceconf.emulate.launch import LaunchRequest
-    from traceconf.pipeline import run_file
-    from traceconf.rules import load_rule_set
-
-    tables = dict(ldgsts_guard.configs())[config]
-    path = Path(tempfile.mkdtemp(prefix="ldgsts_guard_")) / "tables.npy"
-    np.save(path, np.array(tables, dtype=np.int32))
-    request = LaunchRequest(block=(32, 1, 1), grid=(1, 1, 1), params={"0": str(1 << 40)}, dynamic_smem=65536,
-                            data={"1": str(path)}, time_limit=float("inf"))
-    done, failed = run_file(cubin(), ["^ldgsts_guard$"], request, [load_rule_set("sm_90")])
-    assert not failed, failed[0].line()
-    assert not done[0].unresolved, done[0].unresolved
-    return {r["pc"]: r for r in kernel_table(done[0], "sm_90").to_pylist()}
+    """pc -> kernel-table row (of every instruction, run or not) of the probe launched at one configuration."""
+    analysis, rows = tool_on_probe("ldgsts_guard", dict(ldgsts_guard.configs())[config])
+    assert not analysis.unresolved, analysis.unresolved
+    return rows
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")

@@ -7,16 +7,15 @@
 Every configuration is one global/shared pattern of the ignore-src probes (ldgsts_ignore_src.py) times one
 choice of the lanes that copy (the guard holds there) times one choice of the lanes alive (the others return
 before the copies).  The pages are exported and summarised by ldgsts_probe.py and trimmed by
-ldgsts_ignore_src.py.
+ldgsts_ignore_src.py (scripts/hw/collect_ldgsts_tables.sh ldgsts_guard).
 """
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 
-from ldgsts_ignore_src import LANES, patterns
+from ldgsts_ignore_src import LANES, annotated, patterns, write_configs
 
 REPS = 2
 
@@ -46,30 +45,22 @@ def configs() -> list[tuple[str, list[int]]]:
     for pattern, (gofs, sofs) in patterns().items():
         for copy_name, copying in COPYING.items():
             for alive_name, alive in ALIVE.items():
-                out.append((f"{pattern}__{copy_name}__{alive_name}", gofs + sofs + guards(copying) + [int(a) for a in alive]))
+                tables = gofs + sofs + guards(copying) + [int(a) for a in alive]
+                out.append((f"{pattern}__{copy_name}__{alive_name}", tables))
     return out
 
 
 def manifest(summary: Path, out: Path) -> None:
     """The summary's rows (one per launch and LDGSTS pc) with the variant, its form, the lanes copying and alive."""
-    rows = list(csv.DictReader(open(summary, newline="")))
-    fields = ["variant", "form", "pattern", "copying", "alive"] + list(rows[0])
-    with open(out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fields)
-        writer.writeheader()
-        for row in rows:
-            pattern, copying, alive = row["config"].split("__")
-            shared = row["source"].rsplit("[", 1)[1].split("]")[0]  # Nsight's order: `desc[..][R4.64], [R7+0x1000]`
-            variant = int(shared.split("+")[1], 16) // 4096 if "+" in shared else 0
-            writer.writerow(dict(row, variant=variant, form=VARIANTS[variant], pattern=pattern, copying=copying,
-                                 alive=alive))
+    def describe(row: dict, variant: int) -> dict:
+        pattern, copying, alive = row["config"].split("__")
+        return dict(form=VARIANTS[variant], pattern=pattern, copying=copying, alive=alive)
+    annotated(summary, out, ["form", "pattern", "copying", "alive"], describe)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["configs"]:
-        with open(sys.argv[2], "w") as f:
-            for name, tables in configs():
-                f.write(f"{name} {REPS}\n{' '.join(map(str, tables))}\n")
+        write_configs(Path(sys.argv[2]), configs(), REPS)
     elif sys.argv[1:2] == ["manifest"]:
         manifest(Path(sys.argv[2]), Path(sys.argv[3]))
     else:

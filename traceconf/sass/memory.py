@@ -69,7 +69,7 @@ def global_address_reader(op: Operand, ctx: SassContext, extended: bool):
 
 def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassContext, slot, record: bool = True):
     """``run(m, mask)`` of a shared access: what it does to registers and shared memory, and its lanes recorded
-    (``record``; an ``LDGSTS`` whose count Nsight takes from other lanes records none: :func:`misread_guard_copy`)."""
+    (``record``; an ``LDGSTS`` whose lanes Nsight counts otherwise records none: :func:`misread_guard`)."""
     op = shared_op(opcode)
     address_index = next((i for i, o in enumerate(ops) if o.kind == "address"), None)
     if op is None or address_index is None:
@@ -188,7 +188,7 @@ def copy_counted_by_nsight(opcode: str, ops: list[Operand], ctx: SassContext, sl
     it (``mask``, before the guard ``guard``), recorded with the addresses their registers hold.  Where a lane the
     guard turns off has a shared destination or global source (the sources rule reads it) that is unknown, as where
     the kernel computes them under the guard and so never writes them there, the warp's execution is unresolved:
-    Nsight counts whatever those registers hold (docs/hardware.md, "LDGSTS.BYPASS probes")."""
+    Nsight counts whatever those registers hold (docs/hardware.md, "LDGSTS.BYPASS probes", "LDGSTS guard probes")."""
     op = shared_op(opcode)
     address_index = next(i for i, o in enumerate(ops) if o.kind == "address")
     read = address_reader(ops[address_index], ctx, wide_base=False)
