@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import csv
 import shutil
-import subprocess
 import sys
-import tempfile
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+from test_ldgsts_tables_support import rebuilt_manifest, tool_on_probe
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "hw" / "ldgsts_ignore_src"
 sys.path.insert(0, str(REPO / "scripts" / "hw"))
 import ldgsts_ignore_src  # noqa: E402  (the configurations the driver ran and the fitted count)
-import ldgsts_probe  # noqa: E402  (the page summary)
 
 ROWS = list(csv.DictReader(open(DATA / "manifest.csv", newline="")))
 
@@ -38,11 +36,7 @@ def counts() -> dict[tuple[str, int], set]:
 
 
 def test_the_manifest_is_the_summary_of_the_committed_pages(tmp_path):
-    (tmp_path / "pages").mkdir()
-    (tmp_path / "pages" / "probe").symlink_to(DATA / "pages")
-    ldgsts_probe.summary(tmp_path / "pages", tmp_path / "summary.csv")
-    ldgsts_ignore_src.manifest(tmp_path / "summary.csv", tmp_path / "manifest.csv")
-    assert (tmp_path / "manifest.csv").read_text() == (DATA / "manifest.csv").read_text()
+    assert rebuilt_manifest(DATA, ldgsts_ignore_src.manifest, tmp_path) == (DATA / "manifest.csv").read_text()
     assert {(row["config"], row["rep"]) for row in ROWS} == {
         (name, str(rep)) for name, _ in ldgsts_ignore_src.configs() for rep in range(ldgsts_ignore_src.REPS)}
 
@@ -71,37 +65,15 @@ def test_the_fitted_count_equals_all_ignore_src_rows_and_all_but_one_zfill_set()
 # --------------------------------------------------------------------------- the tool on the probe kernel
 
 #: The ignore-src forms (variant numbers) whose predicate Nsight reads as the program set it (P1-P6), and the
-#: one on P0, which it reads as false: no lane reads, whatever the program set.
-READ_AS_SET, ON_P0 = (1, 2, 3, 4, 6, 7, 9), 8
-
-
-@lru_cache(maxsize=None)
-def cubin() -> Path:
-    """scripts/hw/ldgsts_ignore_src.cu compiled as measured (nvcc 13.0, -arch=sm_90)."""
-    folder = Path(tempfile.mkdtemp(prefix="ldgsts_ignore_src_"))
-    out = folder / "ldgsts_ignore_src.cubin"
-    subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(out), str(REPO / "scripts" / "hw" /
-                                                                        "ldgsts_ignore_src.cu")], check=True)
-    return out
+#: one on P0, which it reads as false: no lane reads, whatever the program set; the guard ``@P0`` (v0), which it
+#: also reads as false: no lane counted (0/0), whatever the program set.
+READ_AS_SET, ON_P0, GUARD_P0 = (1, 2, 3, 4, 6, 7, 9), 8, 0
 
 
 @lru_cache(maxsize=None)
 def analysed(config: str) -> dict[int, dict]:
-    """pc -> kernel-table row of the probe launched at one configuration (its tables as --data, the source
-    buffer at a --param address), as a user would."""
-    from traceconf.analyses.results import kernel_table
-    from traceconf.emulate.launch import LaunchRequest
-    from traceconf.pipeline import run_file
-    from traceconf.rules import load_rule_set
-
-    tables = dict(ldgsts_ignore_src.configs())[config]
-    path = Path(tempfile.mkdtemp(prefix="ldgsts_ignore_src_")) / "tables.npy"
-    np.save(path, np.array(tables, dtype=np.int32))
-    request = LaunchRequest(block=(32, 1, 1), grid=(1, 1, 1), params={"0": str(1 << 40)}, dynamic_smem=65536,
-                            data={"1": str(path)}, time_limit=float("inf"))
-    done, failed = run_file(cubin(), ["^ldgsts_ignore_src$"], request, [load_rule_set("sm_90")])
-    assert not failed, failed[0].line()
-    return {r["pc"]: r for r in kernel_table(done[0], "sm_90").to_pylist() if r["executions"]}
+    """pc -> kernel-table row (of every instruction, run or not) of the probe launched at one configuration."""
+    return tool_on_probe("ldgsts_ignore_src", dict(ldgsts_ignore_src.configs())[config])[1]
 
 
 def page(config: str) -> dict[int, tuple[int, int, int]]:
@@ -117,9 +89,10 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc
 @pytest.mark.parametrize("config", [name for name, _ in ldgsts_ignore_src.configs()
                                     if name.endswith(("__all", "__none"))])
 def test_the_tool_counts_the_ignore_src_copies_where_every_lane_or_none_reads(config):
-    """Every lane reading: the count from the sources; none (or the operand on P0): the shared-address one."""
+    """Every lane reading: the count from the sources; none (or the operand on P0): the shared-address one;
+    the guard on P0: nothing."""
     rows, measured = analysed(config), page(config)
-    for variant in (*READ_AS_SET, ON_P0):
+    for variant in (*READ_AS_SET, ON_P0, GUARD_P0):
         pc, wavefronts, ideal = measured[variant]
         assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal), variant
 
@@ -130,7 +103,9 @@ def test_the_tool_counts_the_ignore_src_copies_where_every_lane_or_none_reads(co
 def test_where_some_lanes_zero_fill_the_copies_carry_the_note_and_p0_is_exact(config):
     """Some lanes zero-filling: the shared-address count, marked (the fill pass is not modelled); P0's exact."""
     rows, measured = analysed(config), page(config)
-    pc, wavefronts, ideal = measured[ON_P0]
-    assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal)
+    for variant in (ON_P0, GUARD_P0):
+        pc, wavefronts, ideal = measured[variant]
+        assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal), variant
+        assert rows[pc]["resolved"], variant
     for variant in READ_AS_SET:
         assert rows[measured[variant][0]]["model_note"].startswith("Nsight's Source page counts"), variant
