@@ -252,11 +252,25 @@ def analyze_kernel(program, kernel: str, launch: LaunchRequest, rule_sets: list,
     notes += [f"not counted on {device}: {reason}" for device, reason in gaps.items()]
     notes += launch_notes(facts) + program.kernel_notes(kernel)
     scale_facts(first, facts, notes, counted, launch.retain)
+    _note_aligned_sources(counted.model_notes, first.aligned_sources, rule_sets)
     return KernelAnalysis(kernel=kernel, input_path=path, input_format=program.input_format, launch=facts,
                           results=counted.results, instructions=info, unresolved=unresolved, notes=notes,
                           accesses=counted.accesses, weights=counted.weights, complete=counted.complete,
                           shared_layout=[dict(v) for v in first.shared_layout], device_gaps=gaps,
                           model_notes=counted.model_notes)
+
+
+def _note_aligned_sources(model_notes: dict[str, dict[int, str]], aligned: dict[int, list[str]],
+                          rule_sets: list) -> None:
+    """A copy counted from global sources that are offsets from parameters without a value (``aligned``:
+    instruction -> their names) says so in its note: the count rests on cudaMalloc's alignment."""
+    from traceconf.emulate.allocation import assumed_model_note
+
+    for rules in rule_sets:
+        notes, source_notes = model_notes.get(rules.name, {}), set(rules.source_model_notes().values())
+        for instruction, names in aligned.items():
+            if notes.get(instruction) in source_notes:
+                notes[instruction] = f"{notes[instruction]}; {assumed_model_note(names)}"
 
 
 def launch_notes(facts: dict) -> list[str]:
