@@ -607,7 +607,7 @@ class Findings:
 
     def sources_at_alignment(self, slot: Slot, names: list[str]) -> None:
         """A copy's global sources were taken as offsets from parameters ``names`` at cudaMalloc's alignment."""
-        place, known = self.aligned.setdefault(int(slot.row["instruction"]), (self.where(slot.row), []))
+        _, known = self.aligned.setdefault(int(slot.row["instruction"]), (self.where(slot.row), []))
         known.extend(n for n in names if n not in known)
 
     def alignment_notes(self) -> list[str]:
@@ -617,6 +617,10 @@ class Findings:
         names = list(dict.fromkeys(n for _, known in self.aligned.values() for n in known))
         places = [place for place, _ in self.aligned.values()]
         return [assumed_note(names, places[:8] + ["…"] * (len(places) > 8))]
+
+    def loads_through(self, names: list[str], module_globals: list[str] = ()) -> None:
+        self.without_data.extend(n for n in names if n not in self.without_data)
+        self.globals_read.extend(n for n in module_globals if n not in self.globals_read)
 
     def why(self, bits: int) -> str:
         """Why a value is unknown, in words, naming the module globals read and the parameters whose buffers
