@@ -52,13 +52,15 @@ def copy_sources(value: np.ndarray, bits: np.ndarray, lanes: np.ndarray, warp_si
     whose lanes' sources are known relative to different bases (a known address, or two parameters) has none:
     where the lines of one lie relative to the other's is unknown."""
     value, bits = np.asarray(value, dtype=np.uint64), np.asarray(bits, dtype=np.uint64) & taint.UNKNOWN
+    if not bits.any():                      # every source known (a --param pointer, --data): nothing to decide
+        return np.where(lanes, value.view(np.int64), -1), 0
     basis = np.where(lanes & (bits == 0), taint.ZERO, taint.UNKNOWN)
     for bit in np.unique(bits[lanes & (bits != 0) & ((bits & ~taint.PARAMS) == 0)]):
         index = int(bit).bit_length() - 1 - taint.PARAM_FIRST_BIT
         if int(bit) & (int(bit) - 1) or not value_without_param(index, 8):
             continue                        # more than one parameter, or one whose bit others share
         offset = (value - np.uint64(stand_in(index))).view(np.int64)
-        basis = np.where(lanes & (bits == bit) & (np.abs(offset) < OFFSET_RANGE), bit, basis)
+        basis = np.where(lanes & (bits == bit) & (-OFFSET_RANGE <= offset) & (offset < OFFSET_RANGE), bit, basis)
     known = lanes & (basis != taint.UNKNOWN)
     by_warp, known_by_warp = basis.reshape(-1, warp_size), known.reshape(-1, warp_size)
     mixed = np.where(known_by_warp, by_warp, taint.ZERO).max(axis=1) > \
