@@ -101,3 +101,16 @@ def test_a_source_computed_otherwise_from_the_pointer_stays_unknown(tmp_path, po
     wavefronts, note, notes = _analysed(_copy_kernel(tmp_path, pointer), "ptx", {})
     assert wavefronts == 4 and note.startswith("Nsight's Source page counts") and not any("cudaMalloc" in n
                                                                                         for n in notes)
+
+
+@pytest.mark.parametrize("param, assumed", [([], True), (["--param", "p=0x10000000000"], False)])
+def test_explain_states_the_assumption(tmp_path, param, assumed):
+    from typer.testing import CliRunner
+
+    from traceconf.cli import app
+
+    result = CliRunner().invoke(app, ["explain", _copy_kernel(tmp_path), "-k", "k", "-i", "L21", "--level", "ptx",
+                                      "--block", "32", *param], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert "16 wavefronts, ideal 4" in result.stdout and "counted from the global source" in result.stdout
+    assert (ASSUMED in " ".join(result.stdout.split())) == assumed

@@ -80,8 +80,10 @@ def assumed_note(names: list[str], places: list[str]) -> str:
             f"depends on; --param NAME=ADDRESS counts at the real address (only ADDRESS mod 128 matters)")
 
 
-def assumed_model_note(names: list[str]) -> str:
-    """What the model note of a copy counted from such sources adds (RESULT_ROWS ``model_note``)."""
+def with_assumption(note: str, names: list[str]) -> str:
+    """The model note of a copy counted from sources that are offsets from parameters ``names`` without a value
+    (RESULT_ROWS ``model_note``, the explain picture's): the rule's ``note`` and the assumption."""
     plural = len(names) > 1
-    return (f"its sources are offsets from parameter{'s' if plural else ''} {', '.join(names)} without a value, "
-            f"taken {ALIGNMENT}-byte aligned as cudaMalloc returns them (--param NAME=ADDRESS: the real address)")
+    return (f"{note}; its sources are offsets from parameter{'s' if plural else ''} {', '.join(names)} without a "
+            f"value, taken {ALIGNMENT}-byte aligned as cudaMalloc returns them (--param NAME=ADDRESS: the real "
+            f"address)")
