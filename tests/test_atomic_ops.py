@@ -9,6 +9,7 @@ import pytest
 
 from test_emulate_support import kernel_module, run
 from traceconf.accesses import from_table
+from traceconf.emulate.allocation import stand_in
 from traceconf.engine import count_wavefronts
 from traceconf.errors import InputError
 from traceconf.pipeline import run_trace
@@ -155,19 +156,21 @@ def test_the_emulator_records_the_cp_async_form_ptxas_emits(line, setup, op):
     assert [OPS[code] for code in result.accesses.op[copies]] == [op]
 
 
-@pytest.mark.parametrize("line, setup, known", [
-    ("cp.async.cg.shared.global [%r2], [%rd2], 16;", "mov.u64 %rd1, 4096;", True),
-    ("cp.async.cg.shared.global [%r2], [%rd2], 16;", "ld.param.u64 %rd1, [p];", False),   # no --param for p
+@pytest.mark.parametrize("line, setup, base", [
+    ("cp.async.cg.shared.global [%r2], [%rd2], 16;", "mov.u64 %rd1, 4096;", 4096),
+    # no --param for p: an offset from its stand-in, taken at cudaMalloc's alignment (traceconf.emulate.allocation)
+    ("cp.async.cg.shared.global [%r2], [%rd2], 16;", "ld.param.u64 %rd1, [p];", stand_in(0)),
     # an ignore-src (src-size) operand: Nsight does not count such a copy from its sources (docs/hardware.md)
-    ("cp.async.cg.shared.global [%r2], [%rd2], 16, %r5;", "mov.u64 %rd1, 4096;\n mov.u32 %r5, 16;", False),
+    ("cp.async.cg.shared.global [%r2], [%rd2], 16, %r5;", "mov.u64 %rd1, 4096;\n mov.u32 %r5, 16;", None),
 ])
-def test_the_emulator_records_a_copys_global_sources_where_known(line, setup, known):
-    """ACCESSES ``source``: each lane's global source (here 4096 + 32 * lane) where the pointer is known."""
+def test_the_emulator_records_a_copys_global_sources_where_known(line, setup, base):
+    """ACCESSES ``source``: each lane's global source (here base + 32 * lane) where the pointer is known."""
     body = _copy(line, setup + "\n shl.b32 %r2, %r1, 4;\n mul.wide.u32 %rd3, %r1, 32;\n add.u64 %rd2, %rd1, %rd3;")
     module = kernel_module(body, params=".param .u64 p", shared=".shared .align 16 .b8 buf[1024];\n")
     accesses = run(module).accesses
     copies = accesses.kind == 5
-    expected = [4096 + 32 * lane for lane in range(32)] if known else None
+    known = base is not None
+    expected = [base + 32 * lane for lane in range(32)] if known else None
     assert (accesses.source[copies][0].tolist() if accesses.source is not None else None) == \
         (expected if known else (None if accesses.source is None else [-1] * 32))
     if known:           # 32-byte source stride, 16-byte destination stride: every lane its own key (4 from the

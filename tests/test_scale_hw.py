@@ -45,11 +45,10 @@ FOLLOWUP = tomllib.loads((SCALE_HW / "followup.toml").read_text())["launch"]
 
 @lru_cache(maxsize=None)
 def analysis_of(launch_id: str):
-    """The launch analysed as a user's run does (default level: SASS), its buffers at --param addresses
-    aligned as cudaMalloc's (so the copies' global sources are known)."""
+    """The launch analysed as a user's run does (default level: SASS), the scalars given and the buffers' pointers
+    not: the copies' global sources are offsets from them, taken at cudaMalloc's alignment."""
     launch = next(item for item in LAUNCHES + FOLLOWUP if item["id"] == launch_id)
-    params = {str(index): int(spec["value"]) if "value" in spec else (index + 1) << 36
-              for index, spec in enumerate(launch["params"])}
+    params = {str(index): int(spec["value"]) for index, spec in enumerate(launch["params"]) if "value" in spec}
     path = REPO / "tests" / "fixtures" / launch["file"].replace(".cu", ".sm_90.ptx")
     analyses, failures = run_file(path, [launch["kernel"]], LaunchRequest(
         block=tuple(launch["block"]), grid=tuple(launch["grid"]), params=params,

@@ -88,7 +88,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
     contents = _contents_semantics(op, opcode, ops, address_index, ctx, write_loaded) if ctx.shared_values else None
     # the lanes of a generic access outside the shared window go to global memory (with --data)
     elsewhere = global_access(opcode, ops, address_index, ctx, slot) if generic and ctx.memory is not None else None
-    copy_sources = _copy_sources(op, opcode, ops, address_index, ctx)
+    copy_sources = _copy_sources(op, opcode, ops, address_index, ctx, slot)
     window = U64(ctx.window_high) << U64(32)
     base = U64(ctx.shared_base)
 
@@ -152,7 +152,7 @@ def shared_offsets(value: np.ndarray, base) -> np.ndarray:
 NSIGHT_FALSE_PREDICATE = "P0"
 
 
-def _copy_sources(op, opcode: str, ops: list[Operand], address_index: int, ctx: SassContext):
+def _copy_sources(op, opcode: str, ops: list[Operand], address_index: int, ctx: SassContext, slot):
     """``sources(m, lanes)`` of an ``LDGSTS``: each lane's global source address (its second address operand),
     -1 where unknown (ACCESSES ``source``) and, with an ignore-src predicate operand (``LDGSTS ..., P1``: the
     lane reads where it is true, Nsight taking :data:`NSIGHT_FALSE_PREDICATE` as false), where the lane does not
@@ -168,8 +168,7 @@ def _copy_sources(op, opcode: str, ops: list[Operand], address_index: int, ctx: 
 
     def sources(m, lanes):
         value, bits = read(m)
-        known = lanes & ((m.spread(bits) & taint.UNKNOWN) == 0) & reading(m)
-        return np.where(known, m.full(value).view(np.int64), -1)
+        return m.copy_sources(slot, value, bits, lanes & reading(m))
     return sources
 
 

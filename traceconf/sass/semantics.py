@@ -635,16 +635,23 @@ def _hfma2_constant(ops, mods, ctx):
     return None
 
 
+#: Integer source types an I2F names (none: S32).
+_I2F_SOURCES = ("U8", "S8", "U16", "S16", "U32", "S32", "U64", "S64")
+
+
 def _i2f_rp(ops, mods, ctx):
-    """I2F.U32.RP (round toward +inf) of the division idiom, evaluated in float32."""
-    if "U32" not in mods or not any(x in mods for x in ("RP",)) or "F64" in mods:
+    """I2F.U32.RP / I2F.RP (S32, the default source type) to f32, rounding toward +inf: the division idiom's
+    first step (ptxas's unsigned and signed divides), evaluated in float32."""
+    types = [x for x in mods if x in _I2F_SOURCES]
+    if "RP" not in mods or types not in ([], ["U32"], ["S32"]) or "F64" in mods or "F16" in mods:
         return None
     dest, _, sources, _ = _split(ops)
     source, write = reader(sources[0], ctx, False), writer(dest)
+    integer = (lambda value: np.asarray(value, dtype=np.uint64)) if types == ["U32"] else signed32
 
     def run(m, mask):
         value, bits = source(m)
-        exact = np.asarray(value, dtype=np.uint64).astype(np.float64)
+        exact = integer(value).astype(np.float64)
         rounded = exact.astype(np.float32)
         rounded = np.where(rounded.astype(np.float64) < exact, np.nextafter(rounded, np.float32(np.inf)), rounded)
         write(m, np.asarray(rounded, dtype=np.float32).view(np.uint32).astype(np.uint64), bits, mask)
