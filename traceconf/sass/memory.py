@@ -193,7 +193,7 @@ def copy_counted_by_nsight(opcode: str, ops: list[Operand], ctx: SassContext, sl
     read = address_reader(ops[address_index], ctx, wide_base=False)
     source = next((o for o in ops[address_index + 1:] if o.kind == "address"), None)
     read_source = global_address_reader(source, ctx, "E" in opcode.split(".")[1:]) if source is not None else None
-    copy_sources = _copy_sources(op, opcode, ops, address_index, ctx)
+    copy_sources = _copy_sources(op, opcode, ops, address_index, ctx, slot)
     base = U64(ctx.shared_base)
 
     def count(m, mask):
