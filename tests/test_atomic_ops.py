@@ -9,6 +9,7 @@ import pytest
 
 from test_emulate_support import kernel_module, run
 from traceconf.accesses import from_table
+from traceconf.emulate.allocation import stand_in
 from traceconf.engine import count_wavefronts
 from traceconf.errors import InputError
 from traceconf.pipeline import run_trace
@@ -160,19 +161,21 @@ def test_the_emulator_records_the_cp_async_form_ptxas_emits(line, setup, op):
     assert [OPS[code] for code in result.accesses.op[copies]] == [op]
 
 
-@pytest.mark.parametrize("line, setup, known", [
-    ("cp.async.cg.shared.global [%r2], [%rd2], 16;", "mov.u64 %rd1, 4096;", True),
-    ("cp.async.cg.shared.global [%r2], [%rd2], 16;", "ld.param.u64 %rd1, [p];", False),   # no --param for p
+@pytest.mark.parametrize("line, setup, base", [
+    ("cp.async.cg.shared.global [%r2], [%rd2], 16;", "mov.u64 %rd1, 4096;", 4096),
+    # no --param for p: an offset from its stand-in, taken at cudaMalloc's alignment (traceconf.emulate.allocation)
+    ("cp.async.cg.shared.global [%r2], [%rd2], 16;", "ld.param.u64 %rd1, [p];", stand_in(0)),
     # an ignore-src (src-size) operand: Nsight does not count such a copy from its sources (docs/hardware.md)
-    ("cp.async.cg.shared.global [%r2], [%rd2], 16, %r5;", "mov.u64 %rd1, 4096;\n mov.u32 %r5, 16;", False),
+    ("cp.async.cg.shared.global [%r2], [%rd2], 16, %r5;", "mov.u64 %rd1, 4096;\n mov.u32 %r5, 16;", None),
 ])
-def test_the_emulator_records_a_copys_global_sources_where_known(line, setup, known):
-    """ACCESSES ``source``: each lane's global source (here 4096 + 32 * lane) where the pointer is known."""
+def test_the_emulator_records_a_copys_global_sources_where_known(line, setup, base):
+    """ACCESSES ``source``: each lane's global source (here base + 32 * lane) where the pointer is known."""
     body = _copy(line, setup + "\n shl.b32 %r2, %r1, 4;\n mul.wide.u32 %rd3, %r1, 32;\n add.u64 %rd2, %rd1, %rd3;")
     module = kernel_module(body, params=".param .u64 p", shared=".shared .align 16 .b8 buf[1024];\n")
     accesses = run(module).accesses
     copies = accesses.kind == 5
-    expected = [4096 + 32 * lane for lane in range(32)] if known else None
+    known = base is not None
+    expected = [base + 32 * lane for lane in range(32)] if known else None
     assert (accesses.source[copies][0].tolist() if accesses.source is not None else None) == \
         (expected if known else (None if accesses.source is None else [-1] * 32))
     if known:           # 32-byte source stride, 16-byte destination stride: every lane its own key (4 from the
@@ -196,6 +199,69 @@ def test_the_sass_emulator_records_an_ldgsts_global_sources():
         zfill = run_sass(lines + odd + [f"LDGSTS.E.BYPASS.128.ZFILL [R2], desc[UR6][R4.64+0x8]{operand}"]).accesses
         assert zfill.source[0].tolist() == [16 * lane if lane in reading else -1 for lane in range(32)], operand
         assert zfill.src_size[0].tolist() == [8 if lane in reading else 0 for lane in range(32)], operand
+
+
+#: P0 holds in lanes 8-31 (lanes 0-7 pass ``@!P0``, as in the cp.async matmul's ``t4x < BLOCK_SIZE``)
+HIGH_LANES = ["S2R R0, SR_TID.X", "ISETP.GT.AND P0, PT, R0, 0x7, PT", "ISETP.GT.AND P1, PT, R0, 0x7, PT"]
+ADDRESSES = ["IMAD.SHL.U32 R2, R0, 0x10, RZ", "IMAD.WIDE.U32 R4, R0, 0x10, RZ"]
+COPY = "LDGSTS.E.BYPASS.128 [R2], desc[UR6][R4.64]"
+
+
+def test_nsight_counts_every_lane_of_a_copy_under_not_p0_with_its_registers():
+    """``@!P0 LDGSTS``: Nsight reads P0 as false there, so it counts every lane that reached the copy, the 24 the
+    guard turns off included, at the addresses their registers hold; another guard register keeps its lanes."""
+    from test_sass_emulate import run as run_sass
+    lanes = list(range(32))
+    for guard, counted in (("@!P0", lanes), ("@!P1", lanes[:8])):
+        result = run_sass(HIGH_LANES + ADDRESSES + [f"{guard} {COPY}"])
+        assert not result.unresolved, result.unresolved
+        (address,), (source,) = result.accesses.address.tolist(), result.accesses.source.tolist()
+        assert address == [16 * lane if lane in counted else -1 for lane in lanes], guard
+        assert source == [16 * lane if lane in counted else -1 for lane in lanes], guard
+        # 32 lanes: 32 contiguous 16-byte chunks from 4 lines, 4 wavefronts (ideal 4); 8 lanes: 1 (ideal 1)
+        wavefronts, ideal, _ = count_wavefronts(result.accesses, load_rule_set("sm_90"))
+        assert (wavefronts.tolist(), ideal.tolist()) == (([4], [4]) if guard == "@!P0" else ([1], [1]))
+
+
+def test_nsight_counts_no_lane_of_a_copy_under_p0():
+    from test_sass_emulate import run as run_sass
+    result = run_sass(HIGH_LANES + ADDRESSES + [f"@P0 {COPY}", f"@P1 {COPY}"])
+    assert not result.unresolved, result.unresolved
+    assert result.accesses.instruction.tolist() == [6] and (result.accesses.address[0] >= 0).sum() == 24
+
+
+@pytest.mark.parametrize("setup, state", [
+    # the addresses computed under the guard (the cp.async matmul): never written in the lanes it turns off
+    ([f"@!P0 {line}" for line in ADDRESSES], "the kernel never wrote there: what the page counts is not a function "
+                                              "of the program"),
+    # the shared destination known everywhere, the global source only where the guard holds
+    (ADDRESSES[:1] + [f"@!P0 {ADDRESSES[1]}"], "the kernel never wrote there"),
+    # written everywhere, from memory in the lanes the guard turns off
+    (ADDRESSES + ["LDC.64 R6, c[0x0][0x160]", "@P0 LDG.E R2, [R6.64]"], "hold values that depend on data loaded "
+                                                                         "from memory"),
+])
+def test_a_copy_under_not_p0_whose_turned_off_lanes_hold_unknown_addresses_is_unresolved(setup, state):
+    """What Nsight counts there depends on registers the program leaves unknown: unresolved, never a guess."""
+    from test_sass_emulate import run as run_sass
+    result = run_sass(HIGH_LANES + setup + [f"@!P0 {COPY}"])
+    assert result.accesses.kind.size == 0
+    (entry,) = result.unresolved
+    assert entry["reason"].startswith("Nsight counts the 24 lanes the guard @!P0 turns off (it reads P0 as false "
+                                      f"for LDGSTS), whose address registers {state}"), entry["reason"]
+    assert entry["executions"] == 1
+
+
+def test_a_copy_under_p0_still_writes_shared_memory_where_the_guard_holds():
+    """Only the count follows Nsight's reading: ``@P0 LDGSTS`` overwrites its destination where P0 holds (what it
+    copies is unknown), so a branch on the word read back is unknown there and decided elsewhere."""
+    from test_sass_emulate import _with_shared_memory
+    for threshold, unresolved in (("0x7", True), ("0x40", False)):
+        body = ["S2R R0, SR_TID.X", f"ISETP.GT.AND P0, PT, R0, {threshold}, PT", *ADDRESSES, "STS [R2], RZ",
+                f"@P0 {COPY}", "LDS R3, [R2]", "ISETP.NE.AND P1, PT, R3, RZ, PT", "@P1 BRA 0xa0",
+                "STS [R2+0x800], RZ"]
+        result = _with_shared_memory(body, 8192)
+        assert bool(result.unresolved) == unresolved, threshold
+        assert result.accesses.kind.tolist().count(5) == 0
 
 
 def test_canonical_tables_carry_the_sources():

@@ -45,15 +45,7 @@ pytestmark = pytest.mark.skipif(tools.locate("nvdisasm") is None,
 #: Launches that come back (partly) unresolved today although a model could resolve them: (family, launch) -> cause.
 UNRESOLVED: dict[tuple[str, str], str] = {}
 #: Launches analysed completely whose wavefronts differ from the Source page at some pc.
-WRONG: dict[tuple[str, str], str] = {
-    ("triton_tut", "tut_matmul_64x64x32"): "LDGSTS.E.BYPASS.128 A-operand copies of the second prologue stage "
-                                           "(pcs 0xe70, 0xe80, ignore-src operand P2): Nsight counts 640 where "
-                                           "the shared addresses give 320: it counts them from their global "
-                                           "source lines (two 64-byte rows per quarter-warp: 8 per warp, as the "
-                                           "H100 probe's guarded copies, tests/data/hw/ldgsts_probe triton_a_*), "
-                                           "while this kernel's P0 copies of such rows count 4; the results "
-                                           "carry the rule set's model note (docs/hardware.md, 'LDGSTS')",
-}
+WRONG: dict[tuple[str, str], str] = {}
 WAVEFRONT_GAPS = {**UNRESOLVED, **WRONG}
 IDEAL_GAPS = dict(UNRESOLVED)
 
@@ -64,11 +56,6 @@ def manifest(family: str) -> list[dict]:
 
 def _pairs(text: str) -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in text.split(";") if pair)
-
-
-#: Families whose kernels take their buffers as the first N pointer parameters, with no --data: analysed at
-#: --param addresses aligned as cudaMalloc's (so the copies' global sources are known; wmma: A, B, C, D).
-POINTER_PARAMS = {"wmma": 4}
 
 
 def _dims(text: str) -> tuple[int, int, int]:
@@ -85,8 +72,7 @@ def analyse(family: str, launch_id: str):
     folder = FIXTURES / family
     cubin = folder / CUBINS.get(row["fixture"], row["fixture"])
     data = {key: str(folder / name) for key, name in _pairs(row["data"]).items()}
-    params = {**{str(index): str((index + 1) << 36) for index in range(POINTER_PARAMS.get(family, 0))},
-              **_pairs(row["params"])}
+    params = _pairs(row["params"])      # buffers without --data: sources at cudaMalloc's alignment (wmma's copies)
     request = LaunchRequest(block=_dims(row["block"]), grid=_dims(row["grid"]), params=params,
                             dynamic_smem=int(row["dynamic_smem"]), data=data, time_limit=float("inf"))
     done, failed = run_file(cubin, [f"^{re.escape(row['kernel'])}$"], request, [load_rule_set("sm_90")])

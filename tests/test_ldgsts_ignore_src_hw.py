@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import csv
 import shutil
-import subprocess
 import sys
-import tempfile
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+from test_ldgsts_tables_support import rebuilt_manifest, tool_on_probe
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "hw" / "ldgsts_ignore_src"
 sys.path.insert(0, str(REPO / "scripts" / "hw"))
 import ldgsts_ignore_src  # noqa: E402  (the configurations the driver ran and the fitted count)
-import ldgsts_probe  # noqa: E402  (the page summary)
 
 ROWS = list(csv.DictReader(open(DATA / "manifest.csv", newline="")))
 
@@ -38,11 +36,7 @@ def counts() -> dict[tuple[str, int], set]:
 
 
 def test_the_manifest_is_the_summary_of_the_committed_pages(tmp_path):
-    (tmp_path / "pages").mkdir()
-    (tmp_path / "pages" / "probe").symlink_to(DATA / "pages")
-    ldgsts_probe.summary(tmp_path / "pages", tmp_path / "summary.csv")
-    ldgsts_ignore_src.manifest(tmp_path / "summary.csv", tmp_path / "manifest.csv")
-    assert (tmp_path / "manifest.csv").read_text() == (DATA / "manifest.csv").read_text()
+    assert rebuilt_manifest(DATA, ldgsts_ignore_src.manifest, tmp_path) == (DATA / "manifest.csv").read_text()
     assert {(row["config"], row["rep"]) for row in ROWS} == {
         (name, str(rep)) for name, _ in ldgsts_ignore_src.configs() for rep in range(ldgsts_ignore_src.REPS)}
 
@@ -70,37 +64,15 @@ def test_the_fitted_count_equals_all_ignore_src_rows_and_all_but_one_zfill_set()
 # --------------------------------------------------------------------------- the tool on the probe kernel
 
 #: The ignore-src forms (variant numbers) whose predicate Nsight reads as the program set it (P1-P6), and the
-#: one on P0, which it reads as false: no lane reads, whatever the program set.
-READ_AS_SET, ON_P0 = (1, 2, 3, 4, 6, 7, 9), 8
-
-
-@lru_cache(maxsize=None)
-def cubin() -> Path:
-    """scripts/hw/ldgsts_ignore_src.cu compiled as measured (nvcc 13.0, -arch=sm_90)."""
-    folder = Path(tempfile.mkdtemp(prefix="ldgsts_ignore_src_"))
-    out = folder / "ldgsts_ignore_src.cubin"
-    subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(out), str(REPO / "scripts" / "hw" /
-                                                                        "ldgsts_ignore_src.cu")], check=True)
-    return out
+#: one on P0, which it reads as false: no lane reads, whatever the program set; the guard ``@P0`` (v0), which it
+#: also reads as false: no lane counted (0/0), whatever the program set.
+READ_AS_SET, ON_P0, GUARD_P0 = (1, 2, 3, 4, 6, 7, 9), 8, 0
 
 
 @lru_cache(maxsize=None)
 def analysed(config: str) -> dict[int, dict]:
-    """pc -> kernel-table row of the probe launched at one configuration (its tables as --data, the source
-    buffer at a --param address), as a user would."""
-    from traceconf.analyses.results import kernel_table
-    from traceconf.emulate.launch import LaunchRequest
-    from traceconf.pipeline import run_file
-    from traceconf.rules import load_rule_set
-
-    tables = dict(ldgsts_ignore_src.configs())[config]
-    path = Path(tempfile.mkdtemp(prefix="ldgsts_ignore_src_")) / "tables.npy"
-    np.save(path, np.array(tables, dtype=np.int32))
-    request = LaunchRequest(block=(32, 1, 1), grid=(1, 1, 1), params={"0": str(1 << 40)}, dynamic_smem=65536,
-                            data={"1": str(path)}, time_limit=float("inf"))
-    done, failed = run_file(cubin(), ["^ldgsts_ignore_src$"], request, [load_rule_set("sm_90")])
-    assert not failed, failed[0].line()
-    return {r["pc"]: r for r in kernel_table(done[0], "sm_90").to_pylist() if r["executions"]}
+    """pc -> kernel-table row (of every instruction, run or not) of the probe launched at one configuration."""
+    return tool_on_probe("ldgsts_ignore_src", dict(ldgsts_ignore_src.configs())[config])[1]
 
 
 def page(config: str) -> dict[int, tuple[int, int, int]]:
@@ -116,8 +88,17 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc
 #: 0 by lane mod 5 at two patterns (partial src-sizes move it) -> (page, tool) wavefronts per warp.
 FIT_MISSES = {("base__sizes_mixed", 5): (14, 12), ("hgemm_k0__sizes_mixed", 5): (30, 32)}
 #: The forms the tool counts from the sources, zero-filling lanes and `.ZFILL` with the fill pass; the guard
-#: `@P0` form (v0), whose lanes Nsight does not count, is not one of them.
+#: `@P0` form (v0), whose lanes Nsight does not count (0/0), is checked on its own.
 COUNTED = (*READ_AS_SET, 5, ON_P0, 10)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("config", [name for name, _ in ldgsts_ignore_src.configs()])
+def test_the_guard_on_p0_counts_nothing(config):
+    rows, measured = analysed(config), page(config)
+    pc, wavefronts, ideal = measured[GUARD_P0]
+    assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal) == (0, 0)
+    assert rows[pc]["resolved"]
 
 
 @needs_nvcc
@@ -135,5 +116,6 @@ def test_the_tool_counts_every_ignore_src_and_zfill_copy_as_the_page(config, var
     rows, measured = analysed(config), page(config)
     pc, wavefronts, ideal = measured[variant]
     assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal)
+    assert rows[pc]["resolved"]
     op = "bypass_zfill" if variant in (5, 10) else "bypass"
     assert rows[pc]["model_note"] == load_rule_set("sm_90").op_rule("cp_async", op).source_model_note

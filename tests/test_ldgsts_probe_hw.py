@@ -13,7 +13,9 @@ show, and what the tool makes of it:
   sm_90 counts the guarded copies from their sources (``source_passes``, ``source_model_note``): 100 of the
   109 configurations, the nine it misses strict xfails;
 * behind a negated guard Nsight counts lanes the guard turns off, whose address registers the program may
-  never have written: the cp.async matmul's second copy moved between two runs of the same SASS.
+  never have written: the cp.async matmul's second copy moved between two runs of the same SASS (Nsight reads
+  P0 as false for LDGSTS: tests/test_ldgsts_ignore_src_hw.py; the tool reports those copies unresolved,
+  tests/test_scale_hw.py).
 """
 
 from __future__ import annotations

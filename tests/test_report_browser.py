@@ -139,7 +139,10 @@ def test_heat_follows_the_hotspot_order(browser, tmp_path):
         line = int(instruction["source"].rsplit(":", 1)[1])
         excess[line] = excess.get(line, 0) + instruction["excess_wavefronts"]
     hottest = [line for line, _ in sorted(lines, key=lambda item: -item[1])]
-    assert hottest[:2] == sorted(excess, key=lambda line: -excess[line])[:2] == [61, 66]
+    # then the A and B copies (lines 53, 54: 16 wavefronts per execution from their global sources, the pointers
+    # taken at cudaMalloc's alignment, as the Source page counts them), alike
+    order = sorted(excess, key=lambda line: -excess[line])
+    assert hottest[0] == order[0] == 61 and set(hottest[1:3]) == set(order[1:3]) == {53, 54}
 
 
 def test_sorting_and_the_kernel_filter(browser, transpose):

@@ -118,10 +118,12 @@ def test_min_max_popc_flo_brev_prmt():
 
 
 @pytest.mark.parametrize("divisor", [1, 3, 7, 32, 1000, 0x7FFFFFFF])
-def test_the_integer_division_idiom_is_exact(divisor):
-    """ptxas's unsigned divide (float reciprocal estimate, then integer corrections)."""
+@pytest.mark.parametrize("convert", ["I2F.U32.RP", "I2F.RP"])
+def test_the_integer_division_idiom_is_exact(divisor, convert):
+    """ptxas's unsigned divide (float reciprocal estimate, then integer corrections); Triton's kernels convert
+    the (positive) divisor as S32, I2F's default source type (``I2F.RP R0, R9``)."""
     body = [TID, "IMAD R8, R0, 0x2717, 0x11", f"MOV R10, {divisor:#x}",
-            "I2F.U32.RP R6, R10", "IMAD.MOV R9, RZ, RZ, -R10", "MUFU.RCP R6, R6",
+            f"{convert} R6, R10", "IMAD.MOV R9, RZ, RZ, -R10", "MUFU.RCP R6, R6",
             "IADD3 R2, R6, 0xffffffe, RZ", "F2I.FTZ.U32.TRUNC.NTZ R3, R2", "HFMA2.MMA R2, -RZ, RZ, 0, 0",
             "IMAD R9, R9, R3, RZ", "IMAD.HI.U32 R3, R3, R9, R2", "IMAD.HI.U32 R3, R3, R8, RZ",
             "IMAD.MOV R4, RZ, RZ, -R3", "IMAD R4, R10, R4, R8", "ISETP.GE.U32.AND P1, PT, R4, R10, PT",

@@ -31,8 +31,7 @@ pytestmark = pytest.mark.skipif(not (DATA / "cases.json").exists(), reason="the 
 LOGS = {"record_launches": "launches.jsonl", "tritonparse": "tritonparse.ndjson"}
 
 #: Profiled launches whose page differs from the prediction at some pc: case -> the evidence.
-GAPS = {"tutorial_matmul": "the LDGSTS.BYPASS copies of the main loop: the page counts twice the wavefronts their "
-                           "addresses give (its own ideal), the known LDGSTS gap of tests/test_triton_families.py"}
+GAPS: dict[str, str] = {}
 
 
 def profiled() -> list[tuple[str, int, dict]]:
@@ -110,18 +109,6 @@ def test_harvested_wavefronts_equal_the_source_page_pc_by_pc(log, index, record)
     assert any(wavefronts.values()), "the launch accesses shared memory"
     assert {pc: wavefronts[pc] for pc in lsu} == {pc: int(measured[pc]["L1 Wavefronts Shared"] or 0) for pc in lsu}
     assert {pc: ideal[pc] for pc in lsu} == {pc: int(measured[pc]["L1 Wavefronts Shared Ideal"] or 0) for pc in lsu}
-
-
-def test_the_matmul_gap_is_only_its_ldgsts_copies():
-    """The strict xfail above, narrowed: every other LSU pc of the matmul's page is exact."""
-    from test_hw_families import LSU_KINDS, kind_of
-    from test_triton_families import per_pc
-    (index, record), = [(i, r) for case, i, r in profiled() if case == "tutorial_matmul"]
-    measured = page(index)
-    wavefronts, _ = per_pc(rows_of(harvested("record_launches"), record))
-    wrong = {pc for pc, row in measured.items() if kind_of(row["Source"]) in LSU_KINDS
-             and wavefronts[pc] != int(row["L1 Wavefronts Shared"] or 0)}
-    assert wrong and all(measured[pc]["Source"].lstrip("@!P0123456789 ").startswith("LDGSTS") for pc in wrong)
 
 
 def test_the_collection_script_switches_recording_on_without_a_gpu(tmp_path):

@@ -44,6 +44,9 @@ class KernelAnalysis:
     # device → instruction → why Nsight's Source page may count that instruction otherwise (the rule set's
     # ``model_note`` of an operation the instruction executed: RuleSet.model_notes)
     model_notes: dict[str, dict[int, str]] = field(default_factory=dict)
+    # instruction -> the parameters without a value its copy sources are offsets from, taken at cudaMalloc's
+    # alignment (traceconf.emulate.allocation); their notes say so where counted from those sources
+    aligned_sources: dict[int, list[str]] = field(default_factory=dict)
     # the rule sets this analysis counted (None: all that were asked for); one program per architecture
     # counts a subset each (traceconf.programs.open_programs)
     devices: list[str] | None = None
@@ -252,11 +255,25 @@ def analyze_kernel(program, kernel: str, launch: LaunchRequest, rule_sets: list,
     notes += [f"not counted on {device}: {reason}" for device, reason in gaps.items()]
     notes += launch_notes(facts) + program.kernel_notes(kernel)
     scale_facts(first, facts, notes, counted, launch.retain)
+    _note_aligned_sources(counted.model_notes, first.aligned_sources, rule_sets)
     return KernelAnalysis(kernel=kernel, input_path=path, input_format=program.input_format, launch=facts,
                           results=counted.results, instructions=info, unresolved=unresolved, notes=notes,
                           accesses=counted.accesses, weights=counted.weights, complete=counted.complete,
                           shared_layout=[dict(v) for v in first.shared_layout], device_gaps=gaps,
-                          model_notes=counted.model_notes)
+                          model_notes=counted.model_notes, aligned_sources=first.aligned_sources)
+
+
+def _note_aligned_sources(model_notes: dict[str, dict[int, str]], aligned: dict[int, list[str]],
+                          rule_sets: list) -> None:
+    """A copy counted from global sources that are offsets from parameters without a value (``aligned``:
+    instruction -> their names) says so in its note: the count rests on cudaMalloc's alignment."""
+    from traceconf.emulate.allocation import with_assumption
+
+    for rules in rule_sets:
+        notes, source_notes = model_notes.get(rules.name, {}), set(rules.source_model_notes().values())
+        for instruction, names in aligned.items():
+            if notes.get(instruction) in source_notes:
+                notes[instruction] = with_assumption(notes[instruction], names)
 
 
 def launch_notes(facts: dict) -> list[str]:

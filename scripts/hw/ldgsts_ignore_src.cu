@@ -14,19 +14,7 @@
 // sizes[t]: the src-size register of the `.ZFILL` variant.
 // Every launch prints "LAUNCH name rep" (the order of the exported pages).
 
-#include <cstdio>
-#include <cstdlib>
-#include <string>
-#include <vector>
-
-#define CHECK(call)                                                                               \
-  do {                                                                                            \
-    cudaError_t err_ = (call);                                                                    \
-    if (err_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));          \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
+#include "ldgsts_driver.h"
 
 constexpr int THREADS = 32;
 
@@ -76,45 +64,8 @@ extern "C" __global__ void ldgsts_ignore_src(const char *src, const int *tables,
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s CONFIGS\n", argv[0]);
-    return 2;
-  }
-  FILE *f = std::fopen(argv[1], "r");
-  if (!f) {
-    std::perror(argv[1]);
-    return 2;
-  }
-  const size_t src_bytes = 16u << 20;  // every source offset lies inside
-  char *src;
-  CHECK(cudaMalloc(&src, src_bytes));
-  std::vector<unsigned> host(src_bytes / 4);
-  unsigned state = 12345u;
-  for (auto &x : host) x = (state = state * 1664525u + 1013904223u);
-  CHECK(cudaMemcpy(src, host.data(), src_bytes, cudaMemcpyHostToDevice));
-  int *tables;
-  unsigned *out;
-  CHECK(cudaMalloc(&tables, 4 * THREADS * sizeof(int)));
-  CHECK(cudaMalloc(&out, THREADS * sizeof(unsigned)));
   CHECK(cudaFuncSetAttribute(ldgsts_ignore_src, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
-  char name[256];
-  int reps;
-  while (std::fscanf(f, "%255s %d", name, &reps) == 2) {
-    std::vector<int> host_tables(4 * THREADS);
-    for (int &v : host_tables)
-      if (std::fscanf(f, "%d", &v) != 1) {
-        std::fprintf(stderr, "%s: short table\n", name);
-        return 2;
-      }
-    CHECK(cudaMemcpy(tables, host_tables.data(), host_tables.size() * sizeof(int), cudaMemcpyHostToDevice));
-    for (int rep = 0; rep < reps; ++rep) {
-      ldgsts_ignore_src<<<1, THREADS, 65536>>>(src, tables, out);
-      CHECK(cudaGetLastError());
-      CHECK(cudaDeviceSynchronize());
-      std::printf("LAUNCH %s %d\n", name, rep);
-    }
-  }
-  std::fclose(f);
-  std::fflush(stdout);
-  return 0;
+  return run_table_configs(argc, argv, 4, [](const char *src, const int *tables, unsigned *out) {
+    ldgsts_ignore_src<<<1, THREADS, 65536>>>(src, tables, out);
+  });
 }

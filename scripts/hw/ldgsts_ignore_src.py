@@ -82,23 +82,36 @@ def configs() -> list[tuple[str, list[int]]]:
     return out
 
 
-def manifest(summary: Path, out: Path) -> None:
-    """The summary's rows (one per launch and LDGSTS pc) with the variant, its form and each lane's choice."""
+def annotated(summary: Path, out: Path, fields: list[str], describe) -> None:
+    """The summary's rows (one per launch and LDGSTS pc) with their variant (the copy's destination offset / 4096,
+    which names its form) and the ``fields`` that ``describe(row, variant)`` gives."""
     rows = list(csv.DictReader(open(summary, newline="")))
-    fields = ["variant", "form", "pattern", "lanes_read", "src_size"] + list(rows[0])
     with open(out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fields)
+        writer = csv.DictWriter(f, ["variant", *fields] + list(rows[0]))
         writer.writeheader()
         for row in rows:
-            pattern, _, lanes = row["config"].partition("__")
             shared = row["source"].rsplit("[", 1)[1].split("]")[0]  # Nsight's order: `desc[..][R4.64], P3, [R7+0x5000]`
             variant = int(shared.split("+")[1], 16) // 4096 if "+" in shared else 0
-            zfill = VARIANTS[variant][1] is None
-            sizes = (SIZES[lanes] if lanes in SIZES else [16 if r else 0 for r in READS[lanes]]) if zfill else []
-            writer.writerow(dict(row, variant=variant, form=VARIANTS[variant][0], pattern=pattern,
-                                 lanes_read=lanes if lanes in READS else "all",
-                                 src_size=("8 (immediate)" if variant == 10 else " ".join(map(str, sizes)))
-                                 if zfill else ("16/0" if variant else "guard")))
+            writer.writerow(dict(row, variant=variant, **describe(row, variant)))
+
+
+def write_configs(path: Path, configs: list[tuple[str, list[int]]], reps: int) -> None:
+    """The driver's input: per configuration ``name reps`` and its tables on the next line."""
+    with open(path, "w") as f:
+        for name, tables in configs:
+            f.write(f"{name} {reps}\n{' '.join(map(str, tables))}\n")
+
+
+def manifest(summary: Path, out: Path) -> None:
+    """The summary's rows (one per launch and LDGSTS pc) with the variant, its form and each lane's choice."""
+    def describe(row: dict, variant: int) -> dict:
+        pattern, _, lanes = row["config"].partition("__")
+        zfill = VARIANTS[variant][1] is None
+        sizes = (SIZES[lanes] if lanes in SIZES else [16 if r else 0 for r in READS[lanes]]) if zfill else []
+        return dict(form=VARIANTS[variant][0], pattern=pattern, lanes_read=lanes if lanes in READS else "all",
+                    src_size=("8 (immediate)" if variant == 10 else " ".join(map(str, sizes)))
+                    if zfill else ("16/0" if variant else "guard"))
+    annotated(summary, out, ["form", "pattern", "lanes_read", "src_size"], describe)
 
 
 def src_sizes(variant: int, lanes: str) -> list[int]:
@@ -153,9 +166,7 @@ def trim(pages: Path, out: Path) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["configs"]:
-        with open(sys.argv[2], "w") as f:
-            for name, tables in configs():
-                f.write(f"{name} {REPS}\n{' '.join(map(str, tables))}\n")
+        write_configs(Path(sys.argv[2]), configs(), REPS)
     elif sys.argv[1:2] == ["manifest"]:
         manifest(Path(sys.argv[2]), Path(sys.argv[3]))
     elif sys.argv[1:2] == ["fit"]:

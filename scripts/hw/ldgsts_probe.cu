@@ -24,14 +24,7 @@
 #include <string>
 #include <vector>
 
-#define CHECK(call)                                                                               \
-  do {                                                                                            \
-    cudaError_t err_ = (call);                                                                    \
-    if (err_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));          \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
+#include "ldgsts_driver.h"
 
 enum : int { COMMIT_EACH = 1, SRCSIZE = 2, PREWARM = 4, TWICE = 8 };
 
@@ -95,15 +88,7 @@ static std::vector<int> read_ints(FILE *f, int n) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s CONFIGS\n", argv[0]);
-    return 2;
-  }
-  FILE *f = std::fopen(argv[1], "r");
-  if (!f) {
-    std::perror(argv[1]);
-    return 2;
-  }
+  FILE *f = open_configs(argc, argv);
   std::vector<Config> configs;
   char name[256];
   Config c;
@@ -116,13 +101,7 @@ int main(int argc, char **argv) {
     configs.push_back(c);
   }
   std::fclose(f);
-  const size_t src_bytes = 256u << 20;  // every source offset of every configuration lies inside
-  char *src;
-  CHECK(cudaMalloc(&src, src_bytes));
-  std::vector<unsigned> host(src_bytes / 4);
-  unsigned state = 12345u;
-  for (auto &x : host) x = (state = state * 1664525u + 1013904223u);
-  CHECK(cudaMemcpy(src, host.data(), src_bytes, cudaMemcpyHostToDevice));
+  char *src = random_source(256u << 20);  // every source offset of every configuration lies inside
   int *tables;
   unsigned *out;
   CHECK(cudaMalloc(&tables, 3 * 4096 * sizeof(int)));

@@ -176,7 +176,8 @@ class Comparison:
     by_kind: list[dict]               # {"kind", "measured": {...}, "predicted": {...}}
     by_line: list[dict]               # {"line", "source", "measured": {...}, "predicted": {...}}
     notes: list[str] = field(default_factory=list)
-    # SASS-level predictions: {"pc", "sass", "measured": {...}, "predicted": {...}} per shared instruction
+    # SASS-level predictions: {"pc", "sass", "measured": {...}, "predicted": {...}, "model_note", "unresolved" (why
+    # executions of it are not counted, or None)} per shared instruction
     by_pc: list[dict] = field(default_factory=list)
     # With kernel-level counters (--raw): one entry per matching launch of the counters CSV,
     # {"id", "grid", "block", "by_op": [{"op", "metric", "counter": {...}, "source": {...} | None, "predicted": {...}}]}
@@ -226,7 +227,7 @@ def compare(measured: MeasuredKernel, kernel: str, predicted: pa.Table,
     facts = {"id": ", ".join(launch_ids) or None,
              **{key: (launch or {}).get(key) for key in ("grid", "block", "dynamic_smem")}}
     by_pc = _by_pc(measured, rows)
-    notes += model_note_differences(by_pc)
+    notes += model_note_differences(by_pc) + unresolved_pcs(by_pc)
     result = Comparison(kernel, measured.name, totals, by_kind, by_line, notes, by_pc, launch=facts)
     if counters is not None:
         result.counters, counter_notes = kernel_level(counters, kernel, launch or {}, shared_sass, totals, rows,
@@ -253,11 +254,12 @@ def _by_pc(measured: MeasuredKernel, rows: list[dict]) -> list[dict]:
         p = predicted_at.get(pc_value, [])
         measured_counts = _sum([m]) if m else _sum([])
         predicted_counts = _sum(p)
-        if measured_counts["wavefronts"] or predicted_counts["wavefronts"]:
+        unresolved = next((row["unresolved_reason"] for row in p if not row["resolved"]), None)
+        if measured_counts["wavefronts"] or predicted_counts["wavefronts"] or unresolved:
             sass = " ".join((m.source if m else p[0]["text"]).split())
             note = next((row["model_note"] for row in p if row.get("model_note")), None)
             out.append({"pc": pc_value, "sass": sass, "measured": measured_counts, "predicted": predicted_counts,
-                        "model_note": note})
+                        "model_note": note, "unresolved": unresolved})
     return out
 
 
@@ -269,6 +271,15 @@ def model_note_differences(by_pc: list[dict]) -> list[str]:
         if row["model_note"] and row["measured"]["wavefronts"] != row["predicted"]["wavefronts"]:
             pcs_of.setdefault(row["model_note"], []).append(f"{row['pc']:#06x}")
     return [f"pc {_lines(pcs)} differ(s) as the rule set expects: {note}" for note, pcs in pcs_of.items()]
+
+
+def unresolved_pcs(by_pc: list[dict]) -> list[str]:
+    """One note per distinct reason of the pcs with executions left out of the prediction (unresolved)."""
+    pcs_of: dict[str, list[str]] = {}
+    for row in by_pc:
+        if row["unresolved"]:
+            pcs_of.setdefault(row["unresolved"], []).append(f"{row['pc']:#06x}")
+    return [f"pc {_lines(pcs)} not (fully) counted, unresolved: {reason}" for reason, pcs in pcs_of.items()]
 
 
 def _lines(lines: list[int]) -> str:

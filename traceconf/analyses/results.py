@@ -23,6 +23,8 @@ from traceconf.schemas import INSTRUCTION_INFO, RESULT_ROWS
 COUNTS = ("executions", "wavefronts", "ideal_wavefronts", "excess_wavefronts")
 #: How the reports mark a count whose instruction carries a ``model_note`` (Nsight may count it otherwise).
 MODEL_MARK = "≈"
+#: How compare-ncu marks a pc with executions left out of the prediction (unresolved; the notes say why).
+UNRESOLVED_MARK = "(unresolved)"
 
 
 def _missing_info(analysis: KernelAnalysis) -> pa.Table:
@@ -49,7 +51,11 @@ def _missing_info(analysis: KernelAnalysis) -> pa.Table:
 
 
 def _unresolved_reasons(analysis: KernelAnalysis) -> dict[int, str]:
-    return {int(u["instruction"]): str(u.get("reason") or "addresses unknown") for u in analysis.unresolved}
+    """Per unresolved instruction, its distinct reasons (executions may be left out for several), joined."""
+    reasons: dict[int, dict[str, None]] = {}
+    for u in analysis.unresolved:
+        reasons.setdefault(int(u["instruction"]), {})[str(u.get("reason") or "addresses unknown")] = None
+    return {instruction: "; ".join(texts) for instruction, texts in reasons.items()}
 
 
 def kernel_table(analysis: KernelAnalysis, device: str) -> pa.Table:

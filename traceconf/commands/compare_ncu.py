@@ -55,7 +55,7 @@ def compare_ncu(
     """Line up Nsight Compute's measured shared wavefronts with the prediction (per launch, kind, pc, CUDA line):
     the kernels and launches are the report's."""
     from traceconf.analyses.ncu import compare, read_counters_csv
-    from traceconf.analyses.results import kernel_table
+    from traceconf.analyses.results import kernel_table, partial_note
     from traceconf.analyses.ncu_predict import predict, read_reports
     from traceconf.report.ncu import csv_text, render
 
@@ -87,6 +87,9 @@ def compare_ncu(
                            p.launch.ids() if p.launch else ()) for p in predicted]
     for comparison, prediction in zip(comparisons, predicted):
         comparison.notes += prediction.notes
+        partial = partial_note(prediction.analysis)     # the totals leave the unresolved executions out
+        if partial:
+            comparison.notes.append(partial)
     page = None
     if html:
         from traceconf.report.html_ncu import ncu_page

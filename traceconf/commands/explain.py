@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 
 def _program_executions(file: Path, kernel: str, launch, rules, level: str,
-                        ptxas_options: list[str] | None) -> tuple[pa.Table, WarpAccesses, list]:
-    """PTX (at the chosen level), SASS listings and CUDA binaries: emulate and keep the accesses."""
+                        ptxas_options: list[str] | None) -> tuple[pa.Table, WarpAccesses, list, dict]:
+    """PTX (at the chosen level), SASS listings and CUDA binaries: emulate and keep the accesses (and which
+    copies' sources were taken at cudaMalloc's alignment)."""
     analyses, failures = run_file(file, [kernel], launch, [rules], level=level, ptxas_options=ptxas_options)
     if failures:
         report_failures(failures)
@@ -36,7 +37,7 @@ def _program_executions(file: Path, kernel: str, launch, rules, level: str,
         raise InputError(f"--kernel {kernel!r} matches {len(analyses)} kernels "
                          f"({', '.join(a.kernel for a in analyses)}); name one", file=str(file))
     analysis = analyses[0]
-    return analysis.instructions, analysis.accesses[rules.warp_size], analysis.unresolved
+    return analysis.instructions, analysis.accesses[rules.warp_size], analysis.unresolved, analysis.aligned_sources
 
 
 def explain(
@@ -82,13 +83,15 @@ def explain(
         if input_format(file) in PROGRAM_FORMATS:
             launch = launch_request(block, grid, param, dynamic_smem, ctas, max_steps, launches, data, seed,
                                     time_limit, memory_limit, exhaustive, work_limit=work_limit)
-            info, accesses, unresolved = _program_executions(file, kernel, launch, rules, level, ptxas_option)
+            info, accesses, unresolved, aligned = _program_executions(file, kernel, launch, rules, level,
+                                                                      ptxas_option)
             ident, others = resolve_instruction(info, instruction, str(file))
             reason = {int(u["instruction"]): u.get("reason") for u in unresolved}.get(ident)
             if reason:
                 raise InputError(f"instruction {ident} is unresolved: {reason}", file=str(file))
         else:
             info, ident, accesses = trace_executions(file, kernel, instruction, rules)
+            aligned = {}
             others = resolve_instruction(info, instruction, str(file))[1]
         row = next(r for r in info.to_pylist() if r["instruction"] == ident)
         where = f"{Path(row['source_file']).name}:{row['source_line']}" if row["source_file"] and row["source_line"] \
@@ -96,7 +99,8 @@ def explain(
         code = source_text(row["source_file"], row["source_line"], str(file))
     try:
         # The picture is the engine's own lane assignment for that execution, not a redrawing of the rules.
-        pic = explain_instruction(accesses, ident, rules, row["text"], warp, execution, where, code)
+        pic = explain_instruction(accesses, ident, rules, row["text"], warp, execution, where, code,
+                                  aligned.get(ident))
     except LookupError as error:        # never executed, or no such --warp / --execution
         raise fail(InputError(str(error), file=str(file))) from None
     console = stdout_console()

@@ -48,6 +48,9 @@ class EmulationResult:
     covered_ctas: int = 0             # CTAs the counts stand for (== total unless sampled or partial)
     total_ctas: int = 0
     partial: str | None = None        # why the emulation stopped early (None: it did not)
+    #: copies whose global sources are offsets from parameters without a value (taken at cudaMalloc's
+    #: alignment, traceconf.emulate.allocation): instruction -> the parameters' names
+    aligned_sources: dict[int, list[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, outcome: GridOutcome, findings, shared_layout: list[dict], notes: list[str],
@@ -58,11 +61,12 @@ class EmulationResult:
                              for key, entry in findings.unresolved_rows.items()), key=order)
         return cls(accesses=outcome.accesses, scale=outcome.scale, analysed_ctas=outcome.analysed_ctas,
                    unresolved=unresolved, shared_layout=shared_layout, sampled=outcome.sampled,
-                   notes=outcome_notes(outcome, findings.cta_reasons) + notes,
+                   notes=outcome_notes(outcome, findings.cta_reasons) + notes + findings.alignment_notes(),
                    cta_dependence=list(findings.cta_reasons), steps=outcome.steps, work=outcome.work,
                    weights=outcome.weights,
                    classes=outcome.classes, class_count=outcome.class_count, emulated_ctas=outcome.emulated_ctas,
-                   covered_ctas=outcome.covered_ctas, total_ctas=outcome.total_ctas, partial=outcome.partial)
+                   covered_ctas=outcome.covered_ctas, total_ctas=outcome.total_ctas, partial=outcome.partial,
+                   aligned_sources={instruction: names for instruction, (_, names) in findings.aligned.items()})
 
     @classmethod
     def nothing_to_run(cls, kernel: str, warp_size: int, total: int, shared_layout: list[dict]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from traceconf.emulate import intops, taint
+from traceconf.emulate.allocation import value_without_param
 from traceconf.emulate.alu import SHARED_WINDOW_BASE, unknown_result
 from traceconf.emulate.contents import ATOMIC_OPS, atomic, module_globals_holding
 from traceconf.emulate.intops import FLOAT_TYPES, SIGNED_TYPES, TYPE_BITS
@@ -126,8 +127,7 @@ def _copy_with_sources(slot: Slot, ctx: Context, kind: str, size: int):
     def record(m, mask):
         lanes, offsets, _, _, bits = destination(m, mask)
         *_, value, source_bits = source(m, mask)
-        sources = np.where((source_bits & taint.UNKNOWN) == 0, value.view(np.int64), -1)
-        recorder(m, lanes, offsets, bits, (sources, None))
+        recorder(m, lanes, offsets, bits, (m.copy_sources(slot, value, source_bits, lanes), None))
     return record
 
 
@@ -658,14 +658,11 @@ def _load_param(slot, ctx, row):
 def _load_kernel_param(ctx: Context, name: str, offset: int, keys, bits: int, size: int):
     index = ctx.param_names.index(name)
     known = name in ctx.param_values
-    raw = ctx.param_values.get(name, 0) % (1 << (8 * max(ctx.param_bytes.get(name) or 8, 8)))
-    values = []
-    for position, key in enumerate(keys):
-        start = offset + position * size
-        if known:
-            values.append((key, U64((raw >> (8 * start)) & ((1 << bits) - 1)), taint.ZERO))
-        else:
-            values.append((key, U64(0), taint.missing_param(index)))
+    raw = ctx.param_values[name] if known else value_without_param(index, ctx.param_bytes.get(name) or 0)
+    raw %= 1 << (8 * max(ctx.param_bytes.get(name) or 8, 8))
+    taint_bits = taint.ZERO if known else taint.missing_param(index)
+    values = [(key, U64((raw >> (8 * (offset + position * size))) & ((1 << bits) - 1)), taint_bits)
+              for position, key in enumerate(keys)]
 
     def run(m, mask):
         for key, value, taint_bits in values:

@@ -41,7 +41,8 @@ from typing import Callable
 
 import numpy as np
 
-from traceconf.emulate import taint
+from traceconf.emulate import allocation, taint
+from traceconf.emulate.allocation import assumed_note
 from traceconf.emulate.alu import compile_alu, unknown_result
 from traceconf.emulate.contents import SharedContents
 from traceconf.emulate.memory import compile_memory
@@ -524,6 +525,14 @@ class Machine(ThreadState):
     def pc_of(self, slot: Slot) -> int:
         return self.findings.pc_index[id(slot)]
 
+    def copy_sources(self, slot: Slot, value, bits, lanes: np.ndarray) -> np.ndarray:
+        """Each lane's global source of a copy (ACCESSES ``source``), -1 where unknown: known, or an offset from
+        a pointer parameter without a value at cudaMalloc's alignment (:mod:`traceconf.emulate.allocation`)."""
+        sources, assumed = allocation.copy_sources(self.full(value), self.full(bits), lanes, self.warp_size)
+        if assumed:
+            self.findings.sources_at_alignment(slot, taint.missing_params(assumed, self.ctx.param_names))
+        return sources
+
     def record_access(self, slot: Slot, kind: int, size: int, matrices: int, offsets: np.ndarray,
                       lanes: np.ndarray, op: int = 0, copy: tuple | None = None) -> None:
         """Log one execution per warp with an active lane (``lanes``); inactive lanes become -1.  ``copy`` (per
@@ -583,17 +592,33 @@ class Findings:
         self.without_data: list[str] = []       # pointer parameters global loads read through, with no --data
         self.globals_read: list[str] = []       # module globals (__device__ variables) read with no --data
         self.stop_notes: list[str] = []      # calls not followed: the counts miss what they would have done
+        # copies whose global sources are offsets from parameters without a value, taken at cudaMalloc's
+        # alignment: instruction -> (where, the parameters' names)
+        self.aligned: dict[int, tuple[str, list[str]]] = {}
         #: called at each use of the CTA index found (the scheduler stops a probe it will run again anyway)
         self.on_cta_dependence: Callable[[], None] | None = None
 
     def saved(self) -> tuple:
         """What a run adds to the findings, copied (a batch run again in parts puts them back first)."""
         return copy.deepcopy((self.unresolved_rows, self.cta_reasons, self.extent, self.without_data,
-                              self.globals_read, self.stop_notes))
+                              self.globals_read, self.stop_notes, self.aligned))
 
     def restore(self, saved: tuple) -> None:
         (self.unresolved_rows, self.cta_reasons, self.extent, self.without_data, self.globals_read,
-         self.stop_notes) = copy.deepcopy(saved)
+         self.stop_notes, self.aligned) = copy.deepcopy(saved)
+
+    def sources_at_alignment(self, slot: Slot, names: list[str]) -> None:
+        """A copy's global sources were taken as offsets from parameters ``names`` at cudaMalloc's alignment."""
+        _, known = self.aligned.setdefault(int(slot.row["instruction"]), (self.where(slot.row), []))
+        known.extend(n for n in names if n not in known)
+
+    def alignment_notes(self) -> list[str]:
+        """The analysis note of :meth:`sources_at_alignment` (none where no copy was counted so)."""
+        if not self.aligned:
+            return []
+        names = list(dict.fromkeys(n for _, known in self.aligned.values() for n in known))
+        places = [place for place, _ in self.aligned.values()]
+        return [assumed_note(names, places[:8] + ["…"] * (len(places) > 8))]
 
     def loads_through(self, names: list[str], module_globals: list[str] = ()) -> None:
         self.without_data.extend(n for n in names if n not in self.without_data)

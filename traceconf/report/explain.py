@@ -23,6 +23,7 @@ from rich.text import Text
 
 from traceconf.accesses import INACTIVE, WarpAccesses
 from traceconf.analyses.results import MODEL_MARK
+from traceconf.emulate.allocation import with_assumption
 from traceconf.engine import LaneWavefronts, analyze, instructions_from_sources, lane_wavefronts
 from traceconf.names import short_name
 from traceconf.schemas import KINDS
@@ -170,9 +171,12 @@ def execution_at(accesses: WarpAccesses, row: int, ordinal: int, text: str, devi
 
 
 def explain_instruction(accesses: WarpAccesses, instruction: int, rules, text: str, warp: int | None = None,
-                        ordinal: int | None = None, source: str | None = None, code: str | None = None) -> Picture:
+                        ordinal: int | None = None, source: str | None = None, code: str | None = None,
+                        aligned: list[str] | None = None) -> Picture:
     """The picture of one execution of ``instruction`` (the worst one unless ``warp``/``ordinal`` pick it):
-    the engine's own lane assignment for it.  LookupError when it never executed or the pick does not exist."""
+    the engine's own lane assignment for it.  ``aligned``: the parameters without a value its copy sources are
+    offsets from (:attr:`KernelAnalysis.aligned_sources`).  LookupError when it never executed or the pick does
+    not exist."""
     rows = executions_of(accesses, instruction)
     if not len(rows):
         raise LookupError(f"instruction {instruction} never executed in the analysed launch")
@@ -183,6 +187,8 @@ def explain_instruction(accesses: WarpAccesses, instruction: int, rules, text: s
     # a copy counted from its global sources carries that rule's note (none where it has none)
     from_sources = bool(instructions_from_sources(accesses.take(np.array([row])), rules))
     note = rules.source_model_notes().get(op, "") if from_sources else rules.model_notes().get(op, "")
+    if from_sources and aligned:
+        note = with_assumption(note, aligned)
     execution = replace(execution_at(accesses, row, ordinal, text, rules.name, source, code), model_note=note)
     return picture(execution, rules, served)
 

@@ -274,7 +274,8 @@ class KernelPage:
                 try:
                     pic = explain_instruction(accesses, row["instruction"], rules, row["text"] or "",
                                               source=_location(row) if row["source"] else None,
-                                              code=source_text(row["source_file"], row["source_line"], a.input_path))
+                                              code=source_text(row["source_file"], row["source_line"], a.input_path),
+                                              aligned=a.aligned_sources.get(row["instruction"]))
                 except LookupError:          # not among the kept executions
                     continue
                 figure = f"pic-{self.anchor}-d{device}-{row['instruction']}"

@@ -7,8 +7,8 @@ from __future__ import annotations
 from html import escape
 
 from traceconf.analyses.ncu import Comparison
-from traceconf.analyses.results import MODEL_MARK
 from traceconf.pipeline import KernelAnalysis
+from traceconf.report.ncu import pc_label
 from traceconf.report.html import DEFAULT_PICTURES, KernelPage, document, kernel_options, notes_box, number_cell
 
 
@@ -41,7 +41,7 @@ def _comparison(c: Comparison) -> str:
                             [(c.measured_name or c.kernel, c.totals["measured"], c.totals["predicted"])], "total")]
     if c.by_pc:
         parts.append(_compare_table("per SASS instruction", "pc · SASS",
-                                    [(f"{MODEL_MARK if p['model_note'] else ''}{p['pc']:#06x} {p['sass']}",
+                                    [(pc_label(p, " "),
                                       p["measured"], p["predicted"]) for p in c.by_pc],
                                     "pc"))
     parts.append(_compare_table("per access kind", "kind", [(k["kind"], k["measured"], k["predicted"])

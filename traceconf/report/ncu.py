@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceconf.analyses.ncu import Comparison
-from traceconf.analyses.results import MODEL_MARK
+from traceconf.analyses.results import MODEL_MARK, UNRESOLVED_MARK
 from traceconf.names import short_name
 from traceconf.report.hotspots import Column, fitted_tables
 
@@ -76,9 +76,11 @@ def _counter_table(entry: dict) -> Table:
     return table
 
 
-def _pc_label(row: dict) -> str:
-    """``0x0b30  LDGSTS…``, marked when the rule set says Nsight may count that instruction otherwise."""
-    return f"{MODEL_MARK if row['model_note'] else ''}{row['pc']:#06x}  {row['sass']}"
+def pc_label(row: dict, gap: str = "  ") -> str:
+    """``0x0b30  LDGSTS…`` (a by_pc row), marked when the rule set says Nsight may count that instruction otherwise,
+    and when executions of it are not counted (unresolved)."""
+    return f"{MODEL_MARK if row['model_note'] else ''}{row['pc']:#06x}{gap}{row['sass']}" + \
+        (f"{gap}{UNRESOLVED_MARK}" if row["unresolved"] else "")
 
 
 def render(comparisons: list[Comparison], device: str, console: Console, counters_given: bool = False,
@@ -104,8 +106,9 @@ def render(comparisons: list[Comparison], device: str, console: Console, counter
         console.print(_table("per access kind (SASS opcode class)", "kind",
                              [(k["kind"], k["measured"], k["predicted"]) for k in c.by_kind], width))
         if c.by_pc:
-            console.print(_table("per SASS instruction (≈: Nsight may count it otherwise, see the notes)", "pc",
-                                 [(_pc_label(row), row["measured"], row["predicted"]) for row in c.by_pc], width))
+            console.print(_table(f"per SASS instruction ({MODEL_MARK}: Nsight may count it otherwise; "
+                                 f"{UNRESOLVED_MARK}: not fully counted; see the notes)", "pc",
+                                 [(pc_label(row), row["measured"], row["predicted"]) for row in c.by_pc], width))
         if c.by_line:
             console.print(_table("per CUDA source line", "line",
                                  [(f"{row['line']}  {row['source']}".strip(), row["measured"], row["predicted"])
@@ -126,12 +129,13 @@ def csv_text(comparisons: list[Comparison], device: str) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["kernel", "launch_id", "device", "level", "key", "source"]
-                    + [f"{side}_{key}" for key in COUNT_KEYS for side in ("measured", "predicted")] + ["model_note"])
+                    + [f"{side}_{key}" for key in COUNT_KEYS for side in ("measured", "predicted")]
+                    + ["model_note", "unresolved_reason"])
 
-    def row(c, level, key, source, measured, predicted, note=None):
+    def row(c, level, key, source, measured, predicted, note=None, unresolved=None):
         writer.writerow([c.kernel, c.launch.get("id") or "", device, level, key, source]
                         + [v for k in COUNT_KEYS for v in ("" if measured is None else measured[k], predicted[k])]
-                        + [note or ""])
+                        + [note or "", unresolved or ""])
 
     for c in comparisons:
         row(c, "kernel", c.kernel, "", c.totals["measured"], c.totals["predicted"])
@@ -146,7 +150,8 @@ def csv_text(comparisons: list[Comparison], device: str) -> str:
         for k in c.by_kind:
             row(c, "kind", k["kind"], "", k["measured"], k["predicted"])
         for pc in c.by_pc:
-            row(c, "pc", f"{pc['pc']:#06x}", pc["sass"], pc["measured"], pc["predicted"], pc["model_note"])
+            row(c, "pc", f"{pc['pc']:#06x}", pc["sass"], pc["measured"], pc["predicted"], pc["model_note"],
+                pc["unresolved"])
         for line in c.by_line:
             row(c, "line", line["line"], line["source"], line["measured"], line["predicted"])
     return out.getvalue()

@@ -25,7 +25,7 @@ from traceconf.emulate.classes import CTA, OPAQUE, Check, Rule, arithmetic, comp
     forbidden_in_addresses, limit_of, low_mask, quiet_test
 from traceconf.emulate.program import Program, Slot
 from traceconf.sass.control import guard_of
-from traceconf.sass.memory import address_reader
+from traceconf.sass.memory import address_reader, misread_guard
 from traceconf.sass.operands import M32, TRUE_PREDICATES, ZERO_REGS, Operand, SassContext, pair_name, parse_operand, \
     reader, signed32
 from traceconf.sass.opcodes import opcode_of, shared_op
@@ -160,7 +160,8 @@ def compile_sass_check(slot: Slot, ctx: SassContext) -> Check | None:
         address = next((op for op in ops if op.kind == "address"), None)
         if address is None:
             return None
-        return decision_inputs(guard, [address_reader(address, ctx, wide_base=False)],
+        return decision_inputs(_counted_guard(guard, row, ".".join([family, *mods])),
+                               [address_reader(address, ctx, wide_base=False)],
                                cta_free_addresses=ctx.shared_values,
                                quiet=quiet_test([guarded, (_keys(address),
                                                            forbidden_in_addresses(ctx.shared_values))]))
@@ -184,6 +185,15 @@ def compile_sass_check(slot: Slot, ctx: SassContext) -> Check | None:
         names = names + [pair_name(names[0])]   # a passing 64-bit result is below 2**31: its high word is 0
     return arithmetic(names, readers + [reader(op, ctx) for op in inputs], guard, rule,
                       quiet=_sources_quiet(guarded, [*sources, *inputs], keys))
+
+
+def _counted_guard(guard, row: dict, opcode: str):
+    """The guard as it decides which lanes' addresses are counted: ``@!P0 LDGSTS`` counts every lane that reaches
+    it (:func:`misread_guard`), so all their addresses matter; the guard stays class-constant (it decides what the
+    copy writes)."""
+    if guard is None or not misread_guard(row, opcode):
+        return guard
+    return lambda m: (None, guard(m)[1])
 
 
 def _comparison(slot: Slot, ctx: SassContext, ops: list[Operand], mods: list[str], guard, guarded) -> Check | None:

@@ -67,7 +67,9 @@ def global_address_reader(op: Operand, ctx: SassContext, extended: bool):
     return address_reader(replace(op, registers=registers), ctx, wide_base=False)
 
 
-def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassContext, slot):
+def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassContext, slot, record: bool = True):
+    """``run(m, mask)`` of a shared access: what it does to registers and shared memory, and its lanes recorded
+    (``record``; an ``LDGSTS`` whose lanes Nsight counts otherwise records none: :func:`misread_guard`)."""
     op = shared_op(opcode)
     address_index = next((i for i, o in enumerate(ops) if o.kind == "address"), None)
     if op is None or address_index is None:
@@ -86,7 +88,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
     contents = _contents_semantics(op, opcode, ops, address_index, ctx, write_loaded) if ctx.shared_values else None
     # the lanes of a generic access outside the shared window go to global memory (with --data)
     elsewhere = global_access(opcode, ops, address_index, ctx, slot) if generic and ctx.memory is not None else None
-    copy_sources = _copy_sources(op, opcode, ops, address_index, ctx)
+    copy_sources = _copy_sources(op, opcode, ops, address_index, ctx, slot)
     window = U64(ctx.window_high) << U64(32)
     base = U64(ctx.shared_base)
 
@@ -111,18 +113,14 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
 
     def shared(m, mask, lanes, value, bits):
         if lanes.any():
-            selected = np.asarray(bits).flat[0] if is_uniform(bits) else np.bitwise_or.reduce(bits) if lanes is m.valid else \
-                np.bitwise_or.reduce(bits[np.flatnonzero(lanes)])
-            if not m.address_unknown(slot, int(selected), "address"):
-                raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
-                # the reserved window start maps to byte 0; an address inside the reserved part stays as is
-                offsets = raw - int(base) if base else raw
-                if base and int(offsets.min()) < 0:     # (arithmetic: the lanes not running hold any address,
-                    offsets += int(base) * (offsets < 0)    # an irregular mask np.where branches on)
+            selected = int(_selected_bits(m, lanes, bits))
+            if not (m.address_unknown(slot, selected, "address") if record else selected & int(taint.UNKNOWN)):
+                offsets = shared_offsets(value, base)
                 if contents:                # it writes its destinations itself (the others' are loaded values)
                     lanes = contents(m, mask, lanes, offsets, bits)
-                m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes, op_code,
-                                copy_sources and copy_sources(m, lanes))
+                if record:
+                    m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes, op_code,
+                                    copy_sources and copy_sources(m, lanes))
                 if contents:
                     return
             elif contents and op.kind != "ld":          # it may have written any byte of its CTA
@@ -132,20 +130,36 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
     return run
 
 
+def _selected_bits(m, lanes: np.ndarray, bits: np.ndarray):
+    """The taints of ``bits`` over ``lanes``, OR-ed."""
+    return np.asarray(bits).flat[0] if is_uniform(bits) else np.bitwise_or.reduce(bits) if lanes is m.valid else \
+        np.bitwise_or.reduce(bits[np.flatnonzero(lanes)])
+
+
+def shared_offsets(value: np.ndarray, base) -> np.ndarray:
+    """Per thread, the byte offset in the CTA's shared memory of the shared-window address ``value``."""
+    raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
+    # the reserved window start maps to byte 0; an address inside the reserved part stays as is
+    offsets = raw - int(base) if base else raw
+    if base and int(offsets.min()) < 0:         # (arithmetic: the lanes not running hold any address,
+        offsets += int(base) * (offsets < 0)    # an irregular mask np.where branches on)
+    return offsets
+
+
 #: The predicate register Nsight Compute reads as false in an ``LDGSTS`` (as its guard or its ignore-src
 #: operand), whatever the program set it to: ``@P0 LDGSTS`` counts no lane, ``LDGSTS ..., P0`` counts as no lane
 #: reading, ``..., !P0`` as every lane reading (the ignore-src probes, docs/hardware.md).
 NSIGHT_FALSE_PREDICATE = "P0"
 
 
-def _copy_sources(op, opcode: str, ops: list[Operand], address_index: int, ctx: SassContext):
+def _copy_sources(op, opcode: str, ops: list[Operand], address_index: int, ctx: SassContext, slot):
     """``sources(m, lanes)`` of an ``LDGSTS``: (ACCESSES ``source``, ``src_size``) per thread.  The source is
-    each lane's global source address (its second address operand) where the lane reads it and it is known, -1
-    elsewhere; the size, the bytes it copies: with an ignore-src predicate operand (``LDGSTS ..., P1``: the lane
-    reads where it is true, Nsight taking :data:`NSIGHT_FALSE_PREDICATE` as false) the copy's or 0, and with
-    ``.ZFILL`` the copy's less the zero-filled bytes the low bits of the source address hold (ptxas adds
-    ``cp-size - src-size`` to the address), -1 where unknown; None without either operand (the lane copies
-    all).  None for other accesses."""
+    each lane's global source address (its second address operand, :meth:`Machine.copy_sources`) where the lane
+    reads it and it is known, -1 elsewhere; the size, the bytes it copies: with an ignore-src predicate operand
+    (``LDGSTS ..., P1``: the lane reads where it is true, Nsight taking :data:`NSIGHT_FALSE_PREDICATE` as false)
+    the copy's or 0, and with ``.ZFILL`` the copy's less the zero-filled bytes the low bits of the source address
+    hold (ptxas adds ``cp-size - src-size`` to the address), -1 where unknown; None without either operand (the
+    lane copies all).  None for other accesses."""
     if op.kind != "cp_async":
         return None
     source = next((o for o in ops[address_index + 1:] if o.kind == "address"), None)
@@ -159,17 +173,78 @@ def _copy_sources(op, opcode: str, ops: list[Operand], address_index: int, ctx: 
 
     def sources(m, lanes):
         value, bits = read(m)
-        value, known = m.full(value).view(np.int64), (m.spread(bits) & taint.UNKNOWN) == 0
         reads, read_known = reading(m)
+        address = m.copy_sources(slot, value, bits, lanes & read_known & reads)
         if zfill:
-            filled = value % op.bytes
-            size = np.where(reads, np.where(known, op.bytes - filled, -1), 0)
-            value = value - filled
+            filled = np.where(address >= 0, address % op.bytes, 0)
+            size = np.where(reads, np.where(address >= 0, op.bytes - filled, -1), 0)
+            address = np.where(address >= 0, address - filled, -1)
         else:
             size = np.where(reads, op.bytes, 0)
-        sizes = np.where(lanes & read_known, size, -1) if zfill or ignore_src is not None else None
-        return np.where(lanes & known & read_known & reads, value, -1), sizes
+        return address, np.where(lanes & read_known, size, -1) if zfill or ignore_src is not None else None
     return sources
+
+
+def misread_guard(row: dict, opcode: str) -> bool | None:
+    """Whether Nsight counts every lane that reaches this ``LDGSTS`` (``@!P0``: True) or none (``@P0``: False),
+    whatever its guard holds (it reads :data:`NSIGHT_FALSE_PREDICATE` as false there; the copy itself runs where
+    the guard holds).  None for other instructions and guards: the lanes the guard keeps are counted."""
+    op = shared_op(opcode)
+    if op is None or op.kind != "cp_async" or row.get("guard") != NSIGHT_FALSE_PREDICATE:
+        return None
+    return bool(row.get("guard_negated"))
+
+
+def copy_counted_by_nsight(opcode: str, ops: list[Operand], ctx: SassContext, slot, guard):
+    """``count(m, mask)`` of ``@!P0 LDGSTS`` (:func:`misread_guard`): the lanes Nsight counts, every one that reached
+    it (``mask``, before the guard ``guard``), recorded with the addresses their registers hold.  Where a lane the
+    guard turns off has a shared destination or global source (the sources rule reads it) that is unknown, as where
+    the kernel computes them under the guard and so never writes them there, the warp's execution is unresolved:
+    Nsight counts whatever those registers hold (docs/hardware.md, "LDGSTS.BYPASS probes", "LDGSTS guard probes")."""
+    op = shared_op(opcode)
+    address_index = next(i for i, o in enumerate(ops) if o.kind == "address")
+    read = address_reader(ops[address_index], ctx, wide_base=False)
+    source = next((o for o in ops[address_index + 1:] if o.kind == "address"), None)
+    read_source = global_address_reader(source, ctx, "E" in opcode.split(".")[1:]) if source is not None else None
+    copy_sources = _copy_sources(op, opcode, ops, address_index, ctx, slot)
+    base = U64(ctx.shared_base)
+
+    def count(m, mask):
+        lanes = m.valid if mask is None else mask
+        value, bits = read(m)
+        bits = m.spread(bits)
+        m.check_known(slot, int(_selected_bits(m, lanes, bits)), "shared-memory address")
+        holds, guard_bits = guard(m)
+        turned_off = lanes & ~holds & ((guard_bits & taint.UNKNOWN) == 0)
+        unknown = bits & taint.UNKNOWN
+        if read_source is not None:
+            unknown = unknown | (m.spread(read_source(m)[1]) & taint.WILD)
+        unknown_off = turned_off & (unknown != 0)
+        if unknown_off.any():
+            per_warp = unknown_off.reshape(-1, m.warp_size)
+            warps = per_warp.any(axis=1)
+            m.report_unresolved(slot, _turned_off_reason(m, per_warp.sum(axis=1)[warps],
+                                                         int(np.bitwise_or.reduce(unknown[unknown_off]))), warps)
+            lanes = lanes & ~np.repeat(warps, m.warp_size)
+        lanes = m.known_lanes(slot, lanes, bits, "address") if lanes.any() else None
+        if lanes is not None:
+            m.record_access(slot, op.kind_code, op.bytes, op.matrices, shared_offsets(m.full(value), base), lanes,
+                            op.op_code, copy_sources and copy_sources(m, lanes))
+    return count
+
+
+def _turned_off_reason(m, lanes_per_warp: np.ndarray, bits: int) -> str:
+    """Why ``@!P0 LDGSTS`` is unresolved: the lanes its guard turns off (``lanes_per_warp`` of them in each warp left
+    out), which Nsight counts, have address registers with taints ``bits``."""
+    most = int(lanes_per_warp.max())
+    lanes = f"the {most} lanes" if int(lanes_per_warp.min()) == most else f"up to {most} lanes"
+    unknown = bits & int(taint.UNKNOWN)
+    # a register never written in a lane reads as a value the emulator does not model, and nothing else is there
+    state = "the kernel never wrote there: what the page counts is not a function of the program" \
+        if unknown == int(taint.UNMODELLED) else \
+        f"hold values that depend on {m.findings.why(unknown)}: what the page counts there is unknown"
+    return (f"Nsight counts {lanes} the guard @!{NSIGHT_FALSE_PREDICATE} turns off (it reads "
+            f"{NSIGHT_FALSE_PREDICATE} as false for LDGSTS), whose address registers {state}")
 
 
 def _lanes_reading(ignore_src: Operand | None, ctx: SassContext, zfill: bool):

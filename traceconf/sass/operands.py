@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from traceconf.emulate import taint
+from traceconf.emulate.allocation import value_without_param
 from traceconf.sass.listing import STACK_TOP, stack_pointer_offset
 
 U64 = np.uint64
@@ -252,10 +253,11 @@ def _constant_word(m, ctx: SassContext, offset: int):
             start, size = int(param["offset"]), int(param["bytes"] or 4)
             if start <= relative < start + size:
                 name = param["name"]
-                if name not in ctx.param_values:
-                    return U64(0), taint.missing_param(index)
-                raw = int(ctx.param_values[name]) % (1 << (8 * max(size, 8)))
-                return U64((raw >> (8 * (relative - start))) & 0xFFFF_FFFF), taint.ZERO
+                known = name in ctx.param_values
+                raw = int(ctx.param_values[name]) if known else value_without_param(index, size)
+                raw %= 1 << (8 * max(size, 8))
+                return U64((raw >> (8 * (relative - start))) & 0xFFFF_FFFF), \
+                    taint.ZERO if known else taint.missing_param(index)
         return U64(0), taint.UNMODELLED
     return U64(0), taint.UNMODELLED
 

@@ -32,7 +32,8 @@ from traceconf.sass.control import (barrier, both, branch_if_divergent, guard_of
                                     jump_to_register, next_pc, return_to_register, target_of)
 from traceconf.sass.floats import FLOAT_HANDLERS
 from traceconf.sass.local import local_memory
-from traceconf.sass.memory import global_memory, other_memory, shared_memory
+from traceconf.sass.memory import (copy_counted_by_nsight, global_memory, misread_guard, other_memory,
+                                   shared_memory)
 from traceconf.sass.opcodes import global_op, shared_op, writes_memory
 from traceconf.sass.operands import (M32, TRUE_PREDICATES, ZERO_REGS, Operand, SassContext, field_taint, pair_name,
                                      parse_operand, read_register, reader, record_field,
@@ -634,16 +635,23 @@ def _hfma2_constant(ops, mods, ctx):
     return None
 
 
+#: Integer source types an I2F names (none: S32).
+_I2F_SOURCES = ("U8", "S8", "U16", "S16", "U32", "S32", "U64", "S64")
+
+
 def _i2f_rp(ops, mods, ctx):
-    """I2F.U32.RP (round toward +inf) of the division idiom, evaluated in float32."""
-    if "U32" not in mods or not any(x in mods for x in ("RP",)) or "F64" in mods:
+    """I2F.U32.RP / I2F.RP (S32, the default source type) to f32, rounding toward +inf: the division idiom's
+    first step (ptxas's unsigned and signed divides), evaluated in float32."""
+    types = [x for x in mods if x in _I2F_SOURCES]
+    if "RP" not in mods or types not in ([], ["U32"], ["S32"]) or "F64" in mods or "F16" in mods:
         return None
     dest, _, sources, _ = _split(ops)
     source, write = reader(sources[0], ctx, False), writer(dest)
+    integer = (lambda value: np.asarray(value, dtype=np.uint64)) if types == ["U32"] else signed32
 
     def run(m, mask):
         value, bits = source(m)
-        exact = np.asarray(value, dtype=np.uint64).astype(np.float64)
+        exact = integer(value).astype(np.float64)
         rounded = exact.astype(np.float32)
         rounded = np.where(rounded.astype(np.float64) < exact, np.nextafter(rounded, np.float32(np.inf)), rounded)
         write(m, np.asarray(rounded, dtype=np.float32).view(np.uint32).astype(np.uint64), bits, mask)
@@ -758,6 +766,9 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
 
     body = None
     if shared_op(full) is not None:
+        every_lane = misread_guard(row, full)
+        if every_lane is not None:
+            return _copy_under_misread_guard(full, ops, mods, ctx, slot, guard, every_lane)
         body = shared_memory(full, ops, mods, ctx, slot)
     if body is None and global_op(full) is not None:
         body = global_memory(full, ops, mods, ctx, slot)
@@ -780,6 +791,21 @@ def compile_instruction(slot, ctx: SassContext, labels: dict[str, int]) -> Compi
             body = _unknown(ops, bits)
     return Compiled(with_guard(body, guard, slot if shared_op(full) is not None else None,
                                written_registers(row) if guard is not None else (), writes_memory(full)), False, slot)
+
+
+def _copy_under_misread_guard(opcode: str, ops: list[Operand], mods: list[str], ctx: SassContext, slot, guard,
+                              every_lane: bool) -> Compiled:
+    """An ``LDGSTS`` guarded on the predicate Nsight reads as false there (:func:`misread_guard`): the copy runs
+    where the guard holds (what it does to shared memory), while the lanes counted are every one that reached it
+    (``@!P0``) or none (``@P0``), whatever the guard holds: the guard decides no count."""
+    execute = with_guard(shared_memory(opcode, ops, mods, ctx, slot, record=False), guard, writes_memory=True)
+    count = copy_counted_by_nsight(opcode, ops, ctx, slot, guard) if every_lane else None
+
+    def run(m, active, mask):
+        execute(m, active, mask)
+        if count is not None:
+            count(m, mask)
+    return Compiled(run, False, slot)
 
 
 def written_registers(row: dict) -> tuple[str, ...]:

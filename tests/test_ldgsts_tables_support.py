@@ -1,0 +1,52 @@
+"""What the tests of the one-warp LDGSTS probes driven by tables share (tests/test_ldgsts_ignore_src_hw.py,
+tests/test_ldgsts_guard_hw.py; no tests in here): the manifest rebuilt from the committed pages, the probe's
+kernel compiled as measured, and the tool run on it at one configuration as a user would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts" / "hw"))
+import ldgsts_probe  # noqa: E402  (the page summary)
+
+
+def rebuilt_manifest(data: Path, annotate, folder: Path) -> str:
+    """The manifest that ``annotate(summary, out)`` makes of the summary of the pages committed under ``data``."""
+    (folder / "pages").mkdir()
+    (folder / "pages" / "probe").symlink_to(data / "pages")
+    ldgsts_probe.summary(folder / "pages", folder / "summary.csv")
+    annotate(folder / "summary.csv", folder / "manifest.csv")
+    return (folder / "manifest.csv").read_text()
+
+
+@lru_cache(maxsize=None)
+def cubin(probe: str) -> Path:
+    """scripts/hw/PROBE.cu compiled as measured (nvcc 13.0, -arch=sm_90)."""
+    out = Path(tempfile.mkdtemp(prefix=f"{probe}_")) / f"{probe}.cubin"
+    subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(out), str(REPO / "scripts" / "hw" / f"{probe}.cu")],
+                   check=True)
+    return out
+
+
+def tool_on_probe(probe: str, tables: list[int]):
+    """The probe's one-warp launch analysed with ``tables`` as --data and the source buffer at a --param address:
+    (the analysis, pc -> kernel-table row of every instruction, run or not)."""
+    from traceconf.analyses.results import kernel_table
+    from traceconf.emulate.launch import LaunchRequest
+    from traceconf.pipeline import run_file
+    from traceconf.rules import load_rule_set
+
+    path = Path(tempfile.mkdtemp(prefix=f"{probe}_")) / "tables.npy"
+    np.save(path, np.array(tables, dtype=np.int32))
+    request = LaunchRequest(block=(32, 1, 1), grid=(1, 1, 1), params={"0": str(1 << 40)}, dynamic_smem=65536,
+                            data={"1": str(path)}, time_limit=float("inf"))
+    done, failed = run_file(cubin(probe), [f"^{probe}$"], request, [load_rule_set("sm_90")])
+    assert not failed, failed[0].line()
+    return done[0], {r["pc"]: r for r in kernel_table(done[0], "sm_90").to_pylist()}
