@@ -29,9 +29,15 @@ def guard_of(row: dict, ctx: SassContext):
     read = reader(Operand("pred", name, name=name), ctx)
     want = U64(0 if row.get("guard_negated") else 1)
 
+    def holds(value):
+        return (value & U64(1)) == want
+
     def condition(m):
         value, bits = read(m)
-        return (m.spread(value) & U64(1)) == want, m.spread(bits)
+        if type(value) is np.ndarray and value.shape == (m.size,):
+            # one mask per predicate array: the instructions it guards share it (and what is made from it)
+            return m.derived(value, ("holds", int(want)), holds), m.spread(bits)
+        return holds(m.spread(value)), m.spread(bits)
     return condition
 
 

@@ -109,16 +109,21 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
         if elsewhere is not None and outside.any():
             elsewhere(m, outside, value + window, bits)
 
+    def window_offsets(value):
+        raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
+        # the reserved window start maps to byte 0; an address inside the reserved part stays as is
+        offsets = raw - int(base) if base else raw
+        if base and int(offsets.min()) < 0:     # (arithmetic: the lanes not running hold any address,
+            offsets += int(base) * (offsets < 0)    # an irregular mask np.where branches on)
+        return offsets
+
     def shared(m, mask, lanes, value, bits):
         if lanes.any():
             selected = np.asarray(bits).flat[0] if is_uniform(bits) else np.bitwise_or.reduce(bits) if lanes is m.valid else \
                 np.bitwise_or.reduce(bits[np.flatnonzero(lanes)])
             if not m.address_unknown(slot, int(selected), "address"):
-                raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
-                # the reserved window start maps to byte 0; an address inside the reserved part stays as is
-                offsets = raw - int(base) if base else raw
-                if base and int(offsets.min()) < 0:     # (arithmetic: the lanes not running hold any address,
-                    offsets += int(base) * (offsets < 0)    # an irregular mask np.where branches on)
+                # an address register feeds a load and a store: its offsets are made once
+                offsets = m.derived(value, ("shared offsets", int(base)), window_offsets)
                 if contents:                # it writes its destinations itself (the others' are loaded values)
                     lanes = contents(m, mask, lanes, offsets, bits)
                 m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes, op_code,
@@ -269,6 +274,12 @@ def _write_piece(m, names: list[str], k: int, value, bits, lanes) -> None:
         write_register(m, name, (value >> U64(32 * half)) & M32, bits, lanes)
 
 
+def _word_index(m, contents, offsets: np.ndarray, size: int) -> np.ndarray | None:
+    """:meth:`SharedContents.word_index` of ``offsets``, made once per offsets array (a load and a store at one
+    address register share it)."""
+    return m.derived(offsets, ("shared words", size), lambda at: contents.word_index(m.shared_base(), at, size))
+
+
 def _read_back(content_bits, address_bits):
     """Taint of a value read from shared memory, as the PTX level's loads have it: ``taint.read_back`` of
     what was stored, and opaque in the CTA where the address depends on it (whether a known value is there
@@ -331,7 +342,9 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
         contents = m.shared_contents()
         for name, (at, width) in zip(names, words(offsets)):
             # at most 4 bytes: the value read fits the register
-            value, content_bits = contents.load_lanes(m.shared_base(), at, width, lanes)
+            word = _word_index(m, contents, at, width)
+            value, content_bits = contents.load_lanes(m.shared_base(), at, width, lanes) if word is None else \
+                contents.load_words(word, width)
             if signed:             # LDS.S8 / LDS.S16: the register holds the sign-extended 32-bit value
                 value = intops.bits_of(intops.signed(value, signed)) & M32
             write_register(m, name, value, _read_back(content_bits, _collapsed(bits)), lanes)
@@ -343,8 +356,12 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
         names = _registers(sources[0], registers) if from_registers else [None] * registers
         for name, (at, width) in zip(names, words(offsets)):
             value, value_bits = read_register(m, name) if name is not None else (U64(0), taint.LOADED)
-            contents.store(m.cta_index, at, width, m.full(value) & M32, value_bits | (_collapsed(bits) & taint.CTA_ANY),
-                           lanes)
+            value, value_bits = m.full(value) & M32, value_bits | (_collapsed(bits) & taint.CTA_ANY)
+            word = _word_index(m, contents, at, width)
+            if word is None:
+                contents.store(m.cta_index, at, width, value, value_bits, lanes)
+            else:
+                contents.store_words(word, width, value, value_bits, None if lanes is m.valid and m.all_valid else lanes)
         return lanes
 
     def clobber(m, mask, lanes, offsets, bits):

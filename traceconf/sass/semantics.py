@@ -383,14 +383,26 @@ def _isetp(ops, mods, ctx):
         result = np.asarray(result)
         for out, complemented in outs:
             value = ~result if complemented else result
-            out(m, combine(value, cond).astype(np.uint64), _decided(combine, value, compared, cond, cb), mask)
+            out(m, _combined(combine, value, cond), _decided(combine, value, compared, cond, cb), mask)
     return run
 
 
+def _combined(combine, x: np.ndarray, y) -> np.ndarray:
+    """``x COMBINE y`` of two predicates (bools) as 0/1 uint64; ``y`` one for all (``PT``, the common case) leaves
+    ``x`` itself, its negation or a constant, with no pass for the combination."""
+    if np.ndim(y) == 0:
+        if combine is np.logical_xor:
+            x = ~x if y else x
+        elif bool(y) == (combine is np.logical_or):      # true OR anything, false AND anything
+            return U64(1) if y else U64(0)
+        return x.astype(np.uint64)
+    return combine(x, y).astype(np.uint64)
+
+
 def _decided(combine, x, x_bits, y, y_bits):
-    """Taint of ``x COMBINE y`` (:func:`traceconf.emulate.taint.of_logic`)."""
-    return taint.of_logic(_OPERATION[combine], np.asarray(x).astype(np.uint64), x_bits,
-                          np.asarray(y).astype(np.uint64), y_bits)
+    """Taint of ``x COMBINE y`` (:func:`traceconf.emulate.taint.of_logic`, which reads predicates as they are:
+    bools or 0/1)."""
+    return taint.of_logic(_OPERATION[combine], x, x_bits, y, y_bits)
 
 
 def _plop3(ops, mods, ctx):
@@ -441,7 +453,8 @@ def _sel(ops, mods, ctx):
         (av, ab), (bv, bb), (pv, pb) = a(m), b(m), predicate(m)
         choose = (np.asarray(pv, dtype=np.uint64) & U64(1)) == 1
         # the result depends on the chosen source only (a pointer to shared stays one)
-        write(m, select(choose, av, bv), select(choose, ab, bb) | pb, mask)
+        bits = ab if np.ndim(ab) == 0 and np.ndim(bb) == 0 and ab == bb else select(choose, ab, bb)
+        write(m, select(choose, av, bv), bits | pb, mask)
     return run
 
 
