@@ -170,17 +170,30 @@ class SharedContents:
             return None
         return (cta_base + offsets) >> _SHIFT[size] if size > 1 else cta_base + offsets
 
+    def placed(self, cta_base: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
+        """(threads of ``lanes``, the index of each one's access in the ``size``-byte word view), when every one lies
+        inside its CTA's shared memory, aligned (the threads not running may hold any address); else None."""
+        if size not in _WORD or self.bytes_per_cta % size:
+            return None
+        chosen = np.flatnonzero(lanes)
+        at = offsets[chosen]
+        if len(at) and (int(at.min()) < 0 or int(at.max()) > self.bytes_per_cta - size or
+                        int(np.bitwise_or.reduce(at)) & (size - 1)):
+            return None
+        start = cta_base[chosen] + at
+        return chosen, start >> _SHIFT[size] if size > 1 else start
+
     def load_words(self, word: np.ndarray, size: int):
-        """:meth:`load_lanes` at a :meth:`word_index`: every thread's values and the taint (one where all agree)."""
+        """:meth:`load_lanes` at a :meth:`word_index` (or at the words of :meth:`placed`): the values and the taint
+        (one where all agree)."""
         return gather_words(self.data, self.taint, word, size, one_taint=True)
 
-    def store_words(self, word: np.ndarray, size: int, values, bits, lanes: np.ndarray | None) -> None:
-        """:meth:`store` at a :meth:`word_index` (``lanes`` None: every thread stores)."""
-        if lanes is not None:
-            chosen = np.flatnonzero(lanes)
-            word = word[chosen]
-            values = np.broadcast_to(values, lanes.shape)[chosen]
-            bits = bits if not np.ndim(bits) else np.broadcast_to(bits, lanes.shape)[chosen]
+    def store_words(self, word: np.ndarray, size: int, values, bits, chosen: np.ndarray | None = None) -> None:
+        """:meth:`store` at a :meth:`word_index` (``chosen`` None: every thread stores), or at the words of the
+        threads ``chosen`` (:meth:`placed`); ``values`` and ``bits`` per thread or one for all."""
+        if chosen is not None:
+            values = values[chosen] if np.ndim(values) else values
+            bits = bits[chosen] if np.ndim(bits) else bits
         scatter_words(self.data, self.taint, word, size, values, bits)
 
     def place(self, cta_index: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):

@@ -138,14 +138,15 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
     def uniform(m, holds, bits):
         if shared is not None and bits & taint.CTA_ANY:
             m.findings.cta_dependent(shared, "shared-memory predicate (active mask)")
-        m.guard_taint, m.guard_keys, m.guard_holds = bits, destinations, holds
+        m.guard_taint, m.guard_keys, m.guard_holds, m.guard_given = bits, destinations, holds, set()
         body(m, holds)
-        m.guard_keys, m.guard_holds = (), None
+        given = m.guard_given
+        m.guard_keys, m.guard_holds, m.guard_given = (), None, set()
         skipped = None
         for key in destinations:
             written = m.taints.get(key)
-            if written is None or (np.ndim(written) == 0 and written | bits == written):
-                continue                # a scalar taint that has the guard's already (written with it)
+            if key in given or written is None or (np.ndim(written) == 0 and written | bits == written):
+                continue                # written with the guard's taint everywhere (ThreadState.write)
             skipped = ~holds if skipped is None else skipped
             m.taints[key] = select(skipped, written | bits, written)
         m.guard_taint = taint.ZERO

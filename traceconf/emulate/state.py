@@ -76,6 +76,7 @@ class ThreadState:
         # the threads the guard skips, and the mask of the threads it holds in
         self.guard_keys: tuple[str, ...] = ()
         self.guard_holds: np.ndarray | None = None
+        self.guard_given: set[str] = set()      # those of guard_keys a write gave the guard's taint where it skips
         self._spread: dict[tuple, np.ndarray] = {}
         self._derived: dict[tuple, tuple] = {}
         self._zeros = np.zeros(self.size, dtype=np.uint64)
@@ -151,27 +152,28 @@ class ThreadState:
         old, old_bits = self.read(key)
         ones = self.derived(mask, "ones", _ones) if type(mask) is np.ndarray and mask.dtype == np.bool_ else None
         self.regs[key] = select(mask, value, old, ones)
-        if np.ndim(bits) == 0 and np.ndim(old_bits) == 0:
-            if bits == old_bits:
-                self.taints[key] = old_bits
-                return
-            if key in self.guard_keys and mask is self.guard_holds and bits == old_bits | self.guard_taint:
-                self.taints[key] = bits     # what with_guard gives the threads the guard skips: one taint for all
-                return
+        if key in self.guard_keys and mask is self.guard_holds:
+            # with_guard gives the threads the guard skips the guard's taint too: given here, in the same pass
+            self.guard_given.add(key)
+            old_bits = old_bits | self.guard_taint
+        if np.ndim(bits) == 0 and np.ndim(old_bits) == 0 and bits == old_bits:
+            self.taints[key] = bits
+            return
         self.taints[key] = select(mask, bits, old_bits, ones)
 
-    def derived(self, source: np.ndarray, what, make):
-        """``make(source)``, remembered for the same ``source`` array (``what`` names the derivation): arrays are
-        never modified once stored (registers, masks), so one computed from a register's array stays right while
-        the register holds it.  The entry keeps ``source`` alive, so that its id is not reused meanwhile."""
-        key = (id(source), what)
+    def derived(self, source: np.ndarray, what, make, other: np.ndarray | None = None):
+        """``make(source)``, remembered for the same ``source`` array (and ``other``, when it depends on that too;
+        ``what`` names the derivation): arrays are never modified once stored (registers, masks), so one computed
+        from a register's array stays right while the register holds it.  The entry keeps the arrays alive, so
+        that their ids are not reused meanwhile."""
+        key = (id(source), id(other), what)
         hit = self._derived.get(key)
-        if hit is not None and hit[0] is source:
-            return hit[1]
+        if hit is not None and hit[0] is source and hit[1] is other:
+            return hit[2]
         made = make(source)
         if len(self._derived) >= DERIVED_CACHE:
             del self._derived[next(iter(self._derived))]
-        self._derived[key] = (source, made)
+        self._derived[key] = (source, other, made)
         return made
 
     def spread(self, value) -> np.ndarray:
