@@ -216,10 +216,15 @@ def _condition(m, slot: Slot, guard, active: np.ndarray):
     if guard is None:
         return active, None
     holds, bits = guard(m)
-    active_bits = np.bitwise_or.reduce(bits[active]) if active.any() else 0
+    if is_uniform(bits):        # one taint for every thread (a spread scalar): no pass over the lanes
+        active_bits = int(np.asarray(bits).flat[0]) if active.any() else 0
+    else:
+        active_bits = np.bitwise_or.reduce(bits[active]) if active.any() else 0
     if not active_bits:
         return active & holds, None
     m.check_known(slot, int(active_bits), "branch condition")
+    if not int(active_bits) & int(taint.UNKNOWN):
+        return active & holds, None
     unknown = active & ((bits & taint.UNKNOWN) != 0)
     if not unknown.any():
         return active & holds, None
@@ -358,8 +363,11 @@ class Machine(ThreadState):
                 p = int(pc.min())
                 if p >= end:
                     if p == WAIT:
-                        waiting = pc == WAIT
-                        pc[waiting] = self.resume[waiting]
+                        if int(pc.max()) == WAIT:       # every thread at the barrier (the common case)
+                            pc[:] = self.resume
+                        else:
+                            waiting = pc == WAIT
+                            pc[waiting] = self.resume[waiting]
                         continue
                     if p == EXIT:
                         return

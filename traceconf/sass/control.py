@@ -91,6 +91,10 @@ def both(first, second):
 def jump(slot, guard, destination: int):
     def run(m, active, mask):
         taken, stopped = _condition(m, slot, guard, active)
+        if mask is None and stopped is None:        # every thread here: the others go on, with no selection
+            m.pc += 1
+            m.pc[taken] = destination
+            return
         stay = active & ~taken if stopped is None else active & ~taken & ~stopped
         m.pc[taken] = destination
         m.pc[stay] += 1
@@ -164,6 +168,10 @@ def barrier(slot, guard, ops, mods, ctx):
         taken, stopped = _condition(m, slot, guard, active)
         if result is not None:
             result(m, taken)
+        if mask is None and taken is active:        # every thread here waits: no selection
+            np.add(m.pc, 1, out=m.resume)
+            m.pc.fill(WAIT)
+            return
         stay = active & ~taken if stopped is None else active & ~taken & ~stopped
         m.resume[taken] = m.pc[taken] + 1
         m.pc[taken] = WAIT
