@@ -84,9 +84,16 @@ def _imad(ops, mods, ctx):
     write = writer(dest, wide=wide)
     carry_out = [writer(p) for p in outs]
 
+    word = _word_writer(dest) if not (wide or high or carry_in or carry_out) else None
+
     def run(m, mask):
         (av, ab), (bv, bb), (cv, cb) = a(m), b(m), c(m)
         bits = ab | bb | cb
+        if word is not None:
+            # the low word of a product and a sum is the same for signed and unsigned operands
+            product = np.asarray(av, dtype=np.uint64) * np.asarray(bv, dtype=np.uint64)
+            word(m, (product + np.asarray(cv, dtype=np.uint64)) & M32, bits, mask)
+            return
         if unsigned:
             x, y = np.asarray(av, dtype=np.uint64) & M32, np.asarray(bv, dtype=np.uint64) & M32
             product = x * y                                   # < 2**64: exact in uint64
@@ -107,6 +114,15 @@ def _imad(ops, mods, ctx):
             result = total & M32
         write(m, result, bits, mask)
     return run
+
+
+def _word_writer(dest: Operand):
+    """Writer of a value already reduced to 32 bits into the register ``dest`` (no second mask), or ``dest``'s
+    :func:`writer` where it is no plain register."""
+    if dest.kind != "reg" or dest.wide:
+        return writer(dest)
+    name = dest.name
+    return lambda m, value, bits, mask: write_register(m, name, value, bits, mask)
 
 
 def _half_reader(op: Operand, ctx):
@@ -162,8 +178,17 @@ def _iadd3(ops, mods, ctx):
     carry_in = [reader(p, ctx) for p in ins] if "X" in mods else []
     write, carry_out = writer(dest), [writer(p) for p in outs]
 
+    word = _word_writer(dest) if not (carry_in or carry_out) else None
+
     def run(m, mask):
         total, bits = U64(0), taint.ZERO
+        if word is not None:        # no carry: the low word of the sum alone
+            for read in readers:
+                value, b = read(m)
+                total = total + np.asarray(value, dtype=np.uint64)
+                bits = bits | b
+            word(m, total & M32, bits, mask)
+            return
         for read in readers + carry_in:
             value, b = read(m)
             total = total + (np.asarray(value, dtype=np.uint64) & U64(0x1_FFFF_FFFF))
@@ -207,10 +232,15 @@ def _lea(ops, mods, ctx):
     write, carry_out = writer(dest), [writer(p) for p in outs]
     if shift is None:
         return None
+    word = _word_writer(dest) if not (hi or carry_in or carry_out) else None
 
     def run(m, mask):
         (av, ab), (bv, bb) = a(m), b(m)
         bits = ab | bb
+        if word is not None:        # no carry: the low word of the shifted sum alone
+            word(m, ((np.asarray(av, dtype=np.uint64) << U64(shift)) + np.asarray(bv, dtype=np.uint64)) & M32, bits,
+                 mask)
+            return
         av = np.asarray(av, dtype=np.uint64) & M32
         if hi:
             if sx32:
@@ -305,7 +335,7 @@ def _lop3(ops, mods, ctx):
     if lut is None:
         return None
     a, b, c = (reader(s, ctx, False) for s in sources[:3])
-    write = writer(dest)
+    write = _word_writer(dest)          # lop3 keeps the low word
     write_pred = writer(pred_out) if pred_out is not None else None
     # a & constant (lut 0xc0, the third source zero): a test of bits of a, as known as those bits are
     tested = sources[0] if lut == 0xC0 and sources[0].kind == "reg" and sources[1].kind == "imm" and \
