@@ -493,3 +493,14 @@ def test_imad_lea_iadd3_without_carries_keep_the_low_word_of_the_exact_result(a,
     assert stored(setup + ["IMAD.U32 R2, R7, R5, -R6"]).tolist() == low(x * b - c for x in lanes.tolist())
     assert stored(setup + [f"LEA R2, R7, R6, {shift:#x}"]).tolist() == low((x << shift) + c for x in lanes.tolist())
     assert stored(setup + ["IADD3 R2, R7, -R5, R6"]).tolist() == low(x - b + c for x in lanes.tolist())
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, MASK), st.sampled_from([0, 1, 0x8000_0000, MASK]))
+def test_isetp_equality_reads_the_words_as_they_are(a, delta):
+    """ISETP.EQ/NE compare the 32-bit words (signed or unsigned alike): equal where the words are."""
+    b = (a + delta) & MASK
+    setup = [TID, f"MOV R4, {a:#x}", f"MOV R5, {b:#x}"]
+    for compare, expected in (("EQ", a == b), ("NE", a != b)):
+        got = stored(setup + [f"ISETP.{compare}.AND P0, PT, R4, R5, PT", "SEL R2, RZ, 0x1, !P0"])
+        assert (got == int(expected)).all()

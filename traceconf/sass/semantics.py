@@ -379,8 +379,9 @@ def _isetp(ops, mods, ctx):
     combine = next((_COMBINE[x] for x in mods if x in _COMBINE), np.logical_and)
     if compare is None:
         return None
-    unsigned = "U32" in mods
     extended = "EX" in mods
+    # equality needs no sign: the unsigned words compare alike (a pass per operand fewer)
+    unsigned = "U32" in mods or (compare in (np.equal, np.not_equal) and not extended)
     # (writer, complemented) of each destination that is written (PT takes nothing: its result is not computed)
     outs = [(writer(op), complemented) for op, complemented in zip(ops[:2], (False, True))
             if op.name not in TRUE_PREDICATES]
