@@ -140,3 +140,133 @@ def test_a_guarded_write_keeps_one_taint_where_with_guard_gives_the_skipped_thre
     m.guard_keys, m.guard_taint = ("R1",), taint.CTA
     m.write("R2", np.uint64(2), taint.ZERO, holds)                            # not a guarded destination
     assert (np.broadcast_to(m.taints["R2"], (m.size,)) == np.where(holds, taint.CTA, taint.ZERO)).all()
+
+
+def _copy(contents: SharedContents) -> SharedContents:
+    twin = SharedContents(CTAS, BYTES)
+    twin.data[:], twin.taint[:] = contents.data, contents.taint
+    return twin
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 8])
+@pytest.mark.parametrize("case", ["inside", "some outside", "misaligned", "junk where not running", "collisions"])
+def test_word_index_and_placed_accesses_equal_load_and_store(size, case):
+    """``SharedContents.word_index`` (every thread) and ``placed`` (the running ones) serve only accesses inside
+    and aligned, and then load and store what ``load`` and ``store`` do (colliding stores included)."""
+    rng = np.random.default_rng(size * 11 + len(case))
+    threads = CTAS * 64
+    taints = rng.choice([taint.ZERO, taint.THREAD, taint.LOADED, taint.CTA], CTAS * BYTES // 4)
+    contents = filled_contents(rng, taints)
+    cta_index = np.repeat(np.arange(CTAS, dtype=np.int64), 64)
+    cta_base = cta_index * BYTES
+    offsets = rng.integers(0, BYTES // size, threads) * size
+    if case == "collisions":
+        offsets = rng.integers(0, 4, threads) * size
+    if case == "some outside":
+        offsets[rng.random(threads) < 0.2] = BYTES + 64
+    if case == "misaligned":
+        offsets = rng.integers(0, BYTES - size, threads) | (1 if size > 1 else 0)
+    lanes = rng.random(threads) < 0.5
+    if case == "junk where not running":
+        offsets = np.where(lanes, offsets, rng.integers(-3 * BYTES, 3 * BYTES, threads) | 1)
+    values = rng.integers(0, 2**64, threads, dtype=np.uint64) & np.uint64((1 << (8 * size)) - 1)
+    for bits in (np.uint64(taint.THREAD | taint.CTA_OPAQUE), rng.choice([taint.ZERO, taint.LOADED, taint.PARAMS],
+                                                                        threads).astype(np.uint64)):
+        word = contents.word_index(cta_base, offsets, size)
+        served = case in ("inside", "collisions") or (case == "misaligned" and size == 1)     # a byte always fits
+        assert (word is not None) == served
+        if word is not None:
+            got_values, got_bits = contents.load_words(word, size)
+            every = np.ones(threads, dtype=bool)
+            want_values, want_bits = contents.load(cta_index, offsets, size, every)
+            assert (got_values == want_values).all() and (np.broadcast_to(got_bits, (threads,)) == want_bits).all()
+            fast, general = _copy(contents), _copy(contents)
+            fast.store_words(word, size, values, bits)
+            general.store(cta_index, offsets, size, values, bits, every)
+            assert (fast.data == general.data).all() and (fast.taint == general.taint).all()
+        placed = contents.placed(cta_base, offsets, size, lanes)
+        assert (placed is not None) == (served or case == "junk where not running")
+        if placed is not None:
+            chosen, word = placed
+            assert (chosen == np.flatnonzero(lanes)).all()
+            got_values, got_bits = contents.load_words(word, size)
+            want_values, want_bits = contents.load(cta_index, offsets, size, lanes)
+            assert (got_values == want_values[lanes]).all()
+            assert (np.broadcast_to(got_bits, (len(chosen),)) == want_bits[lanes]).all()
+            fast, general = _copy(contents), _copy(contents)
+            fast.store_words(word, size, values, bits, chosen)
+            general.store(cta_index, offsets, size, values, bits, lanes)
+            assert (fast.data == general.data).all() and (fast.taint == general.taint).all()
+
+
+def test_one_byte_taint_is_compress_of_each():
+    from traceconf.emulate.contents import compress, one_byte_taint
+    rng = np.random.default_rng(6)
+    choices = [taint.ZERO, taint.THREAD, taint.CTA_DECIDED, taint.CTA_OPAQUE | taint.LOADED, taint.PARAMS,
+               taint.missing_param(3) | taint.CTA, taint.SHARED_WINDOW | taint.BRANCH]
+    for bits in choices:
+        assert one_byte_taint(np.uint64(bits)) == int(compress(np.array([bits], dtype=np.uint64))[0])
+        assert int(compress(np.uint64(bits))) == one_byte_taint(np.uint64(bits))
+        assert one_byte_taint(np.full(9, bits, dtype=np.uint64)) == one_byte_taint(np.uint64(bits))
+    mixed = rng.choice(choices[:2], 50).astype(np.uint64)
+    mixed[0], mixed[1] = choices[0], choices[1]
+    assert one_byte_taint(mixed) is None
+
+
+def test_of_logic_with_a_side_that_never_decides_equals_the_per_lane_rule():
+    """``P0 AND PT``: a known side that decides no lane leaves the other's taint per lane (arrays included)."""
+    rng = np.random.default_rng(7)
+    choices = [taint.ZERO, taint.THREAD, taint.CTA | taint.THREAD, taint.LOADED, taint.LOADED | taint.THREAD]
+    for _ in range(300):
+        operation = ("and", "or", "xor")[rng.integers(3)]
+        is_or = operation == "or"
+        x_bits = rng.choice(choices, 64).astype(np.uint64) if rng.integers(2) else np.uint64(rng.choice(choices))
+        y_bits = np.uint64(rng.choice(choices[:2]))
+        x = rng.integers(0, 2, 64).astype(np.uint64)
+        y = np.uint64(rng.integers(2))
+        if rng.integers(2):
+            x, x_bits, y, y_bits = y, y_bits, x, x_bits
+        expected = np.broadcast_to(x_bits, (64,)) | np.broadcast_to(y_bits, (64,))
+        if operation != "xor":
+            x_true, y_true = ((np.broadcast_to(v, (64,)) & np.uint64(1)) == 1 for v in (x, y))
+            x_decides = (x_true if is_or else ~x_true) & ((x_bits & taint.UNKNOWN) == 0)
+            y_decides = (y_true if is_or else ~y_true) & ((y_bits & taint.UNKNOWN) == 0)
+            expected = np.where(x_decides, x_bits, np.where(y_decides, y_bits, x_bits | y_bits))
+        assert (np.broadcast_to(taint.of_logic(operation, x, x_bits, y, y_bits), (64,)) == expected).all()
+
+
+def test_derived_is_made_once_per_array_and_again_for_another():
+    m = state()
+    made = []
+    first = np.arange(m.size, dtype=np.uint64)
+    twice = [m.derived(first, "double", lambda a: made.append(1) or a * np.uint64(2)) for _ in range(2)]
+    assert twice[0] is twice[1] and len(made) == 1
+    equal = first.copy()            # equal contents, another array: made again (arrays, not values, are keys)
+    assert (m.derived(equal, "double", lambda a: made.append(1) or a * np.uint64(2)) == twice[0]).all()
+    assert len(made) == 2
+    mask = np.arange(m.size) % 3 == 0
+    plus = m.derived(first, "plus", lambda a: a + np.uint64(1), mask)
+    assert m.derived(first, "plus", lambda a: a + np.uint64(5), mask) is plus
+    assert (m.derived(first, "plus", lambda a: a + np.uint64(5), mask.copy()) == first + np.uint64(5)).all()
+    for _ in range(40):             # the oldest entries go: a bounded cache
+        m.derived(np.zeros(3), "other", lambda a: a)
+    assert len(m._derived) <= 16
+
+
+def test_predicate_combined_with_one_side_for_all_equals_the_combination():
+    from traceconf.sass.semantics import _COMBINE, _combined
+    rng = np.random.default_rng(8)
+    x = rng.random(50) < 0.5
+    for combine in _COMBINE.values():
+        for y in (np.bool_(True), np.bool_(False), rng.random(50) < 0.5):
+            got = np.broadcast_to(_combined(combine, x, y), (50,))
+            assert (got == combine(x, y).astype(np.uint64)).all()
+
+
+def test_read_back_of_one_taint_each_equals_the_per_lane_rule():
+    from traceconf.sass.memory import _read_back, _read_back_lanes
+    for content in (taint.ZERO, taint.CTA, taint.LOADED | taint.CTA_DECIDED, taint.THREAD):
+        for address in (taint.ZERO, taint.CTA, taint.THREAD | taint.CTA_OPAQUE):
+            one = _read_back(np.uint64(content), np.uint64(address))
+            lanes = _read_back_lanes(np.full(4, content, dtype=np.uint64), np.full(4, address, dtype=np.uint64))
+            assert np.ndim(one) == 0 and (np.broadcast_to(lanes, (4,)) == one).all()

@@ -199,3 +199,15 @@ def test_compare_and_minmax_respect_signedness():
     assert intops.minimum(minus_one, one, 32, False)[0] == 1
     assert intops.absolute(arr(0xFFFF_FFFB), 32)[0] == 5
     assert intops.negate(arr(5), 32)[0] == 0xFFFF_FFFB
+
+
+@given(words, words, words, st.sampled_from(sorted(intops.LOP3_FORMS)))
+def test_lop3_forms_equal_the_minterms(a, b, c, lut):
+    """The one- and two-operation tables (LOP3_FORMS) give what the minterms give, scalars among arrays too."""
+    expected = 0
+    for i in range(32):
+        index = (a >> i & 1) << 2 | (b >> i & 1) << 1 | (c >> i & 1)
+        expected |= (lut >> index & 1) << i
+    assert intops.lop3(arr(a), arr(b), arr(c), lut)[0] == expected
+    mixed = intops.lop3(np.uint64(a), arr(b), np.uint64(c), lut)
+    assert np.broadcast_to(mixed, (1,))[0] == expected

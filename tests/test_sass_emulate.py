@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from traceconf.emulate import Launch
 from traceconf.emulate.launch import resolve_launch
@@ -477,3 +479,30 @@ def test_a_comparison_of_an_unknown_key_decided_by_a_known_index_test(index_test
     setup = [TID, "MOV R3, 0x5", "LDS R7, [0x40]", index_test]
     unresolved = _branch_on(setup, f"ISETP.LT.{combine} P0, PT, R7, R3, P1")
     assert (not unresolved) == decided, unresolved
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, MASK), st.integers(0, MASK), st.integers(0, MASK), st.integers(0, 31))
+def test_imad_lea_iadd3_without_carries_keep_the_low_word_of_the_exact_result(a, b, c, shift):
+    """IMAD, LEA and IADD3 with no carry in or out compute the low word at once (no masks per operand): it is
+    the exact result's, signed or unsigned, negated operands included."""
+    setup = [TID, f"MOV R4, {a:#x}", f"MOV R5, {b:#x}", f"MOV R6, {c:#x}", "IMAD R7, R0, 0x10, R4"]
+    lanes = (a + LANES * 16) & MASK
+
+    def low(values):
+        return [value & MASK for value in values]
+    assert stored(setup + ["IMAD R2, R7, R5, R6"]).tolist() == low(x * b + c for x in lanes.tolist())
+    assert stored(setup + ["IMAD.U32 R2, R7, R5, -R6"]).tolist() == low(x * b - c for x in lanes.tolist())
+    assert stored(setup + [f"LEA R2, R7, R6, {shift:#x}"]).tolist() == low((x << shift) + c for x in lanes.tolist())
+    assert stored(setup + ["IADD3 R2, R7, -R5, R6"]).tolist() == low(x - b + c for x in lanes.tolist())
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, MASK), st.sampled_from([0, 1, 0x8000_0000, MASK]))
+def test_isetp_equality_reads_the_words_as_they_are(a, delta):
+    """ISETP.EQ/NE compare the 32-bit words (signed or unsigned alike): equal where the words are."""
+    b = (a + delta) & MASK
+    setup = [TID, f"MOV R4, {a:#x}", f"MOV R5, {b:#x}"]
+    for compare, expected in (("EQ", a == b), ("NE", a != b)):
+        got = stored(setup + [f"ISETP.{compare}.AND P0, PT, R4, R5, PT", "SEL R2, RZ, 0x1, !P0"])
+        assert (got == int(expected)).all()

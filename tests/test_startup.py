@@ -165,3 +165,17 @@ def test_without_a_command_the_whole_app_answers():
 
     for argv in (["--help"], ["compare_ncu"], ["anlyze", "x.ptx"]):
         assert commands_loaded(*argv)[1] == sorted(f"traceconf.commands.{m}" for m in COMMAND_MODULES), argv
+
+
+def test_the_command_line_sets_glibc_malloc_to_keep_freed_memory():
+    """On glibc the CLI's set-up fixes malloc's thresholds (mallopt answers 1 for each); elsewhere it does nothing
+    and never fails."""
+    import ctypes
+    import platform
+
+    from traceconf.startup import MALLOC_SETTINGS, malloc_keeps_freed_memory
+    glibc = platform.libc_ver()[0] == "glibc"
+    assert malloc_keeps_freed_memory() is glibc
+    assert dict(MALLOC_SETTINGS)[-3] >= 1 << 20       # arrays of one batch (128 KiB) stay in the heap
+    if glibc:
+        assert hasattr(ctypes.CDLL(None), "mallopt")

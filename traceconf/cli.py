@@ -98,9 +98,10 @@ def main() -> None:
         return
     from traceconf.commands.analyze import report_input_error
     from traceconf.errors import EXIT_INPUT, InputError
-    from traceconf.startup import pyarrow_without_pandas
+    from traceconf.startup import malloc_keeps_freed_memory, pyarrow_without_pandas
 
     pyarrow_without_pandas()
+    malloc_keeps_freed_memory()
     try:
         # the app of the one command named: Typer turns the signature of every command registered into Click
         # options on every run; a test may put an app of its own in the module

@@ -16,6 +16,7 @@ barrier, or across CTAs (spin locks), get that one schedule's values.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +36,8 @@ def compress(bits: np.ndarray) -> np.ndarray:
     """Per-byte form of value taints (missing parameters become 'not modelled'; the CTA-class refinements
     become plain CTA dependence, which a load turns opaque while classes are sought: see emulate/classes)."""
     bits = np.asarray(bits, dtype=np.uint64)
+    if not bits.ndim:
+        return np.asarray(compress_one(int(bits)), dtype=np.uint8)
     if not int(np.bitwise_or.reduce(bits, axis=None)) & _REFINED:
         return (bits & U64(_KEPT)).astype(np.uint8)      # nothing to turn into 'not modelled' or plain CTA
     lost = (bits & taint.PARAMS) != 0
@@ -42,7 +45,25 @@ def compress(bits: np.ndarray) -> np.ndarray:
     return ((bits & U64(_KEPT)) | lost * taint.UNMODELLED | cta * taint.CTA).astype(np.uint8)
 
 
+@functools.lru_cache(maxsize=1024)
+def compress_one(bits: int) -> int:
+    """:func:`compress` of one taint, as a Python int (a store of one taint for every lane, the common case)."""
+    return (bits & _KEPT) | (int(taint.UNMODELLED) if bits & int(taint.PARAMS) else 0) | \
+        (int(taint.CTA) if bits & int(taint.CTA_ANY) else 0)
+
+
+def one_byte_taint(bits) -> int | None:
+    """The byte taint (:func:`compress`) every value of ``bits`` stores, or None where they differ."""
+    if type(bits) is not np.ndarray or not bits.ndim:
+        return compress_one(int(bits))
+    if not len(bits):
+        return 0
+    low = int(bits.min())
+    return compress_one(low) if low == int(bits.max()) else None
+
+
 _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_SHIFT = {1: 0, 2: 1, 4: 2, 8: 3}
 _SPREAD = {1: 0x1, 2: 0x0101, 4: 0x0101_0101, 8: 0x0101_0101_0101_0101}
 
 
@@ -64,17 +85,32 @@ def gather(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: in
     """Little-endian values of ``size`` bytes at ``start`` (int64 byte indices) and the OR of their taints
     (``one_taint``: one scalar where every word read has the same byte taints, the common case)."""
     if _aligned(data, start, size):
-        word = start // size
-        taints = byte_taint.view(_WORD[size])[word]
-        if one_taint and len(taints) and taints.min() == taints.max():
-            taints = taints[:1]
-            return data.view(_WORD[size])[word].astype(np.uint64), _fold(taints, size)[0]
-        return data.view(_WORD[size])[word].astype(np.uint64), _fold(taints, size)
+        return gather_words(data, byte_taint, start >> _SHIFT[size] if size > 1 else start, size, one_taint)
     index = start[:, None] + np.arange(size, dtype=np.int64)
     raw = np.zeros((len(start), 8), dtype=np.uint8)
     raw[:, :size] = data[index]
     bits = np.bitwise_or.reduce(byte_taint[index], axis=1).astype(np.uint64)
     return raw.view("<u8").reshape(-1), bits
+
+
+def gather_words(data: np.ndarray, byte_taint: np.ndarray, word: np.ndarray, size: int, one_taint: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`gather` of the ``size``-byte words ``word`` (indices in that word view)."""
+    kind = _WORD[size]
+    taints = byte_taint.view(kind)[word]
+    values = data.view(kind)[word].astype(np.uint64)
+    if one_taint and len(taints):
+        low = taints.min()
+        if low == taints.max():
+            return values, U64(_fold_one(int(low), size))
+    return values, _fold(taints, size)
+
+
+def _fold_one(packed: int, size: int) -> int:
+    """:func:`_fold` of one word's byte taints."""
+    for shift in (32, 16, 8)[3 - (size.bit_length() - 1):] if size > 1 else ():
+        packed |= packed >> shift
+    return packed & 0xFF
 
 
 def scatter(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: int, values: np.ndarray,
@@ -84,16 +120,7 @@ def scatter(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: i
     if not len(start):
         return
     if _aligned(data, start, size):
-        kind = _WORD[size]
-        word = start // size
-        words = data.view(kind)
-        stored = np.asarray(values, dtype=np.uint64).astype(kind)
-        words[word] = stored
-        taints = byte_taint.view(kind)
-        taints[word] = compress(bits).astype(kind) * kind(_SPREAD[size])
-        lost = words[word] != stored
-        if lost.any():
-            taints[word[lost]] |= kind(_SPREAD[size] * int(_UNSET))
+        scatter_words(data, byte_taint, start >> _SHIFT[size] if size > 1 else start, size, values, bits)
         return
     index = start[:, None] + np.arange(size, dtype=np.int64)
     raw = np.ascontiguousarray(values, dtype=np.uint64).view(np.uint8).reshape(-1, 8)[:, :size]
@@ -104,6 +131,25 @@ def scatter(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: i
         byte_taint[index[lost]] |= _UNSET
 
 
+def scatter_words(data: np.ndarray, byte_taint: np.ndarray, word: np.ndarray, size: int, values, bits) -> None:
+    """:func:`scatter` to the ``size``-byte words ``word`` (indices in that word view)."""
+    if not len(word):
+        return
+    kind = _WORD[size]
+    words = data.view(kind)
+    stored = np.asarray(values, dtype=np.uint64).astype(kind)
+    words[word] = stored
+    taints = byte_taint.view(kind)
+    one = one_byte_taint(bits)
+    if one is not None:         # one taint for every value: no per-lane taint to build
+        taints[word] = kind(one * _SPREAD[size])
+    else:
+        taints[word] = compress(bits).astype(kind) * kind(_SPREAD[size])
+    lost = words[word] != stored
+    if lost.any():
+        taints[word[lost]] |= kind(_SPREAD[size] * int(_UNSET))
+
+
 class SharedContents:
     """Shared memory of the CTAs of one chunk: ``bytes_per_cta`` bytes each, flat."""
 
@@ -112,6 +158,43 @@ class SharedContents:
         total = -(-ctas * bytes_per_cta // 8) * 8          # whole 64-bit words: word views always fit
         self.data = np.zeros(total, dtype=np.uint8)
         self.taint = np.full(total, _UNSET, dtype=np.uint8)
+
+    def word_index(self, cta_base: np.ndarray, offsets: np.ndarray, size: int) -> np.ndarray | None:
+        """Per thread, the index of its access in the ``size``-byte word view, when every thread's (running or
+        not) lies inside its CTA's shared memory, aligned (the common case: then :meth:`load_words` and
+        :meth:`store_words` need no per-lane check); else None."""
+        if size not in _WORD or self.bytes_per_cta % size or not len(offsets):
+            return None
+        if int(offsets.min()) < 0 or int(offsets.max()) > self.bytes_per_cta - size or \
+                int(np.bitwise_or.reduce(offsets)) & (size - 1):
+            return None
+        return (cta_base + offsets) >> _SHIFT[size] if size > 1 else cta_base + offsets
+
+    def placed(self, cta_base: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
+        """(threads of ``lanes``, the index of each one's access in the ``size``-byte word view), when every one lies
+        inside its CTA's shared memory, aligned (the threads not running may hold any address); else None."""
+        if size not in _WORD or self.bytes_per_cta % size:
+            return None
+        chosen = np.flatnonzero(lanes)
+        at = offsets[chosen]
+        if len(at) and (int(at.min()) < 0 or int(at.max()) > self.bytes_per_cta - size or
+                        int(np.bitwise_or.reduce(at)) & (size - 1)):
+            return None
+        start = cta_base[chosen] + at
+        return chosen, start >> _SHIFT[size] if size > 1 else start
+
+    def load_words(self, word: np.ndarray, size: int):
+        """:meth:`load_lanes` at a :meth:`word_index` (or at the words of :meth:`placed`): the values and the taint
+        (one where all agree)."""
+        return gather_words(self.data, self.taint, word, size, one_taint=True)
+
+    def store_words(self, word: np.ndarray, size: int, values, bits, chosen: np.ndarray | None = None) -> None:
+        """:meth:`store` at a :meth:`word_index` (``chosen`` None: every thread stores), or at the words of the
+        threads ``chosen`` (:meth:`placed`); ``values`` and ``bits`` per thread or one for all."""
+        if chosen is not None:
+            values = values[chosen] if np.ndim(values) else values
+            bits = bits[chosen] if np.ndim(bits) else bits
+        scatter_words(self.data, self.taint, word, size, values, bits)
 
     def place(self, cta_index: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
         """(threads, byte index) of the lanes whose access lies inside their CTA's shared memory."""

@@ -260,8 +260,25 @@ def permute_bytes(a: np.ndarray, b: np.ndarray, control: np.ndarray, mode: str |
     return result
 
 
+#: lop3 tables of one or two operations (ptxas's ``a & b``, ``a ^ b``, ``a | b``...): a pass or two instead of one
+#: per minterm (tests/test_emulate_intops.py checks each against the minterms).
+LOP3_FORMS = {
+    0xF0: lambda a, b, c: a, 0xCC: lambda a, b, c: b, 0xAA: lambda a, b, c: c,
+    0x0F: lambda a, b, c: ~a, 0x33: lambda a, b, c: ~b, 0x55: lambda a, b, c: ~c,
+    0xC0: lambda a, b, c: a & b, 0xA0: lambda a, b, c: a & c, 0x88: lambda a, b, c: b & c,
+    0xFC: lambda a, b, c: a | b, 0xFA: lambda a, b, c: a | c, 0xEE: lambda a, b, c: b | c,
+    0x3C: lambda a, b, c: a ^ b, 0x5A: lambda a, b, c: a ^ c, 0x66: lambda a, b, c: b ^ c,
+    0x30: lambda a, b, c: a & ~b, 0x0C: lambda a, b, c: ~a & b, 0x50: lambda a, b, c: a & ~c,
+    0x80: lambda a, b, c: a & b & c, 0xFE: lambda a, b, c: a | b | c, 0x96: lambda a, b, c: a ^ b ^ c,
+    0xF8: lambda a, b, c: a | (b & c), 0xEA: lambda a, b, c: (a & b) | c, 0xEC: lambda a, b, c: (a & c) | b,
+}
+
+
 def lop3(a: np.ndarray, b: np.ndarray, c: np.ndarray, lut: int, bits: int = 32) -> np.ndarray:
     """lop3.b32: bit i of the result is lut[(a_i << 2) | (b_i << 1) | c_i]."""
+    form = LOP3_FORMS.get(lut)
+    if form is not None and all(getattr(v, "dtype", None) == np.uint64 for v in (a, b, c)):
+        return truncate(form(a, b, c), bits)
     result = np.zeros(np.shape(a), dtype=np.uint64)
     for index in range(8):
         if lut >> index & 1:

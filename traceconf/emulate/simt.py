@@ -139,14 +139,15 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
     def uniform(m, holds, bits):
         if shared is not None and bits & taint.CTA_ANY:
             m.findings.cta_dependent(shared, "shared-memory predicate (active mask)")
-        m.guard_taint, m.guard_keys, m.guard_holds = bits, destinations, holds
+        m.guard_taint, m.guard_keys, m.guard_holds, m.guard_given = bits, destinations, holds, set()
         body(m, holds)
-        m.guard_keys, m.guard_holds = (), None
+        given = m.guard_given
+        m.guard_keys, m.guard_holds, m.guard_given = (), None, set()
         skipped = None
         for key in destinations:
             written = m.taints.get(key)
-            if written is None or (np.ndim(written) == 0 and written | bits == written):
-                continue                # a scalar taint that has the guard's already (written with it)
+            if key in given or written is None or (np.ndim(written) == 0 and written | bits == written):
+                continue                # written with the guard's taint everywhere (ThreadState.write)
             skipped = ~holds if skipped is None else skipped
             m.taints[key] = select(skipped, written | bits, written)
         m.guard_taint = taint.ZERO
@@ -216,10 +217,15 @@ def _condition(m, slot: Slot, guard, active: np.ndarray):
     if guard is None:
         return active, None
     holds, bits = guard(m)
-    active_bits = np.bitwise_or.reduce(bits[active]) if active.any() else 0
+    if is_uniform(bits):        # one taint for every thread (a spread scalar): no pass over the lanes
+        active_bits = int(np.asarray(bits).flat[0]) if active.any() else 0
+    else:
+        active_bits = np.bitwise_or.reduce(bits[active]) if active.any() else 0
     if not active_bits:
         return active & holds, None
     m.check_known(slot, int(active_bits), "branch condition")
+    if not int(active_bits) & int(taint.UNKNOWN):
+        return active & holds, None
     unknown = active & ((bits & taint.UNKNOWN) != 0)
     if not unknown.any():
         return active & holds, None
@@ -358,8 +364,11 @@ class Machine(ThreadState):
                 p = int(pc.min())
                 if p >= end:
                     if p == WAIT:
-                        waiting = pc == WAIT
-                        pc[waiting] = self.resume[waiting]
+                        if int(pc.max()) == WAIT:       # every thread at the barrier (the common case)
+                            pc[:] = self.resume
+                        else:
+                            waiting = pc == WAIT
+                            pc[waiting] = self.resume[waiting]
                         continue
                     if p == EXIT:
                         return

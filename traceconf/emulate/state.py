@@ -17,6 +17,9 @@ from traceconf.emulate import taint
 U64 = np.uint64
 #: Scalars whose spread view (ThreadState.spread) is kept for the machine's life.
 SPREAD_CACHE = 256
+#: Arrays derived from a register's array (ThreadState.derived) kept at once: an address register feeds a load
+#: and a store, a guard predicate every instruction it guards.
+DERIVED_CACHE = 16
 
 
 def select(mask: np.ndarray, new, old, ones: np.ndarray | None = None):
@@ -34,6 +37,11 @@ def select(mask: np.ndarray, new, old, ones: np.ndarray | None = None):
         out = ones & out
     out ^= old
     return out
+
+
+def _ones(mask: np.ndarray) -> np.ndarray:
+    """A bool mask as uint64 all-ones lanes (:func:`select`'s ``ones``)."""
+    return np.negative(mask, dtype=U64)
 
 
 def is_uniform(bits) -> bool:
@@ -68,7 +76,9 @@ class ThreadState:
         # the threads the guard skips, and the mask of the threads it holds in
         self.guard_keys: tuple[str, ...] = ()
         self.guard_holds: np.ndarray | None = None
+        self.guard_given: set[str] = set()      # those of guard_keys a write gave the guard's taint where it skips
         self._spread: dict[tuple, np.ndarray] = {}
+        self._derived: dict[tuple, tuple] = {}
         self._zeros = np.zeros(self.size, dtype=np.uint64)
         self._undefined = np.full(self.size, taint.UNMODELLED, dtype=np.uint64)
         self.special = self._special_registers(layout_sizes)
@@ -140,16 +150,31 @@ class ThreadState:
             self.taints[key] = U64(bits) if np.ndim(bits) == 0 else self.full(bits)
             return
         old, old_bits = self.read(key)
-        ones = np.negative(mask, dtype=U64) if type(mask) is np.ndarray and mask.dtype == np.bool_ else None
+        ones = self.derived(mask, "ones", _ones) if type(mask) is np.ndarray and mask.dtype == np.bool_ else None
         self.regs[key] = select(mask, value, old, ones)
-        if np.ndim(bits) == 0 and np.ndim(old_bits) == 0:
-            if bits == old_bits:
-                self.taints[key] = old_bits
-                return
-            if key in self.guard_keys and mask is self.guard_holds and bits == old_bits | self.guard_taint:
-                self.taints[key] = bits     # what with_guard gives the threads the guard skips: one taint for all
-                return
+        if key in self.guard_keys and mask is self.guard_holds:
+            # with_guard gives the threads the guard skips the guard's taint too: given here, in the same pass
+            self.guard_given.add(key)
+            old_bits = old_bits | self.guard_taint
+        if np.ndim(bits) == 0 and np.ndim(old_bits) == 0 and bits == old_bits:
+            self.taints[key] = bits
+            return
         self.taints[key] = select(mask, bits, old_bits, ones)
+
+    def derived(self, source: np.ndarray, what, make, other: np.ndarray | None = None):
+        """``make(source)``, remembered for the same ``source`` array (and ``other``, when it depends on that too;
+        ``what`` names the derivation): arrays are never modified once stored (registers, masks), so one computed
+        from a register's array stays right while the register holds it.  The entry keeps the arrays alive, so
+        that their ids are not reused meanwhile."""
+        key = (id(source), id(other), what)
+        hit = self._derived.get(key)
+        if hit is not None and hit[0] is source and hit[1] is other:
+            return hit[2]
+        made = make(source)
+        if len(self._derived) >= DERIVED_CACHE:
+            del self._derived[next(iter(self._derived))]
+        self._derived[key] = (source, other, made)
+        return made
 
     def spread(self, value) -> np.ndarray:
         """``value`` with one (read-only) element per thread: an array already so is itself, a scalar a view (the

@@ -88,6 +88,10 @@ def of_logic(operation: str, x, x_bits, y, y_bits) -> np.ndarray:
         if (x_bits == both or not _may_decide(is_or, x, x_bits)) and \
                 (y_bits == both or not _may_decide(is_or, y, y_bits)):
             return both
+    if not y_bits.ndim and not y_bits and not _may_decide(is_or, y, y_bits):
+        return x_bits       # a known side that never decides (``PT`` in ``P0 AND PT``): each lane has x's taint
+    if not x_bits.ndim and not x_bits and not _may_decide(is_or, x, x_bits):
+        return y_bits
     x_true, y_true = (np.asarray(x, dtype=np.uint64) & np.uint64(1)) == 1, (np.asarray(y, dtype=np.uint64) & np.uint64(1)) == 1
     x_decides = (x_true if is_or else ~x_true) & ((x_bits & UNKNOWN) == 0)
     y_decides = (y_true if is_or else ~y_true) & ((y_bits & UNKNOWN) == 0)

@@ -29,9 +29,15 @@ def guard_of(row: dict, ctx: SassContext):
     read = reader(Operand("pred", name, name=name), ctx)
     want = U64(0 if row.get("guard_negated") else 1)
 
+    def holds(value):
+        return (value & U64(1)) == want
+
     def condition(m):
         value, bits = read(m)
-        return (m.spread(value) & U64(1)) == want, m.spread(bits)
+        if type(value) is np.ndarray and value.shape == (m.size,):
+            # one mask per predicate array: the instructions it guards share it (and what is made from it)
+            return m.derived(value, ("holds", int(want)), holds), m.spread(bits)
+        return holds(m.spread(value)), m.spread(bits)
     return condition
 
 
@@ -85,6 +91,10 @@ def both(first, second):
 def jump(slot, guard, destination: int):
     def run(m, active, mask):
         taken, stopped = _condition(m, slot, guard, active)
+        if mask is None and stopped is None:        # every thread here: the others go on, with no selection
+            m.pc += 1
+            m.pc[taken] = destination
+            return
         stay = active & ~taken if stopped is None else active & ~taken & ~stopped
         m.pc[taken] = destination
         m.pc[stay] += 1
@@ -158,6 +168,10 @@ def barrier(slot, guard, ops, mods, ctx):
         taken, stopped = _condition(m, slot, guard, active)
         if result is not None:
             result(m, taken)
+        if mask is None and taken is active:        # every thread here waits: no selection
+            np.add(m.pc, 1, out=m.resume)
+            m.pc.fill(WAIT)
+            return
         stay = active & ~taken if stopped is None else active & ~taken & ~stopped
         m.resume[taken] = m.pc[taken] + 1
         m.pc[taken] = WAIT

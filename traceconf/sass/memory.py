@@ -10,6 +10,7 @@ they load is unknown.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import numpy as np
@@ -115,7 +116,8 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
         if lanes.any():
             selected = int(_selected_bits(m, lanes, bits))
             if not (m.address_unknown(slot, selected, "address") if record else selected & int(taint.UNKNOWN)):
-                offsets = shared_offsets(value, base)
+                # an address register feeds a load and a store: its offsets are made once
+                offsets = m.derived(value, ("shared offsets", int(base)), lambda v: shared_offsets(v, base))
                 if contents:                # it writes its destinations itself (the others' are loaded values)
                     lanes = contents(m, mask, lanes, offsets, bits)
                 if record:
@@ -359,13 +361,64 @@ def _write_piece(m, names: list[str], k: int, value, bits, lanes) -> None:
         write_register(m, name, (value >> U64(32 * half)) & M32, bits, lanes)
 
 
+def _placed(m, contents, offsets: np.ndarray, size: int, lanes: np.ndarray):
+    """Where ``lanes`` access ``offsets`` in the word view of shared memory: (None, word per thread) when every
+    thread runs (:meth:`SharedContents.word_index`), (threads, their words) when some do
+    (:meth:`SharedContents.placed`); None where that does not serve (an access outside or misaligned).  Made once
+    per offsets array and mask: a load and a store at one address register under one guard share it."""
+    if lanes is m.valid and m.all_valid:
+        word = m.derived(offsets, ("shared words", size), lambda at: contents.word_index(m.shared_base(), at, size))
+        return None if word is None else (None, word)
+    return m.derived(offsets, ("placed", size), lambda at: contents.placed(m.shared_base(), at, size, lanes), lanes)
+
+
+def _shared_load(m, contents, offsets: np.ndarray, size: int, lanes: np.ndarray):
+    """Values and taint per thread of a load of ``size`` bytes at ``offsets`` (:meth:`SharedContents.load_lanes`:
+    anything where not in ``lanes``)."""
+    placed = _placed(m, contents, offsets, size, lanes)
+    if placed is None:
+        return contents.load_lanes(m.shared_base(), offsets, size, lanes)
+    chosen, word = placed
+    values, bits = contents.load_words(word, size)
+    if chosen is None:
+        return values, bits
+    every = np.zeros(m.size, dtype=np.uint64)
+    every[chosen] = values
+    if np.ndim(bits):
+        every_bits = np.zeros(m.size, dtype=np.uint64)
+        every_bits[chosen] = bits
+        bits = every_bits
+    return every, bits
+
+
+def _shared_store(m, contents, offsets: np.ndarray, size: int, values: np.ndarray, bits, lanes: np.ndarray) -> None:
+    """Store ``values`` (per thread) with taints ``bits`` at ``offsets`` in ``lanes``."""
+    placed = _placed(m, contents, offsets, size, lanes)
+    if placed is None:
+        contents.store(m.cta_index, offsets, size, values, bits, lanes)
+    else:
+        contents.store_words(placed[1], size, values, bits, placed[0])
+
+
 def _read_back(content_bits, address_bits):
     """Taint of a value read from shared memory, as the PTX level's loads have it: ``taint.read_back`` of
     what was stored, and opaque in the CTA where the address depends on it (whether a known value is there
     at all may change with the CTA)."""
+    if not np.ndim(content_bits) and not np.ndim(address_bits):
+        return U64(_read_back_one(int(content_bits), int(address_bits)))
+    return _read_back_lanes(content_bits, address_bits)
+
+
+def _read_back_lanes(content_bits, address_bits):
     bits = taint.read_back(content_bits) | taint.THREAD
     by_cta = (address_bits & taint.CTA_ANY) != 0
     return select(by_cta, bits | taint.CTA | taint.CTA_OPAQUE, bits) if by_cta.any() else bits
+
+
+@functools.lru_cache(maxsize=1024)
+def _read_back_one(content_bits: int, address_bits: int) -> int:
+    """:func:`_read_back` of one taint each (every load whose words agree, the common case)."""
+    return int(_read_back_lanes(U64(content_bits), U64(address_bits)))
 
 
 def _collapsed(bits: np.ndarray):
@@ -421,7 +474,7 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
         contents = m.shared_contents()
         for name, (at, width) in zip(names, words(offsets)):
             # at most 4 bytes: the value read fits the register
-            value, content_bits = contents.load_lanes(m.shared_base(), at, width, lanes)
+            value, content_bits = _shared_load(m, contents, at, width, lanes)
             if signed:             # LDS.S8 / LDS.S16: the register holds the sign-extended 32-bit value
                 value = intops.bits_of(intops.signed(value, signed)) & M32
             write_register(m, name, value, _read_back(content_bits, _collapsed(bits)), lanes)
@@ -433,8 +486,8 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
         names = _registers(sources[0], registers) if from_registers else [None] * registers
         for name, (at, width) in zip(names, words(offsets)):
             value, value_bits = read_register(m, name) if name is not None else (U64(0), taint.LOADED)
-            contents.store(m.cta_index, at, width, m.full(value) & M32, value_bits | (_collapsed(bits) & taint.CTA_ANY),
-                           lanes)
+            value, value_bits = m.full(value) & M32, value_bits | (_collapsed(bits) & taint.CTA_ANY)
+            _shared_store(m, contents, at, width, value, value_bits, lanes)
         return lanes
 
     def clobber(m, mask, lanes, offsets, bits):

@@ -85,9 +85,16 @@ def _imad(ops, mods, ctx):
     write = writer(dest, wide=wide)
     carry_out = [writer(p) for p in outs]
 
+    word = _word_writer(dest) if not (wide or high or carry_in or carry_out) else None
+
     def run(m, mask):
         (av, ab), (bv, bb), (cv, cb) = a(m), b(m), c(m)
         bits = ab | bb | cb
+        if word is not None:
+            # the low word of a product and a sum is the same for signed and unsigned operands
+            product = np.asarray(av, dtype=np.uint64) * np.asarray(bv, dtype=np.uint64)
+            word(m, (product + np.asarray(cv, dtype=np.uint64)) & M32, bits, mask)
+            return
         if unsigned:
             x, y = np.asarray(av, dtype=np.uint64) & M32, np.asarray(bv, dtype=np.uint64) & M32
             product = x * y                                   # < 2**64: exact in uint64
@@ -108,6 +115,15 @@ def _imad(ops, mods, ctx):
             result = total & M32
         write(m, result, bits, mask)
     return run
+
+
+def _word_writer(dest: Operand):
+    """Writer of a value already reduced to 32 bits into the register ``dest`` (no second mask), or ``dest``'s
+    :func:`writer` where it is no plain register."""
+    if dest.kind != "reg" or dest.wide:
+        return writer(dest)
+    name = dest.name
+    return lambda m, value, bits, mask: write_register(m, name, value, bits, mask)
 
 
 def _half_reader(op: Operand, ctx):
@@ -163,8 +179,17 @@ def _iadd3(ops, mods, ctx):
     carry_in = [reader(p, ctx) for p in ins] if "X" in mods else []
     write, carry_out = writer(dest), [writer(p) for p in outs]
 
+    word = _word_writer(dest) if not (carry_in or carry_out) else None
+
     def run(m, mask):
         total, bits = U64(0), taint.ZERO
+        if word is not None:        # no carry: the low word of the sum alone
+            for read in readers:
+                value, b = read(m)
+                total = total + np.asarray(value, dtype=np.uint64)
+                bits = bits | b
+            word(m, total & M32, bits, mask)
+            return
         for read in readers + carry_in:
             value, b = read(m)
             total = total + (np.asarray(value, dtype=np.uint64) & U64(0x1_FFFF_FFFF))
@@ -208,10 +233,15 @@ def _lea(ops, mods, ctx):
     write, carry_out = writer(dest), [writer(p) for p in outs]
     if shift is None:
         return None
+    word = _word_writer(dest) if not (hi or carry_in or carry_out) else None
 
     def run(m, mask):
         (av, ab), (bv, bb) = a(m), b(m)
         bits = ab | bb
+        if word is not None:        # no carry: the low word of the shifted sum alone
+            word(m, ((np.asarray(av, dtype=np.uint64) << U64(shift)) + np.asarray(bv, dtype=np.uint64)) & M32, bits,
+                 mask)
+            return
         av = np.asarray(av, dtype=np.uint64) & M32
         if hi:
             if sx32:
@@ -306,7 +336,7 @@ def _lop3(ops, mods, ctx):
     if lut is None:
         return None
     a, b, c = (reader(s, ctx, False) for s in sources[:3])
-    write = writer(dest)
+    write = _word_writer(dest)          # lop3 keeps the low word
     write_pred = writer(pred_out) if pred_out is not None else None
     # a & constant (lut 0xc0, the third source zero): a test of bits of a, as known as those bits are
     tested = sources[0] if lut == 0xC0 and sources[0].kind == "reg" and sources[1].kind == "imm" and \
@@ -350,8 +380,9 @@ def _isetp(ops, mods, ctx):
     combine = next((_COMBINE[x] for x in mods if x in _COMBINE), np.logical_and)
     if compare is None:
         return None
-    unsigned = "U32" in mods
     extended = "EX" in mods
+    # equality needs no sign: the unsigned words compare alike (a pass per operand fewer)
+    unsigned = "U32" in mods or (compare in (np.equal, np.not_equal) and not extended)
     # (writer, complemented) of each destination that is written (PT takes nothing: its result is not computed)
     outs = [(writer(op), complemented) for op, complemented in zip(ops[:2], (False, True))
             if op.name not in TRUE_PREDICATES]
@@ -384,14 +415,26 @@ def _isetp(ops, mods, ctx):
         result = np.asarray(result)
         for out, complemented in outs:
             value = ~result if complemented else result
-            out(m, combine(value, cond).astype(np.uint64), _decided(combine, value, compared, cond, cb), mask)
+            out(m, _combined(combine, value, cond), _decided(combine, value, compared, cond, cb), mask)
     return run
 
 
+def _combined(combine, x: np.ndarray, y) -> np.ndarray:
+    """``x COMBINE y`` of two predicates (bools) as 0/1 uint64; ``y`` one for all (``PT``, the common case) leaves
+    ``x`` itself, its negation or a constant, with no pass for the combination."""
+    if np.ndim(y) == 0:
+        if combine is np.logical_xor:
+            x = ~x if y else x
+        elif bool(y) == (combine is np.logical_or):      # true OR anything, false AND anything
+            return U64(1) if y else U64(0)
+        return x.astype(np.uint64)
+    return combine(x, y).astype(np.uint64)
+
+
 def _decided(combine, x, x_bits, y, y_bits):
-    """Taint of ``x COMBINE y`` (:func:`traceconf.emulate.taint.of_logic`)."""
-    return taint.of_logic(_OPERATION[combine], np.asarray(x).astype(np.uint64), x_bits,
-                          np.asarray(y).astype(np.uint64), y_bits)
+    """Taint of ``x COMBINE y`` (:func:`traceconf.emulate.taint.of_logic`, which reads predicates as they are:
+    bools or 0/1)."""
+    return taint.of_logic(_OPERATION[combine], x, x_bits, y, y_bits)
 
 
 def _plop3(ops, mods, ctx):
@@ -442,7 +485,8 @@ def _sel(ops, mods, ctx):
         (av, ab), (bv, bb), (pv, pb) = a(m), b(m), predicate(m)
         choose = (np.asarray(pv, dtype=np.uint64) & U64(1)) == 1
         # the result depends on the chosen source only (a pointer to shared stays one)
-        write(m, select(choose, av, bv), select(choose, ab, bb) | pb, mask)
+        bits = ab if np.ndim(ab) == 0 and np.ndim(bb) == 0 and ab == bb else select(choose, ab, bb)
+        write(m, select(choose, av, bv), bits | pb, mask)
     return run
 
 
