@@ -42,7 +42,7 @@ from traceconf.grouping import factorize, group_aggregate
 from traceconf.rules import RuleSet
 from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KINDS, OPS
 
-__all__ = ["analyze", "summarize", "combine", "count_wavefronts", "lane_wavefronts", "LaneWavefronts",
+__all__ = ["analyze", "summarize", "instruction_results", "combine", "count_wavefronts", "lane_wavefronts", "LaneWavefronts",
            "instructions_from_sources"]
 
 #: Sort keys per chunk; bounds the temporary arrays (~ a few tens of MB) and keeps them cache friendly.
@@ -116,6 +116,44 @@ def summarize(executions: pa.Table, scale: int = 1) -> pa.Table:
                               "ideal_wavefronts": "ideal_wavefronts_sum",
                               "excess_wavefronts": "excess_wavefronts_sum", "max_ways": "max_ways_max"},
                     int(scale))
+
+
+def instruction_results(accesses: WarpAccesses | pa.Table, rules: RuleSet, scale: int = 1,
+                        memoise: bool = True) -> pa.Table:
+    """``summarize(analyze(accesses, rules, memoise), scale)``, added up per instruction straight from the
+    counts: no EXECUTIONS table is built (a launch's batches hold hundreds of thousands of executions, and
+    only their sums are kept)."""
+    if isinstance(accesses, pa.Table):
+        return summarize(analyze(accesses, rules, memoise), scale)
+    _check_warp_size(accesses, rules)
+    if isinstance(scale, bool) or not isinstance(scale, (int, np.integer)) or scale < 1:
+        raise ValueError(f"scale must be a positive integer, got {scale!r}")
+    wavefronts, ideal, max_ways = count_wavefronts(accesses, rules, memoise)
+    # one code per (instruction, kind, bytes): kinds and widths fit 8 and 16 bits
+    key = ((accesses.instruction.astype(np.int64) << 24) | (accesses.kind.astype(np.int64) << 16)
+           | accesses.bytes.astype(np.int64))
+    group, groups = factorize(key)
+    first = np.full(groups, len(key), dtype=np.intp)
+    np.minimum.at(first, group, np.arange(len(key)))
+    wavefront_sum = np.bincount(group, wavefronts, groups).astype(np.int64)
+    ideal_sum = np.bincount(group, ideal, groups).astype(np.int64)
+    largest = np.zeros(groups, dtype=np.int16)
+    np.maximum.at(largest, group, max_ways.astype(np.int16))
+    kinds = pa.DictionaryArray.from_arrays(pa.array(accesses.kind[first].astype(np.int32)),
+                                           pa.array(KINDS, pa.string()))
+    grouped = pa.table({
+        "device": pa.repeat(pa.scalar(rules.name, pa.string()), groups),
+        "kernel": pa.repeat(pa.scalar(accesses.kernel, pa.string()), groups),
+        "instruction": accesses.instruction[first].astype(np.int32),
+        "kind": kinds.cast(pa.string()),
+        "bytes": accesses.bytes[first].astype(np.int16),
+        "executions": np.bincount(group, minlength=groups).astype(np.int64),
+        "wavefronts": wavefront_sum,
+        "ideal_wavefronts": ideal_sum,
+        "excess_wavefronts": wavefront_sum - ideal_sum,
+        "max_ways": largest,
+    })
+    return _results(grouped, {name: name for name in INSTRUCTION_RESULTS.names[len(GROUP_KEYS):]}, int(scale))
 
 
 def combine(results: list[pa.Table]) -> pa.Table:
