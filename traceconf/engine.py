@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 
 from traceconf.accesses import INACTIVE, WarpAccesses, from_table
 from traceconf.errors import InputError
+from traceconf import lanemasks
 from traceconf.grouping import factorize, group_aggregate
 from traceconf.rules import RuleSet
 from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KINDS, OPS
@@ -322,7 +323,9 @@ def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
     patterns per instruction at many tile bases.  The results are identical either way.
     """
     n = len(acc)
-    _check_addresses(acc)
+    by_patterns = acc.patterns is not None and acc.source is None and memoise and n >= 2
+    if not by_patterns:                              # (the patterns' memo checks the executions it counts)
+        _check_addresses(acc)
     sourced = _counted_from_sources(acc, rules)
     if sourced.any():                                # copies counted from their sources; the rest as below
         results = tuple(np.zeros(n, dtype=np.int32) for _ in range(3))
@@ -331,9 +334,11 @@ def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
             for result, count in zip(results, counts):
                 result[rows] = count
         return results
+    if by_patterns:
+        return _count_patterns(acc, rules)
     if not memoise or n < 2:
         return _count_executions(acc, rules)
-    representative = _representatives(acc, rules)
+    representative = _representatives(acc.address, _class_codes(acc), rules)
     unique = np.nonzero(representative == np.arange(n))[0]
     if len(unique) == n:
         return _count_executions(acc, rules)
@@ -374,26 +379,64 @@ def _check_addresses(acc: WarpAccesses) -> None:
         raise InputError(f"kernel {acc.kernel!r}: execution {int(acc.execution[row])} has a negative address")
 
 
-def _representatives(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
-    """Per execution, the first execution with the same pattern (itself if none): same class (kind, bytes,
-    matrices), same active lanes, and addresses equal after subtracting each one's lowest active address
-    rounded down to ``row_bytes``.  A hash proposes the pairs; an exact comparison confirms every one."""
-    n, warp = acc.address.shape
+def _class_codes(acc: WarpAccesses) -> np.ndarray:
+    """Per execution, its class (operation, kind, bytes, matrices) as one int64 below 2**31."""
+    return ((acc.op.astype(np.int64) << 24) | (acc.kind.astype(np.int64) << 16)
+            | (acc.bytes.astype(np.int64) << 8) | acc.matrices.astype(np.int64))
+
+
+def _count_patterns(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`count_wavefronts`'s memo over address patterns (:class:`~traceconf.accesses.AddressPatterns`):
+    the rules run once per distinct (class, row, active lanes), rows compared after the shift by whole bank
+    rows the memo of addresses allows, so the executions of one guarded instruction at many tile bases share
+    their rows and differ only in masks.  (A row's lanes that none of its executions activates may hold any
+    address: they only keep apart rows that could have been one.)"""
+    patterns = acc.patterns
+    if len(patterns.rows) and patterns.rows.min() < INACTIVE:  # a negative address, maybe in an inactive lane
+        _check_addresses(acc)
+    row = _representatives(patterns.rows, np.zeros(len(patterns.rows), dtype=np.int64), rules)[patterns.index]
+    group, _ = factorize((_class_codes(acc) << 32) | row)       # both below 2**31
+    if acc.warp_size <= 32:
+        key = (group.astype(np.int64) << 32) | patterns.mask.astype(np.int64)
+    else:                                                        # 64-bit masks: numbered first
+        masks, distinct = factorize(patterns.mask.view(np.int64))
+        key = group.astype(np.int64) * distinct + masks
+    pair, pairs = factorize(key)
+    first = np.empty(pairs, dtype=np.intp)
+    first[pair[::-1]] = np.arange(len(pair) - 1, -1, -1)        # the first execution of each pair
+    unique = acc.take(first)
+    results = tuple(np.zeros(pairs, dtype=np.int32) for _ in range(3))
+    for rows, plan in _classes(unique, rules):
+        if lanemasks.counts_by_masks(plan, rules):
+            counts = lanemasks.count(patterns.rows, row[first[rows]], unique.patterns.mask[rows], plan, rules)
+        else:
+            counts = _count_executions(unique.take(rows), rules)
+        for result, count in zip(results, counts):
+            result[rows] = count
+    return tuple(result[pair] for result in results)
+
+
+def _representatives(address: np.ndarray, class_code: np.ndarray, rules: RuleSet) -> np.ndarray:
+    """Per row of ``address`` (an execution's addresses, -1 inactive), the first row with the same pattern
+    (itself if none): same ``class_code``, same active lanes, and addresses equal after subtracting each
+    one's lowest active address rounded down to ``row_bytes``.  A hash proposes the pairs; an exact
+    comparison confirms every one."""
+    n, warp = address.shape
+    if not n:
+        return np.zeros(0, dtype=np.intp)
     # addresses below 2**31 (shared offsets always are) keep their normalised rows in 32 bits: half the memory
     # every pass below moves (a 32-bit hash only proposes more pairs, which the exact check turns down)
-    narrow = int(acc.address.max()) < 1 << 31
+    narrow = int(address.max()) < 1 << 31
     multipliers = _LANE_MULTIPLIERS[:warp].astype(np.uint32) if narrow else _LANE_MULTIPLIERS[:warp]
     row_mask = np.uint64((1 << 64) - rules.row_bytes)            # clears the offset inside a bank row
     hashed = np.empty(n, dtype=multipliers.dtype)
-    normal = np.empty(acc.address.shape, dtype=np.int32 if narrow else np.int64)   # kept for the exact check
+    normal = np.empty(address.shape, dtype=np.int32 if narrow else np.int64)   # kept for the exact check
     for start in range(0, n, MEMO_CHUNK_ROWS):
         rows = slice(start, start + MEMO_CHUNK_ROWS)
-        _normalised(acc.address[rows], row_mask, out=normal[rows])
+        _normalised(address[rows], row_mask, out=normal[rows])
         np.matmul(normal[rows].view(multipliers.dtype), multipliers, out=hashed[rows])   # wraps around
     key = hashed.astype(np.uint64, copy=False)
-    class_code = ((acc.op.astype(np.uint64) << np.uint64(24)) | (acc.kind.astype(np.uint64) << np.uint64(16))
-                  | (acc.bytes.astype(np.uint64) << np.uint64(8)) | acc.matrices.astype(np.uint64))
-    key ^= class_code * _CLASS_MULTIPLIER
+    key ^= class_code.astype(np.uint64) * _CLASS_MULTIPLIER
     codes, distinct = factorize(key)                               # O(n) hash table
     if distinct > n * MEMO_MAX_UNIQUE:                             # few repeats: the check would cost more
         return np.arange(n)
@@ -433,11 +476,25 @@ def _count_executions(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np
 def _parts(acc: WarpAccesses, rules: RuleSet):
     """(rows, addresses, groups, plan) for the executions of ``acc``, cut by class (kind, bytes, matrices),
     into chunks, and by load pairing: each part is one lane-group layout."""
+    for rows, plan in _classes(acc, rules):
+        for begin in range(0, len(rows), _chunk_rows(plan, rules)):
+            chunk_rows = rows[begin:begin + _chunk_rows(plan, rules)]
+            address = acc.address[chunk_rows]
+            if plan.paired_groups is None:
+                yield chunk_rows, address, plan.groups, plan
+                continue
+            paired = _pairs(address, plan.partners)
+            for which, groups in ((~paired, plan.groups), (paired, plan.paired_groups)):
+                if which.any():
+                    yield chunk_rows[which], address[which], groups, plan
+
+
+def _classes(acc: WarpAccesses, rules: RuleSet):
+    """(rows, plan) per class (operation, kind, bytes, matrices) of the executions of ``acc``; a class the rule
+    set cannot count is an error naming its first execution."""
     if len(acc) == 0:
         return
-    class_code = ((acc.op.astype(np.int64) << 24) | (acc.kind.astype(np.int64) << 16)
-                  | (acc.bytes.astype(np.int64) << 8) | acc.matrices.astype(np.int64))
-    codes, inverse = np.unique(class_code, return_inverse=True)
+    codes, inverse = np.unique(_class_codes(acc), return_inverse=True)
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(len(codes) + 1))
     for c, code in enumerate(codes):
@@ -449,16 +506,7 @@ def _parts(acc: WarpAccesses, rules: RuleSet):
             first = int(acc.execution[rows[0]])
             raise InputError(f"kernel {acc.kernel!r}, execution {first} (instruction "
                              f"{int(acc.instruction[rows[0]])}): {error.message}") from None
-        for begin in range(0, len(rows), _chunk_rows(plan, rules)):
-            chunk_rows = rows[begin:begin + _chunk_rows(plan, rules)]
-            address = acc.address[chunk_rows]
-            if plan.paired_groups is None:
-                yield chunk_rows, address, plan.groups, plan
-                continue
-            paired = _pairs(address, plan.partners)
-            for which, groups in ((~paired, plan.groups), (paired, plan.paired_groups)):
-                if which.any():
-                    yield chunk_rows[which], address[which], groups, plan
+        yield rows, plan
 
 
 def _chunk_rows(plan: _Plan, rules: RuleSet) -> int:

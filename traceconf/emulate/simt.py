@@ -312,6 +312,7 @@ class Machine(ThreadState):
         self.pc = np.where(self.valid, 0, EXIT).astype(np.int64)
         self.resume = np.zeros(self.size, dtype=np.int64)
         self.log: list[tuple] = []
+        self._merged_slots: set[int] = set()      # accesses whose addresses last needed merging (record_access)
         self.unresolved_log: list[tuple] = []     # ((instruction, reason), CTA id per execution left out)
         self.steps = 0
         self.all_valid = bool(self.valid.all())
@@ -544,23 +545,57 @@ class Machine(ThreadState):
                     return
         if sources is not None:
             sources = np.where(lanes, sources, -1).reshape(-1, self.warp_size)
+        if offsets.shape != (self.size,):
+            offsets = np.broadcast_to(offsets, (self.size,))
         if lanes is self.valid and self.all_valid:
             rows = self.all_warps
-            addresses = offsets.reshape(-1, self.warp_size)
-            highest = int(offsets.max())
+            masks = np.full(len(rows), (1 << self.warp_size) - 1, dtype=np.uint64)
+            patterns, index = self._address_rows(slot, offsets, rows)
         else:
-            rows = np.flatnonzero(lanes.reshape(-1, self.warp_size).any(axis=1))
+            masks = lane_masks(lanes.reshape(-1, self.warp_size))
+            rows = np.flatnonzero(masks)
             if not len(rows):
                 return
-            # inactive lanes -1: offsets | (1 - 1) where active, offsets | (0 - 1) elsewhere (no branch per lane,
-            # which a data-dependent mask makes costly in np.where)
-            addresses = (offsets | (lanes.astype(np.int64) - 1)).reshape(-1, self.warp_size)
-            if len(rows) < len(addresses):
-                addresses = addresses[rows]
+            if len(rows) < len(masks):
+                masks = masks[rows]
                 sources = None if sources is None else sources[rows]
-            highest = int(addresses.max())
-        self.findings.note_extent(slot, highest + size)
-        self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, addresses, op, sources))
+            patterns, index = self._address_rows(slot, offsets, rows, lanes)
+        self.findings.note_extent(slot, int(patterns.max()) + size)
+        self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, patterns, index, masks, op,
+                         sources))
+
+    def _address_rows(self, slot: Slot, offsets: np.ndarray, rows: np.ndarray,
+                      lanes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(address rows, the row of each warp of ``rows``): the address patterns
+        (:class:`~traceconf.accesses.AddressPatterns`) of an access at ``offsets`` by the threads in ``lanes``
+        (None: every thread), -1 in lanes that do not access.  Where every CTA of the batch has the same address in
+        each thread that accesses (shared offsets from the thread index: the usual case, a data-dependent guard or
+        select changing only which threads access), one row per warp of a CTA serves them all, so the log and the
+        counting after it hold a CTA's rows, not the batch's."""
+        ctas, per_cta, warp = len(self.ctas), self.padded, self.warp_size
+        by_cta = offsets.reshape(ctas, per_cta)
+        merging = id(slot) in self._merged_slots
+        if ctas > 1 and (lanes is None or not merging) and (by_cta[1:] == by_cta[0]).all():
+            first = by_cta[0] if lanes is None else np.where(lanes.reshape(ctas, per_cta).any(axis=0), by_cta[0], -1)
+            return first.reshape(-1, warp).copy(), rows % self.warps_per_cta
+        if lanes is None:
+            return offsets.reshape(-1, warp)[rows], np.arange(len(rows))
+        # inactive threads -1: offsets | (1 - 1) where active, offsets | (0 - 1) elsewhere (no branch per lane,
+        # which a data-dependent mask makes costly in np.where)
+        inactive = np.subtract(lanes, 1, dtype=np.int64)
+        masked = offsets | inactive
+        if ctas > 1:                     # the threads that do not access may hold other values: merged rows
+            merged = masked.reshape(ctas, per_cta).max(axis=0)    # each thread's address where any CTA has one
+            if np.array_equal(masked.reshape(ctas, per_cta), merged | inactive.reshape(ctas, per_cta)):
+                self._merged_slots.add(id(slot))   # its next executions go here first (speed only)
+                return merged.reshape(-1, warp), rows % self.warps_per_cta
+        return masked.reshape(-1, warp)[rows], np.arange(len(rows))
+
+
+def lane_masks(lanes: np.ndarray) -> np.ndarray:
+    """(warps,) uint64: the lanes set in each row of ``lanes`` ((warps, 32 or 64) bool), bit ``lane`` each."""
+    packed = np.packbits(lanes, axis=1, bitorder="little")
+    return packed.view("<u4").ravel().astype(np.uint64) if packed.shape[1] == 4 else packed.view("<u8").ravel()
 
 
 class Findings:
