@@ -78,3 +78,17 @@ def test_lanes_must_fit_the_warp():
     table = _warps(np.tile(np.arange(32) * 4, (1, 1)), [0]).to_table()
     with pytest.raises(ValueError, match="does not fit a warp of 16"):
         from_table(table, warp_size=16)
+
+
+def test_instruction_kinds_come_from_each_instructions_first_execution():
+    rng = np.random.default_rng(3)
+    n = 500
+    instruction = rng.integers(0, 40, n).astype(np.int32)
+    kind, nbytes = rng.integers(0, 3, n).astype(np.int8), rng.choice([1, 4, 16], n).astype(np.int16)
+    acc = WarpAccesses("k", np.zeros(n, np.int64), np.zeros(n, np.int32), np.arange(n), instruction, kind, nbytes,
+                       np.zeros(n, np.int8), np.zeros((n, 32), np.int64))
+    kinds, widths = acc.instruction_kinds()
+    ids, first = np.unique(instruction, return_index=True)
+    assert list(kinds) == ids.tolist() and list(widths) == ids.tolist()
+    assert [kinds[i] for i in ids.tolist()] == [KINDS[k] for k in kind[first]]
+    assert [widths[i] for i in ids.tolist()] == nbytes[first].tolist()

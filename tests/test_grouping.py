@@ -72,3 +72,12 @@ def test_factorize_is_pandas_factorize_on_both_paths(monkeypatch, distinct):
         assert count == len(uniques) and codes.dtype == np.intp
         assert np.array_equal(codes, expected_codes)
     assert factorize(np.array([], np.uint64))[1] == 0
+
+
+@pytest.mark.parametrize("distinct", [1, 7, 500])
+def test_first_rows_are_each_codes_first_position(distinct):
+    values = np.random.default_rng(distinct).integers(0, distinct, 2000)
+    codes, count = factorize(values)
+    first = grouping.first_rows(codes, count)
+    _, expected = np.unique(codes, return_index=True)
+    assert np.array_equal(first, expected) and np.array_equal(codes[first], np.arange(count))

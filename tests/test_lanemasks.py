@@ -104,3 +104,21 @@ def test_a_negative_active_address_is_named_by_its_execution():
     with pytest.raises(InputError, match="execution 10 has a negative address"):
         count_wavefronts(acc, load_rule_set("sm_90"))
     assert count_wavefronts(patterned(rows, [[1, 3], [2]], 32), load_rule_set("sm_90"))[0].tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize("name", ["sm_90", "cdna3"])
+def test_a_row_read_by_several_classes_counts_each_class_by_its_rules(name):
+    """Emulators give each row one class; a producer may share a row between classes: the class then joins the
+    row's pattern after the rows are compared."""
+    rules = load_rule_set(name)
+    w = rules.warp_size
+    rng = np.random.default_rng(5)
+    address = (rng.integers(0, 64, w) * 16).tolist()
+    masks = rng.integers(0, 1 << w, 12, dtype=np.uint64)
+    acc = patterned([("ld", 4, 0, address, ""), ("st", 8, 0, address, "")], [masks[:6].tolist(),
+                                                                            masks[6:].tolist()], w)
+    acc.patterns.index[:] = 0                  # every execution reads row 0, half of them as 8-byte stores
+    plain = WarpAccesses("k", acc.cta, acc.warp, acc.execution, acc.instruction, acc.kind, acc.bytes,
+                         acc.matrices, acc.patterns.addresses(), acc.op)
+    by_patterns, by_addresses = count_wavefronts(acc, rules), count_wavefronts(plain, rules, memoise=False)
+    assert all(np.array_equal(a, b) for a, b in zip(by_patterns, by_addresses))

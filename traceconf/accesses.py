@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from traceconf.grouping import factorize, first_rows
 from traceconf.schemas import ACCESSES, KINDS, OPS, OPTIONAL_ACCESS_COLUMNS
 
 INACTIVE = -1
@@ -135,7 +136,9 @@ class WarpAccesses:
         """(kind, bytes per lane) of each instruction that executed, from its first execution."""
         if not len(self):
             return {}, {}
-        ids, where = np.unique(self.instruction, return_index=True)
+        first = first_rows(*factorize(self.instruction))            # a hash: no sort of every execution
+        order = np.argsort(self.instruction[first], kind="stable")
+        ids, where = self.instruction[first][order], first[order]
         return ({ident: KINDS[int(self.kind[at])] for ident, at in zip(ids.tolist(), where.tolist())},
                 {ident: int(self.bytes[at]) for ident, at in zip(ids.tolist(), where.tolist())})
 

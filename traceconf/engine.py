@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from traceconf.accesses import INACTIVE, WarpAccesses, from_table
 from traceconf.errors import InputError
 from traceconf import lanemasks
-from traceconf.grouping import factorize, group_aggregate
+from traceconf.grouping import factorize, first_rows, group_aggregate
 from traceconf.rules import RuleSet
 from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KINDS, OPS
 
@@ -134,8 +134,7 @@ def instruction_results(accesses: WarpAccesses | pa.Table, rules: RuleSet, scale
     key = ((accesses.instruction.astype(np.int64) << 24) | (accesses.kind.astype(np.int64) << 16)
            | accesses.bytes.astype(np.int64))
     group, groups = factorize(key)
-    first = np.full(groups, len(key), dtype=np.intp)
-    np.minimum.at(first, group, np.arange(len(key)))
+    first = first_rows(group, groups)
     wavefront_sum = np.bincount(group, wavefronts, groups).astype(np.int64)
     ideal_sum = np.bincount(group, ideal, groups).astype(np.int64)
     largest = np.zeros(groups, dtype=np.int16)
@@ -394,16 +393,21 @@ def _count_patterns(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np.n
     patterns = acc.patterns
     if len(patterns.rows) and patterns.rows.min() < INACTIVE:  # a negative address, maybe in an inactive lane
         _check_addresses(acc)
-    row = _representatives(patterns.rows, np.zeros(len(patterns.rows), dtype=np.int64), rules)[patterns.index]
-    group, _ = factorize((_class_codes(acc) << 32) | row)       # both below 2**31
-    if acc.warp_size <= 32:
+    class_code = _class_codes(acc)
+    row_class = np.zeros(len(patterns.rows), dtype=np.int64)
+    row_class[patterns.index] = class_code
+    one_class = np.array_equal(row_class[patterns.index], class_code)   # each row read by one class (as
+    # emulators log them): the class goes with the row; else rows are compared alone and the class added after
+    row = _representatives(patterns.rows, row_class if one_class else np.zeros_like(row_class), rules)
+    row = row[patterns.index]                                    # each execution's first row of its pattern
+    group = row if one_class else factorize((class_code << 32) | row)[0]
+    if acc.warp_size <= 32:                                      # (groups below 2**31)
         key = (group.astype(np.int64) << 32) | patterns.mask.astype(np.int64)
     else:                                                        # 64-bit masks: numbered first
         masks, distinct = factorize(patterns.mask.view(np.int64))
         key = group.astype(np.int64) * distinct + masks
     pair, pairs = factorize(key)
-    first = np.empty(pairs, dtype=np.intp)
-    first[pair[::-1]] = np.arange(len(pair) - 1, -1, -1)        # the first execution of each pair
+    first = first_rows(pair, pairs)                              # the first execution of each pair
     unique = acc.take(first)
     results = tuple(np.zeros(pairs, dtype=np.int32) for _ in range(3))
     for rows, plan in _classes(unique, rules):
@@ -440,8 +444,7 @@ def _representatives(address: np.ndarray, class_code: np.ndarray, rules: RuleSet
     codes, distinct = factorize(key)                               # O(n) hash table
     if distinct > n * MEMO_MAX_UNIQUE:                             # few repeats: the check would cost more
         return np.arange(n)
-    first = np.empty(distinct, dtype=np.intp)
-    first[codes[::-1]] = np.arange(n - 1, -1, -1)
+    first = first_rows(codes, distinct)
     representative = first[codes]
     same = class_code == class_code[representative]
     pattern = normal[first]                                        # the normalised first occurrences
@@ -758,6 +761,8 @@ def instructions_from_sources(accesses: WarpAccesses | pa.Table, rules: RuleSet)
             return set()
         return set().union(*(instructions_from_sources(part, rules)
                              for part in from_table(accesses, warp_size=rules.warp_size)))
+    if accesses.source is None:                  # no execution carries sources (the common case: no copies)
+        return set()
     counted = _counted_from_sources(accesses, rules)
     return set(np.unique(accesses.instruction[counted]).tolist()) - \
         set(np.unique(accesses.instruction[~counted]).tolist())

@@ -312,7 +312,6 @@ class Machine(ThreadState):
         self.pc = np.where(self.valid, 0, EXIT).astype(np.int64)
         self.resume = np.zeros(self.size, dtype=np.int64)
         self.log: list[tuple] = []
-        self._merged_slots: set[int] = set()      # accesses whose addresses last needed merging (record_access)
         self.unresolved_log: list[tuple] = []     # ((instruction, reason), CTA id per execution left out)
         self.steps = 0
         self.all_valid = bool(self.valid.all())
@@ -550,7 +549,7 @@ class Machine(ThreadState):
         if lanes is self.valid and self.all_valid:
             rows = self.all_warps
             masks = np.full(len(rows), (1 << self.warp_size) - 1, dtype=np.uint64)
-            patterns, index = self._address_rows(slot, offsets, rows)
+            patterns, index = self._address_rows(offsets, rows)
         else:
             masks = lane_masks(lanes.reshape(-1, self.warp_size))
             rows = np.flatnonzero(masks)
@@ -559,12 +558,12 @@ class Machine(ThreadState):
             if len(rows) < len(masks):
                 masks = masks[rows]
                 sources = None if sources is None else sources[rows]
-            patterns, index = self._address_rows(slot, offsets, rows, lanes)
+            patterns, index = self._address_rows(offsets, rows, lanes)
         self.findings.note_extent(slot, int(patterns.max()) + size)
         self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, patterns, index, masks, op,
                          sources))
 
-    def _address_rows(self, slot: Slot, offsets: np.ndarray, rows: np.ndarray,
+    def _address_rows(self, offsets: np.ndarray, rows: np.ndarray,
                       lanes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(address rows, the row of each warp of ``rows``): the address patterns
         (:class:`~traceconf.accesses.AddressPatterns`) of an access at ``offsets`` by the threads in ``lanes``
@@ -574,22 +573,20 @@ class Machine(ThreadState):
         counting after it hold a CTA's rows, not the batch's."""
         ctas, per_cta, warp = len(self.ctas), self.padded, self.warp_size
         by_cta = offsets.reshape(ctas, per_cta)
-        merging = id(slot) in self._merged_slots
-        if ctas > 1 and (lanes is None or not merging) and (by_cta[1:] == by_cta[0]).all():
-            first = by_cta[0] if lanes is None else np.where(lanes.reshape(ctas, per_cta).any(axis=0), by_cta[0], -1)
-            return first.reshape(-1, warp).copy(), rows % self.warps_per_cta
+        if ctas > 1 and lanes is None:
+            if (by_cta[1:] == by_cta[0]).all():
+                return by_cta[0].reshape(-1, warp).copy(), rows % self.warps_per_cta
+        elif ctas > 1:                   # the threads that do not access may hold other values: merged rows
+            accessing = lanes.reshape(ctas, per_cta)
+            # a thread's address where some CTA accesses (the largest, or 0, if the check below is to pass)
+            merged = (by_cta * accessing).max(axis=0)
+            if not (accessing & (by_cta != merged)).any():
+                return np.where(accessing.any(axis=0), merged, -1).reshape(-1, warp), rows % self.warps_per_cta
         if lanes is None:
             return offsets.reshape(-1, warp)[rows], np.arange(len(rows))
         # inactive threads -1: offsets | (1 - 1) where active, offsets | (0 - 1) elsewhere (no branch per lane,
         # which a data-dependent mask makes costly in np.where)
-        inactive = np.subtract(lanes, 1, dtype=np.int64)
-        masked = offsets | inactive
-        if ctas > 1:                     # the threads that do not access may hold other values: merged rows
-            merged = masked.reshape(ctas, per_cta).max(axis=0)    # each thread's address where any CTA has one
-            if np.array_equal(masked.reshape(ctas, per_cta), merged | inactive.reshape(ctas, per_cta)):
-                self._merged_slots.add(id(slot))   # its next executions go here first (speed only)
-                return merged.reshape(-1, warp), rows % self.warps_per_cta
-        return masked.reshape(-1, warp)[rows], np.arange(len(rows))
+        return (offsets | np.subtract(lanes, 1, dtype=np.int64)).reshape(-1, warp)[rows], np.arange(len(rows))
 
 
 def lane_masks(lanes: np.ndarray) -> np.ndarray:
