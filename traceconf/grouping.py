@@ -23,13 +23,23 @@ __all__ = ["factorize", "first_rows", "group_aggregate"]
 #: (0.25 CPU-s) from a few hundred thousand rows on.
 LIBRARY_ROWS = 1 << 18
 
+#: Values per run from which :func:`factorize` hashes each run once instead of each value.
+RUN_SHARE = 4
+
 #: Type of a sum, by the numpy kind of the values summed (acero's: the widest of the kind).
 _SUM_TYPES = {"i": np.int64, "u": np.uint64, "f": np.float64}
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, int]:
     """(code of each value, number of distinct values); codes number the distinct values in order of first
-    appearance (``pandas.factorize``'s codes)."""
+    appearance (``pandas.factorize``'s codes).  Runs of equal values (an instruction's executions, logged
+    together) are hashed once per run."""
+    if len(values) > 1:
+        starts = np.flatnonzero(values[1:] != values[:-1]) + 1
+        if len(starts) < len(values) // RUN_SHARE:
+            starts = np.concatenate(([0], starts))
+            codes, distinct = factorize(values[starts])
+            return np.repeat(codes, np.diff(starts, append=len(values))), distinct
     if len(values) >= LIBRARY_ROWS:
         import pandas as pd
         codes, uniques = pd.factorize(values)

@@ -53,15 +53,19 @@ def count(rows: np.ndarray, row: np.ndarray, mask: np.ndarray, plan, rules) -> t
     # a group's passes: its busiest contested bank unit's, 1 if it has none but an active lane
     passes = group_active.astype(np.int64)
     if contested.shape[2]:
+        # a lane opens a pass of its bank unit when it is active and no active lane below it has its key; in a
+        # row without two lanes of one key (no lane has any below) every active lane does
+        opens = active_bits.copy()
+        shared = np.flatnonzero(below.any(axis=1)[row])
+        for start in range(0, len(shared), CHUNK):
+            part = shared[start:start + CHUNK]
+            blocked = below[row[part]]
+            np.bitwise_and(blocked, active_bits[part, None], out=blocked)
+            opens[part] = _bits((blocked == 0) & _unpacked(active_bits[part], width), word)
         for start in range(0, len(row), CHUNK):
             part = slice(start, start + CHUNK)
-            bits, at = active_bits[part], row[part]
-            # a lane opens a pass of its bank unit when it is active and no active lane below it has its key
-            blocked = below[at]
-            np.bitwise_and(blocked, bits[:, None], out=blocked)
-            opens = _bits((blocked == 0) & _unpacked(bits, width), word)
-            per_unit = contested[at]
-            np.bitwise_and(per_unit, opens[:, None, None], out=per_unit)
+            per_unit = contested[row[part]]
+            np.bitwise_and(per_unit, opens[part, None, None], out=per_unit)
             np.maximum(passes[part], np.bitwise_count(per_unit).max(axis=2), out=passes[part])
     passes = (passes + plan.extra_wavefronts) * group_active
     wavefronts = passes.sum(axis=1)
