@@ -55,8 +55,9 @@ def shared_rows(draw, rules):
 
 
 @pytest.mark.parametrize("name", builtin_names())
-def test_patterns_count_as_the_reference_and_the_addresses(name):
+def test_patterns_count_as_the_reference_and_the_addresses(name, monkeypatch):
     rules = load_rule_set(name)
+    monkeypatch.setattr(lanemasks, "EXECUTIONS_PER_ROW", 0)   # masks counted however few share a row
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(shared_rows(rules))
@@ -122,3 +123,21 @@ def test_a_row_read_by_several_classes_counts_each_class_by_its_rules(name):
                          acc.matrices, acc.patterns.addresses(), acc.op)
     by_patterns, by_addresses = count_wavefronts(acc, rules), count_wavefronts(plain, rules, memoise=False)
     assert all(np.array_equal(a, b) for a, b in zip(by_patterns, by_addresses))
+
+
+def test_masks_are_counted_where_rows_repeat_and_addresses_elsewhere(monkeypatch):
+    """Rows shared by many executions go by masks; a row per execution (addresses from data) by the rules on
+    the addresses: both the reference's counts."""
+    rules = load_rule_set("sm_90")
+    rng = np.random.default_rng(11)
+    used = []
+    original = lanemasks.count
+    monkeypatch.setattr(lanemasks, "count", lambda *args: used.append(len(args[2])) or original(*args))
+    for rows, per_row in ((2, 40), (40, 1)):
+        table = [("st", 4, 0, (rng.integers(0, 256, 32) * 4).tolist(), "") for _ in range(rows)]
+        masks = [rng.integers(1, 1 << 32, per_row, dtype=np.uint64).tolist() for _ in range(rows)]
+        acc = patterned(table, masks, 32)
+        expected = [execution_cost(rules, "st", 4, 0, list(a), "") for a in acc.patterns.addresses().tolist()]
+        assert list(zip(*(c.tolist() for c in count_wavefronts(acc, rules)))) == [
+            (c.wavefronts, c.ideal_wavefronts, c.max_ways) for c in expected]
+    assert used == [80]                          # the 40 rows of one execution each went by their addresses

@@ -411,7 +411,7 @@ def _count_patterns(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np.n
     unique = acc.take(first)
     results = tuple(np.zeros(pairs, dtype=np.int32) for _ in range(3))
     for rows, plan in _classes(unique, rules):
-        if lanemasks.counts_by_masks(plan, rules):
+        if lanemasks.counts_by_masks(plan, rules) and lanemasks.pays(row[first[rows]]):
             counts = lanemasks.count(patterns.rows, row[first[rows]], unique.patterns.mask[rows], plan, rules)
         else:
             counts = _count_executions(unique.take(rows), rules)

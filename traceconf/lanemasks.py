@@ -21,11 +21,21 @@ import numpy as np
 INACTIVE = -1
 
 
+#: Executions per distinct row from which :func:`count` pays: it spends a few (lanes x lanes) operations on each
+#: row, the engine's rules a sort of each execution's keys.
+EXECUTIONS_PER_ROW = 16
+
+
 def counts_by_masks(plan, rules) -> bool:
     """Does :func:`count` give the engine's count for executions of ``plan`` (an ``engine._Plan``)?"""
     lanes = plan.groups.ravel()
     return (plan.servings == ("banks",) and rules.broadcast != "single_word" and plan.requests == 1
             and plan.paired_groups is None and len(np.unique(lanes)) == len(lanes))
+
+
+def pays(row: np.ndarray) -> bool:
+    """Is :func:`count` the cheaper way for executions of these rows (addresses from data: a row each)?"""
+    return len(np.unique(row)) * EXECUTIONS_PER_ROW <= len(row)
 
 
 #: Executions counted per step: keeps the (executions x lanes) temporaries in the L2 cache.
