@@ -133,11 +133,11 @@ def test_masks_are_counted_where_rows_repeat_and_addresses_elsewhere(monkeypatch
     used = []
     original = lanemasks.count
     monkeypatch.setattr(lanemasks, "count", lambda *args: used.append(len(args[2])) or original(*args))
-    for rows, per_row in ((2, 40), (40, 1)):
-        table = [("st", 4, 0, (rng.integers(0, 256, 32) * 4).tolist(), "") for _ in range(rows)]
-        masks = [rng.integers(1, 1 << 32, per_row, dtype=np.uint64).tolist() for _ in range(rows)]
-        acc = patterned(table, masks, 32)
-        expected = [execution_cost(rules, "st", 4, 0, list(a), "") for a in acc.patterns.addresses().tolist()]
-        assert list(zip(*(c.tolist() for c in count_wavefronts(acc, rules)))) == [
-            (c.wavefronts, c.ideal_wavefronts, c.max_ways) for c in expected]
+    per_row = [40, 40] + [1] * 40
+    table = [("st", 4, 0, (rng.integers(0, 256, 32) * 4).tolist(), "") for _ in per_row]
+    masks = [rng.integers(1, 1 << 32, count, dtype=np.uint64).tolist() for count in per_row]
+    acc = patterned(table, masks, 32)
+    expected = [execution_cost(rules, "st", 4, 0, list(a), "") for a in acc.patterns.addresses().tolist()]
+    assert list(zip(*(c.tolist() for c in count_wavefronts(acc, rules)))) == [
+        (c.wavefronts, c.ideal_wavefronts, c.max_ways) for c in expected]
     assert used == [80]                          # the 40 rows of one execution each went by their addresses

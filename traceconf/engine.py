@@ -411,12 +411,17 @@ def _count_patterns(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np.n
     unique = acc.take(first)
     results = tuple(np.zeros(pairs, dtype=np.int32) for _ in range(3))
     for rows, plan in _classes(unique, rules):
-        if lanemasks.counts_by_masks(plan, rules) and lanemasks.pays(row[first[rows]]):
-            counts = lanemasks.count(patterns.rows, row[first[rows]], unique.patterns.mask[rows], plan, rules)
-        else:
-            counts = _count_executions(unique.take(rows), rules)
-        for result, count in zip(results, counts):
-            result[rows] = count
+        by_masks = lanemasks.pays(row[first[rows]]) if lanemasks.counts_by_masks(plan, rules) else \
+            np.zeros(len(rows), dtype=bool)
+        if by_masks.any():
+            part = rows[by_masks]
+            for result, count in zip(results, lanemasks.count(patterns.rows, row[first[part]],
+                                                              unique.patterns.mask[part], plan, rules)):
+                result[part] = count
+        if not by_masks.all():
+            part = rows[~by_masks]
+            for result, count in zip(results, _count_executions(unique.take(part), rules)):
+                result[part] = count
     return tuple(result[pair] for result in results)
 
 
@@ -497,11 +502,13 @@ def _classes(acc: WarpAccesses, rules: RuleSet):
     set cannot count is an error naming its first execution."""
     if len(acc) == 0:
         return
-    codes, inverse = np.unique(_class_codes(acc), return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(len(codes) + 1))
-    for c, code in enumerate(codes):
-        rows = order[bounds[c]:bounds[c + 1]]
+    class_code = _class_codes(acc)
+    group, groups = factorize(class_code)
+    order = np.argsort(group.astype(np.uint16) if groups <= 1 << 16 else group, kind="stable")   # radix sort
+    bounds = np.searchsorted(group[order], np.arange(groups + 1))
+    codes = class_code[first_rows(group, groups)]
+    for c in np.argsort(codes).tolist():                         # classes in the order of their codes
+        code, rows = codes[c], order[bounds[c]:bounds[c + 1]]
         kind, nbytes, matrices = KINDS[int((code >> 16) & 0xFF)], int((code >> 8) & 0xFF), int(code & 0xFF)
         try:
             plan = _plan(rules, kind, nbytes, matrices, OPS[int(code >> 24)])

@@ -33,9 +33,21 @@ def counts_by_masks(plan, rules) -> bool:
             and plan.paired_groups is None and len(np.unique(lanes)) == len(lanes))
 
 
-def pays(row: np.ndarray) -> bool:
-    """Is :func:`count` the cheaper way for executions of these rows (addresses from data: a row each)?"""
-    return len(np.unique(row)) * EXECUTIONS_PER_ROW <= len(row)
+def pays(row: np.ndarray) -> np.ndarray:
+    """Per execution (of the rows ``row``): is :func:`count` the cheaper way for it, its row shared by enough
+    executions (not so where addresses come from data, a row each)?"""
+    _, inverse, executions = _numbered(row)
+    return executions[inverse] >= EXECUTIONS_PER_ROW
+
+
+def _numbered(row: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(row, return_inverse=True, return_counts=True)`` of row numbers (small and non-negative), by
+    counting instead of sorting."""
+    executions = np.bincount(row)
+    used = np.flatnonzero(executions)
+    number = np.zeros(len(executions), dtype=np.intp)
+    number[used] = np.arange(len(used))
+    return used, number[row], executions[used]
 
 
 #: Executions counted per step: keeps the (executions x lanes) temporaries in the L2 cache.
@@ -50,7 +62,7 @@ def count(rows: np.ndarray, row: np.ndarray, mask: np.ndarray, plan, rules) -> t
     lanes = groups.ravel()
     width = len(lanes)
     word = np.dtype("<u4") if width <= 32 else np.dtype("<u8")     # lane bits, by position in ``lanes``
-    used, row = np.unique(row, return_inverse=True)
+    used, row, _ = _numbered(row)
     keys = _row_keys(rows[used][:, lanes], plan, rules)
     below, present, contested = (values.astype(word) for values in keys)
     if np.array_equal(lanes, np.arange(width)):                  # the masks' bits are positions already
