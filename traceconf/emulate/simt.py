@@ -574,7 +574,7 @@ class Machine(ThreadState):
         ctas, per_cta, warp = len(self.ctas), self.padded, self.warp_size
         by_cta = offsets.reshape(ctas, per_cta)
         if ctas > 1 and lanes is None:
-            if (by_cta[1:] == by_cta[0]).all():
+            if (offsets[per_cta:] == offsets[:-per_cta]).all():     # each CTA as the one before it
                 return by_cta[0].reshape(-1, warp).copy(), rows % self.warps_per_cta
         elif ctas > 1:                   # the threads that do not access may hold other values: merged rows
             accessing = lanes.reshape(ctas, per_cta)
@@ -590,9 +590,10 @@ class Machine(ThreadState):
 
 
 def lane_masks(lanes: np.ndarray) -> np.ndarray:
-    """(warps,) uint64: the lanes set in each row of ``lanes`` ((warps, 32 or 64) bool), bit ``lane`` each."""
-    packed = np.packbits(lanes, axis=1, bitorder="little")
-    return packed.view("<u4").ravel().astype(np.uint64) if packed.shape[1] == 4 else packed.view("<u8").ravel()
+    """(warps,) uint64: the lanes set in each row of ``lanes`` ((warps, 32 or 64) bool, contiguous), bit ``lane``
+    each (the rows' bits packed as one run: each row fills whole words)."""
+    packed = np.packbits(lanes.reshape(-1), bitorder="little")
+    return packed.view("<u4").astype(np.uint64) if lanes.shape[1] == 32 else packed.view("<u8")
 
 
 class Findings:
