@@ -329,3 +329,30 @@ def test_shared_accesses_of_sass_equal_the_general_load_and_store(seed, size, la
         _shared_store(m, fast, offsets, size, stored, stored_bits, lanes)
         general.store(m.cta_index, offsets, size, stored, stored_bits, lanes)
         assert (fast.data == general.data).all() and (fast.taint == general.taint).all()
+
+
+@pytest.mark.parametrize("max_steps", [1000, 1001])
+def test_pcs_left_by_a_run_stopped_mid_way_are_where_the_threads_are(monkeypatch, max_steps):
+    """While every thread runs together the machine does not write the pcs per step (Machine.run): stopped by the
+    step limit after a step that ran them all (an odd limit: after the store), the pcs are still where the
+    threads are, the next instruction."""
+    from test_emulate_support import kernel_module, run
+    from traceconf.emulate.simt import Machine
+    from traceconf.errors import InputError
+    machines = []
+    original = Machine.run
+
+    def recorded(self):
+        machines.append(self)
+        return original(self)
+    monkeypatch.setattr(Machine, "run", recorded)
+    module = kernel_module("""
+    SPIN:
+        st.shared.u32 [buf], 1;
+        bra.uni SPIN;""", shared=".shared .align 4 .b8 buf[4];\n")
+    with pytest.raises(InputError, match="max_steps"):
+        run(module, max_steps=max_steps)
+    machine = machines[-1]
+    at = np.unique(machine.pc[machine.valid])
+    assert len(at) == 1
+    assert machine.compiled[int(at[0])].control == (machine.steps % 2 == 1)   # the branch follows the store
