@@ -356,3 +356,31 @@ def test_pcs_left_by_a_run_stopped_mid_way_are_where_the_threads_are(monkeypatch
     at = np.unique(machine.pc[machine.valid])
     assert len(at) == 1
     assert machine.compiled[int(at[0])].control == (machine.steps % 2 == 1)   # the branch follows the store
+
+
+@pytest.mark.parametrize("running", ["all", "some"])
+def test_an_lds_run_by_every_thread_writes_its_register_as_the_masked_write_does(running):
+    """An ``LDS`` every thread runs writes its destination without a mask (one taint stays one scalar); under a
+    mask the other threads keep what the register held.  Both read what ``SharedContents.load`` gives."""
+    from traceconf.sass.memory import _contents_semantics, _read_back
+    from traceconf.sass.opcodes import shared_op
+    from traceconf.sass.operands import parse_operand
+    rng = np.random.default_rng(9)
+    threads = CTAS * 64
+    m = _Machine(np.ones(threads, dtype=bool))
+    contents = filled_contents(rng, np.full(CTAS * BYTES // 4, taint.ZERO))
+    m.shared_contents = lambda: contents
+    ops = [parse_operand("R5"), parse_operand("[R4]")]
+    load = _contents_semantics(shared_op("LDS"), "LDS", ops, 1, None, None)
+    old = rng.integers(0, 2**32, threads, dtype=np.uint64)
+    m.write("R5", old, np.uint64(taint.LOADED), None)
+    lanes = m.valid if running == "all" else rng.random(threads) < 0.5
+    offsets = rng.integers(0, BYTES // 4, threads) * 4
+    address_bits = np.uint64(taint.THREAD)
+    load(m, None if running == "all" else lanes, lanes, offsets, m.spread(address_bits))
+    want, want_bits = contents.load(m.cta_index, offsets, 4, lanes)
+    value, bits = m.read("R5")
+    assert (value == np.where(lanes, want, old)).all()
+    expected_bits = np.where(lanes, _read_back(want_bits, address_bits), taint.LOADED)
+    assert (np.broadcast_to(bits, (threads,)) == expected_bits).all()
+    assert np.ndim(bits) == 0 or running == "some"

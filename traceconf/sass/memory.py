@@ -460,12 +460,14 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
             return lanes
         names = _registers(first_destination, registers)
         contents = m.shared_contents()
+        # every thread loads: a plain write (no select over an all-true mask, the taint kept one scalar)
+        written = None if lanes is m.valid and m.all_valid else lanes
         for name, (at, width) in zip(names, words(offsets)):
             # at most 4 bytes: the value read fits the register
             value, content_bits = _shared_load(m, contents, at, width, lanes)
             if signed:             # LDS.S8 / LDS.S16: the register holds the sign-extended 32-bit value
                 value = intops.bits_of(intops.signed(value, signed)) & M32
-            write_register(m, name, value, _read_back(content_bits, _collapsed(bits)), lanes)
+            write_register(m, name, value, _read_back(content_bits, _collapsed(bits)), written)
         return lanes
 
     def store(m, mask, lanes, offsets, bits):
