@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from traceconf.emulate import taint
 from traceconf.emulate.contents import SharedContents, gather, scatter
@@ -150,9 +151,10 @@ def _copy(contents: SharedContents) -> SharedContents:
 
 @pytest.mark.parametrize("size", [1, 2, 4, 8])
 @pytest.mark.parametrize("case", ["inside", "some outside", "misaligned", "junk where not running", "collisions"])
-def test_word_index_and_placed_accesses_equal_load_and_store(size, case):
-    """``SharedContents.word_index`` (every thread) and ``placed`` (the running ones) serve only accesses inside
-    and aligned, and then load and store what ``load`` and ``store`` do (colliding stores included)."""
+def test_word_index_accesses_equal_load_and_store(size, case):
+    """``SharedContents.word_index`` (of every thread, or of the running ones with the others at offset 0) serves
+    only accesses inside and aligned, and then loads and stores what ``load`` and ``store`` do (colliding stores
+    included)."""
     rng = np.random.default_rng(size * 11 + len(case))
     threads = CTAS * 64
     taints = rng.choice([taint.ZERO, taint.THREAD, taint.LOADED, taint.CTA], CTAS * BYTES // 4)
@@ -184,17 +186,16 @@ def test_word_index_and_placed_accesses_equal_load_and_store(size, case):
             fast.store_words(word, size, values, bits)
             general.store(cta_index, offsets, size, values, bits, every)
             assert (fast.data == general.data).all() and (fast.taint == general.taint).all()
-        placed = contents.placed(cta_base, offsets, size, lanes)
-        assert (placed is not None) == (served or case == "junk where not running")
-        if placed is not None:
-            chosen, word = placed
-            assert (chosen == np.flatnonzero(lanes)).all()
-            got_values, got_bits = contents.load_words(word, size)
+        word = contents.word_index(cta_base, offsets * lanes, size)     # the threads not running read word 0
+        assert (word is not None) == (served or case == "junk where not running")
+        if word is not None:
+            chosen = np.flatnonzero(lanes)
+            got_values, got_bits = contents.load_words(word, size, lambda: chosen)
             want_values, want_bits = contents.load(cta_index, offsets, size, lanes)
-            assert (got_values == want_values[lanes]).all()
-            assert (np.broadcast_to(got_bits, (len(chosen),)) == want_bits[lanes]).all()
+            assert (got_values[lanes] == want_values[lanes]).all()
+            assert (np.broadcast_to(got_bits, (threads,))[lanes] == want_bits[lanes]).all()
             fast, general = _copy(contents), _copy(contents)
-            fast.store_words(word, size, values, bits, chosen)
+            fast.store_words(word[chosen], size, values, bits, chosen)
             general.store(cta_index, offsets, size, values, bits, lanes)
             assert (fast.data == general.data).all() and (fast.taint == general.taint).all()
 
@@ -270,3 +271,116 @@ def test_read_back_of_one_taint_each_equals_the_per_lane_rule():
             one = _read_back(np.uint64(content), np.uint64(address))
             lanes = _read_back_lanes(np.full(4, content, dtype=np.uint64), np.full(4, address, dtype=np.uint64))
             assert np.ndim(one) == 0 and (np.broadcast_to(lanes, (4,)) == one).all()
+
+
+class _Machine(ThreadState):
+    """The parts of the emulator's machine the shared accesses of traceconf.sass.memory use."""
+
+    def __init__(self, valid: np.ndarray):
+        super().__init__(np.arange(CTAS), (64, 1, 1), (CTAS, 1, 1), 32, (0, 0))
+        self.valid = valid
+        self.all_valid = bool(valid.all())
+        self.cta_index = np.repeat(np.arange(CTAS, dtype=np.int64), 64)
+
+    def shared_base(self) -> np.ndarray:
+        return self.cta_index * BYTES
+
+
+_LAYOUTS = ["inside", "collisions", "some outside", "misaligned", "junk where not running"]
+
+
+@settings(max_examples=120, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), size=st.sampled_from([1, 2, 4, 8]), layout=st.sampled_from(_LAYOUTS),
+       running=st.sampled_from(["all", "some", "one", "padding"]), known=st.booleans())
+def test_shared_accesses_of_sass_equal_the_general_load_and_store(seed, size, layout, running, known):
+    """The word paths of traceconf.sass.memory's shared loads and stores (every thread's word read at once, the
+    running threads' words stored) load and store what ``SharedContents.load``/``store`` do at the running threads
+    (misaligned, outside, colliding, junk where not running, partly unknown taints), and the taint read is one
+    scalar exactly where the running threads' taints agree."""
+    from traceconf.sass.memory import _shared_load, _shared_store
+    rng = np.random.default_rng(seed)
+    threads = CTAS * 64
+    valid = np.ones(threads, dtype=bool) if running != "padding" else np.arange(threads) % 64 < 48
+    m = _Machine(valid)
+    choices = [taint.ZERO] if known else [taint.ZERO, taint.THREAD, taint.LOADED, taint.CTA, taint.UNMODELLED]
+    contents = filled_contents(rng, rng.choice(choices, CTAS * BYTES // 4))
+    offsets = rng.integers(0, BYTES // size, threads) * size
+    if layout == "collisions":
+        offsets = rng.integers(0, 4, threads) * size
+    if layout == "some outside":
+        offsets[rng.random(threads) < 0.2] = BYTES + 64
+    if layout == "misaligned":
+        offsets = rng.integers(0, BYTES - size, threads) | (1 if size > 1 else 0)
+    lanes = {"all": valid, "padding": valid, "some": valid & (rng.random(threads) < 0.5),
+             "one": np.arange(threads) == rng.integers(threads)}[running]
+    if layout == "junk where not running":
+        offsets = np.where(lanes, offsets, rng.integers(-3 * BYTES, 3 * BYTES, threads) | 1)
+    values, bits = _shared_load(m, contents, offsets, size, lanes)
+    want_values, want_bits = contents.load(m.cta_index, offsets, size, lanes)
+    assert (values[lanes] == want_values[lanes]).all()
+    assert (np.broadcast_to(bits, (threads,))[lanes] == want_bits[lanes]).all()
+    running_inside = contents.word_index(m.shared_base(), offsets * lanes, size) is not None
+    if len(np.unique(want_bits[lanes])) == 1 and running_inside:
+        assert np.ndim(bits) == 0       # one taint, as the words of the running threads alone give it
+    stored = rng.integers(0, 2**64, threads, dtype=np.uint64)
+    for stored_bits in (np.uint64(taint.THREAD | taint.CTA_OPAQUE),
+                        rng.choice([taint.ZERO, taint.LOADED, taint.PARAMS], threads).astype(np.uint64)):
+        fast, general = _copy(contents), _copy(contents)
+        _shared_store(m, fast, offsets, size, stored, stored_bits, lanes)
+        general.store(m.cta_index, offsets, size, stored, stored_bits, lanes)
+        assert (fast.data == general.data).all() and (fast.taint == general.taint).all()
+
+
+@pytest.mark.parametrize("max_steps", [1000, 1001])
+def test_pcs_left_by_a_run_stopped_mid_way_are_where_the_threads_are(monkeypatch, max_steps):
+    """While every thread runs together the machine does not write the pcs per step (Machine.run): stopped by the
+    step limit after a step that ran them all (an odd limit: after the store), the pcs are still where the
+    threads are, the next instruction."""
+    from test_emulate_support import kernel_module, run
+    from traceconf.emulate.simt import Machine
+    from traceconf.errors import InputError
+    machines = []
+    original = Machine.run
+
+    def recorded(self):
+        machines.append(self)
+        return original(self)
+    monkeypatch.setattr(Machine, "run", recorded)
+    module = kernel_module("""
+    SPIN:
+        st.shared.u32 [buf], 1;
+        bra.uni SPIN;""", shared=".shared .align 4 .b8 buf[4];\n")
+    with pytest.raises(InputError, match="max_steps"):
+        run(module, max_steps=max_steps)
+    machine = machines[-1]
+    at = np.unique(machine.pc[machine.valid])
+    assert len(at) == 1
+    assert machine.compiled[int(at[0])].control == (machine.steps % 2 == 1)   # the branch follows the store
+
+
+@pytest.mark.parametrize("running", ["all", "some"])
+def test_an_lds_run_by_every_thread_writes_its_register_as_the_masked_write_does(running):
+    """An ``LDS`` every thread runs writes its destination without a mask (one taint stays one scalar); under a
+    mask the other threads keep what the register held.  Both read what ``SharedContents.load`` gives."""
+    from traceconf.sass.memory import _contents_semantics, _read_back
+    from traceconf.sass.opcodes import shared_op
+    from traceconf.sass.operands import parse_operand
+    rng = np.random.default_rng(9)
+    threads = CTAS * 64
+    m = _Machine(np.ones(threads, dtype=bool))
+    contents = filled_contents(rng, np.full(CTAS * BYTES // 4, taint.ZERO))
+    m.shared_contents = lambda: contents
+    ops = [parse_operand("R5"), parse_operand("[R4]")]
+    load = _contents_semantics(shared_op("LDS"), "LDS", ops, 1, None, None)
+    old = rng.integers(0, 2**32, threads, dtype=np.uint64)
+    m.write("R5", old, np.uint64(taint.LOADED), None)
+    lanes = m.valid if running == "all" else rng.random(threads) < 0.5
+    offsets = rng.integers(0, BYTES // 4, threads) * 4
+    address_bits = np.uint64(taint.THREAD)
+    load(m, None if running == "all" else lanes, lanes, offsets, m.spread(address_bits))
+    want, want_bits = contents.load(m.cta_index, offsets, 4, lanes)
+    value, bits = m.read("R5")
+    assert (value == np.where(lanes, want, old)).all()
+    expected_bits = np.where(lanes, _read_back(want_bits, address_bits), taint.LOADED)
+    assert (np.broadcast_to(bits, (threads,)) == expected_bits).all()
+    assert np.ndim(bits) == 0 or running == "some"

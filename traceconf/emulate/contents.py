@@ -96,14 +96,23 @@ def gather(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: in
 def gather_words(data: np.ndarray, byte_taint: np.ndarray, word: np.ndarray, size: int, one_taint: bool = False
                  ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`gather` of the ``size``-byte words ``word`` (indices in that word view)."""
+    values, taints = _packed(data, byte_taint, word, size)
+    return values, _folded(taints, size) if one_taint else _fold(taints, size)
+
+
+def _packed(data: np.ndarray, byte_taint: np.ndarray, word: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``size``-byte words ``word`` as uint64 values, and their byte taints packed as they lie."""
     kind = _WORD[size]
-    taints = byte_taint.view(kind)[word]
-    values = data.view(kind)[word].astype(np.uint64)
-    if one_taint and len(taints):
+    return data.view(kind)[word].astype(np.uint64), byte_taint.view(kind)[word]
+
+
+def _folded(taints: np.ndarray, size: int):
+    """:func:`_fold` of the packed byte taints ``taints``: one scalar where they are all the same."""
+    if len(taints):
         low = taints.min()
         if low == taints.max():
-            return values, U64(_fold_one(int(low), size))
-    return values, _fold(taints, size)
+            return U64(_fold_one(int(low), size))
+    return _fold(taints, size)
 
 
 def _fold_one(packed: int, size: int) -> int:
@@ -168,29 +177,31 @@ class SharedContents:
         if int(offsets.min()) < 0 or int(offsets.max()) > self.bytes_per_cta - size or \
                 int(np.bitwise_or.reduce(offsets)) & (size - 1):
             return None
-        return (cta_base + offsets) >> _SHIFT[size] if size > 1 else cta_base + offsets
+        word = cta_base + offsets
+        if size > 1:
+            word >>= _SHIFT[size]       # in place: no second array
+        return word
 
-    def placed(self, cta_base: np.ndarray, offsets: np.ndarray, size: int, lanes: np.ndarray):
-        """(threads of ``lanes``, the index of each one's access in the ``size``-byte word view), when every one lies
-        inside its CTA's shared memory, aligned (the threads not running may hold any address); else None."""
-        if size not in _WORD or self.bytes_per_cta % size:
-            return None
-        chosen = np.flatnonzero(lanes)
-        at = offsets[chosen]
-        if len(at) and (int(at.min()) < 0 or int(at.max()) > self.bytes_per_cta - size or
-                        int(np.bitwise_or.reduce(at)) & (size - 1)):
-            return None
-        start = cta_base[chosen] + at
-        return chosen, start >> _SHIFT[size] if size > 1 else start
-
-    def load_words(self, word: np.ndarray, size: int):
-        """:meth:`load_lanes` at a :meth:`word_index` (or at the words of :meth:`placed`): the values and the taint
-        (one where all agree)."""
-        return gather_words(self.data, self.taint, word, size, one_taint=True)
+    def load_words(self, word: np.ndarray, size: int, chosen=None):
+        """:meth:`load_lanes` at a :meth:`word_index`: the values and the taint (one where all agree).  ``chosen``:
+        the taint is that of the threads ``chosen()`` gives (the others may read any word of their CTA): one where
+        theirs agree, else theirs with 0 elsewhere."""
+        if chosen is None:
+            return gather_words(self.data, self.taint, word, size, one_taint=True)
+        values, taints = _packed(self.data, self.taint, word, size)
+        if len(taints) and taints.min() == taints.max():
+            return values, U64(_fold_one(int(taints[0]), size))
+        threads = chosen()          # the threads not running read other taints
+        running = _folded(taints[threads], size)
+        if not np.ndim(running):
+            return values, running
+        bits = np.zeros(len(word), dtype=np.uint64)
+        bits[threads] = running
+        return values, bits
 
     def store_words(self, word: np.ndarray, size: int, values, bits, chosen: np.ndarray | None = None) -> None:
-        """:meth:`store` at a :meth:`word_index` (``chosen`` None: every thread stores), or at the words of the
-        threads ``chosen`` (:meth:`placed`); ``values`` and ``bits`` per thread or one for all."""
+        """:meth:`store` at a :meth:`word_index` (``chosen`` None: every thread stores), or at the words ``word`` of
+        the threads ``chosen``; ``values`` and ``bits`` per thread or one for all."""
         if chosen is not None:
             values = values[chosen] if np.ndim(values) else values
             bits = bits[chosen] if np.ndim(bits) else bits

@@ -317,6 +317,7 @@ class Machine(ThreadState):
                                         # memory polled every LIMIT_POLL_STEPS
         self.findings = findings
         self.pc = np.where(self.valid, 0, EXIT).astype(np.int64)
+        self._pc_behind: int | None = None     # run(): the pc every thread is at while pc lags behind
         self.resume = np.zeros(self.size, dtype=np.int64)
         self.log: list[tuple] = []
         self.unresolved_log: list[tuple] = []     # ((instruction, reason), CTA id per execution left out)
@@ -356,6 +357,16 @@ class Machine(ThreadState):
         cap = self.max_steps if left is None else min(self.max_steps, left)
         follow = self.follow
         everyone = np.ones(size, dtype=bool)
+        try:
+            self._steps(pc, compiled, end, size, cap, left, follow, everyone)
+        finally:
+            if self._pc_behind is not None:     # (an error raised mid-run too: the pcs as the steps left them)
+                pc.fill(self._pc_behind)
+                self._pc_behind = None
+
+    def _steps(self, pc, compiled, end, size, cap, left, follow, everyone) -> None:
+        """:meth:`run`'s loop.  While every thread runs together, ``pc`` is not written per step (a pass over every
+        thread): ``self._pc_behind`` holds the pc they are all at, and ``pc`` takes it before anything reads it."""
         together = end              # the pc of every thread when the last step ran them all and fell through
         while True:
             if together < end:
@@ -376,6 +387,7 @@ class Machine(ThreadState):
                     continue
                 active = pc == p
             if follow is not None and follow[p] != p:
+                self._pc_behind = None          # every pc of ``active`` is written
                 self._pass_over(active, p, follow[p])
                 together = int(follow[p]) if active is everyone else end
                 continue
@@ -395,14 +407,16 @@ class Machine(ThreadState):
             op = compiled[p]
             mask = None if active is everyone or np.count_nonzero(active) == size else active
             check = self.watch.checks[p] if self.watch is not None else None
+            if self._pc_behind is not None and (op.control or check is not None):
+                pc.fill(self._pc_behind)        # control and the watch read or move the pcs
+                self._pc_behind = None
             token = check.before(self, active) if check is not None else None
             together = end
             if op.control:
                 op.run(self, active, mask)
             elif mask is None:
                 op.run(self, active, mask)
-                pc.fill(p + 1)
-                together = p + 1
+                self._pc_behind = together = p + 1
             else:
                 op.run(self, active, mask)
                 pc[active] = p + 1

@@ -361,43 +361,46 @@ def _write_piece(m, names: list[str], k: int, value, bits, lanes) -> None:
         write_register(m, name, (value >> U64(32 * half)) & M32, bits, lanes)
 
 
-def _placed(m, contents, offsets: np.ndarray, size: int, lanes: np.ndarray):
-    """Where ``lanes`` access ``offsets`` in the word view of shared memory: (None, word per thread) when every
-    thread runs (:meth:`SharedContents.word_index`), (threads, their words) when some do
-    (:meth:`SharedContents.placed`); None where that does not serve (an access outside or misaligned).  Made once
-    per offsets array and mask: a load and a store at one address register under one guard share it."""
-    if lanes is m.valid and m.all_valid:
-        word = m.derived(offsets, ("shared words", size), lambda at: contents.word_index(m.shared_base(), at, size))
-        return None if word is None else (None, word)
-    return m.derived(offsets, ("placed", size), lambda at: contents.placed(m.shared_base(), at, size, lanes), lanes)
+def _words(m, contents, offsets: np.ndarray, size: int, lanes: np.ndarray):
+    """Per thread, the index of its access in the ``size``-byte word view of shared memory
+    (:meth:`SharedContents.word_index`), when the access of every thread of ``lanes`` lies inside its CTA's shared
+    memory, aligned; else None.  The threads not running may hold any address (a register a guard skipped): where
+    one does not serve, each of them reads the first word of its CTA instead.  Made once per offsets array (and
+    mask): a load and a store at one address register share it."""
+    word = m.derived(offsets, ("shared words", size), lambda at: contents.word_index(m.shared_base(), at, size))
+    if word is None and not (lanes is m.valid and m.all_valid):
+        word = m.derived(offsets, ("running words", size),
+                         lambda at: contents.word_index(m.shared_base(), at * lanes, size), lanes)
+    return word
+
+
+def _threads(m, lanes: np.ndarray) -> np.ndarray:
+    """The threads of the mask ``lanes``, made once per mask (a guard covers several accesses)."""
+    return m.derived(lanes, "threads", np.flatnonzero)
 
 
 def _shared_load(m, contents, offsets: np.ndarray, size: int, lanes: np.ndarray):
     """Values and taint per thread of a load of ``size`` bytes at ``offsets`` (:meth:`SharedContents.load_lanes`:
     anything where not in ``lanes``)."""
-    placed = _placed(m, contents, offsets, size, lanes)
-    if placed is None:
+    word = _words(m, contents, offsets, size, lanes)
+    if word is None:
         return contents.load_lanes(m.shared_base(), offsets, size, lanes)
-    chosen, word = placed
-    values, bits = contents.load_words(word, size)
-    if chosen is None:
-        return values, bits
-    every = np.zeros(m.size, dtype=np.uint64)
-    every[chosen] = values
-    if np.ndim(bits):
-        every_bits = np.zeros(m.size, dtype=np.uint64)
-        every_bits[chosen] = bits
-        bits = every_bits
-    return every, bits
+    # every thread's word read at once: no per-lane selection (the taint is that of the running threads)
+    every = lanes is m.valid and m.all_valid
+    return contents.load_words(word, size, None if every else lambda: _threads(m, lanes))
 
 
-def _shared_store(m, contents, offsets: np.ndarray, size: int, values: np.ndarray, bits, lanes: np.ndarray) -> None:
-    """Store ``values`` (per thread) with taints ``bits`` at ``offsets`` in ``lanes``."""
-    placed = _placed(m, contents, offsets, size, lanes)
-    if placed is None:
+def _shared_store(m, contents, offsets: np.ndarray, size: int, values, bits, lanes: np.ndarray) -> None:
+    """Store ``values`` (per thread or one for all; the low ``size`` bytes are stored) with taints ``bits`` at
+    ``offsets`` in ``lanes``."""
+    word = _words(m, contents, offsets, size, lanes)
+    if word is None:
         contents.store(m.cta_index, offsets, size, values, bits, lanes)
+    elif lanes is m.valid and m.all_valid:
+        contents.store_words(word, size, values, bits)
     else:
-        contents.store_words(placed[1], size, values, bits, placed[0])
+        chosen = _threads(m, lanes)
+        contents.store_words(word[chosen], size, values, bits, chosen)
 
 
 def _read_back(content_bits, address_bits):
@@ -472,12 +475,14 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
             return lanes
         names = _registers(first_destination, registers)
         contents = m.shared_contents()
+        # every thread loads: a plain write (no select over an all-true mask, the taint kept one scalar)
+        written = None if lanes is m.valid and m.all_valid else lanes
         for name, (at, width) in zip(names, words(offsets)):
             # at most 4 bytes: the value read fits the register
             value, content_bits = _shared_load(m, contents, at, width, lanes)
             if signed:             # LDS.S8 / LDS.S16: the register holds the sign-extended 32-bit value
                 value = intops.bits_of(intops.signed(value, signed)) & M32
-            write_register(m, name, value, _read_back(content_bits, _collapsed(bits)), lanes)
+            write_register(m, name, value, _read_back(content_bits, _collapsed(bits)), written)
         return lanes
 
     def store(m, mask, lanes, offsets, bits):
@@ -486,7 +491,7 @@ def _contents_semantics(op, opcode: str, ops: list[Operand], address_index: int,
         names = _registers(sources[0], registers) if from_registers else [None] * registers
         for name, (at, width) in zip(names, words(offsets)):
             value, value_bits = read_register(m, name) if name is not None else (U64(0), taint.LOADED)
-            value, value_bits = m.full(value) & M32, value_bits | (_collapsed(bits) & taint.CTA_ANY)
+            value_bits = value_bits | (_collapsed(bits) & taint.CTA_ANY)     # (at most 4 bytes of value stored)
             _shared_store(m, contents, at, width, value, value_bits, lanes)
         return lanes
 
