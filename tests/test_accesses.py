@@ -78,3 +78,41 @@ def test_lanes_must_fit_the_warp():
     table = _warps(np.tile(np.arange(32) * 4, (1, 1)), [0]).to_table()
     with pytest.raises(ValueError, match="does not fit a warp of 16"):
         from_table(table, warp_size=16)
+
+
+def test_instruction_kinds_come_from_each_instructions_first_execution():
+    rng = np.random.default_rng(3)
+    n = 500
+    instruction = rng.integers(0, 40, n).astype(np.int32)
+    kind, nbytes = rng.integers(0, 3, n).astype(np.int8), rng.choice([1, 4, 16], n).astype(np.int16)
+    acc = WarpAccesses("k", np.zeros(n, np.int64), np.zeros(n, np.int32), np.arange(n), instruction, kind, nbytes,
+                       np.zeros(n, np.int8), np.zeros((n, 32), np.int64))
+    kinds, widths = acc.instruction_kinds()
+    ids, first = np.unique(instruction, return_index=True)
+    assert list(kinds) == ids.tolist() and list(widths) == ids.tolist()
+    assert [kinds[i] for i in ids.tolist()] == [KINDS[k] for k in kind[first]]
+    assert [widths[i] for i in ids.tolist()] == nbytes[first].tolist()
+
+
+@pytest.mark.parametrize("warp_size", [32, 64])
+def test_lane_masks_and_address_patterns_invert_each_other(warp_size):
+    """The emulator packs each warp's active lanes into a word (simt.lane_masks); AddressPatterns unpacks them:
+    the addresses it builds are the row's in the active lanes and INACTIVE elsewhere."""
+    from traceconf.accesses import AddressPatterns
+    from traceconf.emulate.simt import lane_masks
+
+    rng = np.random.default_rng(warp_size)
+    active = rng.random((50, warp_size)) < rng.random((50, 1))
+    rows = rng.integers(0, 1 << 20, (7, warp_size))
+    index = rng.integers(0, 7, 50)
+    patterns = AddressPatterns(rows, index, lane_masks(active))
+    assert patterns.mask.dtype == np.uint64 and np.array_equal(patterns.active(), active)
+    assert np.array_equal(patterns.addresses(), np.where(active, rows[index], INACTIVE))
+    acc = WarpAccesses("k", np.zeros(50, np.int64), np.zeros(50, np.int32), np.arange(50), np.zeros(50, np.int32),
+                       np.zeros(50, np.int8), np.full(50, 4, np.int16), np.zeros(50, np.int8), None,
+                       patterns=patterns)
+    assert len(acc) == 50 and acc.warp_size == warp_size
+    part = acc.take(np.array([3, 1]))
+    assert part.patterns is not None and np.array_equal(part.address, patterns.addresses()[[3, 1]])
+    both = WarpAccesses.concat([acc, part])
+    assert both.patterns is not None and np.array_equal(both.address, patterns.addresses()[list(range(50)) + [3, 1]])

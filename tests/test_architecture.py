@@ -37,7 +37,7 @@ LAYERS = {
     # programs: an input at its level, with its emulator
     "traceconf.programs": 3,
     # the engine and its reference
-    "traceconf.engine": 4, "traceconf.reference": 4,
+    "traceconf.engine": 4, "traceconf.lanemasks": 4, "traceconf.reference": 4,
     # one analysis per kernel, any input
     "traceconf.pipeline": 5,
     # results: tables, gate, lookups, comparisons; many inputs

@@ -95,3 +95,33 @@ def test_a_batch_whose_ctas_communicate_is_caught_and_run_in_parts(tmp_path):
         memory.note(0, np.array([4]), 4, np.array([1]), writes=True)   # CTA 1 writes what CTA 0 read
     memory.watch(None)
     memory.note(0, np.array([4]), 4, np.array([1]), writes=True)       # one CTA: nothing to check
+
+
+@pytest.mark.parametrize("level", ["ptx", "sass"])
+def test_batched_ctas_share_address_rows_and_keep_every_address(monkeypatch, tmp_path, level):
+    """The bitonic sort's conditional swaps store at addresses from the thread index, in lanes the data choose:
+    a batch logs one address row per warp of a CTA (AddressPatterns), and the addresses built from the rows and
+    the masks are those of each CTA run alone."""
+    if level == "sass" and locate("ptxas") is None:
+        pytest.skip("no ptxas")
+    inputs = _inputs(tmp_path)
+    fixture, kernel, block, _, params, data = LAUNCHES[-1]
+    request = LaunchRequest(block=(block, 1, 1), grid=(4, 1, 1), params=dict(params), retain=-1,
+                            data={key: inputs[name] for key, name in data.items()})
+    rules = [load_rule_set("sm_90")]
+
+    def accesses():
+        (analysis,), failed = run_file(EMULATE / f"{fixture}.ptx", [kernel], request, rules, level=level)
+        assert not failed
+        acc = analysis.accesses[32]
+        order = np.lexsort((np.arange(len(acc)), acc.instruction, acc.warp, acc.cta))
+        return acc, acc.take(order)
+
+    batched, in_order = accesses()
+    after_probe = batched.cta > 0                                   # CTA 0 runs alone, the other 3 together
+    assert len(np.unique(batched.patterns.index[after_probe])) * 2 < after_probe.sum()   # rows shared
+    assert len({m for m in batched.patterns.mask.tolist()}) > 8      # and data-dependent masks
+    monkeypatch.setattr(grid, "CHUNK_THREADS", 1)
+    _, alone = accesses()
+    for name in ("cta", "warp", "instruction", "kind", "bytes", "address"):
+        assert np.array_equal(getattr(in_order, name), getattr(alone, name)), name

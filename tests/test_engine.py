@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from traceconf import engine
 from traceconf.accesses import WarpAccesses
-from traceconf.engine import analyze, combine, count_wavefronts, summarize
+from traceconf.engine import analyze, combine, count_wavefronts, instruction_results, summarize
 from traceconf.errors import InputError
 from traceconf.reference import execution_cost
 from traceconf.rules import builtin_names, load_rule_set
@@ -393,6 +393,26 @@ def test_summarize_groups_scales_and_combines():
     assert combine(parts).equals(results)
     with pytest.raises(ValueError):
         summarize(executions, scale=0)
+
+
+@pytest.mark.parametrize("name", ["sm_90", "sm_1x", "cdna4"])
+def test_instruction_results_are_the_summary_of_the_executions(name):
+    """``instruction_results`` adds the counts up per (instruction, kind, bytes) itself: the very table
+    ``summarize(analyze(...))`` gives, for executions of a few instructions in any order and any scale."""
+    rules = load_rule_set(name)
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(execution_with_op(rules), min_size=1, max_size=12), st.data(), st.integers(1, 1 << 40))
+    def check(rows, data, scale):
+        acc = accesses_of(rows, rules.warp_size)
+        acc.instruction[:] = data.draw(st.lists(st.integers(0, 3), min_size=len(rows), max_size=len(rows)))
+        assert instruction_results(acc, rules, scale).equals(summarize(analyze(acc, rules), scale))
+        table = acc.to_table()
+        assert instruction_results(table, rules, scale).equals(summarize(analyze(table, rules), scale))
+
+    check()
+    with pytest.raises(ValueError):
+        instruction_results(accesses_of([("ld", 4, 0, LANES)], rules.warp_size), rules, 0)
 
 
 def test_combine_keeps_devices_apart():

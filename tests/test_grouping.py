@@ -61,10 +61,13 @@ def test_group_aggregate_refuses_what_it_does_not_cover():
             group_aggregate(table, keys, aggregations)
 
 
+@pytest.mark.parametrize("runs", [False, True])
 @pytest.mark.parametrize("distinct", [1, 5, 1000])
-def test_factorize_is_pandas_factorize_on_both_paths(monkeypatch, distinct):
-    values = (np.random.default_rng(distinct).integers(0, distinct, 3000).astype(np.uint64)
-              * np.uint64(0x9E3779B97F4A7C15))
+def test_factorize_is_pandas_factorize_on_both_paths(monkeypatch, distinct, runs):
+    rng = np.random.default_rng(distinct)
+    values = (rng.integers(0, distinct, 3000).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    if runs:                                     # runs of equal values, as executions of one instruction come
+        values = np.repeat(values, rng.integers(1, 12, len(values)))
     expected_codes, uniques = pd.factorize(values)
     for library_rows in (grouping.LIBRARY_ROWS, 10):
         monkeypatch.setattr(grouping, "LIBRARY_ROWS", library_rows)
@@ -72,3 +75,12 @@ def test_factorize_is_pandas_factorize_on_both_paths(monkeypatch, distinct):
         assert count == len(uniques) and codes.dtype == np.intp
         assert np.array_equal(codes, expected_codes)
     assert factorize(np.array([], np.uint64))[1] == 0
+
+
+@pytest.mark.parametrize("distinct", [1, 7, 500])
+def test_first_rows_are_each_codes_first_position(distinct):
+    values = np.random.default_rng(distinct).integers(0, distinct, 2000)
+    codes, count = factorize(values)
+    first = grouping.first_rows(codes, count)
+    _, expected = np.unique(codes, return_index=True)
+    assert np.array_equal(first, expected) and np.array_equal(codes[first], np.arange(count))

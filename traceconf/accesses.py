@@ -16,9 +16,51 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from traceconf.grouping import factorize, first_rows
 from traceconf.schemas import ACCESSES, KINDS, OPS, OPTIONAL_ACCESS_COLUMNS
 
 INACTIVE = -1
+
+
+@dataclass
+class AddressPatterns:
+    """Executions' addresses as a producer that sees whole warps has them: a row of every lane's address and
+    the lanes that took part.  Execution ``i`` accessed ``rows[index[i], lane]`` in the lanes whose bit is set
+    in ``mask[i]`` (bit ``lane``); the other lanes of its row hold whatever their registers held.
+
+    Executions that differ only in their active lanes (a data-dependent guard) share a row, so the engine
+    counts each distinct (row, mask) once instead of each execution (:func:`traceconf.engine.count_wavefronts`).
+    """
+
+    rows: np.ndarray         # (p, warp_size) int64
+    index: np.ndarray        # (n,) int64: the row of each execution
+    mask: np.ndarray         # (n,) uint64: the active lanes of each execution
+
+    def active(self) -> np.ndarray:
+        """(n, warp_size) bool: the active lanes."""
+        return self._bits().view(bool)
+
+    def _bits(self) -> np.ndarray:
+        """(n, warp_size) uint8: 1 in the active lanes, 0 elsewhere."""
+        masks = np.ascontiguousarray(self.mask, dtype="<u8").view(np.uint8).reshape(-1, 8)
+        return np.unpackbits(masks, axis=1, count=self.rows.shape[1], bitorder="little")
+
+    def addresses(self) -> np.ndarray:
+        """(n, warp_size) int64: each execution's addresses, ``INACTIVE`` in its inactive lanes."""
+        address = self.rows[self.index]
+        # inactive lanes -1: address | (1 - 1) where active, address | (0 - 1) elsewhere (no branch per lane)
+        address |= np.subtract(self._bits(), 1, dtype=np.int64)
+        return address
+
+    def take(self, executions: np.ndarray) -> "AddressPatterns":
+        return AddressPatterns(self.rows, self.index[executions], self.mask[executions])
+
+    @classmethod
+    def concat(cls, parts: list["AddressPatterns"]) -> "AddressPatterns":
+        starts = np.cumsum([0] + [len(p.rows) for p in parts[:-1]])
+        return cls(np.concatenate([p.rows for p in parts]),
+                   np.concatenate([p.index + start for p, start in zip(parts, starts)]),
+                   np.concatenate([p.mask for p in parts]))
 
 
 @dataclass
@@ -27,6 +69,8 @@ class WarpAccesses:
 
     ``address[i, lane]`` is the byte address lane ``lane`` of execution ``i``
     accessed, or ``INACTIVE``.  ``kind`` holds codes of :data:`traceconf.schemas.KINDS`.
+    A producer may give ``patterns`` instead of ``address`` (None): the addresses are then built from them
+    the first time they are read.
     """
 
     kernel: str
@@ -37,7 +81,7 @@ class WarpAccesses:
     kind: np.ndarray         # (n,) int8
     bytes: np.ndarray        # (n,) int16
     matrices: np.ndarray     # (n,) int8
-    address: np.ndarray      # (n, warp_size) int64
+    address: np.ndarray | None   # (n, warp_size) int64; None: built from ``patterns`` when first read
     op: np.ndarray | None = None  # (n,) int8 codes of OPS (atomics); None: unknown for every execution
     # (n, warp_size) int64: a copy's per-lane global source address (ACCESSES ``source``), -1 where unknown or
     # inactive; None: unknown for every execution
@@ -45,25 +89,28 @@ class WarpAccesses:
     # (n, warp_size) int16: the bytes a copy's lane copies from its source (ACCESSES ``src_size``; 0: it zero-fills),
     # -1 where the copy has no src-size operand or it is unknown, or the lane is inactive; None: -1 everywhere
     src_size: np.ndarray | None = None
+    patterns: AddressPatterns | None = None
 
     def __post_init__(self) -> None:
         if self.op is None:
             self.op = np.zeros(len(self.kind), dtype=np.int8)
+        if self._address is None and self.patterns is None:
+            raise ValueError("WarpAccesses needs its addresses or their patterns")
 
     def sources(self) -> np.ndarray:
         """``source``, with -1 for every lane where it is None."""
-        return np.full(self.address.shape, INACTIVE, dtype=np.int64) if self.source is None else self.source
+        return np.full((len(self), self.warp_size), INACTIVE, dtype=np.int64) if self.source is None else self.source
 
     def src_sizes(self) -> np.ndarray:
         """``src_size``, with -1 for every lane where it is None."""
-        return np.full(self.address.shape, INACTIVE, dtype=np.int16) if self.src_size is None else self.src_size
+        return np.full((len(self), self.warp_size), INACTIVE, dtype=np.int16) if self.src_size is None else self.src_size
 
     @property
     def warp_size(self) -> int:
-        return int(self.address.shape[1])
+        return int((self.patterns.rows if self._address is None else self._address).shape[1])
 
     def __len__(self) -> int:
-        return int(self.address.shape[0])
+        return len(self.kind)
 
     @classmethod
     def empty(cls, kernel: str, warp_size: int = 32) -> "WarpAccesses":
@@ -74,9 +121,10 @@ class WarpAccesses:
     def take(self, rows: np.ndarray) -> "WarpAccesses":
         return WarpAccesses(self.kernel, self.cta[rows], self.warp[rows], self.execution[rows],
                             self.instruction[rows], self.kind[rows], self.bytes[rows],
-                            self.matrices[rows], self.address[rows], self.op[rows],
-                            None if self.source is None else self.source[rows],
-                            None if self.src_size is None else self.src_size[rows])
+                            self.matrices[rows], None if self._address is None else self._address[rows],
+                            self.op[rows], None if self.source is None else self.source[rows],
+                            None if self.src_size is None else self.src_size[rows],
+                            None if self.patterns is None else self.patterns.take(rows))
 
     @classmethod
     def concat(cls, parts: list["WarpAccesses"]) -> "WarpAccesses":
@@ -85,16 +133,21 @@ class WarpAccesses:
         first = parts[0]
         source = None if all(p.source is None for p in parts) else np.concatenate([p.sources() for p in parts])
         src_size = None if all(p.src_size is None for p in parts) else np.concatenate([p.src_sizes() for p in parts])
+        patterned = all(p.patterns is not None for p in parts)
         return cls(first.kernel,
                    *(np.concatenate([getattr(p, name) for p in parts])
-                     for name in ("cta", "warp", "execution", "instruction", "kind", "bytes", "matrices", "address",
-                                  "op")), source, src_size)
+                     for name in ("cta", "warp", "execution", "instruction", "kind", "bytes", "matrices")),
+                   None if patterned else np.concatenate([p.address for p in parts]),
+                   np.concatenate([p.op for p in parts]), source, src_size,
+                   AddressPatterns.concat([p.patterns for p in parts]) if patterned else None)
 
     def instruction_kinds(self) -> tuple[dict[int, str], dict[int, int]]:
         """(kind, bytes per lane) of each instruction that executed, from its first execution."""
         if not len(self):
             return {}, {}
-        ids, where = np.unique(self.instruction, return_index=True)
+        first = first_rows(*factorize(self.instruction))            # a hash: no sort of every execution
+        order = np.argsort(self.instruction[first], kind="stable")
+        ids, where = self.instruction[first][order], first[order]
         return ({ident: KINDS[int(self.kind[at])] for ident, at in zip(ids.tolist(), where.tolist())},
                 {ident: int(self.bytes[at]) for ident, at in zip(ids.tolist(), where.tolist())})
 
@@ -120,6 +173,23 @@ class WarpAccesses:
             },
             schema=ACCESSES,
         )
+
+
+def _address(accesses: WarpAccesses) -> np.ndarray:
+    if accesses._address is None:
+        accesses._address = accesses.patterns.addresses()
+    return accesses._address
+
+
+def _set_address(accesses: WarpAccesses, address: np.ndarray | None) -> None:
+    accesses._address = address
+    if address is not None:              # addresses given anew: the patterns no longer describe them
+        accesses.patterns = None
+
+
+#: ``address`` is built from ``patterns`` when first read (the dataclass's field stays its constructor argument;
+#: the counting path reads the patterns and never needs the (executions, lanes) array)
+WarpAccesses.address = property(_address, _set_address)
 
 
 def from_table(table: pa.Table, warp_size: int | None = None) -> list[WarpAccesses]:

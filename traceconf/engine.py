@@ -38,11 +38,12 @@ import pyarrow.compute as pc
 
 from traceconf.accesses import INACTIVE, WarpAccesses, from_table
 from traceconf.errors import InputError
-from traceconf.grouping import factorize, group_aggregate
+from traceconf import lanemasks
+from traceconf.grouping import factorize, first_rows, group_aggregate
 from traceconf.rules import RuleSet
 from traceconf.schemas import EXECUTIONS, INSTRUCTION_RESULTS, KINDS, OPS
 
-__all__ = ["analyze", "summarize", "combine", "count_wavefronts", "lane_wavefronts", "LaneWavefronts",
+__all__ = ["analyze", "summarize", "instruction_results", "combine", "count_wavefronts", "lane_wavefronts", "LaneWavefronts",
            "instructions_from_sources"]
 
 #: Sort keys per chunk; bounds the temporary arrays (~ a few tens of MB) and keeps them cache friendly.
@@ -116,6 +117,43 @@ def summarize(executions: pa.Table, scale: int = 1) -> pa.Table:
                               "ideal_wavefronts": "ideal_wavefronts_sum",
                               "excess_wavefronts": "excess_wavefronts_sum", "max_ways": "max_ways_max"},
                     int(scale))
+
+
+def instruction_results(accesses: WarpAccesses | pa.Table, rules: RuleSet, scale: int = 1,
+                        memoise: bool = True) -> pa.Table:
+    """``summarize(analyze(accesses, rules, memoise), scale)``, added up per instruction straight from the
+    counts: no EXECUTIONS table is built (a launch's batches hold hundreds of thousands of executions, and
+    only their sums are kept)."""
+    if isinstance(accesses, pa.Table):
+        return summarize(analyze(accesses, rules, memoise), scale)
+    _check_warp_size(accesses, rules)
+    if isinstance(scale, bool) or not isinstance(scale, (int, np.integer)) or scale < 1:
+        raise ValueError(f"scale must be a positive integer, got {scale!r}")
+    wavefronts, ideal, max_ways = count_wavefronts(accesses, rules, memoise)
+    # one code per (instruction, kind, bytes): kinds and widths fit 8 and 16 bits
+    key = ((accesses.instruction.astype(np.int64) << 24) | (accesses.kind.astype(np.int64) << 16)
+           | accesses.bytes.astype(np.int64))
+    group, groups = factorize(key)
+    first = first_rows(group, groups)
+    wavefront_sum = np.bincount(group, wavefronts, groups).astype(np.int64)
+    ideal_sum = np.bincount(group, ideal, groups).astype(np.int64)
+    largest = np.zeros(groups, dtype=np.int16)
+    np.maximum.at(largest, group, max_ways.astype(np.int16))
+    kinds = pa.DictionaryArray.from_arrays(pa.array(accesses.kind[first].astype(np.int32)),
+                                           pa.array(KINDS, pa.string()))
+    grouped = pa.table({
+        "device": pa.repeat(pa.scalar(rules.name, pa.string()), groups),
+        "kernel": pa.repeat(pa.scalar(accesses.kernel, pa.string()), groups),
+        "instruction": accesses.instruction[first].astype(np.int32),
+        "kind": kinds.cast(pa.string()),
+        "bytes": accesses.bytes[first].astype(np.int16),
+        "executions": np.bincount(group, minlength=groups).astype(np.int64),
+        "wavefronts": wavefront_sum,
+        "ideal_wavefronts": ideal_sum,
+        "excess_wavefronts": wavefront_sum - ideal_sum,
+        "max_ways": largest,
+    })
+    return _results(grouped, {name: name for name in INSTRUCTION_RESULTS.names[len(GROUP_KEYS):]}, int(scale))
 
 
 def combine(results: list[pa.Table]) -> pa.Table:
@@ -284,7 +322,9 @@ def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
     patterns per instruction at many tile bases.  The results are identical either way.
     """
     n = len(acc)
-    _check_addresses(acc)
+    by_patterns = acc.patterns is not None and acc.source is None and memoise and n >= 2
+    if not by_patterns:                              # (the patterns' memo checks the executions it counts)
+        _check_addresses(acc)
     sourced = _counted_from_sources(acc, rules)
     if sourced.any():                                # copies counted from their sources; the rest as below
         results = tuple(np.zeros(n, dtype=np.int32) for _ in range(3))
@@ -293,9 +333,11 @@ def count_wavefronts(acc: WarpAccesses, rules: RuleSet,
             for result, count in zip(results, counts):
                 result[rows] = count
         return results
+    if by_patterns:
+        return _count_patterns(acc, rules)
     if not memoise or n < 2:
         return _count_executions(acc, rules)
-    representative = _representatives(acc, rules)
+    representative = _representatives(acc.address, _class_codes(acc), rules)
     unique = np.nonzero(representative == np.arange(n))[0]
     if len(unique) == n:
         return _count_executions(acc, rules)
@@ -336,31 +378,78 @@ def _check_addresses(acc: WarpAccesses) -> None:
         raise InputError(f"kernel {acc.kernel!r}: execution {int(acc.execution[row])} has a negative address")
 
 
-def _representatives(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
-    """Per execution, the first execution with the same pattern (itself if none): same class (kind, bytes,
-    matrices), same active lanes, and addresses equal after subtracting each one's lowest active address
-    rounded down to ``row_bytes``.  A hash proposes the pairs; an exact comparison confirms every one."""
-    n, warp = acc.address.shape
+def _class_codes(acc: WarpAccesses) -> np.ndarray:
+    """Per execution, its class (operation, kind, bytes, matrices) as one int64 below 2**31."""
+    return ((acc.op.astype(np.int64) << 24) | (acc.kind.astype(np.int64) << 16)
+            | (acc.bytes.astype(np.int64) << 8) | acc.matrices.astype(np.int64))
+
+
+def _count_patterns(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`count_wavefronts`'s memo over address patterns (:class:`~traceconf.accesses.AddressPatterns`):
+    the rules run once per distinct (class, row, active lanes), rows compared after the shift by whole bank
+    rows the memo of addresses allows, so the executions of one guarded instruction at many tile bases share
+    their rows and differ only in masks.  (A row's lanes that none of its executions activates may hold any
+    address: they only keep apart rows that could have been one.)"""
+    patterns = acc.patterns
+    if len(patterns.rows) and patterns.rows.min() < INACTIVE:  # a negative address, maybe in an inactive lane
+        _check_addresses(acc)
+    class_code = _class_codes(acc)
+    row_class = np.zeros(len(patterns.rows), dtype=np.int64)
+    row_class[patterns.index] = class_code
+    one_class = np.array_equal(row_class[patterns.index], class_code)   # each row read by one class (as
+    # emulators log them): the class goes with the row; else rows are compared alone and the class added after
+    row = _representatives(patterns.rows, row_class if one_class else np.zeros_like(row_class), rules)
+    row = row[patterns.index]                                    # each execution's first row of its pattern
+    group = row if one_class else factorize((class_code << 32) | row)[0]
+    if acc.warp_size <= 32:                                      # (groups below 2**31)
+        key = (group.astype(np.int64) << 32) | patterns.mask.astype(np.int64)
+    else:                                                        # 64-bit masks: numbered first
+        masks, distinct = factorize(patterns.mask.view(np.int64))
+        key = group.astype(np.int64) * distinct + masks
+    pair, pairs = factorize(key)
+    first = first_rows(pair, pairs)                              # the first execution of each pair
+    unique = acc.take(first)
+    results = tuple(np.zeros(pairs, dtype=np.int32) for _ in range(3))
+    for rows, plan in _classes(unique, rules):
+        by_masks = lanemasks.pays(row[first[rows]]) if lanemasks.counts_by_masks(plan, rules) else \
+            np.zeros(len(rows), dtype=bool)
+        if by_masks.any():
+            part = rows[by_masks]
+            for result, count in zip(results, lanemasks.count(patterns.rows, row[first[part]],
+                                                              unique.patterns.mask[part], plan, rules)):
+                result[part] = count
+        if not by_masks.all():
+            part = rows[~by_masks]
+            for result, count in zip(results, _count_executions(unique.take(part), rules)):
+                result[part] = count
+    return tuple(result[pair] for result in results)
+
+
+def _representatives(address: np.ndarray, class_code: np.ndarray, rules: RuleSet) -> np.ndarray:
+    """Per row of ``address`` (an execution's addresses, -1 inactive), the first row with the same pattern
+    (itself if none): same ``class_code``, same active lanes, and addresses equal after subtracting each
+    one's lowest active address rounded down to ``row_bytes``.  A hash proposes the pairs; an exact
+    comparison confirms every one."""
+    n, warp = address.shape
+    if not n:
+        return np.zeros(0, dtype=np.intp)
     # addresses below 2**31 (shared offsets always are) keep their normalised rows in 32 bits: half the memory
     # every pass below moves (a 32-bit hash only proposes more pairs, which the exact check turns down)
-    narrow = int(acc.address.max()) < 1 << 31
+    narrow = int(address.max()) < 1 << 31
     multipliers = _LANE_MULTIPLIERS[:warp].astype(np.uint32) if narrow else _LANE_MULTIPLIERS[:warp]
     row_mask = np.uint64((1 << 64) - rules.row_bytes)            # clears the offset inside a bank row
     hashed = np.empty(n, dtype=multipliers.dtype)
-    normal = np.empty(acc.address.shape, dtype=np.int32 if narrow else np.int64)   # kept for the exact check
+    normal = np.empty(address.shape, dtype=np.int32 if narrow else np.int64)   # kept for the exact check
     for start in range(0, n, MEMO_CHUNK_ROWS):
         rows = slice(start, start + MEMO_CHUNK_ROWS)
-        _normalised(acc.address[rows], row_mask, out=normal[rows])
+        _normalised(address[rows], row_mask, out=normal[rows])
         np.matmul(normal[rows].view(multipliers.dtype), multipliers, out=hashed[rows])   # wraps around
     key = hashed.astype(np.uint64, copy=False)
-    class_code = ((acc.op.astype(np.uint64) << np.uint64(24)) | (acc.kind.astype(np.uint64) << np.uint64(16))
-                  | (acc.bytes.astype(np.uint64) << np.uint64(8)) | acc.matrices.astype(np.uint64))
-    key ^= class_code * _CLASS_MULTIPLIER
+    key ^= class_code.astype(np.uint64) * _CLASS_MULTIPLIER
     codes, distinct = factorize(key)                               # O(n) hash table
     if distinct > n * MEMO_MAX_UNIQUE:                             # few repeats: the check would cost more
         return np.arange(n)
-    first = np.empty(distinct, dtype=np.intp)
-    first[codes[::-1]] = np.arange(n - 1, -1, -1)
+    first = first_rows(codes, distinct)
     representative = first[codes]
     same = class_code == class_code[representative]
     pattern = normal[first]                                        # the normalised first occurrences
@@ -395,22 +484,7 @@ def _count_executions(acc: WarpAccesses, rules: RuleSet) -> tuple[np.ndarray, np
 def _parts(acc: WarpAccesses, rules: RuleSet):
     """(rows, addresses, groups, plan) for the executions of ``acc``, cut by class (kind, bytes, matrices),
     into chunks, and by load pairing: each part is one lane-group layout."""
-    if len(acc) == 0:
-        return
-    class_code = ((acc.op.astype(np.int64) << 24) | (acc.kind.astype(np.int64) << 16)
-                  | (acc.bytes.astype(np.int64) << 8) | acc.matrices.astype(np.int64))
-    codes, inverse = np.unique(class_code, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(len(codes) + 1))
-    for c, code in enumerate(codes):
-        rows = order[bounds[c]:bounds[c + 1]]
-        kind, nbytes, matrices = KINDS[int((code >> 16) & 0xFF)], int((code >> 8) & 0xFF), int(code & 0xFF)
-        try:
-            plan = _plan(rules, kind, nbytes, matrices, OPS[int(code >> 24)])
-        except InputError as error:
-            first = int(acc.execution[rows[0]])
-            raise InputError(f"kernel {acc.kernel!r}, execution {first} (instruction "
-                             f"{int(acc.instruction[rows[0]])}): {error.message}") from None
+    for rows, plan in _classes(acc, rules):
         for begin in range(0, len(rows), _chunk_rows(plan, rules)):
             chunk_rows = rows[begin:begin + _chunk_rows(plan, rules)]
             address = acc.address[chunk_rows]
@@ -421,6 +495,28 @@ def _parts(acc: WarpAccesses, rules: RuleSet):
             for which, groups in ((~paired, plan.groups), (paired, plan.paired_groups)):
                 if which.any():
                     yield chunk_rows[which], address[which], groups, plan
+
+
+def _classes(acc: WarpAccesses, rules: RuleSet):
+    """(rows, plan) per class (operation, kind, bytes, matrices) of the executions of ``acc``; a class the rule
+    set cannot count is an error naming its first execution."""
+    if len(acc) == 0:
+        return
+    class_code = _class_codes(acc)
+    group, groups = factorize(class_code)
+    order = np.argsort(group.astype(np.uint16) if groups <= 1 << 16 else group, kind="stable")   # radix sort
+    bounds = np.searchsorted(group[order], np.arange(groups + 1))
+    codes = class_code[first_rows(group, groups)]
+    for c in np.argsort(codes).tolist():                         # classes in the order of their codes
+        code, rows = codes[c], order[bounds[c]:bounds[c + 1]]
+        kind, nbytes, matrices = KINDS[int((code >> 16) & 0xFF)], int((code >> 8) & 0xFF), int(code & 0xFF)
+        try:
+            plan = _plan(rules, kind, nbytes, matrices, OPS[int(code >> 24)])
+        except InputError as error:
+            first = int(acc.execution[rows[0]])
+            raise InputError(f"kernel {acc.kernel!r}, execution {first} (instruction "
+                             f"{int(acc.instruction[rows[0]])}): {error.message}") from None
+        yield rows, plan
 
 
 def _chunk_rows(plan: _Plan, rules: RuleSet) -> int:
@@ -672,6 +768,8 @@ def instructions_from_sources(accesses: WarpAccesses | pa.Table, rules: RuleSet)
             return set()
         return set().union(*(instructions_from_sources(part, rules)
                              for part in from_table(accesses, warp_size=rules.warp_size)))
+    if accesses.source is None:                  # no execution carries sources (the common case: no copies)
+        return set()
     counted = _counted_from_sources(accesses, rules)
     return set(np.unique(accesses.instruction[counted]).tolist()) - \
         set(np.unique(accesses.instruction[~counted]).tolist())

@@ -295,13 +295,13 @@ def count_devices(accesses, rule_sets: list, gaps: dict[str, str], scale: int = 
     note, :attr:`KernelAnalysis.model_notes`) gains the instructions that executed an operation whose rule
     carries a ``model_note``.
     """
-    from traceconf.engine import analyze, summarize
+    from traceconf.engine import instruction_results
 
     out = []
     for rules in rule_sets:
         if rules.name not in gaps:
             try:
-                out.append(summarize(analyze(accesses, rules), scale=scale))
+                out.append(instruction_results(accesses, rules, scale=scale))
             except InputError as error:
                 gaps[rules.name] = without_kernel(error.message, accesses.kernel)
                 continue

@@ -48,7 +48,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from traceconf.accesses import WarpAccesses
+from traceconf.accesses import AddressPatterns, WarpAccesses
 from traceconf.emulate.classes import Box, CtaRun, Watch, linear, partition, whole_grid
 from traceconf.emulate.contents import CrossCtaTraffic, GlobalContents
 from traceconf.emulate.launch import Launch, LimitReached, Limits
@@ -389,7 +389,8 @@ def unresolved_of(machine, cta: int | None = None) -> Counter:
 
 
 def assemble(kernel: str, machines: list, warp_size: int) -> WarpAccesses:
-    """One WarpAccesses from every machine's log, execution ids in emulation order."""
+    """One WarpAccesses from every machine's log, execution ids in emulation order; addresses as the log holds
+    them, :class:`~traceconf.accesses.AddressPatterns` (built when read)."""
     parts = [(machine, entry) for machine in machines for entry in machine.log]
     if not parts:
         return WarpAccesses.empty(kernel, warp_size)
@@ -400,14 +401,18 @@ def assemble(kernel: str, machines: list, warp_size: int) -> WarpAccesses:
     def per_execution(position: int, dtype) -> np.ndarray:
         return np.repeat(np.array([entry[position] for _, entry in parts], dtype=dtype), counts)
 
-    address = np.concatenate([entry[5] for _, entry in parts]).astype(np.int64, copy=False)
+    rows = [entry[5] for _, entry in parts]
+    starts = np.cumsum([0] + [len(r) for r in rows[:-1]])
+    patterns = AddressPatterns(np.concatenate(rows).astype(np.int64, copy=False),
+                               np.concatenate([entry[6] + start for (_, entry), start in zip(parts, starts)]),
+                               np.concatenate([entry[7] for _, entry in parts]))
 
     def per_lane(position: int, dtype) -> np.ndarray | None:
-        """Copies' global sources (7) or src-sizes (8), where an instruction logged them; -1 elsewhere."""
+        """Copies' global sources (9) or src-sizes (10), where an instruction logged them; -1 elsewhere."""
         if all(entry[position] is None for _, entry in parts):
             return None
-        return np.concatenate([np.full(entry[5].shape, -1, dtype) if entry[position] is None else entry[position]
-                               for _, entry in parts]).astype(dtype, copy=False)
+        return np.concatenate([np.full((len(entry[0]), warp_size), -1, dtype) if entry[position] is None
+                               else entry[position] for _, entry in parts]).astype(dtype, copy=False)
     return WarpAccesses(kernel, cta, warp, np.arange(len(cta), dtype=np.int64), per_execution(1, np.int32),
-                        per_execution(2, np.int8), per_execution(3, np.int16), per_execution(4, np.int8), address,
-                        per_execution(6, np.int8), per_lane(7, np.int64), per_lane(8, np.int16))
+                        per_execution(2, np.int8), per_execution(3, np.int16), per_execution(4, np.int8), None,
+                        per_execution(8, np.int8), per_lane(9, np.int64), per_lane(10, np.int16), patterns)

@@ -564,23 +564,56 @@ class Machine(ThreadState):
                     return
         sources, sizes = (None if values is None else np.where(lanes, values, -1).reshape(-1, self.warp_size)
                           for values in (sources, sizes))
+        if offsets.shape != (self.size,):
+            offsets = np.broadcast_to(offsets, (self.size,))
         if lanes is self.valid and self.all_valid:
             rows = self.all_warps
-            addresses = offsets.reshape(-1, self.warp_size)
-            highest = int(offsets.max())
+            masks = np.full(len(rows), (1 << self.warp_size) - 1, dtype=np.uint64)
+            patterns, index = self._address_rows(offsets, rows)
         else:
-            rows = np.flatnonzero(lanes.reshape(-1, self.warp_size).any(axis=1))
+            masks = lane_masks(lanes.reshape(-1, self.warp_size))
+            rows = np.flatnonzero(masks)
             if not len(rows):
                 return
-            # inactive lanes -1: offsets | (1 - 1) where active, offsets | (0 - 1) elsewhere (no branch per lane,
-            # which a data-dependent mask makes costly in np.where)
-            addresses = (offsets | (lanes.astype(np.int64) - 1)).reshape(-1, self.warp_size)
-            if len(rows) < len(addresses):
-                addresses = addresses[rows]
+            if len(rows) < len(masks):
+                masks = masks[rows]
                 sources, sizes = (None if values is None else values[rows] for values in (sources, sizes))
-            highest = int(addresses.max())
-        self.findings.note_extent(slot, highest + size)
-        self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, addresses, op, sources, sizes))
+            patterns, index = self._address_rows(offsets, rows, lanes)
+        self.findings.note_extent(slot, int(patterns.max()) + size)
+        self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, patterns, index, masks, op,
+                         sources, sizes))
+
+    def _address_rows(self, offsets: np.ndarray, rows: np.ndarray,
+                      lanes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(address rows, the row of each warp of ``rows``): the address patterns
+        (:class:`~traceconf.accesses.AddressPatterns`) of an access at ``offsets`` by the threads in ``lanes``
+        (None: every thread), -1 in lanes that do not access.  Where every CTA of the batch has the same address in
+        each thread that accesses (shared offsets from the thread index: the usual case, a data-dependent guard or
+        select changing only which threads access), one row per warp of a CTA serves them all, so the log and the
+        counting after it hold a CTA's rows, not the batch's."""
+        ctas, per_cta, warp = len(self.ctas), self.padded, self.warp_size
+        by_cta = offsets.reshape(ctas, per_cta)
+        if ctas > 1 and lanes is None:
+            if (offsets[per_cta:] == offsets[:-per_cta]).all():     # each CTA as the one before it
+                return by_cta[0].reshape(-1, warp).copy(), rows % self.warps_per_cta
+        elif ctas > 1:                   # the threads that do not access may hold other values: merged rows
+            accessing = lanes.reshape(ctas, per_cta)
+            # a thread's address where some CTA accesses (the largest, or 0, if the check below is to pass)
+            merged = (by_cta * accessing).max(axis=0)
+            if not (accessing & (by_cta != merged)).any():
+                return np.where(accessing.any(axis=0), merged, -1).reshape(-1, warp), rows % self.warps_per_cta
+        if lanes is None:
+            return offsets.reshape(-1, warp)[rows], np.arange(len(rows))
+        # inactive threads -1: offsets | (1 - 1) where active, offsets | (0 - 1) elsewhere (no branch per lane,
+        # which a data-dependent mask makes costly in np.where)
+        return (offsets | np.subtract(lanes, 1, dtype=np.int64)).reshape(-1, warp)[rows], np.arange(len(rows))
+
+
+def lane_masks(lanes: np.ndarray) -> np.ndarray:
+    """(warps,) uint64: the lanes set in each row of ``lanes`` ((warps, 32 or 64) bool, contiguous), bit ``lane``
+    each (the rows' bits packed as one run: each row fills whole words)."""
+    packed = np.packbits(lanes.reshape(-1), bitorder="little")
+    return packed.view("<u4").astype(np.uint64) if lanes.shape[1] == 32 else packed.view("<u8")
 
 
 class Findings:
