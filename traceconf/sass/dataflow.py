@@ -42,7 +42,9 @@ def _registers(op: Operand, count: int = 1) -> set[str]:
     """The registers an operand names: ``count`` consecutive ones from it (pairs of .64 operands included)."""
     if op.kind in ("address", "const"):
         names = [n for name, _, wide in op.registers for n in ([name, pair_name(name)] if wide else [name])]
-    elif op.kind in ("reg", "pred") and op.name:
+    elif op.kind == "pred" and op.name:          # one predicate, whatever the width (LDGSTS's ignore-src, !PT)
+        names = [op.name]
+    elif op.kind == "reg" and op.name:
         names = [op.name]
         for _ in range(max(count, 2 if op.wide else 1) - 1):
             names.append(pair_name(names[-1]))

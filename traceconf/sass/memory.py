@@ -17,8 +17,8 @@ import numpy as np
 
 from traceconf.emulate import intops, taint
 from traceconf.emulate.contents import atomic
-from traceconf.emulate.memory import (Reads, atomic_global, atomic_shared, global_without_data, located_by_cta,
-                                      read_global, write_global)
+from traceconf.emulate.memory import (Reads, atomic_global, atomic_shared, copy_reads, global_without_data,
+                                      located_by_cta, read_global, write_global)
 from traceconf.emulate.state import is_uniform, select
 from traceconf.sass.opcodes import ALWAYS, atomic_operation, element_of, global_op, shared_op
 from traceconf.sass.operands import M32, Operand, SassContext, pair_name, read_register, reader, write_register
@@ -175,15 +175,12 @@ def _copy_sources(op, opcode: str, ops: list[Operand], address_index: int, ctx: 
 
     def sources(m, lanes):
         value, bits = read(m)
-        reads, read_known = reading(m)
-        address = m.copy_sources(slot, value, bits, lanes & read_known & reads)
-        if zfill:
+        address, size = copy_reads(m, slot, lanes, value, bits, *reading(m), op.bytes)
+        if zfill:           # ptxas added the zero-filled bytes (cp-size - src-size) to the source address
             filled = np.where(address >= 0, address % op.bytes, 0)
-            size = np.where(reads, np.where(address >= 0, op.bytes - filled, -1), 0)
+            size = np.where(size > 0, np.where(address >= 0, size - filled, -1), size)
             address = np.where(address >= 0, address - filled, -1)
-        else:
-            size = np.where(reads, op.bytes, 0)
-        return address, np.where(lanes & read_known, size, -1) if zfill or ignore_src is not None else None
+        return address, size if zfill or ignore_src is not None else None
     return sources
 
 

@@ -1,0 +1,132 @@
+"""cp.async.cg with a src-size or ignore-src operand at the PTX level: each lane's src_size recorded (16, 0, 8 from
+a register or an immediate; 16 or 0 from an ignore-src predicate), so the sm_90 rule counts the copy from its
+sources and fill pass as at the SASS level, and the results equal those of the cubin ptxas makes of the same
+kernel, wherever ptxas did not put the ignore-src operand on P0 (Nsight reads P0 as false there)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_emulate_support import kernel_text, parse, run
+from traceconf import tools
+from traceconf.schemas import KIND_CODES
+
+BLOCK = (64, 1, 1)
+PARAMS = {"p": 1 << 40, "n": 3}
+
+#: Lane l copies 16 bytes from p + 16 l into shared byte 16 l of a 1024-byte slice per copy, with:
+#: %r6 = 16, 8, 0 by l mod 3 (ptxas: .ZFILL); %r8 = 0 where l mod 3 == 1, else 16 (a selp of 0 and 16: BYPASS
+#: with an ignore-src predicate); ignore-src %p4 (l & 6 == 2) and its negation, %p1 ((l & 5) < n) and its
+#: negation; the immediates 8 (.ZFILL), 0 (BYPASS, !PT) and none.
+COPIES = ["%r6", "%r8", "%p4", "!%p4", "%p1", "!%p1", "8", "0", None]
+SRC_SIZES = {
+    "%r6": lambda lane: 16 - 8 * (lane % 3),
+    "%r8": lambda lane: np.where(lane % 3 == 1, 0, 16),
+    "%p4": lambda lane: np.where(lane & 6 == 2, 0, 16),
+    "!%p4": lambda lane: np.where(lane & 6 == 2, 16, 0),
+    "%p1": lambda lane: np.where(lane & 5 < PARAMS["n"], 0, 16),
+    "!%p1": lambda lane: np.where(lane & 5 < PARAMS["n"], 16, 0),
+    "8": lambda lane: np.full(lane.shape, 8),
+    "0": lambda lane: np.zeros(lane.shape, dtype=int),
+    None: lambda lane: np.full(lane.shape, -1),        # no operand: no src_size (the lane copies all)
+}
+OPS = {"%r6": "bypass_zfill", "8": "bypass_zfill"}
+
+
+def _body() -> str:
+    copies = "\n".join(f"  cp.async.cg.shared.global [%r4+{1024 * index}], [%rd3], 16{'' if size is None else ', ' + size};"
+                       for index, size in enumerate(COPIES))
+    return f"""
+  ld.param.u64 %rd1, [p];
+  ld.param.u32 %r9, [n];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd2, %r1, 16;
+  add.u64 %rd3, %rd1, %rd2;
+  mov.u32 %r2, buf;
+  shl.b32 %r3, %r1, 4;
+  add.u32 %r4, %r2, %r3;
+  rem.u32 %r5, %r1, 3;
+  sub.u32 %r6, 2, %r5;
+  shl.b32 %r6, %r6, 3;
+  and.b32 %r7, %r1, 5;
+  setp.lt.u32 %p1, %r7, %r9;
+  setp.eq.u32 %p2, %r5, 1;
+  selp.b32 %r8, 0, 16, %p2;
+  and.b32 %r10, %r1, 6;
+  setp.eq.u32 %p4, %r10, 2;
+{copies}
+  cp.async.wait_all;
+  ret;"""
+
+
+def _kernel() -> str:
+    return kernel_text(_body(), params=".param .u64 p, .param .u32 n",
+                       shared=f".shared .align 16 .b8 buf[{1024 * len(COPIES)}];\n")
+
+
+def test_each_lane_records_the_bytes_it_reads():
+    from traceconf.kinds import OPS as ALL_OPS
+
+    result = run(parse(_kernel()), block=BLOCK, params=PARAMS)
+    accesses = result.accesses
+    lane = np.arange(BLOCK[0])
+    copies = np.unique(accesses.instruction[accesses.kind == KIND_CODES["cp_async"]])
+    assert len(copies) == len(COPIES)
+    for instruction, operand in zip(sorted(copies.tolist()), COPIES):
+        rows = accesses.instruction == instruction
+        sizes = accesses.src_sizes()[rows].reshape(-1)
+        sources = accesses.sources()[rows].reshape(-1)
+        assert sizes.tolist() == SRC_SIZES[operand](lane).tolist(), operand
+        reading = sizes != 0
+        assert (sources[reading] == PARAMS["p"] + 16 * lane[reading]).all() and (sources[~reading] == -1).all()
+        assert {ALL_OPS[o] for o in accesses.op[rows]} == {OPS.get(operand, "bypass")}, operand
+
+
+def test_an_unknown_src_size_leaves_the_lane_unknown():
+    """n without a value: %p1 is unknown, so are its copies' src_sizes; the others stay known."""
+    result = run(parse(_kernel()), block=BLOCK, params={"p": PARAMS["p"]})
+    accesses = result.accesses
+    copies = sorted(np.unique(accesses.instruction[accesses.kind == KIND_CODES["cp_async"]]).tolist())
+    for instruction, operand in zip(copies, COPIES):
+        sizes = accesses.src_sizes()[accesses.instruction == instruction]
+        assert ((sizes == -1).all() if operand in ("%p1", "!%p1", None) else (sizes >= 0).all()), operand
+
+
+def _analysed(path: str, level: str) -> tuple[dict, dict, dict]:
+    """Per PTX line of a copy: (wavefronts, ideal), its model note, and (SASS level) its instruction text."""
+    from traceconf.emulate.launch import LaunchRequest
+    from traceconf.pipeline import run_file
+    from traceconf.rules import load_rule_set
+
+    (analysis,), failed = run_file(path, ["k"], LaunchRequest(block=BLOCK, params=PARAMS), [load_rule_set("sm_90")],
+                                   level=level)
+    assert not failed and not analysis.unresolved
+    line = {row["instruction"]: (row["ptx_line"], row["text"]) for row in analysis.instructions.to_pylist()}
+    notes = analysis.model_notes.get("sm_90", {})
+    counts, texts, model = {}, {}, {}
+    for row in analysis.results.to_pylist():
+        if row["kind"] == "cp_async":
+            ptx_line, text = line[row["instruction"]]
+            counts[ptx_line] = (row["wavefronts"], row["ideal_wavefronts"])
+            texts[ptx_line], model[ptx_line] = text, notes.get(row["instruction"], "")
+    return counts, model, texts
+
+
+@pytest.mark.skipif(tools.locate("ptxas") is None or tools.locate("nvdisasm") is None,
+                    reason="needs ptxas and nvdisasm")
+def test_ptx_level_equals_the_sass_level_where_ptxas_did_not_pick_p0(tmp_path):
+    path = tmp_path / "copies.ptx"
+    path.write_text(_kernel())
+    ptx, notes, _ = _analysed(str(path), "ptx")
+    sass, _, texts = _analysed(str(path), "sass")
+    assert set(ptx) == set(sass) and len(ptx) == len(COPIES)
+    on_p0 = {line for line, text in texts.items() if text.rstrip().endswith("P0")}     # P0 or !P0
+    compared = [line for line in ptx if line not in on_p0]
+    assert {line: ptx[line] for line in compared} == {line: sass[line] for line in compared}
+    # the %p4 pair landed on P2 (checked: ptxas 13.0), the %r8 selp on a predicate, the .ZFILL forms on none or
+    # their own: every form but %p1's was compared
+    assert len(compared) >= len(COPIES) - 2
+    # the P0 pair: Nsight reads the operand as false, which the PTX level cannot know; its note says so
+    assert all("ignore-src operand on P0" in notes[line] for line in on_p0)
+    assert all(ptx[line] != sass[line] for line in on_p0)
