@@ -7,7 +7,8 @@
 The rows: the guarded copy (pc 0x620) of the 106 guarded ldgsts_probe configurations (per launch, every warp,
 copy and CTA as the kernel computes them), and the 360 rows of the ldgsts_ignore_src pages' first launches but
 the two P0 forms (the other two launches repeat them; each copy's reading lanes counted by the candidate, its
-fill pass as sm_90 counts it).
+fill pass as sm_90 counts it); and, counted apart, the 243 configurations of the fitting group
+(tests/data/hw/ldgsts_probe/fit, ``ldgsts_probe.fit_configs``).
 The wmma, hgemm and Triton copies are probe configurations too (``wmma_c_j*``, ``hgemm_k*``, ``triton_a*``).
 A candidate counts one warp's copy from ``{lane: destination}`` of its reading lanes and every lane's source.
 Candidates whose probe rows alone miss 10 more than sm_90's are not run on the ignore-src rows. Families tried
