@@ -40,6 +40,8 @@ import ldgsts_probe  # noqa: E402  (the configurations the driver ran, and the p
 
 MANIFEST = list(csv.DictReader(open(PROBE / "manifest.csv", newline="")))
 CONFIGS = {c["name"]: c for c in ldgsts_probe.configs()}
+#: Every configuration the tool is run on here and in tests/test_ldgsts_fit_hw.py (the fitting group).
+KNOWN_CONFIGS = {**CONFIGS, **{c["name"]: c for c in ldgsts_probe.fit_configs()}}
 #: The kernel's copies: the guarded form (0x620; 0x660 its second copy in the TWICE mode) and the src-size form
 #: (0x430, LDGSTS ... P0: the ignore-src predicate operand); 0x760 the LDS that reads the tile back.
 COPY_PCS = (0x430, 0x620, 0x660)
@@ -166,7 +168,7 @@ def analysed(config: str, device: str = "sm_90", sources: bool = True):
     from traceconf.pipeline import run_file
     from traceconf.rules import load_rule_set
 
-    c = CONFIGS[config]
+    c = KNOWN_CONFIGS[config]
     folder = Path(tempfile.mkdtemp(prefix="ldgsts_probe_"))
     data = {}
     for index, key in ((1, "gofs"), (2, "sofs"), (3, "flags"))[0 if sources else 1:]:

@@ -2,6 +2,7 @@
 """Configurations of the LDGSTS.BYPASS probes (ldgsts_probe.cu) and the summary of their Source pages.
 
     python3 scripts/hw/ldgsts_probe.py configs OUT.txt [--part N/M | --cache-none-subset]  # the driver's input
+    python3 scripts/hw/ldgsts_probe.py configs OUT.txt --fit [--part N/M]  # the fitting group (fit_configs)
     python3 scripts/hw/ldgsts_probe.py export REPORT LOG DIR  # there: one Source page CSV per profiled launch
     python3 scripts/hw/ldgsts_probe.py summary PAGES OUT.csv  # one row per launch and LDGSTS pc
 
@@ -148,6 +149,79 @@ def configs() -> list[dict]:
     return out
 
 
+#: Where source chunk c (of 32) lies: 4 lines 1 KiB apart, 8 chunks each (as ``random_perm*``).
+def chunk_source(c: int) -> int:
+    return 1024 * (c // 8) + CHUNK * (c % 8)
+
+
+def within_blocks(rng: random.Random, block: int) -> list[int]:
+    """A permutation of 32 chunks that moves chunks only inside their aligned block of ``block``."""
+    return [c for b in range(0, 32, block) for c in rng.sample(range(b, b + block), block)]
+
+
+def of_blocks(rng: random.Random, block: int) -> list[int]:
+    """A permutation of 32 chunks that moves whole aligned blocks of ``block``, each kept in order."""
+    return [block * b + c for b in rng.sample(range(32 // block), 32 // block) for c in range(block)]
+
+
+def sector_sets(rng: random.Random) -> list[int]:
+    """Each quarter-warp four whole sectors (chunk pairs) drawn from any line, its 8 chunks in random order."""
+    sectors = rng.sample(range(16), 16)
+    out = []
+    for q in range(4):
+        chunks = [2 * s + h for s in sectors[4 * q:4 * q + 4] for h in (0, 1)]
+        out += rng.sample(chunks, 8)
+    return out
+
+
+#: Permutation families of fit_configs: name -> (rng -> permutation of 32 chunks).
+PERMUTATIONS = {
+    "inquarter": lambda rng: within_blocks(rng, 8),     # chunks stay in their quarter-warp's line / row
+    "quarters": lambda rng: of_blocks(rng, 8),          # whole quarter-warps moved
+    "sectors": lambda rng: of_blocks(rng, 2),           # whole sectors moved, each in order
+    "insector": lambda rng: within_blocks(rng, 2),      # the two chunks of a sector swapped or not
+    "sectorsets": sector_sets,                          # quarter-warps' sector sets across lines
+    "any": lambda rng: rng.sample(range(32), 32),
+}
+
+
+def fit_configs() -> list[dict]:
+    """The fitting group (issue 21): more seeded random permutations of 32 chunks like ``random_perm*`` (a
+    destination permutation, sources anywhere in 4 lines), then structured permutations that isolate one factor,
+    each on the source side (destinations contiguous), the destination side (sources contiguous in 4 lines) and
+    both (independent permutations): within quarter-warps, of whole quarter-warps, of whole sectors, within
+    sectors, quarter-warps' sector sets across lines, and any; reversed orders; random guard subsets."""
+    rng = random.Random(2108)
+    contiguous = list(range(32))
+    out = []
+    for i in range(120):
+        dst = [CHUNK * c for c in rng.sample(range(32), 32)]
+        src = [1024 * rng.randrange(4) + CHUNK * rng.randrange(8) for _ in lanes()]
+        out.append(config(f"fit_perm{i:03d}", src, dst))
+    for family, permutation in PERMUTATIONS.items():
+        for i in range(5):
+            for side in ("src", "dst", "both"):
+                src = permutation(rng) if side != "dst" else contiguous
+                dst = permutation(rng) if side != "src" else contiguous
+                out.append(config(f"fit_{family}_{side}{i}", [chunk_source(c) for c in src], [CHUNK * c for c in dst]))
+    reversed_orders = {"all": list(range(31, -1, -1)), "inquarter": [8 * (l // 8) + 7 - l % 8 for l in lanes()],
+                       "quarters": [8 * (3 - l // 8) + l % 8 for l in lanes()]}
+    for name, order in reversed_orders.items():
+        for side in ("src", "dst", "both"):
+            src, dst = (order if side != "dst" else contiguous), (order if side != "src" else contiguous)
+            out.append(config(f"fit_reversed_{name}_{side}", [chunk_source(c) for c in src], [CHUNK * c for c in dst]))
+    for i in range(24):
+        active = rng.randrange(4, 29)
+        on = set(rng.sample(range(32), active))
+        dst = [CHUNK * c for c in rng.sample(range(32), 32)]
+        src = [1024 * rng.randrange(4) + CHUNK * rng.randrange(8) for _ in lanes()]
+        out.append(config(f"fit_guard{i:02d}_on{active}", src, dst, [int(l in on) for l in lanes()], reps=2))
+    out = [dict(c, reps=2) for c in out]
+    names = [c["name"] for c in out]
+    assert len(names) == len(set(names))
+    return out
+
+
 #: The configurations also run with ``--cache-control none`` (sources left in L2 by the launches before).
 CACHE_NONE_SUBSET = ("base", "dst_rot1", "dst_rot3", "dst_rot4", "src_rot1", "src_rot4", "lines1_off0", "lines2_off0",
                      "lines4_off0", "lines4_samepos", "hgemm_k0", "hgemm_k1", "triton_a_h0", "triton_a_h1", "triton_b",
@@ -158,6 +232,8 @@ CACHE_NONE_SUBSET = ("base", "dst_rot1", "dst_rot3", "dst_rot4", "src_rot1", "sr
 
 def write_configs(path: Path, options: list[str]) -> None:
     chosen = configs()
+    if options[:1] == ["--fit"]:
+        chosen, options = fit_configs(), options[1:]
     if options[:1] == ["--cache-none-subset"]:
         chosen = [c for c in chosen if c["name"] in CACHE_NONE_SUBSET]
     elif options[:1] == ["--part"]:

@@ -7,7 +7,8 @@
 The rows: the guarded copy (pc 0x620) of the 106 guarded ldgsts_probe configurations (per launch, every warp,
 copy and CTA as the kernel computes them), and the 360 rows of the ldgsts_ignore_src pages' first launches but
 the two P0 forms (the other two launches repeat them; each copy's reading lanes counted by the candidate, its
-fill pass as sm_90 counts it).
+fill pass as sm_90 counts it); and, counted apart, the 243 configurations of the fitting group
+(tests/data/hw/ldgsts_probe/fit, ``ldgsts_probe.fit_configs``).
 The wmma, hgemm and Triton copies are probe configurations too (``wmma_c_j*``, ``hgemm_k*``, ``triton_a*``).
 A candidate counts one warp's copy from ``{lane: destination}`` of its reading lanes and every lane's source.
 Candidates whose probe rows alone miss 10 more than sm_90's are not run on the ignore-src rows. Families tried
@@ -38,13 +39,15 @@ DATA = REPO / "tests" / "data" / "hw"
 GUARDED_PC = "0x620"
 
 
-def probe_rows() -> list[tuple[str, list, int, int]]:
-    """(name, [(destinations, sources)] of one CTA, CTAs, page wavefronts per launch) per guarded configuration;
-    the CTAs' sources differ by whole lines, which no candidate tells apart."""
-    pages = {(r["config"]): int(r["wavefronts"]) for r in csv.DictReader(open(DATA / "ldgsts_probe" / "manifest.csv"))
-             if r["group"].startswith("cache_all") and r["rep"] == "0" and r["pc"] == GUARDED_PC}
+def probe_rows(configs=ldgsts_probe.configs, manifest: Path = DATA / "ldgsts_probe" / "manifest.csv",
+               groups: str = "cache_all") -> list[tuple[str, list, int, int]]:
+    """(name, [(destinations, sources)] of one CTA, CTAs, page wavefronts per launch) per guarded configuration
+    of ``configs`` (the manifest's groups starting ``groups``); the CTAs' sources differ by whole lines, which no
+    candidate tells apart."""
+    pages = {(r["config"]): int(r["wavefronts"]) for r in csv.DictReader(open(manifest))
+             if r["group"].startswith(groups) and r["rep"] == "0" and r["pc"] == GUARDED_PC}
     rows = []
-    for c in ldgsts_probe.configs():
+    for c in configs():
         if c["mode"] & ldgsts_probe.SRCSIZE:
             continue
         assert c["cta_stride"] % ldgsts_probe.LINE == 0
@@ -207,19 +210,28 @@ def misses(rule, probes, ignore_src, most: int | None = None) -> dict[str, int]:
     return out
 
 
+def fit_rows() -> list[tuple[str, list, int, int]]:
+    """The fitting group's rows (tests/data/hw/ldgsts_probe/fit, ldgsts_probe.fit_configs)."""
+    return probe_rows(ldgsts_probe.fit_configs, DATA / "ldgsts_probe" / "fit" / "manifest.csv", "fit_")
+
+
 def main(show_misses: bool) -> None:
-    probes, ignore_src = probe_rows(), ignore_src_rows()
-    total = len(probes) + len(ignore_src)
-    baseline = set(misses(reference_rule, probes, ignore_src))
+    probes, ignore_src, fit = probe_rows(), ignore_src_rows(), fit_rows()
+    old = len(probes) + len(ignore_src)
+    baseline = set(misses(reference_rule, probes + fit, ignore_src))
     results = []
     for name, rule in candidates().items():
-        missed = misses(rule, probes, ignore_src, most=len(baseline) + 10)
+        missed = misses(rule, probes + fit, ignore_src, most=len(baseline) + 10)
         results.append((len(missed), name, missed))
     results.sort(key=lambda r: r[0])
-    print(f"{total} rows: {len(probes)} guarded probe configurations, {len(ignore_src)} ignore-src rows")
+    print(f"{old} old rows: {len(probes)} guarded probe configurations, {len(ignore_src)} ignore-src rows; "
+          f"{len(fit)} fitting-group rows")
+    fitting = {name for name, *_ in fit}
     for count, name, missed in results[:25]:
         lost = sorted(set(missed) - baseline)
-        print(f"{total - count:5d} fit, {len(lost):3d} lost against sm_90: {name}")
+        new_missed = len(fitting & set(missed))
+        print(f"{old + len(fit) - count:5d} fit (old {old - count + new_missed}/{old}, new {len(fit) - new_missed}/"
+              f"{len(fit)}), {len(lost):3d} lost against sm_90: {name}")
         if show_misses:
             print("      misses:", ", ".join(f"{row} {delta:+d}" for row, delta in sorted(missed.items())[:20]))
 
