@@ -29,6 +29,28 @@ def filled_contents(rng: np.random.Generator, taints: np.ndarray) -> SharedConte
     return contents
 
 
+def offsets_of(rng, layout: str, size: int, threads: int) -> np.ndarray:
+    """Per thread, a byte offset of a ``size``-byte access in a CTA's ``BYTES``: aligned anywhere, or laid out as
+    ``layout`` says ("collisions": four places; "some outside": a fifth past the end; "misaligned")."""
+    if layout == "collisions":
+        return rng.integers(0, 4, threads) * size
+    if layout == "misaligned":
+        return rng.integers(0, BYTES - size, threads) | (1 if size > 1 else 0)
+    offsets = rng.integers(0, BYTES // size, threads) * size
+    if layout == "some outside":
+        offsets[rng.random(threads) < 0.2] = BYTES + 64
+    return offsets
+
+
+def deciding_taint(is_or: bool, x, x_bits, y, y_bits) -> np.ndarray:
+    """The taint of ``x or y`` / ``x and y`` per lane, written out: a known side that decides the result alone
+    (true for or, false for and) gives its taint, else both sides' (the definition taint.of_logic follows)."""
+    x_true, y_true = ((np.broadcast_to(v, (64,)) & np.uint64(1)) == 1 for v in (x, y))
+    x_decides = (x_true if is_or else ~x_true) & ((x_bits & taint.UNKNOWN) == 0)
+    y_decides = (y_true if is_or else ~y_true) & ((y_bits & taint.UNKNOWN) == 0)
+    return np.where(x_decides, x_bits, np.where(y_decides, y_bits, x_bits | y_bits))
+
+
 @pytest.mark.parametrize("size", [1, 2, 4, 8])
 @pytest.mark.parametrize("case", ["inside", "some outside", "misaligned", "uniform taint", "junk where not running"])
 def test_load_lanes_equals_load_at_the_lanes(size, case):
@@ -117,10 +139,7 @@ def test_of_logic_with_one_taint_per_side_equals_the_per_lane_rule():
         x_bits, y_bits = (np.uint64(rng.choice(choices)) for _ in range(2))
         x = rng.integers(0, 2, 64).astype(np.uint64) if rng.integers(2) else np.uint64(rng.integers(2))
         y = rng.integers(0, 2, 64).astype(np.uint64) if rng.integers(2) else np.uint64(rng.integers(2))
-        x_true, y_true = ((np.broadcast_to(v, (64,)) & np.uint64(1)) == 1 for v in (x, y))
-        x_decides = (x_true if is_or else ~x_true) & ((x_bits & taint.UNKNOWN) == 0)
-        y_decides = (y_true if is_or else ~y_true) & ((y_bits & taint.UNKNOWN) == 0)
-        expected = np.where(x_decides, x_bits, np.where(y_decides, y_bits, x_bits | y_bits))
+        expected = deciding_taint(is_or, x, x_bits, y, y_bits)
         assert (np.broadcast_to(taint.of_logic(operation, x, x_bits, y, y_bits), (64,)) == expected).all()
 
 
@@ -161,13 +180,7 @@ def test_word_index_accesses_equal_load_and_store(size, case):
     contents = filled_contents(rng, taints)
     cta_index = np.repeat(np.arange(CTAS, dtype=np.int64), 64)
     cta_base = cta_index * BYTES
-    offsets = rng.integers(0, BYTES // size, threads) * size
-    if case == "collisions":
-        offsets = rng.integers(0, 4, threads) * size
-    if case == "some outside":
-        offsets[rng.random(threads) < 0.2] = BYTES + 64
-    if case == "misaligned":
-        offsets = rng.integers(0, BYTES - size, threads) | (1 if size > 1 else 0)
+    offsets = offsets_of(rng, case, size, threads)
     lanes = rng.random(threads) < 0.5
     if case == "junk where not running":
         offsets = np.where(lanes, offsets, rng.integers(-3 * BYTES, 3 * BYTES, threads) | 1)
@@ -229,10 +242,7 @@ def test_of_logic_with_a_side_that_never_decides_equals_the_per_lane_rule():
             x, x_bits, y, y_bits = y, y_bits, x, x_bits
         expected = np.broadcast_to(x_bits, (64,)) | np.broadcast_to(y_bits, (64,))
         if operation != "xor":
-            x_true, y_true = ((np.broadcast_to(v, (64,)) & np.uint64(1)) == 1 for v in (x, y))
-            x_decides = (x_true if is_or else ~x_true) & ((x_bits & taint.UNKNOWN) == 0)
-            y_decides = (y_true if is_or else ~y_true) & ((y_bits & taint.UNKNOWN) == 0)
-            expected = np.where(x_decides, x_bits, np.where(y_decides, y_bits, x_bits | y_bits))
+            expected = deciding_taint(is_or, x, x_bits, y, y_bits)
         assert (np.broadcast_to(taint.of_logic(operation, x, x_bits, y, y_bits), (64,)) == expected).all()
 
 
@@ -304,13 +314,7 @@ def test_shared_accesses_of_sass_equal_the_general_load_and_store(seed, size, la
     m = _Machine(valid)
     choices = [taint.ZERO] if known else [taint.ZERO, taint.THREAD, taint.LOADED, taint.CTA, taint.UNMODELLED]
     contents = filled_contents(rng, rng.choice(choices, CTAS * BYTES // 4))
-    offsets = rng.integers(0, BYTES // size, threads) * size
-    if layout == "collisions":
-        offsets = rng.integers(0, 4, threads) * size
-    if layout == "some outside":
-        offsets[rng.random(threads) < 0.2] = BYTES + 64
-    if layout == "misaligned":
-        offsets = rng.integers(0, BYTES - size, threads) | (1 if size > 1 else 0)
+    offsets = offsets_of(rng, layout, size, threads)
     lanes = {"all": valid, "padding": valid, "some": valid & (rng.random(threads) < 0.5),
              "one": np.arange(threads) == rng.integers(threads)}[running]
     if layout == "junk where not running":
