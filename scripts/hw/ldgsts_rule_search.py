@@ -15,7 +15,8 @@ Candidates whose probe rows alone miss 10 more than sm_90's are not run on the i
 (docs/hardware.md "LDGSTS.BYPASS probes"): how lanes form requests (the k-th lane to read a 16-byte chunk or
 sector, or chunk into a row; in lane order, a new request where a chunk repeats, warp-wide, per source line or per
 (line, row)), how a request's lanes group (source line at 64 or 128 bytes, destination row at 128 or 256), the key
-a group counts (source XOR destination chunk mod 2/4/8, their difference, with the sector pairing or not), and
+a group counts (source XOR destination chunk mod 2/4/8, their difference, with the sector pairing or not, or the pairing
+with an unpaired lane keyed by its source half: ``sector_or_source_half``, sm_90's since issue 21), and
 wavefronts held open in order (a cache of 1-16 keys, LRU or FIFO, lanes forward or backward).
 """
 
