@@ -807,10 +807,10 @@ def _reading(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
 
 def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None):
     """(wavefronts, ideal, max_ways) of copies by the ``lines`` rule over the lanes that read: drop lanes whose
-    destination repeats a lower lane's; the k-th lane to read a source chunk goes to request k; per request,
-    lanes group by (source line, destination bank row); a lane is paired when a lane of its request reads the
-    other half of its source sector into the other half of its destination sector; a group costs its distinct
-    (chunk XOR inside 64 bytes, paired) keys.  Ideal: the wavefronts the reading lanes' bytes fill (at most
+    destination repeats a lower lane's; the k-th lane to read a source chunk into a destination bank row goes to
+    request k; per request, lanes group by (source line, destination bank row); a lane is paired when a lane of
+    its request reads the other half of its source sector into the other half of its destination sector; a group
+    costs its distinct (chunk XOR inside 64 bytes, paired or, unpaired, the half of its source sector) keys.  Ideal: the wavefronts the reading lanes' bytes fill (at most
     those taken).  A fill pass (``fill_passes``, :func:`_fill_passes`) adds its own.
 
     ``served``, when given (:func:`lane_wavefronts`), receives per chunk of executions (first row, request,
@@ -831,11 +831,14 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
 
         kept = active & ~(same(destination) & lower & active[:, None, :]).any(axis=2)
         chunk, place = source // SOURCE_CHUNK, destination // SOURCE_CHUNK
-        request = (same(chunk) & lower & kept[:, None, :]).sum(axis=2)
+        row = destination // rules.row_bytes
+        request = (same(chunk) & same(row) & lower & kept[:, None, :]).sum(axis=2)
         partner = ((chunk[:, None, :] == (chunk ^ 1)[:, :, None]) & (place[:, None, :] == (place ^ 1)[:, :, None])
                    & same(request) & kept[:, None, :])
-        key = ((source ^ destination) % SOURCE_KEY_SPAN) // SOURCE_CHUNK * 2 + partner.any(axis=2)
-        group = same(request) & same(source // SOURCE_LINE) & same(destination // rules.row_bytes)
+        # paired lanes share a key; an unpaired lane's also names which half of its source sector it reads
+        half = np.where(partner.any(axis=2), 2, chunk % 2)
+        key = ((source ^ destination) % SOURCE_KEY_SPAN) // SOURCE_CHUNK * 4 + half
+        group = same(request) & same(source // SOURCE_LINE) & same(row)
         group &= kept[:, None, :] & kept[:, :, None]
         first = kept & ~(group & same(key) & lower).any(axis=2)       # the first lane of each (group, key)
         wavefronts[rows] = first.sum(axis=1)

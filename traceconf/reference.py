@@ -111,20 +111,20 @@ def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addres
 def _from_sources(data: dict, lane_address: dict[int, int], sources: list[int]) -> ExecutionCost:
     """docs/rules.md "Copies from their sources" (16-byte copies, ``source_passes = "lines"``), lane by lane."""
     written: set[int] = set()
-    readers: dict[int, int] = {}                 # source chunk -> lanes that read it so far
+    readers: dict[tuple, int] = {}               # (source chunk, destination row) -> lanes that read it so far
     lanes = {}                                   # kept lane -> (request, source chunk, destination chunk)
     for lane in sorted(lane_address):
         if lane_address[lane] in written:        # a destination a lower lane writes: dropped
             continue
         written.add(lane_address[lane])
-        chunk = sources[lane] // 16
-        lanes[lane] = (readers.get(chunk, 0), chunk, lane_address[lane] // 16)
-        readers[chunk] = readers.get(chunk, 0) + 1
+        chunk, row = sources[lane] // 16, lane_address[lane] // data["row_bytes"]
+        lanes[lane] = (readers.get((chunk, row), 0), chunk, lane_address[lane] // 16)
+        readers[chunk, row] = readers.get((chunk, row), 0) + 1
     groups: dict[tuple, set] = {}
     for lane, (request, chunk, place) in lanes.items():
         paired = (request, chunk ^ 1, place ^ 1) in lanes.values()
         group = (request, sources[lane] // 128, lane_address[lane] // data["row_bytes"])
-        groups.setdefault(group, set()).add(((chunk ^ place) % 4, paired))
+        groups.setdefault(group, set()).add(((chunk ^ place) % 4, "paired" if paired else chunk % 2))
     wavefronts = sum(len(keys) for keys in groups.values())
     ideal = min(wavefronts, -(-len(lane_address) * 16 // (data["banks"] * data["bank_bytes"])))
     return ExecutionCost(wavefronts, ideal, max(len(keys) for keys in groups.values()))

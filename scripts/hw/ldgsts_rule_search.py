@@ -15,7 +15,8 @@ Candidates whose probe rows alone miss 10 more than sm_90's are not run on the i
 (docs/hardware.md "LDGSTS.BYPASS probes"): how lanes form requests (the k-th lane to read a 16-byte chunk or
 sector, or chunk into a row; in lane order, a new request where a chunk repeats, warp-wide, per source line or per
 (line, row)), how a request's lanes group (source line at 64 or 128 bytes, destination row at 128 or 256), the key
-a group counts (source XOR destination chunk mod 2/4/8, their difference, with the sector pairing or not), and
+a group counts (source XOR destination chunk mod 2/4/8, their difference, with the sector pairing or not, or the pairing
+with an unpaired lane keyed by its source half: ``sector_or_source_half``, sm_90's since issue 21), and
 wavefronts held open in order (a cache of 1-16 keys, LRU or FIFO, lanes forward or backward).
 """
 
@@ -130,7 +131,8 @@ def keyed(destinations: dict, sources: list, request_how: str, pairing: str):
         paired = {"sector": (q, c ^ 1, p ^ 1) in placed, "none": False,
                   "source": any(v[0] == q and v[1] == c ^ 1 for v in placed),
                   "destination": any(v[0] == q and v[2] == p ^ 1 for v in placed),
-                  "any_request": any(v[1:] == (c ^ 1, p ^ 1) for v in placed)}[pairing]
+                  "any_request": any(v[1:] == (c ^ 1, p ^ 1) for v in placed),
+                  "sector_or_source_half": (q, c ^ 1, p ^ 1) in placed or ("unpaired, source half", c % 2)}[pairing]
         out.append((lane, q, c, p, paired))
     return out
 
@@ -180,10 +182,11 @@ def candidates() -> dict[str, object]:
     out: dict[str, object] = {"sm_90 (docs/rules.md)": reference_rule}
     for how, line, row, key, pairing in itertools.product(
             ("kth_chunk", "kth_sector", "kth_chunk_row", "split", "split_line", "split_line_row"),
-            (64, 128), (128, 256), KEYS, ("sector", "none", "source", "destination", "any_request")):
+            (64, 128), (128, 256), KEYS,
+            ("sector", "none", "source", "destination", "any_request", "sector_or_source_half")):
         out[f"requests {how}, groups line {line} row {row}, key {key}, pairing {pairing}"] = \
             grouped_rule(how, line, row, key, pairing)
-    for key, pairing in itertools.product(KEYS, ("sector", "none")):
+    for key, pairing in itertools.product(KEYS, ("sector", "none", "sector_or_source_half")):
         out[f"no requests, key {key}, pairing {pairing}"] = grouped_rule("kth_chunk", 128, 128, key, pairing, False)
     for size, policy, backwards, per_request in itertools.product(range(1, 17), ("lru", "fifo"), (False, True),
                                                                   (True, False)):
