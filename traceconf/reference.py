@@ -111,15 +111,16 @@ def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addres
 def _from_sources(data: dict, lane_address: dict[int, int], sources: list[int]) -> ExecutionCost:
     """docs/rules.md "Copies from their sources" (16-byte copies, ``source_passes = "lines"``), lane by lane."""
     written: set[int] = set()
-    readers: dict[tuple, int] = {}               # (source chunk, destination row) -> lanes that read it so far
+    readers: dict[tuple, int] = {}               # (source chunk, destination row, XOR key) -> its readers so far
     lanes = {}                                   # kept lane -> (request, source chunk, destination chunk)
     for lane in sorted(lane_address):
         if lane_address[lane] in written:        # a destination a lower lane writes: dropped
             continue
         written.add(lane_address[lane])
-        chunk, row = sources[lane] // 16, lane_address[lane] // data["row_bytes"]
-        lanes[lane] = (readers.get((chunk, row), 0), chunk, lane_address[lane] // 16)
-        readers[chunk, row] = readers.get((chunk, row), 0) + 1
+        chunk, place = sources[lane] // 16, lane_address[lane] // 16
+        reader = (chunk, lane_address[lane] // data["row_bytes"], (chunk ^ place) % 4)
+        lanes[lane] = (readers.get(reader, 0), chunk, place)
+        readers[reader] = readers.get(reader, 0) + 1
     groups: dict[tuple, set] = {}
     for lane, (request, chunk, place) in lanes.items():
         paired = (request, chunk ^ 1, place ^ 1) in lanes.values()

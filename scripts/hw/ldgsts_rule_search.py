@@ -96,14 +96,18 @@ def kept_lanes(destinations: dict) -> list[int]:
 
 
 def requests(kept: list[int], destinations: dict, sources: list, how: str) -> dict[int, int]:
-    """lane -> request: ``kth_chunk`` / ``kth_sector`` / ``kth_line`` / ``kth_chunk_row`` (the k-th lane to read
-    it), ``split`` / ``split_line`` / ``split_line_row`` (in lane order, a new request where a chunk repeats)."""
+    """lane -> request: ``kth_chunk`` / ``kth_sector`` / ``kth_line`` / ``kth_chunk_row`` / ``kth_chunk_row_xor`` /
+    ``kth_chunk_row_256_xor`` / ``kth_chunk_quarter_xor`` (the k-th lane to read it, into the row at the same chunk
+    XOR mod 4: sm_90's since the repeated sources), ``split`` / ``split_line`` / ``split_line_row`` (in lane order, a new request where a chunk repeats)."""
     out: dict[int, int] = {}
     if how.startswith("kth"):
-        unit = {"kth_chunk": 16, "kth_sector": 32, "kth_line": 128, "kth_chunk_row": 16}[how]
+        unit = 16 if how.startswith("kth_chunk") else {"kth_sector": 32, "kth_line": 128}[how]
         seen: dict = {}
         for lane in kept:
-            key = (sources[lane] // unit, destinations[lane] // 128 if how == "kth_chunk_row" else 0)
+            c, p = sources[lane] // 16, destinations[lane] // 16
+            scope = {"kth_chunk_row": p // 8, "kth_chunk_row_xor": (p // 8, (c ^ p) % 4),
+                     "kth_chunk_row_256_xor": (p // 16, (c ^ p) % 4), "kth_chunk_quarter_xor": (lane // 8, (c ^ p) % 4)}
+            key = (sources[lane] // unit, scope.get(how, 0))
             out[lane] = seen.get(key, 0)
             seen[key] = out[lane] + 1
         return out
@@ -181,7 +185,8 @@ def open_wavefronts_rule(size: int, policy: str, backwards: bool, per_request: b
 def candidates() -> dict[str, object]:
     out: dict[str, object] = {"sm_90 (docs/rules.md)": reference_rule}
     for how, line, row, key, pairing in itertools.product(
-            ("kth_chunk", "kth_sector", "kth_chunk_row", "split", "split_line", "split_line_row"),
+            ("kth_chunk", "kth_sector", "kth_chunk_row", "kth_chunk_row_xor", "kth_chunk_row_256_xor",
+             "kth_chunk_quarter_xor", "split", "split_line", "split_line_row"),
             (64, 128), (128, 256), KEYS,
             ("sector", "none", "source", "destination", "any_request", "sector_or_source_half")):
         out[f"requests {how}, groups line {line} row {row}, key {key}, pairing {pairing}"] = \
