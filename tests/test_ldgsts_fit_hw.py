@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from test_ldgsts_probe_hw import (COPY_PCS, PROBE, READ_BACK, analysed, first_page, ldgsts_probe, needs_sass,
-                                  page_rows_of, reference_per_launch)
+from test_ldgsts_probe_hw import (PROBE, assert_the_tool_gives_the_page, ldgsts_probe, needs_sass,
+                                  reference_per_launch)
 
 FIT = PROBE / "fit"
 MANIFEST = list(csv.DictReader(open(FIT / "manifest.csv", newline="")))
@@ -94,11 +94,4 @@ def test_the_rule_from_the_sources_against_every_page():
 def test_the_tool_gives_the_page_of_every_configuration(config):
     """The probe cubin analysed as a user would, its tables and source pointer given: the read-back LDS and the
     guarded copy equal the page wherever the rule fits."""
-    _, rows = analysed(config)
-    page = measured(config)
-    read_back = page_rows_of(first_page(config))[READ_BACK]
-    assert (rows[READ_BACK]["executions"], rows[READ_BACK]["wavefronts"]) == \
-        (int(read_back["Instructions Executed"]), int(read_back["L1 Wavefronts Shared"]))
-    copies = {pc: (r["executions"], r["wavefronts"], r["ideal_wavefronts"]) for pc, r in rows.items()
-              if r["kind"] == "cp_async"}
-    assert copies == {pc: counts for pc, counts in page.items() if counts[1] and pc in COPY_PCS}
+    assert_the_tool_gives_the_page(config, measured(config))

@@ -188,15 +188,10 @@ def analysed(config: str, device: str = "sm_90", sources: bool = True):
     return done[0], {r["pc"]: r for r in kernel_table(done[0], device).to_pylist() if r["executions"]}
 
 
-@needs_sass
-@pytest.mark.parametrize("config", [pytest.param(name, marks=[pytest.mark.xfail(
-    strict=True, reason=f"Nsight's LDGSTS.BYPASS count depends on {GAP_OF[name]}")] if name in GAP_OF else [])
-    for name in CONFIGS])
-def test_the_probe_copies_per_pc_equal_the_source_page(config):
-    """The read-back LDS is exact everywhere; the copies, counted from their sources (the guarded form) or
-    their shared addresses (the src-size form), wherever the rule fits."""
+def assert_the_tool_gives_the_page(config: str, page: dict[int, tuple[int, int, int]]) -> None:
+    """The read-back LDS's executions and wavefronts, and every copy's executions, wavefronts and ideal, as the
+    configuration's Source page has them (``page``: pc -> executions, wavefronts, ideal, from its manifest)."""
     _, rows = analysed(config)
-    page = measured(config)
     read_back = page_rows_of(first_page(config))[READ_BACK]
     assert (rows[READ_BACK]["executions"], rows[READ_BACK]["wavefronts"]) == \
         (int(read_back["Instructions Executed"]), int(read_back["L1 Wavefronts Shared"]))
@@ -204,6 +199,16 @@ def test_the_probe_copies_per_pc_equal_the_source_page(config):
               if r["kind"] == "cp_async"}
     # (an execution with every lane predicated off is an instruction executed on the page, with no wavefronts)
     assert copies == {pc: counts for pc, counts in page.items() if counts[1] and pc in COPY_PCS}
+
+
+@needs_sass
+@pytest.mark.parametrize("config", [pytest.param(name, marks=[pytest.mark.xfail(
+    strict=True, reason=f"Nsight's LDGSTS.BYPASS count depends on {GAP_OF[name]}")] if name in GAP_OF else [])
+    for name in CONFIGS])
+def test_the_probe_copies_per_pc_equal_the_source_page(config):
+    """The read-back LDS is exact everywhere; the copies, counted from their sources (the guarded form) or
+    their shared addresses (the src-size form), wherever the rule fits."""
+    assert_the_tool_gives_the_page(config, measured(config))
 
 
 def reference_per_launch(config: dict) -> int:
