@@ -146,13 +146,13 @@ ADDRESSES = """
   setp.lt.u32 %p1, %r1, 40;"""
 
 
-def _copies(lines: str) -> tuple[dict, dict]:
-    """Per cp.async of ``lines`` (after :data:`ADDRESSES`), in order: (op, src_size per lane of each execution
-    recorded) and the reasons of its unresolved executions."""
+def _copies(lines: str, functions: str = "") -> tuple[dict, dict]:
+    """Per cp.async of ``lines`` (after :data:`ADDRESSES`) and of the ``functions`` before the kernel, in file
+    order: (op, src_size per lane of each execution recorded) and the reasons of its unresolved executions."""
     from traceconf.kinds import OPS as ALL_OPS
 
     text = kernel_text(ADDRESSES + lines + "\n  cp.async.wait_all;\n  ret;", params=".param .u64 p, .param .u32 n",
-                       shared=".shared .align 16 .b8 buf[4096];\n")
+                       shared=".shared .align 16 .b8 buf[4096];\n", extra=functions)
     module = parse(text)
     result = run(module, block=BLOCK, params=PARAMS)
     accesses = result.accesses
@@ -204,6 +204,31 @@ def test_scoped_registers_keep_their_own_declared_types():
     assert recorded[1] == ({"bypass_zfill"}, np.where(lanes >= 40, 8, 16).tolist())
     assert recorded[2] == ({"bypass_zfill"}, [[8] * 32] * 2)
     assert recorded[3] == ({"bypass"}, np.where(lanes < 40, 0, 16).tolist())
+    assert not any(unresolved.values()), unresolved
+
+
+def test_a_called_function_s_registers_keep_their_own_declared_types():
+    """A function declaring .b32 %p<4> (named like the kernel's .pred %p<16>), inlined at its call: its %p1 is a
+    src-size, the kernel's %p1 after the call an ignore-src operand."""
+    callee = """
+.func copy_in(.param .b32 dst, .param .b64 src)
+{
+  .reg .b32 %p<4>;
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<2>;
+  ld.param.b32 %r1, [dst];
+  ld.param.b64 %rd1, [src];
+  mov.b32 %p1, 8;
+  cp.async.cg.shared.global [%r1], [%rd1], 16, %p1;
+  ret;
+}
+"""
+    recorded, unresolved = _copies("""
+  { .param .b32 a; .param .b64 b; st.param.b32 [a], %r4; st.param.b64 [b], %rd3; call copy_in, (a, b); }
+  cp.async.cg.shared.global [%r4+1024], [%rd3], 16, %p1;""", callee)
+    lanes = np.arange(64).reshape(2, 32)
+    assert recorded[0] == ({"bypass_zfill"}, [[8] * 32] * 2)
+    assert recorded[1] == ({"bypass"}, np.where(lanes < 40, 0, 16).tolist())
     assert not any(unresolved.values()), unresolved
 
 
