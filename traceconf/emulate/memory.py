@@ -30,7 +30,6 @@ from traceconf.emulate.regions import NO_DESTINATION
 from traceconf.emulate.spaces import SPACES, space_of
 from traceconf.ptx.opcodes import SHARED_ACCESS_KINDS, uncounted_shared_op
 from traceconf.ptx.wmma import TYPE_BITS as WMMA_TYPE_BITS, WMMA_NOTE, default_stride, lowering, wmma_access
-from traceconf.kinds import COPY_OPS
 from traceconf.schemas import KIND_CODES, OP_CODES
 
 U64 = np.uint64
@@ -126,42 +125,65 @@ def copy_reads(m, slot: Slot, lanes: np.ndarray, value, bits, reads, known, size
     return source, np.where(lanes & known, np.where(reads, size, 0), -1)
 
 
-def _copy_with_sources(slot: Slot, ctx: Context, kind: str, size: int, op: str = "bypass", operand=None):
+def _copy_with_sources(slot: Slot, ctx: Context, kind: str, size: int, op: str = "bypass", operand=None,
+                       ignore_src: bool = False):
     """``record(m, mask)`` of a cp.async.cg: the shared access with each lane's global source address (operand
     1), -1 where unknown (ACCESSES ``source``), and with a src-size or ignore-src ``operand`` the bytes each lane
-    reads from it (``src_size``, :func:`_lanes_reading`)."""
+    reads from it (``src_size``, :func:`_lanes_reading`).  A .ZFILL copy whose src-size is a register leaves
+    out, unresolved, the executions where a lane zero-fills (:func:`_zero_fills_nsight_may_count`)."""
     destination = _locate(slot, ctx, 0, "shared")
     source = _locate(slot, ctx, 1, "global")
     recorder = _recorder(slot, kind, size, 0, op)
-    reading = _lanes_reading(operand, slot, ctx, size)
+    reading = _lanes_reading(operand, slot, ctx, size, ignore_src)
+    misread_on_p0 = op == "bypass_zfill" and operand is not None and operand["kind"] != "imm"
 
     def record(m, mask):
         lanes, offsets, _, _, bits = destination(m, mask)
         *_, value, source_bits = source(m, mask)
-        copy = (m.copy_sources(slot, value, source_bits, lanes), None) if reading is None else \
-            copy_reads(m, slot, lanes, value, source_bits, *reading(m))
+        if reading is None:
+            copy = (m.copy_sources(slot, value, source_bits, lanes), None)
+        else:
+            reads, known, read_bytes = reading(m)
+            if misread_on_p0:
+                lanes = _zero_fills_nsight_may_count(m, slot, lanes, known & ~reads)
+            copy = copy_reads(m, slot, lanes, value, source_bits, reads, known, read_bytes)
         recorder(m, lanes, offsets, bits, copy)
     return record
 
 
-def _lanes_reading(operand: dict | None, slot: Slot, ctx: Context, size: int):
+#: Why the PTX level leaves out an execution of a .ZFILL copy (cp.async.cg with a src-size register) where a lane
+#: zero-fills: Nsight's count of it depends on a predicate register the PTX does not name (docs/rules.md, "A guard
+#: on P0"; ldgsts.cu's src-size 0 launches, tests/test_hw_validation.py).
+ZFILL_ON_P0_REASON = ("lanes with src-size 0: ptxas tests src-size != 0 in a predicate register the PTX does not "
+                      "name, and Nsight counts them as reading 16 bytes where that register is P0 (it reads P0 as "
+                      "true in LDGSTS.ZFILL), as zero-filling elsewhere; the SASS level (the default) reads the "
+                      "register ptxas picked")
+
+
+def _zero_fills_nsight_may_count(m, slot: Slot, lanes: np.ndarray, filling: np.ndarray) -> np.ndarray:
+    """``lanes`` without the warps where some lane zero-fills (``filling``: src-size 0, known), reported
+    unresolved: Nsight counts those lanes as reading 16 bytes or as zero-filling as ptxas's register allocation
+    decides, so the accesses it counts are one or the other.  Where no lane zero-fills, the lanes read their
+    src-size in both readings: the execution is counted."""
+    warps = (lanes & filling).reshape(-1, m.warp_size).any(axis=1)
+    if not warps.any():
+        return lanes
+    m.report_unresolved(slot, ZFILL_ON_P0_REASON, warps)
+    return lanes & ~np.repeat(warps, m.warp_size)
+
+
+def _lanes_reading(operand: dict | None, slot: Slot, ctx: Context, size: int, ignore_src: bool):
     """``reading(m)`` -> (reads, known, bytes) per thread of a cp.async.cg's fourth operand: an ignore-src
-    predicate (the lane reads ``size`` bytes where it is false) or a src-size (it reads that many, none at 0);
-    None without one.  ptxas makes either an LDGSTS ignore-src predicate (``src-size != 0``), whose register the
-    PTX level cannot know: Nsight reads P0 as false there (the rule's note, docs/rules.md)."""
+    predicate (``ignore_src``: the lane reads ``size`` bytes where it is false) or a src-size (it reads that
+    many, none at 0); None without one."""
     if operand is None:
         return None
     read = reader(operand, slot, ctx)
-    key = register_key(operand["name"], slot) if operand["kind"] == "reg" else None
-    negated = operand["kind"] == "pred_not" or str(operand.get("name", "")).startswith("!")
-    predicate = [True] if negated else []     # told on the first run (the machine's program)
 
     def reading(m):
-        if not predicate:
-            predicate.append(key is not None and _is_predicate(m.program, key))
         value, bits = read(m)
         value, known = m.full(value), (m.full(bits) & taint.UNKNOWN) == 0
-        if predicate[0]:
+        if ignore_src:
             return (value & U64(1)) == 0, known, size
         value = value & U64(0xFFFF_FFFF)
         return value != 0, known, np.minimum(value, U64(size)).astype(np.int64)
@@ -173,12 +195,6 @@ def _writers(program, key: str) -> list[dict]:
     return [slot.row for slot in program.slots if (slot.row["operands"] or [{}])[0].get("kind") == "reg"
             and slot.row["opcode"] not in NO_DESTINATION
             and key in (register_key(n, slot) for n in split_destinations(slot.row["operands"][0]))]
-
-
-def _is_predicate(program, key: str) -> bool:
-    """Is register ``key`` a predicate (an ignore-src operand, not a src-size): written by a ``setp`` or a
-    ``.pred`` instruction?  (The emulator keeps no declared register types.)"""
-    return any(row["opcode"] == "setp" or row.get("type") == "pred" for row in _writers(program, key))
 
 
 def compile_memory(slot: Slot, ctx: Context):
@@ -632,28 +648,30 @@ def _copy(slot, ctx, row, modifiers):
         full = operand is None or int(operand["value"]) == size
         return _copy_with_sources(slot, ctx, kind, size, "bypass" if full or int(operand["value"]) == 0
                                   else "bypass_zfill", None if full else operand)
-    # A register: ptxas drops the .ZFILL when every write of it gives 0 or cp-size (``mov.u32 %r, 16``,
-    # Triton's ``selp.b32 %r, 16, 0, %p``) or it is a predicate, which the program tells on the first run.
-    record = {op: _copy_with_sources(slot, ctx, kind, size, op, operand) for op in COPY_OPS}
-    key, chosen = register_key(operand["name"].lstrip("!"), slot), []
+    # A register: an ignore-src predicate as declared (.pred), else a src-size, whose .ZFILL ptxas drops when every
+    # write of it gives 0 or cp-size (``mov.u32 %r, 16``, Triton's ``selp.b32 %r, 16, 0, %p``): the program tells.
+    name = operand["name"].lstrip("!")
+    ignore_src = operand["kind"] == "pred_not" or operand["name"].startswith("!")
+    chosen = []
 
     def run(m, mask):
         if not chosen:
-            chosen.append(record[_register_copy_op(m.program, key, size)])
+            predicate = ignore_src or m.program.register_type(name, slot) == "pred"
+            op = "bypass" if predicate else _src_size_copy_op(m.program, register_key(name, slot), size)
+            chosen.append(_copy_with_sources(slot, ctx, kind, size, op, operand, predicate))
         chosen[0](m, mask)
     return run
 
 
-def _register_copy_op(program, key: str, size: int) -> str:
-    """``bypass`` if register ``key`` is an ignore-src predicate or every instruction writing it gives 0 or
-    ``size`` (a ``mov`` or ``selp`` of immediates: ptxas emits LDGSTS.BYPASS with an ignore-src predicate), else
-    ``bypass_zfill``."""
+def _src_size_copy_op(program, key: str, size: int) -> str:
+    """``bypass`` if every instruction writing src-size register ``key`` gives 0 or ``size`` (a ``mov`` or
+    ``selp`` of immediates: ptxas emits LDGSTS.BYPASS with an ignore-src predicate), else ``bypass_zfill``."""
     writes = _writers(program, key)
     sources = {"mov": slice(1, 2), "selp": slice(1, 3)}
     known = writes and all(row["opcode"] in sources and all(
         o["kind"] == "imm" and int(o["value"]) in (0, size) for o in row["operands"][sources[row["opcode"]]])
         for row in writes)
-    return "bypass" if known or _is_predicate(program, key) else "bypass_zfill"
+    return "bypass" if known else "bypass_zfill"
 
 
 def _mbarrier(slot, ctx, row, modifiers):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from traceconf.errors import InputError
+from traceconf.ptx.registers import DeclaredRegisters
 
 MAX_INLINE_DEPTH = 16
 
@@ -37,6 +38,15 @@ class Program:
     kernel: str
     slots: list[Slot]
     functions: list[str]               # kernel first, then every inlined .func (for the shared layout)
+    # the registers each scope declares (Slot.scope -> its function's .reg declarations, inline asm's scoped
+    # `{ .reg ...; }` blocks among them under their renamed names); none at the SASS level
+    declared: dict[str, DeclaredRegisters] = field(default_factory=dict)
+
+    def register_type(self, name: str, slot: Slot) -> str | None:
+        """The declared type of register ``name`` as ``slot`` names it (``pred``, ``b32``, ...), None if its
+        scope declares no such register."""
+        declared = self.declared.get(slot.scope)
+        return declared.type_of(name) if declared is not None else None
 
 
 def call_parts(row: dict, functions: set[str]) -> tuple[list[str], str | None, list[str]]:
@@ -72,19 +82,23 @@ def link(module, kernel: str, path: str | None = None) -> Program:
     """Flatten ``kernel`` and every function it calls (recursively, up to MAX_INLINE_DEPTH)."""
     all_functions = set(module.kernels.column("kernel").to_pylist())
     bodies: dict[str, list[dict]] = {}
+    registers: dict[str, DeclaredRegisters] = {}
 
     def body(name: str) -> list[dict]:
         if name not in bodies:
             bodies[name] = module.instructions_of(name)
+            registers[name] = DeclaredRegisters(module.kernel(name).get("registers") or ())
         return bodies[name]
 
     slots: list[Slot] = []
     used: list[str] = [kernel]
+    declared: dict[str, DeclaredRegisters] = {}
     counter = [0]
 
     def emit(function: str, scope: str, aliases: dict, stack: tuple[str, ...]) -> list[int]:
         """Append the function's instructions; return the slot indices of its ``ret``s to patch."""
         rows = body(function)
+        declared[scope] = registers[function]
         labels = _label_map(rows)
         flat_of = {}                   # function-local index -> flat pc
         branches = []                  # (slot index, local target)
@@ -142,4 +156,4 @@ def link(module, kernel: str, path: str | None = None) -> Program:
     entry_returns = emit(kernel, "", {}, (kernel,))
     for index in entry_returns:
         slots[index].target = None     # ret of the kernel itself: the thread exits
-    return Program(kernel=kernel, slots=slots, functions=used)
+    return Program(kernel=kernel, slots=slots, functions=used, declared=declared)

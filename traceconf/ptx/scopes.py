@@ -13,31 +13,22 @@ once, on the atoms, whichever path read the file.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from traceconf.ptx.bodies import INSTRUCTION, SCOPE_CLOSE, SCOPE_OPEN, VARIABLE, Bodies
+from traceconf.ptx.registers import DeclaredRegisters
 
-_NUMBERED = re.compile(r"(.*?)(\d+)$")
 #: Operand kinds whose ``name`` is a register (or may be one: a bare name, an address base).
 _NAMED_KINDS = ("reg", "name", "pred_not", "neg", "address")
 
 
-class _Block:
-    """The registers one block declares: names, and ``%r<N>`` ranges (prefix -> N)."""
+class _Block(DeclaredRegisters):
+    """The registers one block declares."""
 
     def __init__(self, number: int, serial: int):
+        super().__init__()
         self.prefix = "{%d}" % number
         self.serial = serial                    # unique over the whole file (renamed copies are cached by it)
-        self.names: set[str] = set()
-        self.ranges: dict[str, int] = {}
-
-    def declares(self, name: str) -> bool:
-        if name in self.names:
-            return True
-        numbered = _NUMBERED.match(name)
-        return numbered is not None and int(numbered.group(2)) < self.ranges.get(numbered.group(1), 0)
 
 
 def rename_scoped_registers(bodies: Bodies, atoms: np.ndarray, atom_function: np.ndarray) -> np.ndarray:
@@ -67,10 +58,9 @@ def rename_scoped_registers(bodies: Bodies, atoms: np.ndarray, atom_function: np
         elif kind == VARIABLE and bodies.atoms[atom].space == "reg":
             variable = bodies.atoms[atom]
             block = stack[-1]
-            (block.ranges.__setitem__(variable.name, variable.count) if variable.count > 1
-             else block.names.add(variable.name))
+            block.declare(variable.name, variable.type, variable.count)
             atoms[position] = _append(bodies, variable._replace(name=block.prefix + variable.name), VARIABLE)
-        elif kind == INSTRUCTION and any(block.names or block.ranges for block in stack):
+        elif kind == INSTRUCTION and any(stack):
             key = (atom, *(block.serial for block in stack))
             if key not in renamed:
                 renamed[key] = _append(bodies, _renamed_instruction(bodies.atoms[atom], stack), INSTRUCTION)

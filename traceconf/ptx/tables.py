@@ -10,7 +10,6 @@ variables a function references) is resolved afterwards on arrays.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,13 +18,13 @@ import pyarrow as pa
 from traceconf.errors import InputError
 from traceconf.ptx.bodies import INSTRUCTION, LABEL, LOC, VARIABLE, Bodies
 from traceconf.ptx.records import AddressSize, DumpLine, FileDecl, Function, Operand, Target, Variable, Version
+from traceconf.ptx.registers import DeclaredRegisters
 from traceconf.ptx.scopes import rename_scoped_registers
 from traceconf.schemas import INSTRUCTIONS, KERNELS, OPERAND_TYPE
 from traceconf.sources import toolkit_header
 
 #: A header line that starts a new module in a ``cuobjdump -ptx`` dump.
 DUMP_MODULE_START = "Fatbin ptx code:"
-_NUMBERED = re.compile(r"(.*?)(\d+)$")
 
 
 @dataclass
@@ -54,20 +53,13 @@ class _FunctionScope:
     """What a definition declares, for resolving its bare names afterwards."""
 
     module: int
-    registers: set = field(default_factory=set)
-    register_ranges: dict = field(default_factory=dict)
+    registers: DeclaredRegisters = field(default_factory=DeclaredRegisters)
     labels: set = field(default_factory=set)
 
     def kind_of(self, name: str) -> str:
         if name in self.labels:
             return "label"
-        base = name.split(".", 1)[0]
-        if base in self.registers:
-            return "reg"
-        numbered = _NUMBERED.match(base)
-        if numbered and int(numbered.group(2)) < self.register_ranges.get(numbered.group(1), 0):
-            return "reg"
-        return "symbol"
+        return "reg" if self.registers.declares(name) else "symbol"
 
 
 class TableBuilder:
@@ -227,10 +219,7 @@ class TableBuilder:
             row, scope = self.definitions[function][0], scopes[function]
             if record.space == "reg":
                 row["registers"].append({"name": record.name, "type": record.type, "count": record.count})
-                # `x<1>` declares x0 and a plain `x` declares x: count 1 cannot tell them apart
-                scope.register_ranges[record.name] = record.count
-                if record.count == 1:
-                    scope.registers.add(record.name)
+                scope.registers.declare(record.name, record.type, record.count)
             elif record.space == "shared":
                 row["_shared"].append(_shared_var(record, "function"))
 
