@@ -161,6 +161,21 @@ def test_engine_matches_reference_for_copies_from_their_sources():
     check()
 
 
+def test_engine_matches_reference_for_copies_some_lanes_of_which_zero_fill():
+    """The fill pass (``fill_passes``) one copy at a time: engine == reference wherever lanes read or zero-fill
+    (runs reading first and second halves of their source sectors counted apart)."""
+    rules = SM90
+
+    @settings(max_examples=150, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @given(copy_with_sources(rules))
+    def check(row):
+        expected = execution_cost(rules, *row)
+        assert costs(rules, [row]) == [(expected.wavefronts, expected.ideal_wavefronts, expected.max_ways)]
+
+    check()
+
+
 def test_copies_are_counted_from_their_sources_where_every_lane_is_known():
     """The same 512 contiguous destinations: 4 from one aligned run, 16 from one line per pair of lanes
     (hgemm), 32 from one line per lane; a lane of unknown source (or no sources): the shared-address count."""
@@ -190,6 +205,15 @@ def test_copies_some_lanes_of_which_zero_fill_add_the_fill_pass():
     assert [(w, i) for w, i, _ in costs(SM90, rows)] == [(4, 4), (4, 4), (8, 6), (6, 6), (9, 8)]
     zfill = [("cp_async", 16, 0, run, "bypass_zfill", run, sizes) for sizes in ([16] * 32, [8] * 32, None)]
     assert [(w, i) for w, i, _ in costs(SM90, zfill)] == [(8, 8), (8, 8), (8, 8)]
+    # hgemm's sources (a line per pair of lanes): in each quarter-warp a sector read in its first half only
+    # beside one read in its second half only share a fill wavefront; two read in their first halves do not
+    # (tests/test_ldgsts_zfill_sizes_hw.py)
+    pairs = [8192 * (lane // 2) + 16 * (lane % 2) for lane in LANES]
+    halves = [("cp_async", 16, 0, run, op, pairs, quarter * 4) for op in ("bypass", "bypass_zfill")
+              for quarter in ([16, 0, 0, 16] + [16] * 4, [16, 0, 16, 0] + [16] * 4, [16, 0, 0, 16] * 2)]
+    assert [(w, i) for w, i, _ in costs(SM90, halves)] == [(28, 7), (32, 7), (24, 6)] * 2
+    assert [(c.wavefronts, c.ideal_wavefronts) for c in (execution_cost(SM90, *row) for row in halves)] == \
+        [(28, 7), (32, 7), (24, 6)] * 2
     unknown = [("cp_async", 16, 0, run, "bypass", rows[2][5], masks["even"][:31] + [-1]),
                ("cp_async", 16, 0, run, "bypass", [-1] + run[1:], masks["even"])]
     assert costs(SM90, unknown) == costs(SM90, [row[:4] + ("bypass",) for row in unknown])

@@ -4,7 +4,7 @@
 One kernel (scripts/hw/ldgsts_ignore_src.cu) holds eleven forms of the same copy; 40 configurations (five
 global/shared patterns times the lanes that read) were launched three times each.  What the committed pages
 show: every count repeats, the seven ignore-src forms on P1-P6 agree whatever the polarity, the two on P0
-count as if P0 were false, and the rest follow the fitted count of ``ldgsts_ignore_src.fitted``.
+count as if P0 were false, and every other row follows the fitted count of ``ldgsts_ignore_src.fitted``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from test_ldgsts_tables_support import rebuilt_manifest, tool_on_probe
+from test_ldgsts_tables_support import (assert_counted_from_sources_as_the_page, first_launch, rebuilt_manifest,
+                                        tool_on_probe)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "hw" / "ldgsts_ignore_src"
@@ -53,12 +54,12 @@ def test_every_launch_gives_the_same_count_and_polarity_and_register_do_not_matt
         assert by_copy[name, 0] == {(0, 0)}      # `@P0`: as if no lane were on
 
 
-def test_the_fitted_count_equals_all_ignore_src_rows_and_all_but_one_zfill_set():
-    fit = ldgsts_ignore_src.fit(DATA / "manifest.csv")
-    assert fit == {**{(v, True): 120 for v in (1, 2, 3, 4, 6, 7, 9, 10)}, (5, True): 117, (5, False): 3}
-    misses = {row["config"] for row in ROWS if row["variant"] == "5" and ldgsts_ignore_src.fitted(
-        row["pattern"], 5, row["config"].partition("__")[2]) != (int(row["wavefronts"]), int(row["ideal"]))}
-    assert misses == {"hgemm_k0__sizes_mixed"}
+def test_the_fitted_count_equals_every_ignore_src_and_zfill_row():
+    """With the lane-mod-5 src-sizes at the hgemm pattern (30, where every quarter-warp's four reading runs
+    would give 32): its second and fourth quarter-warps each hold a sector read in its first half only next to
+    one read in its second half only, which share a fill wavefront (tests/test_ldgsts_zfill_sizes_hw.py)."""
+    assert ldgsts_ignore_src.fit(DATA / "manifest.csv") == {(v, True): 120 for v in (1, 2, 3, 4, 5, 6, 7, 9, 10)}
+    assert ldgsts_ignore_src.fitted("hgemm_k0", 5, ldgsts_ignore_src.SIZES["sizes_mixed"]) == (30, 8)
 
 
 # --------------------------------------------------------------------------- the tool on the probe kernel
@@ -76,17 +77,12 @@ def analysed(config: str) -> dict[int, dict]:
 
 
 def page(config: str) -> dict[int, tuple[int, int, int]]:
-    """variant -> (pc, wavefronts, ideal) of the configuration's first launch."""
-    return {int(r["variant"]): (int(r["pc"], 16), int(r["wavefronts"]), int(r["ideal"])) for r in ROWS
-            if r["config"] == config and r["rep"] == "0"}
+    return first_launch(ROWS, config)
 
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
 
 
-#: The copy the fitted count misses (docs/hardware.md): the `.ZFILL` register form with src-sizes 16, 12, 8, 4,
-#: 0 by lane mod 5 at the hgemm pattern (partial src-sizes move it) -> (page, tool) wavefronts per warp.
-FIT_MISSES = {("hgemm_k0__sizes_mixed", 5): (30, 32)}
 #: The forms the tool counts from the sources, zero-filling lanes and `.ZFILL` with the fill pass; the guard
 #: `@P0` form (v0), whose lanes Nsight does not count (0/0), is checked on its own.
 COUNTED = (*READ_AS_SET, 5, ON_P0, 10)
@@ -102,20 +98,10 @@ def test_the_guard_on_p0_counts_nothing(config):
 
 
 @needs_nvcc
-@pytest.mark.parametrize("config, variant", [
-    pytest.param(name, variant, marks=[pytest.mark.xfail(strict=True, reason=(
-        "src-sizes other than 0 and 16 mixed in a warp: page %d, fitted count %d" % FIT_MISSES[name, variant]))]
-                 if (name, variant) in FIT_MISSES else [])
-    for name, _ in ldgsts_ignore_src.configs() for variant in COUNTED])
+@pytest.mark.parametrize("config, variant", [(name, variant) for name, _ in ldgsts_ignore_src.configs()
+                                             for variant in COUNTED])
 def test_the_tool_counts_every_ignore_src_and_zfill_copy_as_the_page(config, variant):
     """Every lane reading: the count from the sources; some zero-filling (and `.ZFILL` always): the sources of
     the reading lanes plus the fill pass; none reading (or the operand on P0): the fill pass alone.  Each with
     the note of a count from the sources."""
-    from traceconf.rules import load_rule_set
-
-    rows, measured = analysed(config), page(config)
-    pc, wavefronts, ideal = measured[variant]
-    assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal)
-    assert rows[pc]["resolved"]
-    op = "bypass_zfill" if variant in (5, 10) else "bypass"
-    assert rows[pc]["model_note"] == load_rule_set("sm_90").op_rule("cp_async", op).source_model_note
+    assert_counted_from_sources_as_the_page(analysed(config), page(config)[variant], variant)

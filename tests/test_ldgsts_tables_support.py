@@ -1,6 +1,7 @@
 """What the tests of the one-warp LDGSTS probes driven by tables share (tests/test_ldgsts_ignore_src_hw.py,
-tests/test_ldgsts_guard_hw.py; no tests in here): the manifest rebuilt from the committed pages, the probe's
-kernel compiled as measured, and the tool run on it at one configuration as a user would."""
+tests/test_ldgsts_zfill_sizes_hw.py, tests/test_ldgsts_guard_hw.py; no tests in here): the manifest rebuilt from
+the committed pages, the probe's kernel compiled as measured, the tool run on it at one configuration as a user
+would, and a copy's count checked against its page."""
 
 from __future__ import annotations
 
@@ -50,3 +51,23 @@ def tool_on_probe(probe: str, tables: list[int]):
     done, failed = run_file(cubin(probe), [f"^{probe}$"], request, [load_rule_set("sm_90")])
     assert not failed, failed[0].line()
     return done[0], {r["pc"]: r for r in kernel_table(done[0], "sm_90").to_pylist()}
+
+
+def first_launch(manifest_rows: list[dict], config: str) -> dict[int, tuple[int, int, int]]:
+    """variant -> (pc, wavefronts, ideal) of a configuration's first launch, from its manifest's rows."""
+    return {int(r["variant"]): (int(r["pc"], 16), int(r["wavefronts"]), int(r["ideal"])) for r in manifest_rows
+            if r["config"] == config and r["rep"] == "0"}
+
+
+def assert_counted_from_sources_as_the_page(rows: dict[int, dict], measured: tuple[int, int, int],
+                                            variant: int) -> None:
+    """The ignore-src kernel's copy ``variant`` (its page's pc, wavefronts, ideal: ``measured``) as the tool
+    counts it (``rows``, pc -> kernel-table row): the page's count, resolved, with the note of a count from the
+    sources (of `.ZFILL`, v5 and v10, or of the ignore-src forms)."""
+    from traceconf.rules import load_rule_set
+
+    pc, wavefronts, ideal = measured
+    assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"]) == (wavefronts, ideal)
+    assert rows[pc]["resolved"]
+    op = "bypass_zfill" if variant in (5, 10) else "bypass"
+    assert rows[pc]["model_note"] == load_rule_set("sm_90").op_rule("cp_async", op).source_model_note

@@ -135,13 +135,15 @@ def _with_fill_pass(data: dict, cost: ExecutionCost, lane_address: dict[int, int
                     sources: list[int]) -> ExecutionCost:
     """docs/rules.md "Copies from their sources", the fill pass: per quarter-warp (the lanes whose 16 bytes
     fill one wavefront) with an active lane, the larger of its reading lanes' distinct ``source - 16 * lane``
-    and the passes of a 16-byte store to its destinations; one more ideal wavefront each."""
+    (the larger count of the lanes reading first and second halves of their 32-byte source sectors) and the
+    passes of a 16-byte store to its destinations; one more ideal wavefront each."""
     quarter = data["banks"] * data["bank_bytes"] // 16
     wavefronts, ideal, max_ways = cost.wavefronts, cost.ideal_wavefronts, cost.max_ways
     for first in range(0, data["warp_size"], quarter):
         lanes = [lane for lane in range(first, first + quarter) if lane in lane_address]
         if lanes:
-            runs = max(len({sources[lane] - 16 * lane for lane in lanes if lane in reading}),
+            runs = max(*(len({sources[lane] - 16 * lane for lane in lanes if lane in reading
+                              and sources[lane] // 16 % 2 == half}) for half in (0, 1)),
                        _multicast_passes(data, {lane: lane_address[lane] for lane in lanes}, 16, merge=True))
             wavefronts, ideal, max_ways = wavefronts + runs, ideal + 1, max(max_ways, runs)
     return ExecutionCost(wavefronts, ideal, max_ways)

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The one-warp LDGSTS probes driven by tables of 32 ints (docs/hardware.md): PROBE is ldgsts_ignore_src
 # (tests/data/hw/ldgsts_ignore_src, "LDGSTS ignore-src probes") or ldgsts_guard (tests/data/hw/ldgsts_guard,
-# "LDGSTS guard probes").
-#   scripts/hw/collect_ldgsts_tables.sh PROBE build BUNDLE   # here: nvcc 13.0 -arch=sm_90 -lineinfo, configurations
-#   bash BUNDLE/collect_ldgsts_tables.sh PROBE run OUT       # there: OUT/PROBE.tar.gz
-# One Nsight pass over every configuration of PROBE.py (each launched REPS times in a row, default cache
-# control), every launch's Source page exported and summarised by ldgsts_probe.py, annotated by PROBE.py
-# (manifest.csv) and trimmed to the rows the tests read; the SASS dumped there too.
+# "LDGSTS guard probes") or ldgsts_zfill_sizes (tests/data/hw/ldgsts_zfill_sizes, "LDGSTS .ZFILL src-size
+# probes"; configurations of the ignore-src kernel: KERNEL=ldgsts_ignore_src).
+#   [KERNEL=K] scripts/hw/collect_ldgsts_tables.sh PROBE build BUNDLE  # here: nvcc 13.0 -arch=sm_90 -lineinfo
+#   bash BUNDLE/collect_ldgsts_tables.sh PROBE run OUT                 # there: OUT/PROBE.tar.gz
+# The driver is scripts/hw/KERNEL.cu (default PROBE.cu).  One Nsight pass over every configuration of PROBE.py
+# (each launched REPS times in a row, default cache control), every launch's Source page exported and
+# summarised by ldgsts_probe.py, annotated by PROBE.py (manifest.csv) and trimmed to the rows the tests read;
+# the SASS dumped there too.  NCU_TIMEOUT (default 240) bounds the Nsight pass, in seconds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 probe=$1
@@ -14,7 +16,7 @@ case "$2" in
   build)
     bundle=$3; mkdir -p "$bundle"
     nvcc --version | tail -1 > "$bundle/nvcc_version.txt"
-    nvcc -std=c++17 -O3 -arch=sm_90 -lineinfo -o "$bundle/$probe" "$here/$probe.cu"
+    nvcc -std=c++17 -O3 -arch=sm_90 -lineinfo -o "$bundle/$probe" "$here/${KERNEL:-$probe}.cu"
     cuobjdump -sass "$bundle/$probe" > "$bundle/$probe.sass"
     python3 "$here/$probe.py" configs "$bundle/configs.txt"
     cp "$here/$probe.py" "$here/ldgsts_ignore_src.py" "$here/ldgsts_probe.py" "$here/collect_ldgsts_tables.sh" \
@@ -25,7 +27,7 @@ case "$2" in
     cp "$here/$probe.sass" "$here/configs.txt" "$here/nvcc_version.txt" out/
     { cuobjdump -sass "$here/$probe" || echo "cuobjdump: exit $?"; } > "out/$probe.device.sass" 2>&1
     start=$SECONDS
-    timeout 240 ncu --clock-control none --section SourceCounters --force-overwrite -o "$work/probe" \
+    timeout "${NCU_TIMEOUT:-240}" ncu --clock-control none --section SourceCounters --force-overwrite -o "$work/probe" \
       "$here/$probe" "$here/configs.txt" > out/probe.log 2>&1 || echo "ncu: exit $?" >> out/errors.txt
     echo "ncu: $((SECONDS - start)) s" >> out/timing.txt
     python3 "$here/ldgsts_probe.py" export "$work/probe.ncu-rep" out/probe.log out/all/probe \

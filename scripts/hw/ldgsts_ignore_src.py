@@ -124,29 +124,31 @@ def src_sizes(variant: int, lanes: str) -> list[int]:
     return [16 * read for read in READS.get(lanes, READS["all"])]
 
 
-def fitted(pattern: str, variant: int, lanes: str) -> tuple[int, int]:
-    """docs/hardware.md "LDGSTS ignore-src probes": (wavefronts, ideal) of a variant's copy, as sm_90 counts it
-    from the sources and src-sizes (docs/rules.md "Copies from their sources": the sources rule of the guarded
-    form over the reading lanes, and with a fill pass, where a lane zero-fills or the copy is `.ZFILL`, per
-    quarter-warp its contiguous source runs among its reading lanes, or a 16-byte store's passes, 1 at these
-    destinations, where larger); the scalar reference's figures."""
+def fitted(pattern: str, variant: int, sizes: list[int]) -> tuple[int, int]:
+    """docs/hardware.md "LDGSTS ignore-src probes": (wavefronts, ideal) of a variant's copy whose lanes read
+    ``sizes`` bytes (:func:`src_sizes`), as sm_90 counts it from the sources and src-sizes (docs/rules.md "Copies
+    from their sources": the sources rule of the guarded form over the reading lanes, and with a fill pass,
+    where a lane zero-fills or the copy is `.ZFILL`, per quarter-warp its contiguous source runs among its
+    reading lanes, the larger count of those reading first and second halves of their 32-byte source sectors,
+    or a 16-byte store's passes, 1 at these destinations, where larger); the scalar reference's figures."""
     from traceconf.reference import execution_cost
     from traceconf.rules import load_rule_set
 
     gofs, sofs = patterns()[pattern]
     op = "bypass_zfill" if VARIANTS[variant][1] is None else "bypass"
-    cost = execution_cost(load_rule_set("sm_90"), "cp_async", CHUNK, 0, sofs, op, gofs, src_sizes(variant, lanes))
+    cost = execution_cost(load_rule_set("sm_90"), "cp_async", CHUNK, 0, sofs, op, gofs, sizes)
     return cost.wavefronts, cost.ideal_wavefronts
 
 
-def fit(manifest_path: Path) -> dict[tuple[int, bool], int]:
-    """Rows per (variant, whether the fitted count equals the page's); the P0 variants 0 and 8 left out."""
+def fit(manifest_path: Path, sizes=None) -> dict[tuple[int, bool], int]:
+    """Rows per (variant, whether the fitted count equals the page's); the P0 variants 0 and 8 left out.
+    ``sizes(variant, lanes)``: the src-sizes of a configuration's copy (default :func:`src_sizes`)."""
     counts: dict[tuple[int, bool], int] = {}
     for row in csv.DictReader(open(manifest_path, newline="")):
         variant = int(row["variant"])
         if variant in (0, 8):
             continue
-        model = fitted(row["pattern"], variant, row["config"].partition("__")[2])
+        model = fitted(row["pattern"], variant, (sizes or src_sizes)(variant, row["config"].partition("__")[2]))
         key = (variant, model == (int(row["wavefronts"]), int(row["ideal"])))
         counts[key] = counts.get(key, 0) + 1
     return counts

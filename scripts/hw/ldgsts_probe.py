@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import random
 import sys
+from collections import Counter
 from pathlib import Path
 
 REPS = 3
@@ -255,9 +256,20 @@ def single_table(page: str) -> str:
     return tables[0] if tables and all(t == tables[0] for t in tables) else page
 
 
+def numbered(names: list[str]) -> list[str]:
+    """NAME_rREP per name, REP the count of the same name before it."""
+    seen: Counter = Counter()
+    out = []
+    for name in names:
+        out.append(f"{name}_r{seen[name]}")
+        seen[name] += 1
+    return out
+
+
 def export(report: Path, log: Path, out: Path) -> None:
     """One Source page per profiled launch, named NAME_rREP from the program's "LAUNCH NAME REP" lines when
-    they match the report's launches one to one, else INDEX_KERNEL."""
+    they match the report's launches one to one, else INDEX_KERNEL.  REP counts NAME's earlier lines: Nsight's
+    own output, in the same log, can cut a line after its name."""
     import subprocess
     from concurrent.futures import ThreadPoolExecutor
 
@@ -265,9 +277,9 @@ def export(report: Path, log: Path, out: Path) -> None:
                          capture_output=True, text=True, check=True).stdout
     rows = list(csv.DictReader(line for line in raw.splitlines(keepends=True) if line.startswith('"')))
     kernels = [r["Kernel Name"] for r in rows if r.get("ID", "").strip().isdigit()]
-    launched = [line.split()[1:3] for line in log.read_text(errors="replace").splitlines()
+    launched = [line.split()[1] for line in log.read_text(errors="replace").splitlines()
                 if line.startswith("LAUNCH ")]
-    ids = ([f"{name}_r{rep}" for name, rep in launched] if len(launched) == len(kernels)
+    ids = (numbered(launched) if len(launched) == len(kernels)
            else [f"{i:03d}_{kernel.split('(')[0]}" for i, kernel in enumerate(kernels)])
     out.mkdir(parents=True, exist_ok=True)
 
