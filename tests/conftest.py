@@ -38,6 +38,7 @@ SLOW_MODULES = frozenset({
     "test_report_html.py", "test_report_browser.py", "test_first_hour.py",
     "test_ldgsts_probe_hw.py", "test_ldgsts_fit_hw.py", "test_ldgsts_ignore_src_hw.py", "test_ldgsts_guard_hw.py",
     "test_ldgsts_zfill_sizes_hw.py",
+    "test_ldgsts_repeats_hw.py",
 })
 
 

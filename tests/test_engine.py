@@ -113,11 +113,12 @@ def execution_with_op(draw, rules):
 @st.composite
 def copy_with_sources(draw, rules):
     """A 16-byte cp.async.cg with per-lane global sources: lines and chunks drawn from a few lines (runs,
-    pairs of lanes per line, rotations, repeats), some lanes' sources unknown now and then; and the bytes each
+    pairs of lanes per line, rotations, repeats, a few chunks each read by several lanes), some lanes' sources
+    unknown now and then; and the bytes each
     lane copies: none given, an ignore-src mask (16 or 0: every lane, none, some), or any src-size, a lane's
     unknown now and then."""
     _, _, _, address = draw(execution(rules).filter(lambda row: row[:2] == ("cp_async", 16)))
-    style = draw(st.sampled_from(["run", "lines", "random", "same"]))
+    style = draw(st.sampled_from(["run", "lines", "random", "repeated", "same"]))
     offset = draw(st.integers(0, 15)) * 16
     per_line = draw(st.sampled_from([1, 2, 4, 8]))
     if style == "run":
@@ -126,6 +127,12 @@ def copy_with_sources(draw, rules):
         sources = [1024 * (lane // per_line) + offset % 128 + 16 * (lane % per_line) for lane in LANES]
     elif style == "random":
         sources = [16 * c for c in draw(st.lists(st.integers(0, 63), min_size=32, max_size=32))]
+    elif style == "repeated":    # ldgsts_probe repeat_configs: 32 chunks into a permutation of 32 places, each
+        order = draw(st.permutations(range(32)))          # lane reading its place's chunk but a few reading the
+        address = [16 * place for place in order]         # chunk of another place of their row
+        sources = list(address)
+        for lane, place in draw(st.lists(st.tuples(st.integers(0, 31), st.integers(0, 7)), min_size=1, max_size=6)):
+            sources[lane] = 16 * (order[lane] // 8 * 8 + place)
     else:
         sources = [offset] * 32
     if draw(st.integers(0, 7)) == 0:

@@ -6,20 +6,22 @@ The same kernel and cubin as tests/test_ldgsts_probe_hw.py, 243 more configurati
 chunks like ``random_perm*``, then permutations that isolate one factor (within quarter-warps, of whole
 quarter-warps, of whole sectors, within sectors, quarter-warps' sector sets across lines, any), each on the
 source side, the destination side and both, the reversed orders, and random guard subsets.  sm_90's rule from
-the sources fits 227 of them (201 before it numbered a repeated chunk's readers per destination row and chunk
-XOR, 88 before it keyed unpaired chunks by their source half and numbered requests per destination row); what
-it misses, by how much, is recorded below and each miss is a strict xfail of the tool's run.
+the sources fits all 243 since it numbers a repeated chunk's readers from the highest lane per destination row
+and destination chunk parity (tests/test_ldgsts_repeats_hw.py); 227 when they were numbered from the lowest per
+row and chunk XOR mod 4, 201 per row alone, 88 before it keyed unpaired chunks by their source half and numbered
+requests per destination row.  A miss would be recorded below, its tool run a strict xfail.
 """
 
 from __future__ import annotations
 
 import csv
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from test_ldgsts_probe_hw import (PROBE, assert_the_tool_gives_the_page, ldgsts_probe, needs_sass,
+from test_ldgsts_probe_hw import (PROBE, assert_the_same_sass_ran_and_every_count_repeats,
+                                  assert_the_tool_gives_the_page, first_launches, ldgsts_probe, needs_sass,
                                   reference_per_launch)
 
 FIT = PROBE / "fit"
@@ -27,14 +29,11 @@ MANIFEST = list(csv.DictReader(open(FIT / "manifest.csv", newline="")))
 CONFIGS = {c["name"]: c for c in ldgsts_probe.fit_configs()}
 
 #: Configuration -> sm_90's count from the sources less the page's (per warp), where they differ.
-SOURCE_RULE_MISSES = {
-    "fit_perm003": -2, "fit_perm011": -1, "fit_perm022": -1, "fit_perm025": -1, "fit_perm029": -1, "fit_perm030": -1,
-    "fit_perm052": -1, "fit_perm057": -1, "fit_perm060": -1, "fit_perm074": -1, "fit_perm075": -1, "fit_perm093": -1,
-    "fit_perm094": -1, "fit_perm096": -1, "fit_perm111": -1, "fit_perm113": -1}
+SOURCE_RULE_MISSES: dict[str, int] = {}
 
 #: Per family (the name less its seed): configurations, and how many sm_90's rule fits.
 FAMILY_FITS = {
-    "fit_perm": (120, 104), "fit_guard": (24, 24), "fit_any": (15, 15), "fit_inquarter": (15, 15),
+    "fit_perm": (120, 120), "fit_guard": (24, 24), "fit_any": (15, 15), "fit_inquarter": (15, 15),
     "fit_sectorsets": (15, 15), "fit_quarters": (15, 15), "fit_sectors": (15, 15), "fit_insector": (15, 15),
     "fit_reversed": (9, 9)}
 
@@ -43,10 +42,7 @@ def family(name: str) -> str:
     return next(f for f in FAMILY_FITS if name.startswith(f))
 
 
-def measured(config: str) -> dict[int, tuple[int, int, int]]:
-    """pc -> (executions, wavefronts, ideal) of the configuration's first launch."""
-    return {int(r["pc"], 16): (int(r["executed"]), int(r["wavefronts"]), int(r["ideal"])) for r in MANIFEST
-            if r["config"] == config and r["rep"] == "0"}
+MEASURED = first_launches(MANIFEST)
 
 
 def test_the_manifest_is_the_pages_summary_and_the_inputs_the_configurations(tmp_path):
@@ -62,24 +58,16 @@ def test_the_manifest_is_the_pages_summary_and_the_inputs_the_configurations(tmp
 def test_the_same_sass_ran_and_every_count_repeats():
     """The device's SASS of the probe is the committed one (pcs 0x430, 0x620, 0x660 unchanged), and both launches
     of every configuration give the same executions, wavefronts and ideal per pc."""
-    def listing(text: str) -> list[str]:
-        return [line.split(";")[0].strip() for line in text.splitlines() if line.strip().startswith("/*0")]
-
-    assert listing((FIT / "ldgsts_probe.device.sass").read_text()) == listing((PROBE / "ldgsts_probe.sass").read_text())
-    seen = defaultdict(set)
-    for r in MANIFEST:
-        seen[(r["config"], r["pc"])].add((r["executed"], r["wavefronts"], r["ideal"]))
-    launches = Counter(r["config"] for r in MANIFEST if r["pc"] == "0x620")
-    assert set(launches.values()) == {2} and all(len(values) == 1 for values in seen.values())
+    assert_the_same_sass_ran_and_every_count_repeats(FIT, MANIFEST)
 
 
 def test_the_rule_from_the_sources_against_every_page():
     """sm_90's count from the sources (docs/rules.md) per configuration, against the page: the misses as
-    recorded, per family as docs/hardware.md tabulates (every structured family fits, chunks moved within a
-    quarter-warp's one line and one row included; 16 of the random permutations miss, by -1 or -2)."""
+    recorded (none), per family as docs/hardware.md tabulates (every structured family, chunks moved within a
+    quarter-warp's one line and one row included, and all 120 random permutations)."""
     misses = {}
     for name, config in CONFIGS.items():
-        got = reference_per_launch(config) - measured(name)[0x620][1]
+        got = reference_per_launch(config) - MEASURED[name][0x620][1]
         if got:
             misses[name] = got
     assert misses == SOURCE_RULE_MISSES
@@ -94,4 +82,4 @@ def test_the_rule_from_the_sources_against_every_page():
 def test_the_tool_gives_the_page_of_every_configuration(config):
     """The probe cubin analysed as a user would, its tables and source pointer given: the read-back LDS and the
     guarded copy equal the page wherever the rule fits."""
-    assert_the_tool_gives_the_page(config, measured(config))
+    assert_the_tool_gives_the_page(config, MEASURED[config])

@@ -10,8 +10,8 @@ show, and what the tool makes of it:
 * at the same shared addresses the count changes with the global sources (4 to 32 per warp), so no rule over
   the shared addresses can be exact: without the sources the rule set's count is the shared-address one and
   every LDGSTS.BYPASS result says so (``model_note``); with them (the tables and the source pointer given)
-  sm_90 counts the guarded copies from their sources (``source_passes``, ``source_model_note``): 108 of the
-  109 configurations, the one it misses a strict xfail;
+  sm_90 counts the guarded copies from their sources (``source_passes``, ``source_model_note``): all 109
+  configurations (a miss would be a strict xfail);
 * behind a negated guard Nsight counts lanes the guard turns off, whose address registers the program may
   never have written: the cp.async matmul's second copy moved between two runs of the same SASS (Nsight reads
   P0 as false for LDGSTS: tests/test_ldgsts_ignore_src_hw.py; the tool reports those copies unresolved,
@@ -23,7 +23,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from functools import lru_cache
 from pathlib import Path
 
@@ -40,8 +40,10 @@ import ldgsts_probe  # noqa: E402  (the configurations the driver ran, and the p
 
 MANIFEST = list(csv.DictReader(open(PROBE / "manifest.csv", newline="")))
 CONFIGS = {c["name"]: c for c in ldgsts_probe.configs()}
-#: Every configuration the tool is run on here and in tests/test_ldgsts_fit_hw.py (the fitting group).
-KNOWN_CONFIGS = {**CONFIGS, **{c["name"]: c for c in ldgsts_probe.fit_configs()}}
+#: Every configuration the tool is run on here, in tests/test_ldgsts_fit_hw.py (the fitting group) and in
+#: tests/test_ldgsts_repeats_hw.py (the repeated sources and their second set).
+KNOWN_CONFIGS = {c["name"]: c for c in (*ldgsts_probe.configs(), *ldgsts_probe.fit_configs(),
+                                        *ldgsts_probe.repeat_configs(), *ldgsts_probe.check_configs())}
 #: The kernel's copies: the guarded form (0x620; 0x660 its second copy in the TWICE mode) and the src-size form
 #: (0x430, LDGSTS ... P0: the ignore-src predicate operand); 0x760 the LDS that reads the tile back.
 COPY_PCS = (0x430, 0x620, 0x660)
@@ -49,7 +51,8 @@ READ_BACK = 0x760
 
 #: The guarded-form configurations whose page the rule set's count from the global sources does not fit
 #: (sm_90 ``source_passes``, docs/rules.md), and by how much per warp: none since a repeated chunk's readers are
-#: numbered per destination row and chunk XOR (the fitting group's misses: tests/test_ldgsts_fit_hw.py).
+#: numbered per destination row (``random_perm10``; the fitting group and the repeated sources fit too:
+#: tests/test_ldgsts_fit_hw.py, tests/test_ldgsts_repeats_hw.py).
 SOURCE_RULE_MISSES: dict[str, int] = {}
 GAPS = {"the global sources against the destinations in ways the rule from the sources does not fit (random "
         "permutations of 32 chunks)": tuple(SOURCE_RULE_MISSES)}
@@ -73,12 +76,36 @@ def page_rows_of(path: Path) -> dict[int, dict]:
 
 
 def first_page(config: str) -> Path:
-    """The first page of a configuration, of the probes or of their fitting group (``fit/``)."""
-    for folder in (PROBE, PROBE / "fit"):
+    """The first page of a configuration, of the probes, their fitting group (``fit/``) or the repeated sources
+    (``repeats/``)."""
+    for folder in (PROBE, PROBE / "fit", PROBE / "repeats"):
         for r in csv.DictReader(open(folder / "manifest.csv", newline="")):
-            if r["group"].startswith(("cache_all", "fit_")) and r["config"] == config:
+            if r["group"].startswith(("cache_all", "fit_", "rep_", "chk_")) and r["config"] == config:
                 return folder / "pages" / r["group"] / f"{config}_r0.csv"
     raise KeyError(config)
+
+
+def first_launches(manifest: list[dict]) -> dict[str, dict[int, tuple[int, int, int]]]:
+    """config -> pc -> (executions, wavefronts, ideal) of its first launch, from a group's manifest rows."""
+    out: dict[str, dict] = defaultdict(dict)
+    for r in manifest:
+        if r["rep"] == "0":
+            out[r["config"]][int(r["pc"], 16)] = (int(r["executed"]), int(r["wavefronts"]), int(r["ideal"]))
+    return dict(out)
+
+
+def assert_the_same_sass_ran_and_every_count_repeats(folder: Path, manifest: list[dict]) -> None:
+    """The device's SASS of the probe (``folder``) is the committed one, and both launches of every configuration
+    give the same executions, wavefronts and ideal per pc."""
+    def listing(text: str) -> list[str]:
+        return [line.split(";")[0].strip() for line in text.splitlines() if line.strip().startswith("/*0")]
+
+    assert listing((folder / "ldgsts_probe.device.sass").read_text()) == listing((PROBE / "ldgsts_probe.sass").read_text())
+    seen = defaultdict(set)
+    for r in manifest:
+        seen[(r["config"], r["pc"])].add((r["executed"], r["wavefronts"], r["ideal"]))
+    launches = Counter(r["config"] for r in manifest if r["pc"] == "0x620")
+    assert set(launches.values()) == {2} and all(len(values) == 1 for values in seen.values())
 
 
 def test_the_manifest_is_the_pages_summary(tmp_path):
@@ -232,8 +259,8 @@ def reference_per_launch(config: dict) -> int:
 
 def test_the_rule_from_the_sources_fits_every_guarded_configuration():
     """sm_90's count from the global sources (docs/rules.md) against every page of the guarded form: equal
-    (``random_perm10`` included, off by +1 before a repeated chunk's readers were numbered per destination row
-    and chunk XOR); the wmma C tile's row pairs (8/12/12/10), hgemm's pairs
+    (``random_perm10`` included, off by +1 before a repeated chunk's readers were numbered per destination row);
+    the wmma C tile's row pairs (8/12/12/10), hgemm's pairs
     of lanes per line (16), Triton's A rows (8) included.  The src-size form (pc 0x430, ``LDGSTS ..., P0``) is
     not counted by it: Triton's A rows there give 4 where the guarded form gives 8 (Nsight reads P0 as false:
     every lane zero-fills, the fill pass alone, docs/hardware.md "LDGSTS ignore-src probes")."""
@@ -303,14 +330,17 @@ def test_compare_ncu_marks_the_copies_and_names_where_they_differ():
     rows = {r["key"]: r for r in csv.DictReader(csv_text([result], "sm_90").splitlines()) if r["level"] == "pc"}
     assert rows["0x0620"]["model_note"] == by_pc[0x620]["model_note"] and rows["0x0760"]["model_note"] == ""
     # where the page agrees, no difference is claimed: the shared-address count of base, the count from the
-    # sources of dst_rot3; where the rule from the sources misses, its own note is named
+    # sources of dst_rot3; where a count from the sources differs, its own note is named (no measured page
+    # differs from it: rep_pair_0_2's count, 7, against the page of rep_pair_2_0, the same destinations, 6)
     for config, sources in (("base", False), ("dst_rot3", True)):
         analysis, _ = analysed(config, sources=sources)
         (page,) = read_source_csv(first_page(config))
         assert not [n for n in compare(page, analysis.kernel, kernel_table(analysis, "sm_90")).notes
                     if "rule set expects" in n]
-    analysis, rows = analysed("fit_perm003")
-    (page,) = read_source_csv(first_page("fit_perm003"))
+    analysis, rows = analysed("rep_pair_0_2")
+    (page,) = read_source_csv(first_page("rep_pair_2_0"))
+    assert (rows[0x620]["wavefronts"], page_rows_of(first_page("rep_pair_2_0"))[0x620]["L1 Wavefronts Shared"]) == \
+        (7, "6")
     assert [n for n in compare(page, analysis.kernel, kernel_table(analysis, "sm_90")).notes
             if "rule set expects" in n] == [f"pc 0x0620 differ(s) as the rule set expects: {rows[0x620]['model_note']}"]
 

@@ -807,12 +807,12 @@ def _reading(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
 
 def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None):
     """(wavefronts, ideal, max_ways) of copies by the ``lines`` rule over the lanes that read: drop lanes whose
-    destination repeats a lower lane's; the k-th lane to read a source chunk into a destination bank row at the
-    same chunk XOR inside 64 bytes goes to request k; per request, lanes group by (source line, destination bank
-    row); a lane is paired when a lane of its request reads the other half of its source sector into the other
-    half of its destination sector; a group costs its distinct (chunk XOR inside 64 bytes, paired or, unpaired,
-    the half of its source sector) keys.  Ideal: the wavefronts the reading lanes' bytes fill (at most those
-    taken).  A fill pass (``fill_passes``, :func:`_fill_passes`) adds its own.
+    destination repeats a lower lane's; the k-th lane counted from the highest to read a source chunk into a
+    destination bank row at a destination chunk of one parity goes to request k; per request, lanes group by
+    (source line, destination bank row); a lane is paired when a lane of its request reads the other half of its
+    source sector into the other half of its destination sector; a group costs its distinct (chunk XOR inside 64
+    bytes, paired or, unpaired, the half of its source sector) keys.  Ideal: the wavefronts the reading lanes'
+    bytes fill (at most those taken).  A fill pass (``fill_passes``, :func:`_fill_passes`) adds its own.
 
     ``served``, when given (:func:`lane_wavefronts`), receives per chunk of executions (first row, request,
     group, wavefront) per lane, -1 for inactive lanes: groups numbered by their lowest lane, wavefronts group
@@ -821,6 +821,7 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
     wavefronts, ideal, max_ways = (np.zeros(len(acc), dtype=np.int32) for _ in range(3))
     lanes = np.arange(acc.warp_size)
     lower = lanes[None, :] < lanes[:, None]                      # [lane, other]: other < lane
+    higher = lower.T                                             # [lane, other]: other > lane
     fill_runs, reading = _fill_passes(acc, rules), _reading(acc, rules)
     for start in range(0, len(acc), MEMO_CHUNK_ROWS):
         rows = slice(start, start + MEMO_CHUNK_ROWS)
@@ -833,8 +834,9 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
         kept = active & ~(same(destination) & lower & active[:, None, :]).any(axis=2)
         chunk, place = source // SOURCE_CHUNK, destination // SOURCE_CHUNK
         row, xor = destination // rules.row_bytes, ((source ^ destination) % SOURCE_KEY_SPAN) // SOURCE_CHUNK
-        # a repeated chunk waits for the next request only where it would take the same bank group again
-        request = (same(chunk) & same(row) & same(xor) & lower & kept[:, None, :]).sum(axis=2)
+        # a chunk read into one row at places of one parity: the highest lane's in the first request, the next
+        # highest's in the second, ...
+        request = (same(chunk) & same(row) & same(place % 2) & higher & kept[:, None, :]).sum(axis=2)
         partner = ((chunk[:, None, :] == (chunk ^ 1)[:, :, None]) & (place[:, None, :] == (place ^ 1)[:, :, None])
                    & same(request) & kept[:, None, :])
         # paired lanes share a key; an unpaired lane's also names which half of its source sector it reads

@@ -111,14 +111,17 @@ def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addres
 def _from_sources(data: dict, lane_address: dict[int, int], sources: list[int]) -> ExecutionCost:
     """docs/rules.md "Copies from their sources" (16-byte copies, ``source_passes = "lines"``), lane by lane."""
     written: set[int] = set()
-    readers: dict[tuple, int] = {}               # (source chunk, destination row, XOR key) -> its readers so far
-    lanes = {}                                   # kept lane -> (request, source chunk, destination chunk)
+    kept = []
     for lane in sorted(lane_address):
-        if lane_address[lane] in written:        # a destination a lower lane writes: dropped
-            continue
-        written.add(lane_address[lane])
+        if lane_address[lane] not in written:    # else a destination a lower lane writes: dropped
+            written.add(lane_address[lane])
+            kept.append(lane)
+    # requests numbered from the highest lane: (source chunk, destination row, destination chunk parity) -> readers
+    readers: dict[tuple, int] = {}
+    lanes = {}                                   # kept lane -> (request, source chunk, destination chunk)
+    for lane in reversed(kept):
         chunk, place = sources[lane] // 16, lane_address[lane] // 16
-        reader = (chunk, lane_address[lane] // data["row_bytes"], (chunk ^ place) % 4)
+        reader = (chunk, lane_address[lane] // data["row_bytes"], place % 2)
         lanes[lane] = (readers.get(reader, 0), chunk, place)
         readers[reader] = readers.get(reader, 0) + 1
     groups: dict[tuple, set] = {}

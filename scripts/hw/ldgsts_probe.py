@@ -3,6 +3,8 @@
 
     python3 scripts/hw/ldgsts_probe.py configs OUT.txt [--part N/M | --cache-none-subset]  # the driver's input
     python3 scripts/hw/ldgsts_probe.py configs OUT.txt --fit [--part N/M]  # the fitting group (fit_configs)
+    python3 scripts/hw/ldgsts_probe.py configs OUT.txt --repeats [--part N/M]  # repeated sources (repeat_configs)
+    python3 scripts/hw/ldgsts_probe.py configs OUT.txt --check [--part N/M]  # their second set (check_configs)
     python3 scripts/hw/ldgsts_probe.py export REPORT LOG DIR  # there: one Source page CSV per profiled launch
     python3 scripts/hw/ldgsts_probe.py summary PAGES OUT.csv  # one row per launch and LDGSTS pc
 
@@ -223,6 +225,139 @@ def fit_configs() -> list[dict]:
     return out
 
 
+def repeat_configs() -> list[dict]:
+    """Repeated sources (issue 21, after the fitting group): one warp, every lane copying chunk ``l`` (of 32, in 4
+    lines, ``chunk_source``) to chunk ``l`` of 4 shared rows (4 wavefronts), then a few lanes given other chunks
+    so that a chunk has two to four readers: every ordered pair of quarter-warp 0 (lane ``o`` reads lane ``l``'s
+    chunk: the second reader at each place and chunk XOR), the pairs of quarter-warp 2 whose places differ by 2 or
+    6, a reader from quarter-warp 1 writing into row 0 (its place swapped with the lane there), two first readers of
+    one wavefront each with a later reader, three or four readers of one chunk (some in the second request), a
+    later reader whose write a lower lane's destination drops or whose guard is off, pairs with destinations
+    reversed within the quarter-warp (lane order against place order); then seeded permutations whose chunks
+    repeat within a row (``fit_perm``-like, each row's sources from two of the 4 lines)."""
+    out = []
+
+    def reading(name, assigned, places=None, flags=None):
+        """Lane l reads chunk ``places[l]`` (``assigned`` lane -> chunk instead) into place ``places[l]``."""
+        places = places if places is not None else list(range(32))
+        chunks = [assigned.get(lane, place) for lane, place in enumerate(places)]
+        out.append(config(f"rep_{name}", [chunk_source(c) for c in chunks], [CHUNK * p for p in places], flags,
+                          reps=2))
+
+    for first in range(8):
+        for second in range(8):
+            if first != second:
+                reading(f"pair_{first}_{second}", {second: first})
+    for first in range(16, 24):
+        for second in range(16, 24):
+            if (first ^ second) % 4 == 2:
+                reading(f"pair_{first}_{second}", {second: first})
+    for first, place in ((0, 2), (0, 6), (0, 1), (0, 4), (3, 1), (5, 3)):
+        places = list(range(32))
+        places[9], places[place] = place, 9
+        reading(f"cross_{first}_9at{place}", {9: first}, places)
+        reading(f"cross_9at{place}_{first}", {first: 9}, places)
+    for name, assigned in (("0_2_1_3", {2: 0, 3: 1}), ("0_2_4_6", {2: 0, 6: 4}), ("0_6_1_7", {6: 0, 7: 1}),
+                           ("0_2_5_7", {2: 0, 7: 5}), ("1_3_4_6", {3: 1, 6: 4}), ("0_6_5_3", {6: 0, 3: 5})):
+        reading(f"two_{name}", assigned)
+    chains = {"0_2_4": {2: 0, 4: 0}, "0_2_6": {2: 0, 6: 0}, "0_4_2": {4: 0, 2: 0}, "0_6_4": {6: 0, 4: 0},
+              "4_2_0": {2: 4, 0: 4}, "2_0_6": {0: 2, 6: 2}, "0_2_4_6": {2: 0, 4: 0, 6: 0}, "6_4_2_0": {4: 6, 2: 6, 0: 6},
+              "0_1_2_3": {1: 0, 2: 0, 3: 0}, "1_3_5_7": {3: 1, 5: 1, 7: 1}, "0_3_6": {3: 0, 6: 0}, "0_2_1": {2: 0, 1: 0},
+              # the third reader in the second request (lane 4: chunk 0 at lane 0's XOR), lane 2 sharing its key
+              # with lane 6 (chunk 4)
+              "0_2_4_and_4to6": {2: 0, 4: 0, 6: 4}, "2_0_6_and_6to4": {0: 2, 6: 2, 4: 6},
+              # lanes 4 and 5 in the second request (chunks 0 and 1 at lanes 0 and 1's XOR), a later reader of chunk 0
+              "req1_4_5_then_6": {4: 0, 5: 1, 6: 0}, "req1_4_5_then_7": {4: 0, 5: 1, 7: 1},
+              "req1_4_5_then_2": {4: 0, 5: 1, 2: 0}}
+    for name, assigned in chains.items():
+        reading(f"chain_{name}", assigned)
+    for first, second, over in ((0, 10, 2), (0, 14, 6), (1, 11, 3)):
+        places = list(range(32))
+        places[second] = over
+        reading(f"dropped_{first}_{second}over{over}", {second: first}, places)
+    for first, second in ((0, 2), (0, 6)):
+        reading(f"guarded_{first}_{second}", {second: first}, flags=[int(l != second) for l in lanes()])
+    reversed_places = [8 * (l // 8) + 7 - l % 8 for l in lanes()]
+    for first, second in ((0, 2), (2, 0), (0, 6), (6, 0), (1, 3), (3, 1), (0, 4), (0, 1)):
+        reading(f"rev_{first}_{second}", {second: reversed_places[first]}, reversed_places)
+    rng = random.Random(2111)
+    for i in range(REPEAT_PERMUTATIONS):
+        places = rng.sample(range(32), 32)
+        row_lines = [rng.sample(range(4), 2) for _ in range(4)]
+        chunks = [8 * rng.choice(row_lines[p // 8]) + rng.randrange(8) for p in places]
+        reading(f"perm{i:03d}", dict(enumerate(chunks)), places)
+    names = [c["name"] for c in out]
+    assert len(names) == len(set(names))
+    return out
+
+
+#: How many seeded permutations ``repeat_configs`` ends with.
+REPEAT_PERMUTATIONS = 60
+
+
+def check_configs() -> list[dict]:
+    """A second set for the repeated sources (issue 21), drawn after the rule was fitted to ``repeat_configs``:
+    seeded ``fit_perm``-like permutations (sources anywhere in 4 lines), ``rep_perm``-like ones (each row's sources
+    from one or two lines, a chunk read twice into a row at one parity), the same with random guard subsets, one chunk read at 5 to 8 places of a row or into
+    several rows, repeats with misaligned sources or swizzled destinations, a repeated chunk's reader dropped (a
+    lower lane writes its destination), and four warps or two CTAs each warp its own pattern."""
+    rng = random.Random(2112)
+    out = []
+
+    def add(name, chunks, places, flags=None, threads=32, **launch):
+        out.append(config(f"chk_{name}", [chunk_source(c % 32) + 4096 * (c // 32) for c in chunks],
+                          [CHUNK * p for p in places], flags or [1] * threads, reps=2, **launch))
+
+    def repeating(lines_per_row):
+        """Chunks into a permutation of 32 places, each row's from ``lines_per_row`` lines, drawn until a chunk
+        is read into one row at two places of one parity (where the requests' order matters)."""
+        while True:
+            places = rng.sample(range(32), 32)
+            row_lines = [rng.sample(range(4), lines_per_row) for _ in range(4)]
+            chunks = [8 * rng.choice(row_lines[p // 8]) + rng.randrange(8) for p in places]
+            readers = Counter((c, p // 8, p % 2) for c, p in zip(chunks, places))
+            if max(readers.values()) > 1:
+                return chunks, places
+
+    for i in range(40):
+        places = rng.sample(range(32), 32)
+        add(f"anyline{i:02d}", [rng.randrange(32) for _ in lanes()], places)
+    for i in range(80):
+        add(f"rowlines{i:02d}", *repeating(1 + i % 2))
+    for i in range(16):
+        on = set(rng.sample(range(32), rng.randrange(8, 29)))
+        add(f"guard{i:02d}_on{len(on)}", *repeating(2), flags=[int(l in on) for l in lanes()])
+    for readers in range(5, 9):                  # one chunk at `readers` places of row 0, the others their own
+        at = sorted(rng.sample(range(8), readers))
+        add(f"many{readers}", [at[0] if l in at else l for l in lanes()], list(lanes()))
+    add("same_chunk_rows", [8 * (l // 8) if l % 2 == 0 else l for l in lanes()], list(lanes()))
+    add("one_chunk_two_rows", [0 if l in (0, 2, 8, 10) else l for l in lanes()], list(lanes()))
+    for r in (1, 3):                            # sources misaligned by r chunks, lane 2 and 6 re-reading lane 0's
+        chunks = [l + r for l in lanes()]
+        chunks[2] = chunks[6] = chunks[0]
+        add(f"rot{r}_repeats", chunks, list(lanes()))
+    swizzled = [8 * (l // 8) + ((l % 8) ^ (l // 8)) for l in lanes()]
+    for i in range(4):
+        chunks = [swizzled[l] for l in lanes()]
+        for lane in rng.sample(range(32), 4):
+            chunks[lane] = chunks[8 * (lane // 8) + rng.randrange(8)]
+        add(f"swizzled{i}", chunks, swizzled)
+    for first, dropped, over in ((0, 18, 2), (1, 21, 5), (4, 26, 0)):
+        places = list(lanes())
+        places[dropped] = over                   # a lower lane (over) writes it: lane `dropped` is dropped
+        chunks = list(lanes())
+        chunks[dropped] = chunks[over + 2] = first
+        add(f"dropped_{first}_{dropped}over{over}", chunks, places)
+    patterns = [repeating(2) for _ in range(4)]
+    add("warps4", [c + 32 * (t // 32) for t in range(128) for c in [patterns[t // 32][0][t % 32]]],
+        [p + 32 * (t // 32) for t in range(128) for p in [patterns[t // 32][1][t % 32]]], threads=128)
+    chunks, places = repeating(2)
+    add("grid2", chunks, places, grid=2, cta_stride=65536)
+    names = [c["name"] for c in out]
+    assert len(names) == len(set(names))
+    return out
+
+
 #: The configurations also run with ``--cache-control none`` (sources left in L2 by the launches before).
 CACHE_NONE_SUBSET = ("base", "dst_rot1", "dst_rot3", "dst_rot4", "src_rot1", "src_rot4", "lines1_off0", "lines2_off0",
                      "lines4_off0", "lines4_samepos", "hgemm_k0", "hgemm_k1", "triton_a_h0", "triton_a_h1", "triton_b",
@@ -233,8 +368,9 @@ CACHE_NONE_SUBSET = ("base", "dst_rot1", "dst_rot3", "dst_rot4", "src_rot1", "sr
 
 def write_configs(path: Path, options: list[str]) -> None:
     chosen = configs()
-    if options[:1] == ["--fit"]:
-        chosen, options = fit_configs(), options[1:]
+    sets = {"--fit": fit_configs, "--repeats": repeat_configs, "--check": check_configs}
+    if options[:1] and options[0] in sets:
+        chosen, options = sets[options[0]](), options[1:]
     if options[:1] == ["--cache-none-subset"]:
         chosen = [c for c in chosen if c["name"] in CACHE_NONE_SUBSET]
     elif options[:1] == ["--part"]:

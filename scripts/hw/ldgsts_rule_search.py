@@ -3,18 +3,20 @@
 
     python3 scripts/hw/ldgsts_rule_search.py            # fit counts of every candidate, the best first
     python3 scripts/hw/ldgsts_rule_search.py --misses   # and which rows each of the best misses
+    python3 scripts/hw/ldgsts_rule_search.py --only TEXT  # only the candidates whose name holds TEXT
 
 The rows: the guarded copy (pc 0x620) of the 106 guarded ldgsts_probe configurations (per launch, every warp,
 copy and CTA as the kernel computes them), and the 360 rows of the ldgsts_ignore_src pages' first launches but
 the two P0 forms (the other two launches repeat them; each copy's reading lanes counted by the candidate, its
 fill pass as sm_90 counts it); and, counted apart, the 243 configurations of the fitting group
-(tests/data/hw/ldgsts_probe/fit, ``ldgsts_probe.fit_configs``).
+(tests/data/hw/ldgsts_probe/fit, ``ldgsts_probe.fit_configs``) and the 333 of the repeated sources
+(tests/data/hw/ldgsts_probe/repeats, ``ldgsts_probe.repeat_configs`` and ``check_configs``).
 The wmma, hgemm and Triton copies are probe configurations too (``wmma_c_j*``, ``hgemm_k*``, ``triton_a*``).
 A candidate counts one warp's copy from ``{lane: destination}`` of its reading lanes and every lane's source.
-Candidates whose probe rows alone miss 10 more than sm_90's are not run on the ignore-src rows. Families tried
+Candidates whose old probe rows miss 10 more than sm_90's are not run on the ignore-src rows. Families tried
 (docs/hardware.md "LDGSTS.BYPASS probes"): how lanes form requests (the k-th lane to read a 16-byte chunk or
-sector, or chunk into a row; in lane order, a new request where a chunk repeats, warp-wide, per source line or per
-(line, row)), how a request's lanes group (source line at 64 or 128 bytes, destination row at 128 or 256), the key
+sector, or chunk into a row, counted from the lowest or the highest lane; in lane order, a new request where a
+chunk repeats, warp-wide, per source line or per (line, row)), how a request's lanes group (source line at 64 or 128 bytes, destination row at 128 or 256), the key
 a group counts (source XOR destination chunk mod 2/4/8, their difference, with the sector pairing or not, or the pairing
 with an unpaired lane keyed by its source half: ``sector_or_source_half``, sm_90's since issue 21), and
 wavefronts held open in order (a cache of 1-16 keys, LRU or FIFO, lanes forward or backward).
@@ -97,17 +99,21 @@ def kept_lanes(destinations: dict) -> list[int]:
 
 def requests(kept: list[int], destinations: dict, sources: list, how: str) -> dict[int, int]:
     """lane -> request: ``kth_chunk`` / ``kth_sector`` / ``kth_line`` / ``kth_chunk_row`` / ``kth_chunk_row_xor`` /
-    ``kth_chunk_row_256_xor`` / ``kth_chunk_quarter_xor`` (the k-th lane to read it, into the row at the same chunk
-    XOR mod 4: sm_90's since the repeated sources), ``split`` / ``split_line`` / ``split_line_row`` (in lane order, a new request where a chunk repeats)."""
+    ``kth_chunk_row_256_xor`` / ``kth_chunk_quarter_xor`` / ``kth_chunk_row_parity`` (the k-th lane to read it, into
+    the row at the same chunk XOR mod 4, at a destination chunk of the same parity), ``last_...`` the same counted
+    from the highest lane (``last_chunk_row_parity``: sm_90's since the repeated sources), ``split`` / ``split_line``
+    / ``split_line_row`` (in lane order, a new request where a chunk repeats)."""
     out: dict[int, int] = {}
-    if how.startswith("kth"):
-        unit = 16 if how.startswith("kth_chunk") else {"kth_sector": 32, "kth_line": 128}[how]
+    if how.startswith(("kth", "last")):
+        kth = how.replace("last_", "kth_")
+        unit = 16 if kth.startswith("kth_chunk") else {"kth_sector": 32, "kth_line": 128}[kth]
         seen: dict = {}
-        for lane in kept:
+        for lane in (reversed(kept) if how.startswith("last") else kept):
             c, p = sources[lane] // 16, destinations[lane] // 16
             scope = {"kth_chunk_row": p // 8, "kth_chunk_row_xor": (p // 8, (c ^ p) % 4),
-                     "kth_chunk_row_256_xor": (p // 16, (c ^ p) % 4), "kth_chunk_quarter_xor": (lane // 8, (c ^ p) % 4)}
-            key = (sources[lane] // unit, scope.get(how, 0))
+                     "kth_chunk_row_256_xor": (p // 16, (c ^ p) % 4), "kth_chunk_quarter_xor": (lane // 8, (c ^ p) % 4),
+                     "kth_chunk_row_parity": (p // 8, p % 2)}
+            key = (sources[lane] // unit, scope.get(kth, 0))
             out[lane] = seen.get(key, 0)
             seen[key] = out[lane] + 1
         return out
@@ -186,7 +192,8 @@ def candidates() -> dict[str, object]:
     out: dict[str, object] = {"sm_90 (docs/rules.md)": reference_rule}
     for how, line, row, key, pairing in itertools.product(
             ("kth_chunk", "kth_sector", "kth_chunk_row", "kth_chunk_row_xor", "kth_chunk_row_256_xor",
-             "kth_chunk_quarter_xor", "split", "split_line", "split_line_row"),
+             "kth_chunk_quarter_xor", "kth_chunk_row_parity", "last_chunk_row_xor", "last_chunk_row_parity", "split",
+             "split_line", "split_line_row"),
             (64, 128), (128, 256), KEYS,
             ("sector", "none", "source", "destination", "any_request", "sector_or_source_half")):
         out[f"requests {how}, groups line {line} row {row}, key {key}, pairing {pairing}"] = \
@@ -201,21 +208,23 @@ def candidates() -> dict[str, object]:
     return out
 
 
-def misses(rule, probes, ignore_src, most: int | None = None) -> dict[str, int]:
-    """Row -> the candidate's wavefronts less the page's, where they differ (the ignore-src rows left out where
-    the probes alone miss more than ``most``)."""
-    out = {}
-    for name, executions, ctas, page in probes:
-        got = ctas * sum(rule(d, s) for d, s in executions)
-        if got != page:
-            out[name] = got - page
+def misses(rule, probes, ignore_src, later=(), most: int | None = None) -> dict[str, int]:
+    """Row -> the candidate's wavefronts less the page's, where they differ: the probe rows, the ignore-src rows
+    (left out, each counted a miss, where the probe rows alone miss more than ``most``), the ``later`` probe rows
+    (the fitting group, the repeated sources)."""
+    def probe_misses(rows):
+        return {name: got - page for name, executions, ctas, page in rows
+                if (got := ctas * sum(rule(d, s) for d, s in executions)) != page}
+
+    out = probe_misses(probes)
     if most is not None and len(out) > most:
-        return {**out, **{name: 0 for name, *_ in ignore_src}}
-    for name, reading, sources, fill, page in ignore_src:
-        got = (rule(reading, sources) if reading else 0) + fill
-        if got != page:
-            out[name] = got - page
-    return out
+        out.update({name: 0 for name, *_ in ignore_src})
+    else:
+        for name, reading, sources, fill, page in ignore_src:
+            got = (rule(reading, sources) if reading else 0) + fill
+            if got != page:
+                out[name] = got - page
+    return {**out, **probe_misses(later)}
 
 
 def fit_rows() -> list[tuple[str, list, int, int]]:
@@ -223,26 +232,38 @@ def fit_rows() -> list[tuple[str, list, int, int]]:
     return probe_rows(ldgsts_probe.fit_configs, DATA / "ldgsts_probe" / "fit" / "manifest.csv", "fit_")
 
 
-def main(show_misses: bool) -> None:
-    probes, ignore_src, fit = probe_rows(), ignore_src_rows(), fit_rows()
+def repeat_rows() -> list[tuple[str, list, int, int]]:
+    """The repeated sources' rows, both calls (tests/data/hw/ldgsts_probe/repeats, ldgsts_probe.repeat_configs and
+    check_configs)."""
+    manifest = DATA / "ldgsts_probe" / "repeats" / "manifest.csv"
+    return [*probe_rows(ldgsts_probe.repeat_configs, manifest, "rep_"),
+            *probe_rows(ldgsts_probe.check_configs, manifest, "chk_")]
+
+
+def main(show_misses: bool, only: str) -> None:
+    probes, ignore_src, fit, repeats = probe_rows(), ignore_src_rows(), fit_rows(), repeat_rows()
     old = len(probes) + len(ignore_src)
-    baseline = set(misses(reference_rule, probes + fit, ignore_src))
+    baseline = misses(reference_rule, probes, ignore_src, fit + repeats)
+    most = sum(1 for name, *_ in probes if name in baseline) + 10
     results = []
     for name, rule in candidates().items():
-        missed = misses(rule, probes + fit, ignore_src, most=len(baseline) + 10)
-        results.append((len(missed), name, missed))
+        if only in name:
+            missed = misses(rule, probes, ignore_src, fit + repeats, most)
+            results.append((len(missed), name, missed))
     results.sort(key=lambda r: r[0])
     print(f"{old} old rows: {len(probes)} guarded probe configurations, {len(ignore_src)} ignore-src rows; "
-          f"{len(fit)} fitting-group rows")
-    fitting = {name for name, *_ in fit}
+          f"{len(fit)} fitting-group rows; {len(repeats)} repeated-source rows")
+    fitting, repeated = {name for name, *_ in fit}, {name for name, *_ in repeats}
     for count, name, missed in results[:25]:
-        lost = sorted(set(missed) - baseline)
-        new_missed = len(fitting & set(missed))
-        print(f"{old + len(fit) - count:5d} fit (old {old - count + new_missed}/{old}, new {len(fit) - new_missed}/"
-              f"{len(fit)}), {len(lost):3d} lost against sm_90: {name}")
+        lost = sorted(set(missed) - set(baseline))
+        new_missed, repeats_missed = len(fitting & set(missed)), len(repeated & set(missed))
+        print(f"{old + len(fit) + len(repeats) - count:5d} fit (old {old - count + new_missed + repeats_missed}/{old}, "
+              f"fitting group {len(fit) - new_missed}/{len(fit)}, repeats {len(repeats) - repeats_missed}/"
+              f"{len(repeats)}), {len(lost):3d} lost against sm_90: {name}")
         if show_misses:
             print("      misses:", ", ".join(f"{row} {delta:+d}" for row, delta in sorted(missed.items())[:20]))
 
 
 if __name__ == "__main__":
-    main("--misses" in sys.argv[1:])
+    arguments = sys.argv[1:]
+    main("--misses" in arguments, arguments[arguments.index("--only") + 1] if "--only" in arguments else "")
