@@ -43,9 +43,10 @@ def test_version_alone_needs_no_cli_framework_and_says_what_the_app_says():
 TRANSPOSE = ["analyze", "tests/fixtures/emulate/transpose.ptx", "--block", "32,8", "--grid", "32,32"]
 #: What a one-kernel ``analyze`` has no use for: pandas (pyarrow imports it to look for pandas objects; grouping in
 #: traceconf.grouping), acero and pyarrow's dataset and file-system modules (the group-by; parquet output), and
-#: pydantic (Typer 0.29 coerces every option value through it: pyproject.toml keeps Typer below 0.29).
+#: pydantic (Typer 0.29 coerces every option value through it: pyproject.toml keeps Typer below 0.29), and the
+#: numpydoc parser pyarrow.compute documents its functions with (traceconf.startup).
 NOT_FOR_ANALYZE = ("pandas", "pyarrow.acero", "pyarrow.dataset", "pyarrow.parquet", "pyarrow._fs", "cxxfilt",
-                   "pydantic")
+                   "pydantic", "pyarrow.vendored.docscrape", "pydoc")
 
 
 def loaded_by_the_command(*argv: str, entry: str = "main") -> list[str]:
@@ -66,8 +67,8 @@ def test_analyze_of_the_readme_transpose_loads_no_pandas_acero_or_parquet():
     assert loaded_by_the_command(*TRANSPOSE, "--suggest", "--format", "json") == []
 
 
-def test_the_check_sees_pandas_where_pyarrow_is_left_to_look_for_it():
-    assert "pandas" in loaded_by_the_command(*TRANSPOSE, entry="app")
+def test_the_check_sees_pandas_and_docscrape_where_pyarrow_is_left_alone():
+    assert {"pandas", "pyarrow.vendored.docscrape"} <= set(loaded_by_the_command(*TRANSPOSE, entry="app"))
 
 
 PYARROW_WITHOUT_PANDAS = """
@@ -109,6 +110,42 @@ def test_a_process_that_has_pandas_keeps_pyarrows_pandas_integration():
             "print(pa.array(pd.Series([1.0, float('nan')])).null_count)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "1"
+
+
+PYARROW_COMPUTE = """
+import inspect, sys
+from traceconf.startup import DOCUMENTATION_PARSER, pyarrow_compute_without_option_docs
+if {set_up}:
+    pyarrow_compute_without_option_docs()
+import pyarrow as pa, pyarrow.compute as pc
+table = pa.table({{"a": [3, 1, 2], "s": ["x", None, "zz"]}})
+values = [pc.sort_indices(table, sort_keys=[("a", "descending")]).to_pylist(), pc.round(pa.array([1.25]), ndigits=1),
+          pc.cast(table["a"], pa.float32()).type, table["a"].take([2, 0]), pc.utf8_length(table["s"]),
+          pc.fill_null(table["s"], "-"), pc.index_in(pa.array([2, 7]), value_set=table["a"]),
+          table.filter(pc.greater(table["a"], 1)).num_rows, inspect.signature(pc.round), inspect.signature(pc.sum)]
+names = ",".join(name for name in sorted(vars(pc)) if not name.startswith("_"))
+print(DOCUMENTATION_PARSER in sys.modules, "ndigits" in pc.round.__doc__, names, [str(v) for v in values])
+"""
+
+
+def pyarrow_compute_in_a_process(set_up: bool) -> tuple[str, str, str, str]:
+    result = subprocess.run([sys.executable, "-c", PYARROW_COMPUTE.format(set_up=set_up)], capture_output=True,
+                            text=True, check=True)
+    return tuple(result.stdout.strip().split(" ", 3))
+
+
+def test_pyarrow_compute_without_option_docs_is_pyarrow_compute_less_the_docs():
+    """The command line's pyarrow.compute has every function, signature and result of pyarrow's, only its
+    docstrings lack the options' parameters, and the stand-in parser is gone once it is loaded (fails if a
+    pyarrow release no longer reads them with docscrape at import)."""
+    parser_left, documented, names, values = pyarrow_compute_in_a_process(True)
+    assert (parser_left, documented) == ("False", "False")
+    assert (names, values) == pyarrow_compute_in_a_process(False)[2:]
+
+
+def test_the_check_sees_the_option_docs_of_a_plain_pyarrow_compute():
+    parser_left, documented, _, _ = pyarrow_compute_in_a_process(False)
+    assert (parser_left, documented) == ("True", "True")
 
 
 #: Parses the README transpose with Lark's grammar analysis (the LALR tables) refused.

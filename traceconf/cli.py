@@ -98,9 +98,10 @@ def main() -> None:
         return
     from traceconf.commands.analyze import report_input_error
     from traceconf.errors import EXIT_INPUT, InputError
-    from traceconf.startup import malloc_keeps_freed_memory, pyarrow_without_pandas
+    from traceconf.startup import malloc_keeps_freed_memory, pyarrow_compute_without_option_docs, pyarrow_without_pandas
 
     pyarrow_without_pandas()
+    pyarrow_compute_without_option_docs()
     malloc_keeps_freed_memory()
     try:
         # the app of the one command named: Typer turns the signature of every command registered into Click
