@@ -148,30 +148,37 @@ def test_the_check_sees_the_option_docs_of_a_plain_pyarrow_compute():
     assert (parser_left, documented) == ("True", "True")
 
 
-#: Parses the README transpose with Lark's grammar analysis (the LALR tables) refused.
+#: Parses the README transpose with Lark's grammar analysis (the LALR tables) refused; prints its kernels and whether
+#: the process built a Lark parser at all.
 PARSE_WITHOUT_ANALYSIS = ("import lark.parsers.lalr_analysis as analysis\n"
                           "def refuse(self):\n    raise AssertionError('grammar analysed')\n"
                           "analysis.LALR_Analyzer.compute_lalr = refuse\n"
                           "from traceconf.ptx import parse_file\n"
-                          "print(parse_file('tests/fixtures/emulate/transpose.ptx').kernel_names)")
+                          "from traceconf.ptx.grammar import ptx_parser\n"
+                          "print(parse_file('tests/fixtures/emulate/transpose.ptx').kernel_names, "
+                          "'lark' in vars(ptx_parser()))")
 
 
-def parse_without_analysis(temporary: Path | None = None) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "TMPDIR": str(temporary)} if temporary else None    # Lark's cache is there
+def parse_without_analysis(empty: Path | None = None) -> subprocess.CompletedProcess:
+    """The parse, with Lark's cache (in the temporary folder) and traceconf's (the terminals) in ``empty``."""
+    environment = {**os.environ, "TMPDIR": str(empty), "TRACECONF_CACHE": str(empty)} if empty else None
     return subprocess.run([sys.executable, "-c", PARSE_WITHOUT_ANALYSIS], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1], env=environment)
 
 
 def test_the_fast_path_parses_without_grammar_analysis():
-    """Lark keeps the LALR tables in its cache file: a later process loads them and analyses nothing (the parse
-    of a file the fast path reads needs no more than that)."""
-    subprocess.run([sys.executable, "-c", "from traceconf.ptx.grammar import ptx_parser\nptx_parser()"], check=True)
+    """The cache folder keeps the grammar's terminals and the fast path reads the transpose's function headers by
+    shape: a later process parses it without building a Lark parser, let alone analysing the grammar (Lark keeps
+    the LALR tables in its own cache file for the files that need the parser)."""
+    subprocess.run([sys.executable, "-c", "from traceconf.ptx.grammar import ptx_parser\nptx_parser().terminals"],
+                   check=True)
     done = parse_without_analysis()
     assert done.returncode == 0 and "transpose_unpadded" in done.stdout, done.stderr[-1000:]
+    assert done.stdout.split()[-1] == "False"          # no parser built
 
 
 def test_the_check_sees_a_grammar_analysis(tmp_path):
-    assert "grammar analysed" in parse_without_analysis(tmp_path).stderr     # an empty cache: Lark analyses
+    assert "grammar analysed" in parse_without_analysis(tmp_path).stderr     # empty caches: Lark analyses
 
 
 COMMANDS_LOADED = ("import sys\nsys.argv = ['traceconf', *{argv!r}]\nfrom traceconf.cli import main\ntry:\n    main()\n"
