@@ -90,19 +90,15 @@ class ShapeReader:
             (re.compile(rf"\.address_size{_B}+({int_})"), self._address_size),
             self.statement_shapes[1],
         ]
-        # A function header with its (empty) body: linkage, kind, name, parameters with plain attributes, performance
-        # directives; a return list, `.attribute(...)`, `.pragma` ... go to the grammar.
-        space, align = t("STATE_SPACE"), rf"\.align{_B}+{int_}"
-        parameter = (rf"{space}(?:{_B}+(?:\.ptr(?:{_B}+{space})?{_B}+{align}|{align}|{t('VECTOR')}|{t('TYPE')}))*"
-                     rf"{_B}+(?:{ident}|{reg})(?:{_B}*\[{_B}*(?:{int_})?{_B}*\])*")
-        values = rf"{int_}(?:{_B}*,{_B}*{int_})*"
+        # A function header with its (empty) body: linkage, kind, name, parameters with plain attributes (each read
+        # by `parameter`), performance directives; a return list, `.attribute(...)`, `.pragma` ... go to the grammar.
+        space, values = t("STATE_SPACE"), rf"{int_}(?:{_B}*,{_B}*{int_})*"
         self.header_shape = re.compile(
-            rf"{_B}*((?:{t('LINKAGE')}{_B}+)*)({t('FUNCTION_KIND')}){_B}+({ident})"
-            rf"(?:{_B}*\({_B}*({parameter}(?:{_B}*,{_B}*{parameter})*)?{_B}*(\)))?"
+            rf"{_B}*((?:{t('LINKAGE')}{_B}+)*)({t('FUNCTION_KIND')}){_B}+({ident})(?:{_B}*\(([^()]*)\))?"
             rf"((?:{_B}+{t('PERFORMANCE_DIRECTIVE')}(?:{_B}+{values})?)*){_B}*\{{{_B}*\}}{_B}*")
         self.parameter = re.compile(
-            rf"({space})((?:{_B}+(?:\.ptr(?:{_B}+{space})?{_B}+{align}|{align}|{t('VECTOR')}|{t('TYPE')}))*)"
-            rf"{_B}+(?:({ident})|({reg}))((?:{_B}*\[{_B}*(?:{int_})?{_B}*\])*)")
+            rf"({space})((?:{_B}+(?:\.ptr(?:{_B}+{space})?{_B}+\.align{_B}+{int_}|\.align{_B}+{int_}|{t('VECTOR')}"
+            rf"|{t('TYPE')}))*){_B}+(?:({ident})|({reg}))((?:{_B}*\[{_B}*(?:{int_})?{_B}*\])*)")
         self.parameter_attribute = re.compile(
             rf"\.ptr(?:{_B}+({space}))?{_B}+\.align{_B}+({int_})|\.align{_B}+({int_})|({t('VECTOR')})|({t('TYPE')})")
         self.performance = re.compile(rf"({t('PERFORMANCE_DIRECTIVE')})(?:{_B}+({values}))?")
@@ -166,7 +162,23 @@ class ShapeReader:
     def read_header(self, text: str) -> list:
         """Records of a function header followed by an empty body ``{}`` (the statement cache reads bodies
         itself): by shape, else by the grammar."""
-        return self._read(text, [(self.header_shape, self._header)], "start")
+        match = self.header_shape.fullmatch(text)
+        parameters = self._parameters(match.group(4)) if match is not None else None
+        if parameters is None:
+            return self._lark(text, "start")
+        self.transformer.source = text
+        try:
+            return self._header(match, parameters)
+        except (ValueError, StatementError):
+            raise NotParsed(text) from None
+
+    def _parameters(self, text: str | None) -> list[re.Match] | None:
+        """The ``parameter`` match of each parameter of a list's text (None: no list), or None where one does not
+        fit the shape."""
+        if text is None or not text.strip(GRAMMAR_BLANKS):
+            return []
+        matches = [self.parameter.fullmatch(piece) for piece in self.comma.split(text.strip(GRAMMAR_BLANKS))]
+        return None if None in matches else matches
 
     def _read(self, text: str, shapes: list, start: str):
         for regex, build in shapes:
@@ -227,15 +239,14 @@ class ShapeReader:
         children.append(t.declarator(self._token(match, 4, "IDENT"), *rest))
         return list(t.declaration(*children))
 
-    def _header(self, match):
+    def _header(self, match, parameters: list[re.Match]):
         t = self.t
-        linkage, kind, name, parameters, closed, performance = match.groups()
+        linkage, kind, name, listed, performance = match.groups()
         children = [Token("LINKAGE", m.group()) for m in self.linkage.finditer(linkage)]
         children.append(Token("FUNCTION_KIND", kind, line=match.string.count("\n", 0, match.start(2)) + 1))
         children.append(Token("IDENT", name))
-        if closed is not None:
-            pieces = self.comma.split(parameters) if parameters is not None else []
-            children.append(t.parameter_list(*(self._parameter(self.parameter.fullmatch(p)) for p in pieces)))
+        if listed is not None:
+            children.append(t.parameter_list(*map(self._parameter, parameters)))
         for directive in self.performance.finditer(performance):
             numbers = self.comma.split(directive.group(2)) if directive.group(2) is not None else []
             children.append(t.performance_directive(Token("PERFORMANCE_DIRECTIVE", directive.group(1)),
