@@ -223,3 +223,19 @@ def test_the_command_line_sets_glibc_malloc_to_keep_freed_memory():
     assert dict(MALLOC_SETTINGS)[-3] >= 1 << 20       # arrays of one batch (128 KiB) stay in the heap
     if glibc:
         assert hasattr(ctypes.CDLL(None), "mallopt")
+
+
+@pytest.mark.parametrize("colours", [False, True])
+def test_the_stdout_console_highlights_only_what_it_colours(monkeypatch, colours):
+    """Output without colours (here: captured, not a terminal) skips rich's highlighter; with colours (FORCE_COLOR)
+    numbers are highlighted as before."""
+    from traceconf.commands.analyze import stdout_console
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    if colours:
+        monkeypatch.setenv("FORCE_COLOR", "1")
+    else:
+        monkeypatch.delenv("FORCE_COLOR", raising=False)
+    console = stdout_console()
+    assert (console.color_system is not None) is colours
+    assert bool(console.render_str("262,144 wavefronts, 32-way").spans) is colours
