@@ -44,9 +44,10 @@ TRANSPOSE = ["analyze", "tests/fixtures/emulate/transpose.ptx", "--block", "32,8
 #: What a one-kernel ``analyze`` has no use for: pandas (pyarrow imports it to look for pandas objects; grouping in
 #: traceconf.grouping), acero and pyarrow's dataset and file-system modules (the group-by; parquet output), and
 #: pydantic (Typer 0.29 coerces every option value through it: pyproject.toml keeps Typer below 0.29), and the
-#: numpydoc parser pyarrow.compute documents its functions with (traceconf.startup).
+#: numpydoc parser pyarrow.compute documents its functions with (traceconf.startup), and pyarrow's CSV writer (the
+#: CSV output only).
 NOT_FOR_ANALYZE = ("pandas", "pyarrow.acero", "pyarrow.dataset", "pyarrow.parquet", "pyarrow._fs", "cxxfilt",
-                   "pydantic", "pyarrow.vendored.docscrape", "pydoc")
+                   "pydantic", "pyarrow.vendored.docscrape", "pydoc", "pyarrow.csv", "pyarrow._csv")
 
 
 def loaded_by_the_command(*argv: str, entry: str = "main") -> list[str]:
