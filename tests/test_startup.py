@@ -245,12 +245,13 @@ def test_the_stdout_console_highlights_only_what_it_colours(monkeypatch, colours
 def test_the_command_line_collects_garbage_less_often_and_a_library_user_keeps_the_default():
     from traceconf.startup import FIRST_GENERATION_THRESHOLD
 
-    code = ("import gc, sys\nsys.argv = ['traceconf', 'devices']\nimport traceconf.api\nfrom traceconf.cli import main\n"
-            "before = gc.get_threshold()\ntry:\n    {call}\nexcept SystemExit:\n    pass\n"
-            "print([before, gc.get_threshold()])")
+    code = ("import gc, sys\nsys.argv = ['traceconf', 'devices']\nimport traceconf.api\n"
+            "from traceconf.cli import main\nbefore = gc.get_threshold()\ntry:\n    {call}\nexcept SystemExit:\n"
+            "    pass\nprint([before, gc.get_threshold()])")
 
     def thresholds(call: str) -> list:
-        done = subprocess.run([sys.executable, "-c", code.format(call=call)], capture_output=True, text=True, check=True)
+        done = subprocess.run([sys.executable, "-c", code.format(call=call)], capture_output=True, text=True,
+                              check=True)
         return eval(done.stdout.strip().splitlines()[-1])
 
     before, after = thresholds("main()")

@@ -99,7 +99,7 @@ def main() -> None:
     from traceconf.startup import (fewer_collections, malloc_keeps_freed_memory, pyarrow_compute_without_option_docs,
                                    pyarrow_without_pandas)
 
-    fewer_collections()                  # before the imports below: they start the creating
+    fewer_collections()                  # first: the imports below create most of start-up's objects
     pyarrow_without_pandas()
     pyarrow_compute_without_option_docs()
     malloc_keeps_freed_memory()

@@ -44,7 +44,8 @@ import importlib.util
 import sys
 from types import ModuleType
 
-__all__ = ["fewer_collections", "malloc_keeps_freed_memory", "pyarrow_compute_without_option_docs", "pyarrow_without_pandas"]
+__all__ = ["fewer_collections", "malloc_keeps_freed_memory", "pyarrow_compute_without_option_docs",
+           "pyarrow_without_pandas"]
 
 #: glibc ``mallopt`` parameters: M_MMAP_THRESHOLD (-3), requests from this size get their own mapping, and
 #: M_TRIM_THRESHOLD (-1), free memory at the heap's top beyond which it is returned to the system: 256 MiB each,

@@ -74,7 +74,7 @@ def json_text(analyses: list[KernelAnalysis], devices: list[str]) -> str:
 
 def csv_text(table: pa.Table) -> str:
     """The results table as CSV text (header + one row per kernel × device × instruction)."""
-    import pyarrow.csv as pacsv        # here: only CSV output writes it (the tables and JSON of analyze skip its import)
+    import pyarrow.csv as pacsv        # here: only CSV output needs it (analyze's tables and JSON skip its import)
 
     sink = io.BytesIO()
     pacsv.write_csv(table, sink)
