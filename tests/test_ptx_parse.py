@@ -538,6 +538,62 @@ def test_module_statement_shapes_match_lark(text):
     _shapes_agree_with_lark(text, "start", shapes.ShapeReader(ptx_parser()).read_module_statement)
 
 
+def test_the_terminals_kept_are_those_of_the_grammar_parsed(tmp_path, monkeypatch):
+    """The cache folder's terminal regexes are keyed by the grammar's text: a changed grammar gets its own, the
+    same grammar reads them back without building a parser."""
+    import tempfile
+
+    from traceconf.ptx.grammar import PtxParser, grammar_path
+    monkeypatch.setenv("TRACECONF_CACHE", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))       # Lark's own cache of the changed grammar
+    grammar = grammar_path().read_text()
+    first = PtxParser(grammar).terminals
+    changed = grammar.replace("VECTOR: /\\.v(?:2|4|8)(", "VECTOR: /\\.v(?:2|4|8|16)(")
+    assert changed != grammar
+    assert PtxParser(changed).terminals == {**first, "VECTOR": first["VECTOR"].replace("|8)", "|8|16)")}
+    assert len(list((tmp_path / "grammar").iterdir())) == 2
+    again = PtxParser(grammar)
+    assert again.terminals == first and "lark" not in vars(again)
+
+_blank = st.sampled_from(["", " ", "\t", "\n", "  \n\t"])
+_parameter = st.builds(
+    "{}{}{}{}{}".format,
+    st.sampled_from([".param", ".reg", ".param ", ".shared", ".param::entry", ".local"]),
+    st.lists(st.sampled_from([" .align 8", " .align 3", " .align 0x10", " .v2", " .v4", " .b8", " .u64", " .f16x2",
+                              " .ptr .global .align 16", " .ptr .align 4", " .ptr.shared.align 8", " .ptr .local",
+                              ".u32"]), max_size=3).map("".join),
+    st.sampled_from([" p", " %ra", " k_param_0", "\n\tx.x", " $p", "p", " 1p"]),
+    st.lists(st.sampled_from(["[16]", " [ 2 ]", "[]", "[0x8]", "[09]"]), max_size=2).map("".join),
+    _blank)
+_header = st.builds(
+    "{}{}{}{}{}{}{}{{{}}}".format,
+    st.sampled_from(["", ".visible ", ".weak ", ".extern .visible\n", ".visible.", "  "]),
+    st.sampled_from([".entry", ".func", ".func (.param .b32 r)", ".entry .attribute(.managed)"]),
+    st.sampled_from([" k", " _Z3fooPf", "\n$k", "k"]),
+    st.one_of(st.just(""), st.lists(_parameter, max_size=3).map(lambda ps: "(" + ",".join(ps) + ")"),
+              st.just("(.param .u64 a,)")),
+    st.lists(st.sampled_from([" .maxntid 256, 1, 1", " .reqntid 32", " .noreturn", " .maxnreg 0x20", "\n.minnctapersm",
+                              " .maxntid 1 2", " .pragma \"nounroll\";", " .maxnreg 99999999999"]),
+             max_size=2).map("".join),
+    _blank, st.sampled_from(["", " ", "\n"]), _blank)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_header)
+def test_function_header_shapes_match_lark(text):
+    """A function header with its empty body (what the statement cache hands on): the shape or the grammar, the
+    same records (the Function's line too); one the grammar rejects is rejected by the shapes too."""
+    _shapes_agree_with_lark(text, "start", shapes.ShapeReader(ptx_parser()).read_header)
+
+
+def test_the_header_shape_reads_the_common_headers_itself(monkeypatch):
+    reader = shapes.ShapeReader(ptx_parser())
+    monkeypatch.setattr(reader, "_lark", lambda text, start: pytest.fail(f"the grammar parsed {text!r}"))
+    for text in [".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .u32 k_param_1\n)\n{}", ".entry k{}",
+                 ".func f(.param .align 8 .b8 p[16], .param .u64 .ptr .global .align 16 q) .maxntid 256, 1, 1 {}"]:
+        assert repr(reader.read_header(text)) == repr(ptx_parser().parse(text, start="start"))
+
+
 # Generated bodies: drawn from one hypothesis-seeded Random each (hypothesis' own per-draw
 # strategies cost ~3 ms per body, more than the two parses they check).
 _REGISTERS = ["%r1", "%rd12", "%tid.x", "%f3", "x16_0.x", "tid", "_", "$L__BB0_2", "WARP_SZ", "sym"]

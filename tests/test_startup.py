@@ -43,9 +43,11 @@ def test_version_alone_needs_no_cli_framework_and_says_what_the_app_says():
 TRANSPOSE = ["analyze", "tests/fixtures/emulate/transpose.ptx", "--block", "32,8", "--grid", "32,32"]
 #: What a one-kernel ``analyze`` has no use for: pandas (pyarrow imports it to look for pandas objects; grouping in
 #: traceconf.grouping), acero and pyarrow's dataset and file-system modules (the group-by; parquet output), and
-#: pydantic (Typer 0.29 coerces every option value through it: pyproject.toml keeps Typer below 0.29).
+#: pydantic (Typer 0.29 coerces every option value through it: pyproject.toml keeps Typer below 0.29), and the
+#: numpydoc parser pyarrow.compute documents its functions with (traceconf.startup), and pyarrow's CSV writer (the
+#: CSV output only).
 NOT_FOR_ANALYZE = ("pandas", "pyarrow.acero", "pyarrow.dataset", "pyarrow.parquet", "pyarrow._fs", "cxxfilt",
-                   "pydantic")
+                   "pydantic", "pyarrow.vendored.docscrape", "pydoc", "pyarrow.csv", "pyarrow._csv")
 
 
 def loaded_by_the_command(*argv: str, entry: str = "main") -> list[str]:
@@ -66,8 +68,8 @@ def test_analyze_of_the_readme_transpose_loads_no_pandas_acero_or_parquet():
     assert loaded_by_the_command(*TRANSPOSE, "--suggest", "--format", "json") == []
 
 
-def test_the_check_sees_pandas_where_pyarrow_is_left_to_look_for_it():
-    assert "pandas" in loaded_by_the_command(*TRANSPOSE, entry="app")
+def test_the_check_sees_pandas_and_docscrape_where_pyarrow_is_left_alone():
+    assert {"pandas", "pyarrow.vendored.docscrape"} <= set(loaded_by_the_command(*TRANSPOSE, entry="app"))
 
 
 PYARROW_WITHOUT_PANDAS = """
@@ -111,30 +113,73 @@ def test_a_process_that_has_pandas_keeps_pyarrows_pandas_integration():
                           check=True).stdout.strip() == "1"
 
 
-#: Parses the README transpose with Lark's grammar analysis (the LALR tables) refused.
+PYARROW_COMPUTE = """
+import inspect, sys
+from traceconf.startup import DOCUMENTATION_PARSER, pyarrow_compute_without_option_docs
+if {set_up}:
+    pyarrow_compute_without_option_docs()
+import pyarrow as pa, pyarrow.compute as pc
+table = pa.table({{"a": [3, 1, 2], "s": ["x", None, "zz"]}})
+values = [pc.sort_indices(table, sort_keys=[("a", "descending")]).to_pylist(), pc.round(pa.array([1.25]), ndigits=1),
+          pc.cast(table["a"], pa.float32()).type, table["a"].take([2, 0]), pc.utf8_length(table["s"]),
+          pc.fill_null(table["s"], "-"), pc.index_in(pa.array([2, 7]), value_set=table["a"]),
+          table.filter(pc.greater(table["a"], 1)).num_rows, inspect.signature(pc.round), inspect.signature(pc.sum)]
+names = ",".join(name for name in sorted(vars(pc)) if not name.startswith("_"))
+print(DOCUMENTATION_PARSER in sys.modules, "ndigits" in pc.round.__doc__, names, [str(v) for v in values])
+"""
+
+
+def pyarrow_compute_in_a_process(set_up: bool) -> tuple[str, str, str, str]:
+    result = subprocess.run([sys.executable, "-c", PYARROW_COMPUTE.format(set_up=set_up)], capture_output=True,
+                            text=True, check=True)
+    return tuple(result.stdout.strip().split(" ", 3))
+
+
+def test_pyarrow_compute_without_option_docs_is_pyarrow_compute_less_the_docs():
+    """The command line's pyarrow.compute has every function, signature and result of pyarrow's, only its
+    docstrings lack the options' parameters, and the stand-in parser is gone once it is loaded (fails if a
+    pyarrow release no longer reads them with docscrape at import)."""
+    parser_left, documented, names, values = pyarrow_compute_in_a_process(True)
+    assert (parser_left, documented) == ("False", "False")
+    assert (names, values) == pyarrow_compute_in_a_process(False)[2:]
+
+
+def test_the_check_sees_the_option_docs_of_a_plain_pyarrow_compute():
+    parser_left, documented, _, _ = pyarrow_compute_in_a_process(False)
+    assert (parser_left, documented) == ("True", "True")
+
+
+#: Parses the README transpose with Lark's grammar analysis (the LALR tables) refused; prints its kernels and whether
+#: the process built a Lark parser at all.
 PARSE_WITHOUT_ANALYSIS = ("import lark.parsers.lalr_analysis as analysis\n"
                           "def refuse(self):\n    raise AssertionError('grammar analysed')\n"
                           "analysis.LALR_Analyzer.compute_lalr = refuse\n"
                           "from traceconf.ptx import parse_file\n"
-                          "print(parse_file('tests/fixtures/emulate/transpose.ptx').kernel_names)")
+                          "from traceconf.ptx.grammar import ptx_parser\n"
+                          "print(parse_file('tests/fixtures/emulate/transpose.ptx').kernel_names, "
+                          "'lark' in vars(ptx_parser()))")
 
 
-def parse_without_analysis(temporary: Path | None = None) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "TMPDIR": str(temporary)} if temporary else None    # Lark's cache is there
+def parse_without_analysis(empty: Path | None = None) -> subprocess.CompletedProcess:
+    """The parse, with Lark's cache (in the temporary folder) and traceconf's (the terminals) in ``empty``."""
+    environment = {**os.environ, "TMPDIR": str(empty), "TRACECONF_CACHE": str(empty)} if empty else None
     return subprocess.run([sys.executable, "-c", PARSE_WITHOUT_ANALYSIS], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1], env=environment)
 
 
 def test_the_fast_path_parses_without_grammar_analysis():
-    """Lark keeps the LALR tables in its cache file: a later process loads them and analyses nothing (the parse
-    of a file the fast path reads needs no more than that)."""
-    subprocess.run([sys.executable, "-c", "from traceconf.ptx.grammar import ptx_parser\nptx_parser()"], check=True)
+    """The cache folder keeps the grammar's terminals and the fast path reads the transpose's function headers by
+    shape: a later process parses it without building a Lark parser, let alone analysing the grammar (Lark keeps
+    the LALR tables in its own cache file for the files that need the parser)."""
+    subprocess.run([sys.executable, "-c", "from traceconf.ptx.grammar import ptx_parser\nptx_parser().terminals"],
+                   check=True)
     done = parse_without_analysis()
     assert done.returncode == 0 and "transpose_unpadded" in done.stdout, done.stderr[-1000:]
+    assert done.stdout.split()[-1] == "False"          # no parser built
 
 
 def test_the_check_sees_a_grammar_analysis(tmp_path):
-    assert "grammar analysed" in parse_without_analysis(tmp_path).stderr     # an empty cache: Lark analyses
+    assert "grammar analysed" in parse_without_analysis(tmp_path).stderr     # empty caches: Lark analyses
 
 
 COMMANDS_LOADED = ("import sys\nsys.argv = ['traceconf', *{argv!r}]\nfrom traceconf.cli import main\ntry:\n    main()\n"
@@ -179,3 +224,37 @@ def test_the_command_line_sets_glibc_malloc_to_keep_freed_memory():
     assert dict(MALLOC_SETTINGS)[-3] >= 1 << 20       # arrays of one batch (128 KiB) stay in the heap
     if glibc:
         assert hasattr(ctypes.CDLL(None), "mallopt")
+
+
+@pytest.mark.parametrize("colours", [False, True])
+def test_the_stdout_console_highlights_only_what_it_colours(monkeypatch, colours):
+    """Output without colours (here: captured, not a terminal) skips rich's highlighter; with colours (FORCE_COLOR)
+    numbers are highlighted as before."""
+    from traceconf.commands.analyze import stdout_console
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    if colours:
+        monkeypatch.setenv("FORCE_COLOR", "1")
+    else:
+        monkeypatch.delenv("FORCE_COLOR", raising=False)
+    console = stdout_console()
+    assert (console.color_system is not None) is colours
+    assert bool(console.render_str("262,144 wavefronts, 32-way").spans) is colours
+
+
+def test_the_command_line_collects_garbage_less_often_and_a_library_user_keeps_the_default():
+    from traceconf.startup import FIRST_GENERATION_THRESHOLD
+
+    code = ("import gc, sys\nsys.argv = ['traceconf', 'devices']\nimport traceconf.api\n"
+            "from traceconf.cli import main\nbefore = gc.get_threshold()\ntry:\n    {call}\nexcept SystemExit:\n"
+            "    pass\nprint([before, gc.get_threshold()])")
+
+    def thresholds(call: str) -> list:
+        done = subprocess.run([sys.executable, "-c", code.format(call=call)], capture_output=True, text=True,
+                              check=True)
+        return eval(done.stdout.strip().splitlines()[-1])
+
+    before, after = thresholds("main()")
+    assert before[0] < FIRST_GENERATION_THRESHOLD and after == (FIRST_GENERATION_THRESHOLD, *before[1:])
+    before, after = thresholds("pass")
+    assert after == before

@@ -96,12 +96,16 @@ def main() -> None:
         # the whole answer is the version: no CLI framework to load (start-up is what a version check waits for)
         sys.stdout.write(f"traceconf {__version__}\n")
         return
+    from traceconf.startup import (fewer_collections, malloc_keeps_freed_memory, pyarrow_compute_without_option_docs,
+                                   pyarrow_without_pandas)
+
+    fewer_collections()                  # first: the imports below create most of start-up's objects
+    pyarrow_without_pandas()
+    pyarrow_compute_without_option_docs()
+    malloc_keeps_freed_memory()
     from traceconf.commands.analyze import report_input_error
     from traceconf.errors import EXIT_INPUT, InputError
-    from traceconf.startup import malloc_keeps_freed_memory, pyarrow_without_pandas
 
-    pyarrow_without_pandas()
-    malloc_keeps_freed_memory()
     try:
         # the app of the one command named: Typer turns the signature of every command registered into Click
         # options on every run; a test may put an app of its own in the module

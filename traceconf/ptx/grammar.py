@@ -7,13 +7,17 @@ The grammar lives in ``grammars/ptx.lark`` in the source tree and in
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
+import lark
 from lark import Lark
 
 from traceconf.ptx.transform import PtxTransformer
+from traceconf.sass.toolchain import cache_dir, store_cached
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 GRAMMAR_CANDIDATES = (
@@ -37,20 +41,40 @@ def grammar_path() -> Path:
 
 
 class PtxParser:
-    """The LALR parser with the records transformer inlined (no tree is built).
+    """The LALR parser with the records transformer inlined (no tree is built), and the regexes of the grammar's
+    terminals.
 
     The transformer slices instruction and operand texts out of the text being
     parsed, so one parse runs at a time (the lock); nothing is kept between
-    parses.
+    parses.  The parser is built on the first parse: a file the fast path reads whole needs only the terminals'
+    regexes, which the cache folder keeps (:attr:`terminals`).
     """
 
     def __init__(self, grammar: str):
+        self.grammar = grammar
         self.transformer = PtxTransformer()
-        # cache: Lark keeps the grammar analysis (the LALR tables, ~0.1 s) in a file of the temporary folder keyed
-        # by the grammar, the options and Lark's version, so only the first run of a grammar builds them
-        self.lark = Lark(grammar, parser="lalr", lexer="contextual", start=list(START_SYMBOLS),
-                         transformer=self.transformer, maybe_placeholders=True, cache=True)
         self._lock = threading.Lock()
+
+    @cached_property
+    def lark(self) -> Lark:
+        # cache: Lark keeps the grammar analysis (the LALR tables, ~0.1 s) in a file of the temporary folder keyed
+        # by the grammar, the options and Lark's version, so only the first run of a grammar builds them (loading
+        # them still takes ~0.02 CPU-s)
+        return Lark(self.grammar, parser="lalr", lexer="contextual", start=list(START_SYMBOLS),
+                    transformer=self.transformer, maybe_placeholders=True, cache=True)
+
+    @cached_property
+    def terminals(self) -> dict[str, str]:
+        """The regular expression of every terminal of the grammar, by name: kept in the cache folder per grammar
+        text and Lark version (``grammar/HASH.json``), else read from the parser (built for it) and stored."""
+        key = hashlib.sha256(f"{lark.__version__}\0{self.grammar}".encode()).hexdigest()
+        path = cache_dir() / "grammar" / f"{key}.json"
+        try:
+            return json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            terminals = {terminal.name: terminal.pattern.to_regexp() for terminal in self.lark.terminals}
+            store_cached(path, json.dumps(terminals).encode())
+            return terminals
 
     def parse(self, text: str, start: str = "start"):
         with self._lock:
@@ -62,10 +86,10 @@ class PtxParser:
 
     def terminal_regex(self, name: str) -> str:
         """The regular expression of a grammar terminal (the fast path builds its regexes from them)."""
-        return self.lark.get_terminal(name).pattern.to_regexp()
+        return self.terminals[name]
 
 
 @lru_cache(maxsize=None)
 def ptx_parser() -> PtxParser:
-    """The parser of ``ptx.lark`` (built once: the LALR tables take a while)."""
+    """The parser of ``ptx.lark`` (one per process: the LALR tables take a while)."""
     return PtxParser(grammar_path().read_text())

@@ -90,6 +90,18 @@ class ShapeReader:
             (re.compile(rf"\.address_size{_B}+({int_})"), self._address_size),
             self.statement_shapes[1],
         ]
+        # A function header with its (empty) body: linkage, kind, name, parameters with plain attributes (each read
+        # by `parameter`), performance directives; a return list, `.attribute(...)`, `.pragma` ... go to the grammar.
+        space, values = t("STATE_SPACE"), rf"{int_}(?:{_B}*,{_B}*{int_})*"
+        self.header_shape = re.compile(
+            rf"{_B}*((?:{t('LINKAGE')}{_B}+)*)({t('FUNCTION_KIND')}){_B}+({ident})(?:{_B}*\(([^()]*)\))?"
+            rf"((?:{_B}+{t('PERFORMANCE_DIRECTIVE')}(?:{_B}+{values})?)*){_B}*\{{{_B}*\}}{_B}*")
+        self.parameter = re.compile(
+            rf"({space})((?:{_B}+(?:\.ptr(?:{_B}+{space})?{_B}+\.align{_B}+{int_}|\.align{_B}+{int_}|{t('VECTOR')}"
+            rf"|{t('TYPE')}))*){_B}+(?:({ident})|({reg}))((?:{_B}*\[{_B}*(?:{int_})?{_B}*\])*)")
+        self.parameter_attribute = re.compile(
+            rf"\.ptr(?:{_B}+({space}))?{_B}+\.align{_B}+({int_})|\.align{_B}+({int_})|({t('VECTOR')})|({t('TYPE')})")
+        self.performance = re.compile(rf"({t('PERFORMANCE_DIRECTIVE')})(?:{_B}+({values}))?")
         self.target_separator = re.compile(rf"{_B}*,{_B}*")
         self.attribute = re.compile(rf"\.align{_B}+({int_})|({t('VECTOR')})|({t('TYPE')})")
         self.dimension = re.compile(rf"\[{_B}*({int_})?{_B}*\]")
@@ -146,6 +158,27 @@ class ShapeReader:
         """Records of one module-level statement (``.file``, ``.version``, a declaration ...); ``text`` holds
         no blanks at either end."""
         return self._read(text, self.module_shapes, "start")
+
+    def read_header(self, text: str) -> list:
+        """Records of a function header followed by an empty body ``{}`` (the statement cache reads bodies
+        itself): by shape, else by the grammar."""
+        match = self.header_shape.fullmatch(text)
+        parameters = self._parameters(match.group(4)) if match is not None else None
+        if parameters is None:
+            return self._lark(text, "start")
+        self.transformer.source = text
+        try:
+            return self._header(match, parameters)
+        except (ValueError, StatementError):
+            raise NotParsed(text) from None
+
+    def _parameters(self, text: str | None) -> list[re.Match] | None:
+        """The ``parameter`` match of each parameter of a list's text (None: no list), or None where one does not
+        fit the shape."""
+        if text is None or not text.strip(GRAMMAR_BLANKS):
+            return []
+        matches = [self.parameter.fullmatch(piece) for piece in self.comma.split(text.strip(GRAMMAR_BLANKS))]
+        return None if None in matches else matches
 
     def _read(self, text: str, shapes: list, start: str):
         for regex, build in shapes:
@@ -205,6 +238,40 @@ class ShapeReader:
             rest.append(t.array_dimension(Token("INT", length)) if length is not None else t.array_dimension())
         children.append(t.declarator(self._token(match, 4, "IDENT"), *rest))
         return list(t.declaration(*children))
+
+    def _header(self, match, parameters: list[re.Match]):
+        t = self.t
+        linkage, kind, name, listed, performance = match.groups()
+        children = [Token("LINKAGE", m.group()) for m in self.linkage.finditer(linkage)]
+        children.append(Token("FUNCTION_KIND", kind, line=match.string.count("\n", 0, match.start(2)) + 1))
+        children.append(Token("IDENT", name))
+        if listed is not None:
+            children.append(t.parameter_list(*map(self._parameter, parameters)))
+        for directive in self.performance.finditer(performance):
+            numbers = self.comma.split(directive.group(2)) if directive.group(2) is not None else []
+            children.append(t.performance_directive(Token("PERFORMANCE_DIRECTIVE", directive.group(1)),
+                                                    *(Token("INT", number) for number in numbers)))
+        children.append(t.body())
+        return t.start(t.function(*children))
+
+    def _parameter(self, match):
+        t = self.t
+        space, attributes, ident, reg, dimensions = match.groups()
+        children = []
+        for attribute in self.parameter_attribute.finditer(attributes):
+            pointer_space, pointer_align, align, vector, type_ = attribute.groups()
+            if pointer_align is not None:
+                space_token = () if pointer_space is None else (Token("STATE_SPACE", pointer_space),)
+                children.append(t.pointer(*space_token, t.align(Token("INT", pointer_align))))
+            elif align is not None:
+                children.append(t.align(Token("INT", align)))
+            else:
+                children.append(Token("VECTOR", vector) if vector is not None else Token("TYPE", type_))
+        children.append(Token("IDENT", ident) if ident is not None else Token("REG", reg))
+        for dimension in self.dimension.finditer(dimensions):
+            length = dimension.group(1)
+            children.append(t.array_dimension(Token("INT", length)) if length is not None else t.array_dimension())
+        return t.parameter(Token("STATE_SPACE", space), *children)
 
     @staticmethod
     def _register(match):

@@ -184,7 +184,10 @@ class StatementCache:
         template = self.headers.get(key)
         if template is not None:
             return _rebase([_mask(template, _MASK, name)], line - 1)
-        records = self._grammar(source, "start")
+        try:
+            records = self.shapes.read_header(source)
+        except NotParsed:
+            raise Fallback(source) from None
         if len(records) == 1:   # just the header: every name it holds is a function or parameter name
             self.headers[key] = _mask(records[0], name, _MASK)
         return _rebase(records, line - 1)

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Iterable
 
 import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from traceconf.errors import InputError
 from traceconf.names import qualified_name
@@ -75,6 +74,8 @@ def json_text(analyses: list[KernelAnalysis], devices: list[str]) -> str:
 
 def csv_text(table: pa.Table) -> str:
     """The results table as CSV text (header + one row per kernel × device × instruction)."""
+    import pyarrow.csv as pacsv        # here: only CSV output needs it (analyze's tables and JSON skip its import)
+
     sink = io.BytesIO()
     pacsv.write_csv(table, sink)
     return sink.getvalue().decode()
