@@ -52,6 +52,7 @@ from traceconf.accesses import AddressPatterns, WarpAccesses
 from traceconf.emulate.classes import Box, CtaRun, Watch, linear, partition, whole_grid
 from traceconf.emulate.contents import CrossCtaTraffic, GlobalContents
 from traceconf.emulate.launch import Launch, LimitReached, Limits
+from traceconf.emulate.speculation import Speculation, SpeculationFailed
 
 #: Threads emulated together when several CTAs must run (bounds memory, keeps numpy arrays large).
 CHUNK_THREADS = 1 << 14
@@ -87,6 +88,9 @@ class Emulator:
     #: the --data buffers of a kernel that writes global memory: CTAs may communicate through them, so they run
     #: as in launch order (batches checked at run time, see :meth:`_Runner.batch`) and without classes
     communicating: GlobalContents | None = None
+    #: which plan the machines run (:class:`~traceconf.emulate.speculation.Speculation`: it learns from the first
+    #: machine that ran, and a machine whose assumptions broke runs again without them); None: the one made
+    speculation: Speculation | None = None
 
     @property
     def serial(self) -> bool:
@@ -155,22 +159,43 @@ class _Runner:
         self.limits.check()
         ctas = np.asarray(ctas, dtype=np.int64)
         checks = self.emulator.checks
-        machine = self.emulator.machine(ctas, Watch(checks, len(ctas), self.padded) if watched and checks else None)
-        machine.limits = self.limits
         self.emulated += len(ctas)
         if len(self.listed) < LISTED_CTAS:
             self.listed.extend(ctas[:LISTED_CTAS - len(self.listed)].tolist())
-        try:
-            machine.run()
-        except LimitReached:
-            # the CTAs of this batch did not finish: their accesses so far are counted, the CTAs are not
-            self.sink.emit(assemble(self.emulator.kernel, [machine], self.emulator.warp_size), 1, 0,
-                           unresolved_of(machine))
-            raise
-        finally:
-            self.steps += machine.steps
-            self.limits.spend(machine.steps, machine.size // self.emulator.warp_size)
-        return machine
+        speculation = self.emulator.speculation
+        while True:
+            machine = self.emulator.machine(ctas, Watch(checks, len(ctas), self.padded) if watched and checks
+                                            else None)
+            machine.limits = self.limits
+            undo = self._undo() if getattr(machine, "contents_plan", None) is not None else None
+            try:
+                machine.run()
+            except LimitReached:
+                # the CTAs of this batch did not finish: their accesses so far are counted, the CTAs are not
+                self.sink.emit(assemble(self.emulator.kernel, [machine], self.emulator.warp_size), 1, 0,
+                               unresolved_of(machine))
+                raise
+            except SpeculationFailed as failure:
+                undo()                      # what it did is void: the batch runs again without the assumption
+                speculation.failed(failure.part)
+                continue
+            finally:
+                self.steps += machine.steps
+                self.limits.spend(machine.steps, machine.size // self.emulator.warp_size)
+            if speculation is not None:
+                speculation.learn(machine)
+            return machine
+
+    def _undo(self) -> Callable[[], None]:
+        """What puts findings and the written --data buffers back as they are now."""
+        memory, findings = self.emulator.communicating, self.emulator.findings
+        saved, found = memory.saved() if memory is not None else None, findings.saved()
+
+        def undo():
+            if memory is not None:
+                memory.restore(saved)
+            findings.restore(found)
+        return undo
 
     def probe(self, stop_at_cta: bool):
         """CTA 0, run first (the probe).  ``stop_at_cta``: CTA classes will be searched if it meets the CTA index,
