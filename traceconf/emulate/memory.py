@@ -404,7 +404,6 @@ def _assumed_undone(m, ctx: Context, slot: Slot, located, size: int, stores: boo
                      lambda: np.flatnonzero(shared_lanes & ((bits & taint.UNKNOWN) == 0)))
     if assumed.nothing_stored:
         check_nothing_stored(ctx.memory, global_lanes, address, bits, size)
-        forget_if_wild(ctx, global_lanes, bits)
     elif assumed.skip and stores and ctx.shared_values:
         unknown = shared_lanes & ((bits & taint.UNKNOWN) != 0)
         if unknown.any():                  # could have written any byte of its CTA

@@ -13,7 +13,9 @@ What is assumed, once the first machine (the probe, run with the per-space slice
   *region*; a region's contents are needed only when a needed load reads it.  Every shared instruction must
   have been seen, as a plain load, store or atomic of one space, or nothing is assumed for shared memory;
 * global memory (``--data``): a plain store writes no byte of a ``--data`` buffer (the outputs of the
-  samples' kernels go through pointers without data), so global loads need no store's value.
+  samples' kernels go through pointers without data), so global loads need no store's value; every store
+  must have asked for its :class:`Contents` in the probe.  Where nothing else writes global memory, CTAs then
+  cannot communicate through it: a batch runs without the scheduler's checks (``writes_global``).
 
 Under those assumptions the slice is computed again with one memory space per region (and the plain global
 stores writing a space nobody reads); what it no longer needs is not done: a load of a region nobody needs
@@ -35,7 +37,7 @@ from typing import Callable
 import numpy as np
 
 from traceconf.emulate import taint
-from traceconf.emulate.slice import Dependence, Effect, Plan
+from traceconf.emulate.slice import Dependence, Effect, Plan, enabled
 
 SHARED, GLOBAL = "shared", "global"
 #: The space plain global stores write under the assumption: no load reads it.
@@ -119,10 +121,12 @@ class Speculation:
         self.pcs_of: dict[int, list[int]] = {}
         for pc, instruction in enumerate(instructions):
             self.pcs_of.setdefault(instruction, []).append(pc)
-        # only contents the per-space slice needs can be spared; without a plan (full emulation) nothing is
-        self.parts = set(coarse.contents & {SHARED, GLOBAL}) if coarse.plan is not None else set()
+        # only contents the per-space slice needs can be spared; under full emulation nothing is
+        self.parts = set(coarse.contents & {SHARED, GLOBAL}) if enabled() else set()
         self.current: Plan | None = coarse.plan
         self.regions: list[Region] | None = None
+        self.stores: list[int] = []         # the plain global stores (checked to write no --data byte)
+        self.only_stores = False            # and nothing else writes global memory
         self.learned = False
 
     def plan(self) -> Plan | None:
@@ -139,7 +143,18 @@ class Speculation:
             self.regions = self._shared_regions(machine.log, machine.consulted)
             if self.regions is None:
                 self.parts.discard(SHARED)
+        if GLOBAL in self.parts:
+            writers = [pc for pc, e in enumerate(self.effects) if GLOBAL in e.writes]
+            self.stores = [pc for pc in writers if self.effects[pc].writes == {GLOBAL} and not self.effects[pc].reads]
+            self.only_stores = len(self.stores) == len(writers)
+            if not set(self.stores) <= machine.consulted:
+                self.parts.discard(GLOBAL)      # a store the probe did not run, or a reduction (its own path)
         self.current = self._plan()
+
+    def writes_global(self) -> bool:
+        """Whether a machine of the current plan may write global memory (False: every instruction that could is a
+        plain store left undone, which raises before it would write: CTAs cannot communicate)."""
+        return not (self.learned and GLOBAL in self.parts and self.only_stores)
 
     def failed(self, part: str) -> None:
         """An access broke the ``part`` assumption: it is dropped for the rest of the launch."""
@@ -172,8 +187,7 @@ class Speculation:
                     effect = effects[pc]
                     effects[pc] = replace(effect, reads=_renamed(effect.reads, SHARED, key),
                                           writes=_renamed(effect.writes, SHARED, key))
-        stores = [pc for pc, e in enumerate(effects) if e.writes == {GLOBAL} and not e.reads] \
-            if GLOBAL in self.parts else []
+        stores = self.stores if GLOBAL in self.parts else []
         for pc in stores:
             effects[pc] = replace(effects[pc], writes=frozenset({UNREAD_GLOBAL}))
         fine = self.slice_of(effects, frozenset(modelled))
@@ -220,9 +234,13 @@ def check_inside(bounds: tuple[int, int], offsets: np.ndarray, size: int,
 
 
 def check_nothing_stored(memory, lanes: np.ndarray, address: np.ndarray, bits: np.ndarray, size: int) -> None:
-    """Raise :class:`SpeculationFailed` if a global store left undone would have written a byte of a ``--data``
-    buffer (``memory``: the launch's GlobalContents) in one of ``lanes``."""
-    known = lanes & ((np.asarray(bits) & taint.UNKNOWN) == 0)
+    """Raise :class:`SpeculationFailed` if a global store left undone would have changed a ``--data`` buffer
+    (``memory``: the launch's GlobalContents) in one of ``lanes``: written a byte of one, or, through an address
+    unknown for another reason than a pointer without data, made them all unknown."""
+    bits = np.asarray(bits)
+    if (lanes & ((bits & taint.WILD) != 0)).any():
+        raise SpeculationFailed(GLOBAL)
+    known = lanes & ((bits & taint.UNKNOWN) == 0)
     if not known.any():
         return
     which, offset = memory.owner(address)

@@ -17,8 +17,8 @@ import numpy as np
 
 from traceconf.emulate import intops, taint
 from traceconf.emulate.contents import atomic
-from traceconf.emulate.memory import (Reads, atomic_global, atomic_shared, copy_reads, forget_if_wild,
-                                      global_without_data, located_by_cta, read_global, write_global)
+from traceconf.emulate.memory import (Reads, atomic_global, atomic_shared, copy_reads, global_without_data,
+                                      located_by_cta, read_global, write_global)
 from traceconf.emulate.speculation import check_inside, check_nothing_stored
 from traceconf.emulate.state import is_uniform, select
 from traceconf.sass.opcodes import ALWAYS, atomic_operation, element_of, global_op, shared_op
@@ -334,7 +334,6 @@ def global_access(opcode: str, ops: list[Operand], address_index: int, ctx: Sass
         assumed = m.contents_of(slot)
         if assumed is not None and assumed.skip:        # its value is needed nowhere, if it writes no --data byte
             check_nothing_stored(ctx.memory, lanes, address, bits, op.bytes)
-            forget_if_wild(ctx, lanes, bits)
             return
         source = sources[0] if sources and sources[0].kind == "reg" else None
         halves = _value_of(m, _registers(source, registers)) if source is not None else \
