@@ -3,7 +3,7 @@ access, and the output always the full emulation's.
 
 Each kernel of tests/fixtures/emulate/regions.cu breaks one thing a wrong split of memory would get wrong: one
 array's contents feeding another's addresses, a store through a pointer given the input's address (aliasing
---data), and an index that leaves its region after the probe.  Every launch runs sliced and fully emulated
+--data), an index that leaves its region after the probe, and a store through an unknown pointer after it.  Every launch runs sliced and fully emulated
 (tests/test_slice.py's comparison), at both levels; the tests also say which assumption held or broke, and
 that without the checks the two outputs differ (the comparison would catch a wrong split).
 """
@@ -97,10 +97,20 @@ def test_an_index_leaving_its_region_breaks_the_assumption(level, watched):
 
 
 @pytest.mark.parametrize("level", LEVELS)
+def test_a_store_through_an_unknown_pointer_breaks_the_assumption(level, watched):
+    """The second CTA stores through a pointer nothing gives: the buffers become unknown to the CTAs after it (in
+    launch order); the store left undone would have hidden that, so the check stops it."""
+    launch = request((32, 1, 1), (4, 1, 1), data={"0": "random:uint32:128"})
+    (analysis,) = assert_same(REGIONS, launch, level, ["^wild$"])
+    assert analysis["unresolved"] and "global" in watched["failed"]
+
+
+@pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("kernel, launch, check", [
     ("straying", request((64, 1, 1), (3, 1, 1), data={"0": "random:uint32:384"}), "check_inside"),
     ("forward", request((64, 1, 1), (4, 1, 1), params={"1": GLOBAL_BASE}, data={"0": "random:uint32:320"}),
-     "check_nothing_stored")])
+     "check_nothing_stored"),
+    ("wild", request((32, 1, 1), (4, 1, 1), data={"0": "random:uint32:128"}), "check_nothing_stored")])
 def test_without_the_checks_the_outputs_differ(kernel, launch, check, level, monkeypatch):
     """The comparison is not vacuous: with a check that never fails, the wrong assumption changes the report."""
     import traceconf.sass.memory as sass_memory
