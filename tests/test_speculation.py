@@ -10,11 +10,13 @@ that without the checks the two outputs differ (the comparison would catch a wro
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 
 from test_slice import FIXTURES, analyse, assert_same, needs_sass, request
-from traceconf.emulate import memory as ptx_memory, speculation
+from traceconf.emulate import memory as ptx_memory, slice as slicing, speculation
 from traceconf.emulate.contents import GLOBAL_BASE
 from traceconf.emulate.speculation import Region, SpeculationFailed, check_inside, probe_hulls, regions_of
 
@@ -54,6 +56,37 @@ def test_the_probe_bounds_each_instruction_by_the_bytes_its_lanes_touched():
     log = [(None, 40, 0, 4, 0, rows), (None, 40, 0, 4, 0, np.array([[100, 4, -1]])), (None, 41, 0, 8, 0, rows)]
     assert probe_hulls(log, {40: [2], 41: [3, 9]}) == {2: (4, 104), 3: (8, 24), 9: (8, 24)}
     assert probe_hulls([(None, 40, 0, 16, 1, rows)], {40: [2]}) is None       # matrix rows: bytes not bounded
+
+
+def test_a_region_nobody_reads_keeps_no_contents_and_its_stores_stay_in_it():
+    """Two arrays: A's load decides something, B's only moves data.  Per space, B's store and its value run;
+    per region (from a probe that saw A at bytes 0..255 and B at 256..511) they do not, and A's load and B's
+    store are bounded to their regions."""
+    E = slicing.Effect
+    effects = [E(defs=frozenset({"v"})), E(defs=frozenset({"w"})),
+               E(values=frozenset({"v"}), places=frozenset({"a"}), writes=frozenset({"shared"}), seed=True),
+               E(values=frozenset({"w"}), places=frozenset({"b"}), writes=frozenset({"shared"}), seed=True),
+               E(defs=frozenset({"x"}), places=frozenset({"a"}), reads=frozenset({"shared"}), loaded=True, seed=True),
+               E(defs=frozenset({"y"}), places=frozenset({"b"}), reads=frozenset({"shared"}), loaded=True, seed=True),
+               E(places=frozenset({"x"}), seed=True)]
+    edges = [[i + 1] for i in range(len(effects))]
+    modelled = frozenset({"shared"})
+    coarse = slicing.dependence(effects, edges, modelled)
+    assert coarse.kept[1]                                   # B's value is computed per space
+    chosen = speculation.Speculation(effects, lambda e, m: slicing.dependence(e, edges, m), modelled, coarse,
+                                     list(range(len(effects))))
+    rows = {2: np.arange(64) * 4, 3: 256 + np.arange(64) * 4, 4: np.arange(64) * 4, 5: 256 + np.arange(64) * 4}
+    probe = types.SimpleNamespace(log=[(None, pc, 0, 4, 0, at.reshape(2, 32)) for pc, at in rows.items()],
+                                  consulted={2, 3, 4, 5})
+    chosen.learn(probe)
+    plan = chosen.plan()
+    assert not plan.kept[1] and plan.kept[0]
+    assert plan.contents[2] == speculation.Contents(skip=False)
+    assert plan.contents[3] == speculation.Contents(skip=True, bounds=(256, 512))
+    assert plan.contents[4] == speculation.Contents(skip=False, bounds=(0, 256))
+    assert plan.contents[5] == speculation.Contents(skip=True)
+    chosen.failed("shared")
+    assert chosen.plan() == coarse.plan
 
 
 def test_an_access_is_checked_only_on_its_running_threads():

@@ -195,8 +195,10 @@ class Speculation:
             self.parts.clear()      # nothing more to spare: no checks
             return self.coarse.plan
         contents: list[Contents | None] = [None] * len(effects)
+        # a shared store left undone, or an atomic whose operands nothing needs, leaves wrong bytes in its region
+        wrong = any(effects[pc].writes and not fine.needed[pc] for pc in region_of)
         for pc, region in region_of.items():
-            contents[pc] = _shared_contents(effects[pc], fine.needed[pc], (region.low, region.high))
+            contents[pc] = _shared_contents(effects[pc], fine.needed[pc], (region.low, region.high) if wrong else None)
         for pc in stores:
             contents[pc] = Contents(skip=True, nothing_stored=True)
         return Plan.of(list(fine.kept), tuple(contents))
@@ -206,10 +208,11 @@ def _renamed(spaces: frozenset, old: str, new: str) -> frozenset:
     return spaces - {old} | {new} if old in spaces else spaces
 
 
-def _shared_contents(effect: Effect, needed: bool, bounds: tuple[int, int]) -> Contents:
+def _shared_contents(effect: Effect, needed: bool, bounds: tuple[int, int] | None) -> Contents:
     """A load nobody needs is not done; a needed one stays in its region (the only bytes kept right); a store
     is done where its value is needed, else not, and stays in its region (it would have changed no other);
-    an atomic is always done (its old value, perhaps needed, is its own) and stays in its region."""
+    an atomic is always done (its old value, perhaps needed, is its own) and stays in its region.  ``bounds``
+    None: nothing leaves wrong bytes anywhere, so nothing needs to stay in its region."""
     reads, writes = bool(effect.reads), bool(effect.writes)
     if reads and writes:
         return Contents(skip=False, bounds=bounds)
