@@ -22,11 +22,18 @@ stores writing a space nobody reads); what it no longer needs is not done: a loa
 writes nothing, a store to one stores nothing (:class:`Contents`, read by each level's memory instructions).
 
 What is checked, at every access of a machine run so (:func:`check_inside`, :func:`check_nothing_stored`): a
-needed load, and a store or atomic whose value may not have been computed (of a region not needed), stays in its
-region's bytes; a global store left undone would have written no ``--data`` byte.  The first access that
-breaks one raises :class:`SpeculationFailed`: the scheduler puts back memory and findings, drops that
-assumption for the rest of the launch and runs the batch again (``traceconf.emulate.grid``).  So every
-machine's output is the per-space slice's, which is the full emulation's.
+store or atomic whose value may not have been computed (of a region not needed) stays in its region's bytes,
+and so does a needed load where such a store exists; a global store left undone would have written no
+``--data`` byte, nor made them all unknown through an unknown pointer.  The first access that breaks one
+raises :class:`SpeculationFailed`: the scheduler puts back memory and findings, drops that assumption for the
+rest of the launch and runs the batch again (``traceconf.emulate.grid``).  So every machine's output is the
+per-space slice's, which is the full emulation's.
+
+Why assumed and checked rather than proved before the run: SASS has no arrays, and the two arrays of the sort
+are one base plus 0x1000 (``UR5 = UR4 + 0x1000``) indexed by values a loop derives from the thread index;
+telling them apart statically takes a range analysis of every address through loops, at both levels, and
+anything it could not bound would keep everything.  The check costs two reductions per checked access (and a
+gather where the threads not running hold stray addresses); the regions come from what ran.
 """
 
 from __future__ import annotations
