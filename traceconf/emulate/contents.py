@@ -343,11 +343,14 @@ class GlobalContents:
         self._writer: list[np.ndarray] = []               # per buffer and byte: the CTA that wrote it, or -1
         self._reader: list[np.ndarray] = []               # ... the CTA that read it, -1 none, -2 several
         self._touched: list[tuple[int, np.ndarray]] = []  # (buffer, byte indices) marked in this batch
+        self._reads_watched = True
 
-    def watch(self, lane_cta: np.ndarray | None) -> None:
+    def watch(self, lane_cta: np.ndarray | None, reads: bool = True) -> None:
         """Check the accesses of a batch whose lanes belong to CTAs ``lane_cta`` (None: one CTA, nothing to
-        check)."""
+        check); ``reads`` False: nothing of the batch writes global memory (a store that would stops it first),
+        so its reads need no marks (a :meth:`forget` still stops it)."""
         self._lane_cta = lane_cta
+        self._reads_watched = reads
         if not self._writer:
             self._writer = [np.full(len(b.data), -1, dtype=np.int32) for b in self.buffers]
             self._reader = [np.full(len(b.data), -1, dtype=np.int32) for b in self.buffers]
@@ -370,7 +373,7 @@ class GlobalContents:
         """Lanes ``chosen`` access ``size`` bytes at ``offset`` of buffer ``index`` (an atomic ``writes`` too):
         raise :class:`CrossCtaTraffic` if another CTA of the watched batch wrote them, or, for a write, read
         them."""
-        if self._lane_cta is None or not len(chosen):
+        if self._lane_cta is None or not len(chosen) or not (writes or self._reads_watched):
             return
         at = (offset[:, None] + np.arange(size)).reshape(-1)
         self._touched.append((index, at))

@@ -25,6 +25,7 @@ from traceconf.emulate.operands import Context, register_key
 from traceconf.emulate.program import link
 from traceconf.emulate.regions import flow_edges, ptx_effect, read_registers, register_names
 from traceconf.emulate.slice import dependence
+from traceconf.emulate.speculation import Speculation
 from traceconf.emulate.simt import Findings, Machine, compile_slot
 from traceconf.errors import InputError
 from traceconf.ptx.opcodes import STORE_OPCODES, may_access_shared, shared_access_kind
@@ -106,22 +107,25 @@ def emulate(module, kernel: str, launch: Launch, progress: Progress | None = Non
                                               layout.variables)
     ctx.read_registers, ctx.registers = read_registers(program), register_names(program)
     effects = [ptx_effect(slot, memory is not None) for slot in program.slots]
-    depends = dependence(effects, flow_edges(program.slots), modelled_spaces(memory))
+    edges, modelled = flow_edges(program.slots), modelled_spaces(memory)
+    depends = dependence(effects, edges, modelled)
     # what the counts do not depend on is not computed even where it runs (a loaded value nobody needs)
     ctx.relevant_registers, ctx.shared_values = depends.needed_registers(effects), "shared" in depends.contents
     compiled = [compile_slot(slot, ctx) for slot in program.slots]
     findings = Findings(program, layout.total_bytes)
-    sliced = depends.plan
+    speculation = Speculation(effects, lambda refined, spaces: dependence(refined, edges, spaces), modelled, depends,
+                              [int(slot.row["instruction"]) for slot in program.slots])
 
     def machine(ctas: np.ndarray, watch) -> Machine:
         return Machine(program, compiled, ctx, ctas, block, grid, launch.warp_size,
-                       (layout.static_bytes, layout.dynamic_bytes), launch.max_steps, findings, watch, sliced)
+                       (layout.static_bytes, layout.dynamic_bytes), launch.max_steps, findings, watch,
+                       speculation.plan())
 
     # CTAs that may communicate through global memory (counters, spin locks) run as in launch order
     serial = memory is not None and memory.written
     checks = compile_checks(program, ctx) if launch.classes and not serial else None
     outcome = run_grid(Emulator(kernel, launch.warp_size, block, grid, machine, findings, checks,
-                                memory if serial else None), launch, progress, consume)
+                                memory if serial else None, speculation), launch, progress, consume)
     notes = data_notes(memory)
     notes += _extent_note(findings.extent, layout, launch.dynamic_smem)
     notes += findings.stop_notes + ctx.notes

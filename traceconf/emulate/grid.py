@@ -26,6 +26,11 @@ number of CTAs are exact (``scale`` = number of CTAs).  Otherwise:
   no global bytes another CTA of it wrote is launch order already; one that
   does is detected at run time, undone and run in halves (``_Runner.batch``).
 
+Machines run the plan ``Emulator.speculation`` gives (:mod:`.speculation`: memory contents kept per region,
+assumed from the first machine that ran); one whose accesses break what it assumed stops, its findings, buffers
+and steps put back, and its CTAs run again without the assumption.  Where the plan writes no global memory at
+all, a batch's CTAs cannot communicate and need no per-byte marks (``_Runner.batch``).
+
 Memory and time
 ---------------
 Batches of CTAs (at most ``CHUNK_THREADS`` threads and ``BATCH_EXECUTIONS``
@@ -52,6 +57,7 @@ from traceconf.accesses import AddressPatterns, WarpAccesses
 from traceconf.emulate.classes import Box, CtaRun, Watch, linear, partition, whole_grid
 from traceconf.emulate.contents import CrossCtaTraffic, GlobalContents
 from traceconf.emulate.launch import Launch, LimitReached, Limits
+from traceconf.emulate.speculation import Speculation, SpeculationFailed
 
 #: Threads emulated together when several CTAs must run (bounds memory, keeps numpy arrays large).
 CHUNK_THREADS = 1 << 14
@@ -87,6 +93,9 @@ class Emulator:
     #: the --data buffers of a kernel that writes global memory: CTAs may communicate through them, so they run
     #: as in launch order (batches checked at run time, see :meth:`_Runner.batch`) and without classes
     communicating: GlobalContents | None = None
+    #: which plan the machines run (:class:`~traceconf.emulate.speculation.Speculation`: it learns from the first
+    #: machine that ran, and a machine whose assumptions broke runs again without them); None: the one made
+    speculation: Speculation | None = None
 
     @property
     def serial(self) -> bool:
@@ -151,15 +160,27 @@ class _Runner:
         self.padded = padded_threads(emulator.block, emulator.warp_size)
 
     def run(self, ctas: np.ndarray, watched: bool = False):
-        """One batch, run to its end; a limit reached inside it counts what ran so far and goes on up."""
+        """One batch, run to its end; a limit reached inside it counts what ran so far and goes on up.  A machine
+        that broke an assumption of the speculation leaves nothing behind and the batch runs again without it."""
+        while True:
+            try:
+                return self.attempt(ctas, watched)
+            except SpeculationFailed as failure:
+                self.emulator.speculation.failed(failure.part)
+
+    def attempt(self, ctas: np.ndarray, watched: bool = False):
+        """:meth:`run` once: raises :class:`SpeculationFailed` with the findings, the written --data buffers and
+        the bookkeeping as they were (the work limit counts the steps of the runs that stand)."""
         self.limits.check()
         ctas = np.asarray(ctas, dtype=np.int64)
         checks = self.emulator.checks
         machine = self.emulator.machine(ctas, Watch(checks, len(ctas), self.padded) if watched and checks else None)
         machine.limits = self.limits
+        undo = self._undo() if getattr(machine, "contents_plan", None) is not None else None
         self.emulated += len(ctas)
         if len(self.listed) < LISTED_CTAS:
             self.listed.extend(ctas[:LISTED_CTAS - len(self.listed)].tolist())
+        void = False
         try:
             machine.run()
         except LimitReached:
@@ -167,10 +188,34 @@ class _Runner:
             self.sink.emit(assemble(self.emulator.kernel, [machine], self.emulator.warp_size), 1, 0,
                            unresolved_of(machine))
             raise
+        except SpeculationFailed:
+            void = True
+            undo()
+            raise
         finally:
-            self.steps += machine.steps
-            self.limits.spend(machine.steps, machine.size // self.emulator.warp_size)
+            if not void:
+                self.steps += machine.steps
+                self.limits.spend(machine.steps, machine.size // self.emulator.warp_size)
+        if self.emulator.speculation is not None:
+            self.emulator.speculation.learn(machine)
         return machine
+
+    def _undo(self) -> Callable[[], None]:
+        """What puts the findings, the --data buffers a machine may write, and the runner's bookkeeping back as
+        they are now."""
+        memory, findings = self.emulator.communicating, self.emulator.findings
+        if memory is not None and not self.emulator.speculation.writes_global():
+            memory = None                   # no machine of the plan writes them
+        saved, found = memory.saved() if memory is not None else None, findings.saved()
+        emulated, listed = self.emulated, len(self.listed)
+
+        def undo():
+            if memory is not None:
+                memory.restore(saved)
+            findings.restore(found)
+            self.emulated = emulated
+            del self.listed[listed:]
+        return undo
 
     def probe(self, stop_at_cta: bool):
         """CTA 0, run first (the probe).  ``stop_at_cta``: CTA classes will be searched if it meets the CTA index,
@@ -204,18 +249,24 @@ class _Runner:
         memory, the batch runs together while none of its CTAs touches global bytes another one wrote
         (:class:`~traceconf.emulate.contents.GlobalContents` checks every access); at the first that does,
         memory and findings are put back and the two halves run one after the other, each checked alike."""
-        memory = self.emulator.communicating
+        memory, speculation = self.emulator.communicating, self.emulator.speculation
         if memory is None or len(ctas) == 1:
             return [self.run(ctas)]
-        saved, found = memory.saved(), self.emulator.findings.saved()
+        # no machine of the plan writes global memory (speculation): no copy to put back, no reads to mark
+        inert = speculation is not None and not speculation.writes_global()
+        saved, found = None if inert else memory.saved(), self.emulator.findings.saved()
         try:
-            memory.watch(np.repeat(np.arange(len(ctas)), self.padded))    # each lane's CTA, as machines lay it out
+            memory.watch(np.repeat(np.arange(len(ctas)), self.padded), reads=not inert)  # each lane's CTA
             try:
-                return [self.run(ctas)]
+                return [self.attempt(ctas) if inert else self.run(ctas)]
             finally:
                 memory.watch(None)
+        except SpeculationFailed as failure:        # (an inert attempt's: it put back what it did)
+            speculation.failed(failure.part)
+            return self.batch(ctas)
         except CrossCtaTraffic:
-            memory.restore(saved)
+            if saved is not None:
+                memory.restore(saved)
             self.emulator.findings.restore(found)
             self.emulated -= len(ctas)
             half = len(ctas) // 2

@@ -28,6 +28,7 @@ from traceconf.emulate.operands import Context, address_reader, param_symbol, re
 from traceconf.emulate.program import Slot
 from traceconf.emulate.regions import NO_DESTINATION
 from traceconf.emulate.spaces import SPACES, space_of
+from traceconf.emulate.speculation import check_inside, check_nothing_stored
 from traceconf.ptx.opcodes import SHARED_ACCESS_KINDS, uncounted_shared_op
 from traceconf.ptx.wmma import TYPE_BITS as WMMA_TYPE_BITS, WMMA_NOTE, default_stride, lowering, wmma_access
 from traceconf.schemas import KIND_CODES, OP_CODES
@@ -389,6 +390,7 @@ def _load(slot, ctx, row, modifiers):
         def record_only(m, mask):
             located = locate(m, mask)
             recorder(m, located[0], located[1], located[4])
+            m.contents_of(slot)         # (asked: what it does with contents is already nothing)
             write(m, mask)
         return record_only
 
@@ -396,11 +398,33 @@ def _load(slot, ctx, row, modifiers):
         located = locate(m, mask)
         if recorder is not None:
             recorder(m, located[0], located[1], located[4])
+        if _assumed_undone(m, ctx, slot, located, len(keys) * size, stores=False):
+            return
         reads = _read_memory(m, ctx, slot, located, len(keys), size, is_signed)
         for key, value, bits in zip(keys, reads.values, reads.bits):
             if key is not None:
                 m.write(key, value, bits, mask)
     return run
+
+
+def _assumed_undone(m, ctx: Context, slot: Slot, located, size: int, stores: bool) -> bool:
+    """Whether the launch's assumptions (:mod:`traceconf.emulate.speculation`) leave the contents work of this
+    access (``size`` bytes per lane; ``stores``: it may write) undone, after checking that its lanes stay where
+    they assume; what an undone store does without its values (an unknown address forgets) is done here."""
+    assumed = m.contents_of(slot)
+    if assumed is None:
+        return False
+    shared_lanes, offsets, global_lanes, address, bits = located
+    if assumed.bounds is not None:
+        check_inside(assumed.bounds, offsets, size,
+                     lambda: np.flatnonzero(shared_lanes & ((bits & taint.UNKNOWN) == 0)))
+    if assumed.nothing_stored:
+        check_nothing_stored(ctx.memory, global_lanes, address, bits, size)
+    elif assumed.skip and stores and ctx.shared_values:
+        unknown = shared_lanes & ((bits & taint.UNKNOWN) != 0)
+        if unknown.any():                  # could have written any byte of its CTA
+            m.shared_contents().forget(m.cta_index[unknown])
+    return assumed.skip
 
 
 def _sources_of(operand: dict, slot: Slot, ctx: Context) -> list:
@@ -428,6 +452,8 @@ def _store(slot, ctx, row, modifiers):
         if recorder is not None:
             recorder(m, located[0], located[1], located[4])
         if located[0] is None and ctx.memory is None:
+            return
+        if _assumed_undone(m, ctx, slot, located, len(sources) * size, stores=True):
             return
         pairs = [source(m) for source in sources]
         _write_memory(m, ctx, located, [intops.truncate(m.full(v), 8 * size) for v, _ in pairs],
@@ -514,7 +540,7 @@ def _atomic(slot, ctx, row, modifiers):
         b, b_bits, c, c_bits = m.full(b), m.full(b_bits), m.full(c), m.full(c_bits)
         old = np.zeros(m.size, dtype=np.uint64)
         old_bits = np.full(m.size, taint.LOADED, dtype=np.uint64)
-        if shared_lanes is not None and ctx.shared_values:
+        if shared_lanes is not None and ctx.shared_values and not _assumed_undone(m, ctx, slot, located, size, True):
             atomic_shared(m, shared_lanes, offsets, bits, op, size, is_signed, is_float, (b, b_bits, c, c_bits),
                           old, old_bits)
         if global_lanes is not None and ctx.memory is None and global_lanes.any():   # a generic address

@@ -313,6 +313,8 @@ class Machine(ThreadState):
         self.watch = watch              # classes.Watch: CTA-class bookkeeping around each step (or None)
         self.follow = sliced.follow if sliced is not None else None   # slice.Plan: where lanes jump over what
                                                                         # the counts do not depend on
+        self.contents_plan = sliced.contents if sliced is not None else None    # and what memory work they skip
+        self.consulted: set[int] = set()        # the pcs that asked (contents_of) while there was no such plan
         self.limits = None              # launch.Limits, set by the scheduler: work checked every step, clock and
                                         # memory polled every LIMIT_POLL_STEPS
         self.findings = findings
@@ -336,6 +338,15 @@ class Machine(ThreadState):
         if self._shared is None:
             self._shared = SharedContents(len(self.ctas), self.ctx.layout.total_bytes)
         return self._shared
+
+    def contents_of(self, slot: Slot):
+        """What a memory instruction does with memory's contents under the launch's assumptions (a
+        :class:`~traceconf.emulate.speculation.Contents`; None: all it does)."""
+        pc = self.findings.pc_index[id(slot)]
+        if self.contents_plan is None:
+            self.consulted.add(pc)          # (an instruction that never asks gets no region: speculation)
+            return None
+        return self.contents_plan[pc]
 
     def shared_base(self) -> np.ndarray:
         """Per thread: the index of its CTA's first shared byte in :meth:`shared_contents`."""

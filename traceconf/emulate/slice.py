@@ -56,17 +56,21 @@ class Effect:
 
 @dataclass(frozen=True)
 class Plan:
-    """Which instructions run: ``follow[pc]`` is the first kept pc at or after ``pc`` (``len``: the end)."""
+    """Which instructions run: ``follow[pc]`` is the first kept pc at or after ``pc`` (``len``: the end); and,
+    under :mod:`.speculation`'s assumptions, what each memory instruction does with memory's contents
+    (``contents[pc]``: a :class:`~traceconf.emulate.speculation.Contents`, None: all it does; ``contents``
+    None: every instruction all it does)."""
 
     kept: tuple
     follow: tuple
+    contents: tuple | None = None
 
     @classmethod
-    def of(cls, kept: list[bool]) -> "Plan":
+    def of(cls, kept: list[bool], contents: tuple | None = None) -> "Plan":
         follow = [len(kept)] * (len(kept) + 1)
         for index in range(len(kept) - 1, -1, -1):
             follow[index] = index if kept[index] else follow[index + 1]
-        return cls(kept=tuple(kept), follow=tuple(follow[:-1]))
+        return cls(kept=tuple(kept), follow=tuple(follow[:-1]), contents=contents)
 
     @property
     def skipped(self) -> int:

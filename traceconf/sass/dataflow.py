@@ -125,7 +125,8 @@ def _named(ops: list[Operand], width: int) -> set:
 def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
     """What a SASS instruction reads and writes (:mod:`traceconf.emulate.slice`), erring towards more: an ALU
     result's register gets its pair too (``CS2R R2, SRZ`` clears two), only the leading register of an integer
-    or float result is taken as surely overwritten, an opcode the table does not know or whose memory effect
+    or float result is taken as surely overwritten (with its pair where a .64 or .WIDE modifier says the result
+    is 64 bits wide), an opcode the table does not know or whose memory effect
     it does not place runs, as do control transfers, comparisons (CTA-class decisions) and shared accesses.
     ``written``: the registers the emulator's semantics say it writes; ``global_data``: --data buffers are
     modelled (then every global access runs)."""
@@ -147,6 +148,8 @@ def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
     if first and first.lstrip("U").startswith("R") and role not in ROLE_SPACES:
         defs.add(pair_name(first))          # an ALU form whose width the listing does not spell (CS2R R2, SRZ)
     kills = frozenset({first} if first and role in ("int", "float") else ())
+    if kills and len(written) > 1 and ("WIDE" in mods or "64" in mods):
+        kills |= {written[1]}               # a result its modifier says is 64 bits wide: the pair (LDC.64 R8)
     where = next((i for i, op in enumerate(ops) if op.kind == "address"), None)
     shared, other = shared_op(full), global_op(full)
     if where is not None and role in MEMORY_ROLES:

@@ -36,6 +36,7 @@ from traceconf.sass.listing import SassModule, arch_number, default_param_base
 from traceconf.sass.opcodes import global_op, shared_op, transfer, uncounted_op, writes_memory
 from traceconf.sass.classes import compile_sass_checks
 from traceconf.emulate.slice import dependence
+from traceconf.emulate.speculation import Speculation
 from traceconf.sass.dataflow import sass_effect, shared_values_matter
 from traceconf.sass.local import LocalMemory
 from traceconf.sass.control import indirect_target, reconvergence_targets
@@ -232,18 +233,20 @@ def emulate_sass(module: SassModule, kernel: str, launch: Launch, progress: Prog
     if not any(is_shared(row) for row in rows):
         return EmulationResult.nothing_to_run(kernel, 32, total, [])
 
-    sliced = dependence([sass_effect(row, written_registers(row), memory is not None) for row in rows],
-                        flow_edges(slots, _successors), modelled_spaces(memory)).plan
+    effects = [sass_effect(row, written_registers(row), memory is not None) for row in rows]
+    edges, modelled = flow_edges(slots, _successors), modelled_spaces(memory)
+    speculation = Speculation(effects, lambda refined, spaces: dependence(refined, edges, spaces), modelled,
+                              dependence(effects, edges, modelled), [int(row["instruction"]) for row in rows])
 
     def machine(ctas: np.ndarray, watch) -> Machine:
         return SassMachine(program, compiled, ctx, ctas, block, grid, 32, (layout_bytes or 0, 0), launch.max_steps,
-                           findings, watch, sliced)
+                           findings, watch, speculation.plan())
 
     # CTAs that may communicate through global memory (counters, spin locks) run as in launch order
     serial = memory is not None and memory.written
     checks = compile_sass_checks(program, ctx) if launch.classes and not serial else None
-    outcome = run_grid(Emulator(kernel, 32, block, grid, machine, findings, checks, memory if serial else None),
-                       launch, progress, consume)
+    outcome = run_grid(Emulator(kernel, 32, block, grid, machine, findings, checks, memory if serial else None,
+                                speculation), launch, progress, consume)
     notes += data_notes(memory)
     if findings.extent:
         # SASS does not declare extern arrays: accesses past the static shared memory are the dynamic part.

@@ -19,6 +19,7 @@ from traceconf.emulate import intops, taint
 from traceconf.emulate.contents import atomic
 from traceconf.emulate.memory import (Reads, atomic_global, atomic_shared, copy_reads, global_without_data,
                                       located_by_cta, read_global, write_global)
+from traceconf.emulate.speculation import check_inside, check_nothing_stored
 from traceconf.emulate.state import is_uniform, select
 from traceconf.sass.opcodes import ALWAYS, atomic_operation, element_of, global_op, shared_op
 from traceconf.sass.operands import M32, Operand, SassContext, pair_name, read_register, reader, write_register
@@ -118,7 +119,8 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
             if not (m.address_unknown(slot, selected, "address") if record else selected & int(taint.UNKNOWN)):
                 # an address register feeds a load and a store: its offsets are made once
                 offsets = m.derived(value, ("shared offsets", int(base)), lambda v: shared_offsets(v, base))
-                if contents:                # it writes its destinations itself (the others' are loaded values)
+                # it writes its destinations itself (the others' are loaded values), unless nothing needs them
+                if contents and not _assumed_needless(m, slot, offsets, lanes, op.bytes):
                     lanes = contents(m, mask, lanes, offsets, bits)
                 if record:
                     m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes, op_code,
@@ -130,6 +132,18 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
         if write_loaded:
             write_loaded(m, mask)
     return run
+
+
+def _assumed_needless(m, slot, offsets: np.ndarray, lanes: np.ndarray, size: int) -> bool:
+    """Whether the launch's assumptions (:mod:`traceconf.emulate.speculation`) leave this access's contents work
+    undone, after checking that its lanes stay where they assume."""
+    assumed = m.contents_of(slot)
+    if assumed is None:
+        return False
+    if assumed.bounds is not None:
+        check_inside(assumed.bounds, offsets, size,
+                     lambda: None if lanes is m.valid and m.all_valid else _threads(m, lanes))
+    return assumed.skip
 
 
 def _selected_bits(m, lanes: np.ndarray, bits: np.ndarray):
@@ -317,6 +331,10 @@ def global_access(opcode: str, ops: list[Operand], address_index: int, ctx: Sass
             _write_piece(m, names, k, reads.values[k], reads.bits[k], lanes)
 
     def store(m, lanes, address, bits):
+        assumed = m.contents_of(slot)
+        if assumed is not None and assumed.skip:        # its value is needed nowhere, if it writes no --data byte
+            check_nothing_stored(ctx.memory, lanes, address, bits, op.bytes)
+            return
         source = sources[0] if sources and sources[0].kind == "reg" else None
         halves = _value_of(m, _registers(source, registers)) if source is not None else \
             [(m.full(U64(0)), m.full(taint.UNMODELLED))] * pieces
