@@ -606,21 +606,42 @@ class Machine(ThreadState):
         select changing only which threads access), one row per warp of a CTA serves them all, so the log and the
         counting after it hold a CTA's rows, not the batch's."""
         ctas, per_cta, warp = len(self.ctas), self.padded, self.warp_size
-        by_cta = offsets.reshape(ctas, per_cta)
-        if ctas > 1 and lanes is None:
-            if (offsets[per_cta:] == offsets[:-per_cta]).all():     # each CTA as the one before it
-                return by_cta[0].reshape(-1, warp).copy(), rows % self.warps_per_cta
-        elif ctas > 1:                   # the threads that do not access may hold other values: merged rows
-            accessing = lanes.reshape(ctas, per_cta)
-            # a thread's address where some CTA accesses (the largest, or 0, if the check below is to pass)
-            merged = (by_cta * accessing).max(axis=0)
-            if not (accessing & (by_cta != merged)).any():
-                return np.where(accessing.any(axis=0), merged, -1).reshape(-1, warp), rows % self.warps_per_cta
+        if ctas > 1 and self.derived(offsets, "alike in every CTA", self._alike_in_every_cta):
+            first = offsets[:per_cta]           # (an address register's offsets serve several accesses: one look)
+            if lanes is None:
+                return first.reshape(-1, warp).copy(), rows % self.warps_per_cta
+            accessed = lanes.reshape(ctas, per_cta).any(axis=0)
+            return np.where(accessed, first, -1).reshape(-1, warp), rows % self.warps_per_cta
         if lanes is None:
             return offsets.reshape(-1, warp)[rows], np.arange(len(rows))
-        # inactive threads -1: offsets | (1 - 1) where active, offsets | (0 - 1) elsewhere (no branch per lane,
-        # which a data-dependent mask makes costly in np.where)
-        return (offsets | np.subtract(lanes, 1, dtype=np.int64)).reshape(-1, warp)[rows], np.arange(len(rows))
+        masked = offsets | self.derived(lanes, "-1 where not running", _minus_one_where_not)
+        # the threads that do not access may hold other values: merged rows (offsets not negative, the shared
+        # window's always: -1 then marks the threads that do not access alone)
+        if ctas > 1 and int(offsets.min()) >= 0:
+            merged = _merged_rows(masked.reshape(ctas, per_cta))
+            if merged is not None:
+                return merged.reshape(-1, warp), rows % self.warps_per_cta
+        return masked.reshape(-1, warp)[rows], np.arange(len(rows))
+
+    def _alike_in_every_cta(self, offsets: np.ndarray) -> bool:
+        """Whether each CTA's part of ``offsets`` equals the one before it."""
+        return bool((offsets[self.padded:] == offsets[:-self.padded]).all())
+
+
+def _minus_one_where_not(lanes: np.ndarray) -> np.ndarray:
+    """int64 -1 where ``lanes`` is false, 0 where true: ``offsets | this`` marks the threads not accessing (no
+    branch per lane, which a data-dependent mask makes costly in np.where)."""
+    return np.subtract(lanes, 1, dtype=np.int64)
+
+
+def _merged_rows(by_cta: np.ndarray) -> np.ndarray | None:
+    """One thread's offset for every CTA ((CTAs, threads) offsets, -1 where the thread does not access, else not
+    negative) where every CTA accessing there has the same (-1 where none does); None where two differ.  The
+    largest offset equals the smallest taken as unsigned (which puts -1 last) only then."""
+    highest = by_cta.max(axis=0)
+    if not np.array_equal(by_cta.view(np.uint64).min(axis=0).view(np.int64), highest):
+        return None
+    return highest
 
 
 def lane_masks(lanes: np.ndarray) -> np.ndarray:

@@ -135,7 +135,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
 def _selected_bits(m, lanes: np.ndarray, bits: np.ndarray):
     """The taints of ``bits`` over ``lanes``, OR-ed."""
     return np.asarray(bits).flat[0] if is_uniform(bits) else np.bitwise_or.reduce(bits) if lanes is m.valid else \
-        np.bitwise_or.reduce(bits[np.flatnonzero(lanes)])
+        np.bitwise_or.reduce(bits[_threads(m, lanes)])
 
 
 def shared_offsets(value: np.ndarray, base) -> np.ndarray:
@@ -366,8 +366,9 @@ def _words(m, contents, offsets: np.ndarray, size: int, lanes: np.ndarray):
     mask): a load and a store at one address register share it."""
     word = m.derived(offsets, ("shared words", size), lambda at: contents.word_index(m.shared_base(), at, size))
     if word is None and not (lanes is m.valid and m.all_valid):
+        running = m.lane_ones(lanes).view(np.int64)          # -1 where running: at & running is at * lanes
         word = m.derived(offsets, ("running words", size),
-                         lambda at: contents.word_index(m.shared_base(), at * lanes, size), lanes)
+                         lambda at: contents.word_index(m.shared_base(), at & running, size), lanes)
     return word
 
 
