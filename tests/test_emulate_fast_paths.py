@@ -454,3 +454,37 @@ def test_a_store_to_rising_words_is_the_store_that_checks_for_collisions(order):
     general.store(cta_index, offsets, 4, values, np.uint64(taint.THREAD), np.ones(threads, dtype=bool))
     assert (fast.data == general.data).all() and (fast.taint == general.taint).all()
     assert ((fast.taint == _UNSET_BYTE).any()) == (order == "rising with a repeat")
+
+
+@pytest.mark.parametrize("kind", ["LDS", "STS"])
+@pytest.mark.parametrize("elsewhere", [taint.CTA | taint.THREAD, taint.THREAD])
+def test_a_running_address_taint_for_all_threads_loads_and_stores_what_the_per_thread_one_does(kind, elsewhere):
+    """A shared load or store reads its address taint for the CTA dependence of the running threads alone: one
+    taint for every thread where none of them depends on the CTA (``sass.memory._running_taint``) loads and stores
+    what the per-thread taint does, whatever the threads not running hold (a register a guard skipped)."""
+    from traceconf.sass.memory import _contents_semantics, _running_taint
+    from traceconf.sass.opcodes import shared_op
+    from traceconf.sass.operands import parse_operand
+    rng = np.random.default_rng(11)
+    threads = CTAS * 64
+    lanes = rng.random(threads) < 0.5
+    offsets = rng.integers(0, BYTES // 4, threads) * 4
+    bits = np.where(lanes, rng.choice([taint.ZERO, taint.THREAD], threads), elsewhere).astype(np.uint64)
+    running = int(np.bitwise_or.reduce(bits[lanes]))
+    ops = [parse_operand("R5"), parse_operand("[R4]")] if kind == "LDS" else [parse_operand("[R4]"),
+                                                                              parse_operand("R5")]
+    stored = rng.choice([taint.ZERO, taint.LOADED], CTAS * BYTES // 4)
+    outcomes = []
+    for address_bits in (bits, _running_taint(_Machine(np.ones(threads, dtype=bool)), bits, running)):
+        m = _Machine(np.ones(threads, dtype=bool))
+        contents = filled_contents(np.random.default_rng(3), stored)
+        m.shared_contents = lambda: contents
+        m.write("R5", np.arange(threads, dtype=np.uint64), np.uint64(taint.THREAD), None)
+        access = _contents_semantics(shared_op(kind), kind, ops, 1 if kind == "LDS" else 0, None, None)
+        access(m, lanes, lanes, offsets, address_bits)
+        value, value_bits = m.read("R5")
+        outcomes.append((value.copy(), np.broadcast_to(value_bits, (threads,)).copy(), contents.data.copy(),
+                         contents.taint.copy()))
+    assert np.ndim(_running_taint(_Machine(np.ones(threads, dtype=bool)), bits, running)) == 1
+    for got, want in zip(*outcomes):
+        assert np.array_equal(got, want)

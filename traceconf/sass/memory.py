@@ -92,6 +92,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
     copy_sources = _copy_sources(op, opcode, ops, address_index, ctx, slot)
     window = U64(ctx.window_high) << U64(32)
     base = U64(ctx.shared_base)
+    plain = op.kind in ("ld", "st")
 
     def run(m, mask):
         value, bits = read(m)
@@ -119,7 +120,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
                 # an address register feeds a load and a store: its offsets are made once
                 offsets = m.derived(value, ("shared offsets", int(base)), lambda v: shared_offsets(v, base))
                 if contents:                # it writes its destinations itself (the others' are loaded values)
-                    lanes = contents(m, mask, lanes, offsets, bits)
+                    lanes = contents(m, mask, lanes, offsets, _running_taint(m, bits, selected) if plain else bits)
                 if record:
                     m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes, op_code,
                                     copy_sources and copy_sources(m, lanes))
@@ -136,6 +137,13 @@ def _selected_bits(m, lanes: np.ndarray, bits: np.ndarray):
     """The taints of ``bits`` over ``lanes``, OR-ed."""
     return np.asarray(bits).flat[0] if is_uniform(bits) else np.bitwise_or.reduce(bits) if lanes is m.valid else \
         np.bitwise_or.reduce(bits[_threads(m, lanes)])
+
+
+def _running_taint(m, bits: np.ndarray, running: int) -> np.ndarray:
+    """The address taint a load or store reads (``bits``, per thread): its CTA dependence in the running threads,
+    whose taints OR to ``running``.  Where none of them depends on the CTA, one taint for every thread says the
+    same (the others' are never read), and what is loaded keeps one taint too."""
+    return bits if is_uniform(bits) or running & int(taint.CTA_ANY) else m.spread(U64(running))
 
 
 def shared_offsets(value: np.ndarray, base) -> np.ndarray:
