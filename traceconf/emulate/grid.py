@@ -53,10 +53,11 @@ from traceconf.emulate.classes import Box, CtaRun, Watch, linear, partition, who
 from traceconf.emulate.contents import CrossCtaTraffic, GlobalContents
 from traceconf.emulate.launch import Launch, LimitReached, Limits
 
-#: Threads emulated together when several CTAs must run (bounds memory, keeps numpy arrays large).
-CHUNK_THREADS = 1 << 14
-#: Warp executions one batch may log (the probe CTA's count sets the CTAs per batch): 64 MiB of addresses.
-BATCH_EXECUTIONS = 1 << 18
+#: Threads emulated together when several CTAs must run (bounds memory, keeps numpy arrays large: an
+#: instruction's fixed cost, ~0.1 ms for a guarded shared load, is spread over its lanes).
+CHUNK_THREADS = 1 << 15
+#: Warp executions one batch may log (the probe CTA's count sets the CTAs per batch): 128 MiB of addresses.
+BATCH_EXECUTIONS = 1 << 19
 #: CTAs the class search may emulate before the rest of the grid runs CTA by CTA: a quarter of the grid,
 #: at least this many.
 CLASS_BUDGET_MIN = 64
