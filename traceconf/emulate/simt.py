@@ -324,6 +324,7 @@ class Machine(ThreadState):
         self.steps = 0
         self.all_valid = bool(self.valid.all())
         self.all_warps = np.arange(self.size // warp_size)
+        self.whole_warps = np.full(len(self.all_warps), (1 << warp_size) - 1, dtype=np.uint64)   # every lane's bit
         self.cta_of_warp = self.cta_of_thread[::warp_size]
         self.warp_of_warp = self.warp_in_cta[::warp_size]
         self.cta_index = np.repeat(np.arange(len(self.ctas), dtype=np.int64), self.padded)
@@ -576,13 +577,13 @@ class Machine(ThreadState):
                 lanes = lanes & ~doubtful
                 if not lanes.any():
                     return
-        sources, sizes = (None if values is None else np.where(lanes, values, -1).reshape(-1, self.warp_size)
-                          for values in (sources, sizes))
+        if copy is not None:
+            sources, sizes = (None if values is None else np.where(lanes, values, -1).reshape(-1, self.warp_size)
+                              for values in (sources, sizes))
         if offsets.shape != (self.size,):
             offsets = np.broadcast_to(offsets, (self.size,))
         if lanes is self.valid and self.all_valid:
-            rows = self.all_warps
-            masks = np.full(len(rows), (1 << self.warp_size) - 1, dtype=np.uint64)
+            rows, masks = self.all_warps, self.whole_warps     # (the log's arrays are never written)
             patterns, index = self._address_rows(offsets, rows)
         else:
             masks = lane_masks(lanes.reshape(-1, self.warp_size))
@@ -591,7 +592,8 @@ class Machine(ThreadState):
                 return
             if len(rows) < len(masks):
                 masks = masks[rows]
-                sources, sizes = (None if values is None else values[rows] for values in (sources, sizes))
+                if copy is not None:
+                    sources, sizes = (None if values is None else values[rows] for values in (sources, sizes))
             patterns, index = self._address_rows(offsets, rows, lanes)
         self.findings.note_extent(slot, int(patterns.max()) + size)
         self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, patterns, index, masks, op,
