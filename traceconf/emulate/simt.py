@@ -338,6 +338,10 @@ class Machine(ThreadState):
             self._shared = SharedContents(len(self.ctas), self.ctx.layout.total_bytes)
         return self._shared
 
+    def contents_bytes(self) -> int:
+        """Shared bytes per CTA whose contents this machine keeps (0: it keeps none)."""
+        return self._shared.bytes_per_cta if self._shared is not None else 0
+
     def shared_base(self) -> np.ndarray:
         """Per thread: the index of its CTA's first shared byte in :meth:`shared_contents`."""
         if self._shared_base is None:
