@@ -125,3 +125,24 @@ def test_batched_ctas_share_address_rows_and_keep_every_address(monkeypatch, tmp
     _, alone = accesses()
     for name in ("cta", "warp", "instruction", "kind", "bytes", "address"):
         assert np.array_equal(getattr(in_order, name), getattr(alone, name)), name
+
+
+@pytest.mark.parametrize("level", ["ptx", "sass"])
+def test_a_batch_keeps_at_most_batch_shared_bytes_of_shared_contents(monkeypatch, tmp_path, level):
+    """Batches are cut by the shared bytes whose contents they keep (BATCH_SHARED_BYTES: contents and taints
+    stay in a core's L2 cache), and count what launch order counts."""
+    if level == "sass" and locate("ptxas") is None:
+        pytest.skip("no ptxas")
+    inputs = _inputs(tmp_path)
+    launch = LAUNCHES[4]                                           # histogram256: 7 CTAs, 6 KiB of shared each
+    sizes = []
+    run = grid._Runner.run
+    monkeypatch.setattr(grid._Runner, "run", lambda self, ctas, watched=False: sizes.append(len(ctas)) or
+                        run(self, ctas, watched))
+    wide = _analyse(level, *launch, inputs)
+    assert sizes == [1, 6]                                         # the probe, then every other CTA at once
+    sizes.clear()
+    monkeypatch.setattr(grid, "BATCH_SHARED_BYTES", 2 * 6144 + 100)
+    cut = _analyse(level, *launch, inputs)
+    assert sizes == [1, 2, 2, 2]
+    assert cut.results.equals(wide.results) and cut.launch == wide.launch

@@ -19,6 +19,8 @@ from traceconf.emulate.state import ThreadState, select
 from traceconf.sass.operands import signed32
 
 CTAS, BYTES = 3, 256
+#: A byte's taint after colliding stores of different values (unknown).
+_UNSET_BYTE = np.uint8(taint.UNMODELLED)
 
 
 def filled_contents(rng: np.random.Generator, taints: np.ndarray) -> SharedContents:
@@ -388,3 +390,101 @@ def test_an_lds_run_by_every_thread_writes_its_register_as_the_masked_write_does
     expected_bits = np.where(lanes, _read_back(want_bits, address_bits), taint.LOADED)
     assert (np.broadcast_to(bits, (threads,)) == expected_bits).all()
     assert np.ndim(bits) == 0 or running == "some"
+
+
+class _Rows(ThreadState):
+    """A batch's thread state with the machine's address rows (simt.Machine._address_rows)."""
+
+    from traceconf.emulate.simt import Machine
+    _address_rows, _alike_in_every_cta = Machine._address_rows, Machine._alike_in_every_cta
+
+    def __init__(self, ctas: int):
+        super().__init__(np.arange(ctas), (64, 1, 1), (ctas, 1, 1), 32, (0, 0))
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), ctas=st.sampled_from([1, 2, 5]),
+       offsets=st.sampled_from(["alike", "alike where accessing", "differ in one thread", "negative", "minus one"]),
+       running=st.sampled_from(["all", "some", "none in a warp", "one"]), twice=st.booleans())
+def test_address_rows_give_each_warp_its_addresses(seed, ctas, offsets, running, twice):
+    """The rows a batch logs (one per warp of a CTA where every CTA accessing has the same address in each thread,
+    else one per warp) give every warp the addresses of the general way, ``offsets | (lanes - 1)`` per warp: with
+    the same offsets array met again (its look at the CTAs remembered), junk where not accessing, CTAs that differ
+    in one thread, negative offsets and -1 (which is "no access" in a row)."""
+    rng = np.random.default_rng(seed)
+    m = _Rows(ctas)
+    per_cta = m.padded
+    lanes = {"all": None, "some": rng.random(m.size) < 0.5, "one": np.arange(m.size) == rng.integers(m.size),
+             "none in a warp": (rng.random(m.size) < 0.7) & (np.arange(m.size) // 32 % 2 == 0)}[running]
+    first = rng.integers(0, 1 << 12, per_cta) * 4
+    at = np.tile(first, ctas)
+    if offsets == "alike where accessing" and lanes is not None:
+        at = np.where(lanes, at, rng.integers(-(1 << 40), 1 << 40, m.size))
+    elif offsets == "differ in one thread":
+        at[rng.integers(per_cta, m.size) if ctas > 1 else 0] += 4
+    elif offsets == "negative":
+        at[rng.integers(m.size)] = -8
+    elif offsets == "minus one":
+        at[rng.integers(m.size)] = -1
+    accessing = np.ones(m.size, dtype=bool) if lanes is None else lanes
+    warps = np.flatnonzero(accessing.reshape(-1, 32).any(axis=1))
+    want = (at | (accessing.astype(np.int64) - 1)).reshape(-1, 32)[warps]
+    for _ in range(1 + twice):
+        patterns, index = m._address_rows(at, warps, lanes)
+        got = patterns[index] | (accessing.reshape(-1, 32)[warps].astype(np.int64) - 1)
+        assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("order", ["rising", "falling", "rising with a repeat"])
+def test_a_store_to_rising_words_is_the_store_that_checks_for_collisions(order):
+    """Stores to strictly rising words skip the look back for colliding lanes (none can collide): what they leave
+    equals the general store's, and where a word repeats the look back still makes it unknown."""
+    rng = np.random.default_rng(len(order))
+    threads = CTAS * 64
+    contents = filled_contents(rng, np.full(CTAS * BYTES // 4, taint.ZERO))
+    cta_index = np.repeat(np.arange(CTAS, dtype=np.int64), 64)
+    offsets = np.tile(np.sort(rng.choice(BYTES // 4, 64, replace=False)) * 4, CTAS)
+    if order == "falling":
+        offsets = offsets[::-1].copy()
+    if order == "rising with a repeat":
+        offsets[10] = offsets[9]
+    values = rng.integers(0, 2**32, threads, dtype=np.uint64)
+    fast, general = _copy(contents), _copy(contents)
+    fast.store_words(contents.word_index(cta_index * BYTES, offsets, 4), 4, values, np.uint64(taint.THREAD))
+    general.store(cta_index, offsets, 4, values, np.uint64(taint.THREAD), np.ones(threads, dtype=bool))
+    assert (fast.data == general.data).all() and (fast.taint == general.taint).all()
+    assert ((fast.taint == _UNSET_BYTE).any()) == (order == "rising with a repeat")
+
+
+@pytest.mark.parametrize("kind", ["LDS", "STS"])
+@pytest.mark.parametrize("elsewhere", [taint.CTA | taint.THREAD, taint.THREAD])
+def test_a_running_address_taint_for_all_threads_loads_and_stores_what_the_per_thread_one_does(kind, elsewhere):
+    """A shared load or store reads its address taint for the CTA dependence of the running threads alone: one
+    taint for every thread where none of them depends on the CTA (``sass.memory._running_taint``) loads and stores
+    what the per-thread taint does, whatever the threads not running hold (a register a guard skipped)."""
+    from traceconf.sass.memory import _contents_semantics, _running_taint
+    from traceconf.sass.opcodes import shared_op
+    from traceconf.sass.operands import parse_operand
+    rng = np.random.default_rng(11)
+    threads = CTAS * 64
+    lanes = rng.random(threads) < 0.5
+    offsets = rng.integers(0, BYTES // 4, threads) * 4
+    bits = np.where(lanes, rng.choice([taint.ZERO, taint.THREAD], threads), elsewhere).astype(np.uint64)
+    running = int(np.bitwise_or.reduce(bits[lanes]))
+    ops = [parse_operand("R5"), parse_operand("[R4]")] if kind == "LDS" else [parse_operand("[R4]"),
+                                                                              parse_operand("R5")]
+    stored = rng.choice([taint.ZERO, taint.LOADED], CTAS * BYTES // 4)
+    outcomes = []
+    for address_bits in (bits, _running_taint(_Machine(np.ones(threads, dtype=bool)), bits, running)):
+        m = _Machine(np.ones(threads, dtype=bool))
+        contents = filled_contents(np.random.default_rng(3), stored)
+        m.shared_contents = lambda: contents
+        m.write("R5", np.arange(threads, dtype=np.uint64), np.uint64(taint.THREAD), None)
+        access = _contents_semantics(shared_op(kind), kind, ops, 1 if kind == "LDS" else 0, None, None)
+        access(m, lanes, lanes, offsets, address_bits)
+        value, value_bits = m.read("R5")
+        outcomes.append((value.copy(), np.broadcast_to(value_bits, (threads,)).copy(), contents.data.copy(),
+                         contents.taint.copy()))
+    assert np.ndim(_running_taint(_Machine(np.ones(threads, dtype=bool)), bits, running)) == 1
+    for got, want in zip(*outcomes):
+        assert np.array_equal(got, want)

@@ -69,8 +69,8 @@ def test_factorize_is_pandas_factorize_on_both_paths(monkeypatch, distinct, runs
     if runs:                                     # runs of equal values, as executions of one instruction come
         values = np.repeat(values, rng.integers(1, 12, len(values)))
     expected_codes, uniques = pd.factorize(values)
-    for library_rows in (grouping.LIBRARY_ROWS, 10):
-        monkeypatch.setattr(grouping, "LIBRARY_ROWS", library_rows)
+    for library_rows in (grouping.FACTORIZE_LIBRARY_ROWS, 10):
+        monkeypatch.setattr(grouping, "FACTORIZE_LIBRARY_ROWS", library_rows)
         codes, count = factorize(values)
         assert count == len(uniques) and codes.dtype == np.intp
         assert np.array_equal(codes, expected_codes)

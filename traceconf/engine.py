@@ -130,15 +130,19 @@ def instruction_results(accesses: WarpAccesses | pa.Table, rules: RuleSet, scale
     if isinstance(scale, bool) or not isinstance(scale, (int, np.integer)) or scale < 1:
         raise ValueError(f"scale must be a positive integer, got {scale!r}")
     wavefronts, ideal, max_ways = count_wavefronts(accesses, rules, memoise)
-    # one code per (instruction, kind, bytes): kinds and widths fit 8 and 16 bits
-    key = ((accesses.instruction.astype(np.int64) << 24) | (accesses.kind.astype(np.int64) << 16)
-           | accesses.bytes.astype(np.int64))
+    # the executions of one instruction come in runs (an emulator logs every warp's at once): summed per run, then
+    # per (instruction, kind, bytes), one code each (kinds and widths fit 8 and 16 bits)
+    starts = _runs(accesses.instruction, accesses.kind, accesses.bytes)
+    key = ((accesses.instruction[starts].astype(np.int64) << 24) | (accesses.kind[starts].astype(np.int64) << 16)
+           | accesses.bytes[starts].astype(np.int64))
     group, groups = factorize(key)
-    first = first_rows(group, groups)
-    wavefront_sum = np.bincount(group, wavefronts, groups).astype(np.int64)
-    ideal_sum = np.bincount(group, ideal, groups).astype(np.int64)
+    first = starts[first_rows(group, groups)]
+    lengths = np.diff(starts, append=len(accesses))
+    wavefront_sum, ideal_sum, executions = (np.bincount(group, per_run, groups).astype(np.int64) for per_run in (
+        _run_sums(wavefronts, starts), _run_sums(ideal, starts), lengths))
     largest = np.zeros(groups, dtype=np.int16)
-    np.maximum.at(largest, group, max_ways.astype(np.int16))
+    np.maximum.at(largest, group, np.maximum.reduceat(max_ways, starts).astype(np.int16) if len(starts) else
+                  largest[:0])
     kinds = pa.DictionaryArray.from_arrays(pa.array(accesses.kind[first].astype(np.int32)),
                                            pa.array(KINDS, pa.string()))
     grouped = pa.table({
@@ -147,13 +151,28 @@ def instruction_results(accesses: WarpAccesses | pa.Table, rules: RuleSet, scale
         "instruction": accesses.instruction[first].astype(np.int32),
         "kind": kinds.cast(pa.string()),
         "bytes": accesses.bytes[first].astype(np.int16),
-        "executions": np.bincount(group, minlength=groups).astype(np.int64),
+        "executions": executions,
         "wavefronts": wavefront_sum,
         "ideal_wavefronts": ideal_sum,
         "excess_wavefronts": wavefront_sum - ideal_sum,
         "max_ways": largest,
     })
     return _results(grouped, {name: name for name in INSTRUCTION_RESULTS.names[len(GROUP_KEYS):]}, int(scale))
+
+
+def _runs(*columns: np.ndarray) -> np.ndarray:
+    """The first row of each run of rows equal in every column."""
+    if not len(columns[0]):
+        return np.zeros(0, dtype=np.intp)
+    changes = columns[0][1:] != columns[0][:-1]
+    for column in columns[1:]:
+        changes |= column[1:] != column[:-1]
+    return np.concatenate(([0], np.flatnonzero(changes) + 1))
+
+
+def _run_sums(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The sum of ``values`` over each run (``starts``: :func:`_runs`), as int64."""
+    return np.add.reduceat(values, starts, dtype=np.int64) if len(starts) else np.zeros(0, dtype=np.int64)
 
 
 def combine(results: list[pa.Table]) -> pa.Table:

@@ -84,11 +84,18 @@ def count(rows: np.ndarray, row: np.ndarray, mask: np.ndarray, plan, rules) -> t
             blocked = below[row[part]]
             np.bitwise_and(blocked, active_bits[part, None], out=blocked)
             opens[part] = _bits((blocked == 0) & _unpacked(active_bits[part], width), word)
+        # a unit at a time over the executions (a maximum along the few units of each is numpy's slow case)
+        column = np.empty(min(len(row), CHUNK), dtype=word)
         for start in range(0, len(row), CHUNK):
             part = slice(start, start + CHUNK)
-            per_unit = contested[row[part]]
-            np.bitwise_and(per_unit, opens[part, None, None], out=per_unit)
-            np.maximum(passes[part], np.bitwise_count(per_unit).max(axis=2), out=passes[part])
+            rows_of, opened, out = row[part], opens[part], column[:len(row[part])]
+            for group in range(contested.shape[1]):
+                busiest = passes[part, group]
+                for unit in range(contested.shape[2]):
+                    np.take(contested[:, group, unit], rows_of, out=out)
+                    out &= opened
+                    np.maximum(busiest, np.bitwise_count(out), out=busiest)
+                passes[part, group] = busiest
     passes = (passes + plan.extra_wavefronts) * group_active
     wavefronts = passes.sum(axis=1)
     if plan.ideal_bytes:                         # the wavefronts the active bytes fill, at most those taken

@@ -49,8 +49,8 @@ __all__ = ["fewer_collections", "malloc_keeps_freed_memory", "pyarrow_compute_wi
 
 #: glibc ``mallopt`` parameters: M_MMAP_THRESHOLD (-3), requests from this size get their own mapping, and
 #: M_TRIM_THRESHOLD (-1), free memory at the heap's top beyond which it is returned to the system: 256 MiB each,
-#: above a batch's access log (2**18 warp executions of 32 lanes, 64 MiB: 32 MiB thresholds leave half of the
-#: system time), far below the memory a launch holds anyway (peak RSS unchanged).
+#: above a batch's access log (at most 2**19 warp executions of 32 lanes, 128 MiB; 32 MiB thresholds leave half
+#: of the system time), far below the memory a launch holds anyway (peak RSS unchanged).
 MALLOC_SETTINGS = ((-3, 256 << 20), (-1, 256 << 20))
 
 

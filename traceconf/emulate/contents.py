@@ -154,9 +154,10 @@ def scatter_words(data: np.ndarray, byte_taint: np.ndarray, word: np.ndarray, si
         taints[word] = kind(one * _SPREAD[size])
     else:
         taints[word] = compress(bits).astype(kind) * kind(_SPREAD[size])
-    lost = words[word] != stored
-    if lost.any():
-        taints[word[lost]] |= kind(_SPREAD[size] * int(_UNSET))
+    if len(word) > 1 and not (word[1:] > word[:-1]).all():      # (rising words cannot collide: no look back)
+        lost = words[word] != stored
+        if lost.any():
+            taints[word[lost]] |= kind(_SPREAD[size] * int(_UNSET))
 
 
 class SharedContents:

@@ -59,10 +59,14 @@ from traceconf.emulate.contents import CrossCtaTraffic, GlobalContents
 from traceconf.emulate.launch import Launch, LimitReached, Limits
 from traceconf.emulate.speculation import Speculation, SpeculationFailed
 
-#: Threads emulated together when several CTAs must run (bounds memory, keeps numpy arrays large).
-CHUNK_THREADS = 1 << 14
-#: Warp executions one batch may log (the probe CTA's count sets the CTAs per batch): 64 MiB of addresses.
-BATCH_EXECUTIONS = 1 << 18
+#: Threads emulated together when several CTAs must run (bounds memory, keeps numpy arrays large: an
+#: instruction's fixed cost, ~0.1 ms for a guarded shared load, is spread over its lanes).
+CHUNK_THREADS = 1 << 15
+#: Warp executions one batch may log (the probe CTA's count sets the CTAs per batch): 128 MiB of addresses.
+BATCH_EXECUTIONS = 1 << 19
+#: Shared bytes whose contents one batch keeps (they and their taints stay in a core's L2 cache: histogram256,
+#: 7 KiB a CTA, took 5-7 % more CPU at 170 CTAs a batch than at 85).
+BATCH_SHARED_BYTES = 640 << 10
 #: CTAs the class search may emulate before the rest of the grid runs CTA by CTA: a quarter of the grid,
 #: at least this many.
 CLASS_BUDGET_MIN = 64
@@ -235,10 +239,12 @@ class _Runner:
         finally:
             findings.on_cta_dependence = None
 
-    def per_chunk(self, logged: int) -> int:
-        """CTAs per batch: at most ``CHUNK_THREADS`` threads, and ``BATCH_EXECUTIONS`` logged warp executions if
-        each CTA logs as many as CTA 0 did (``logged``)."""
-        return max(1, min(CHUNK_THREADS // self.padded, BATCH_EXECUTIONS // max(1, logged)))
+    def per_chunk(self, logged: int, shared_bytes: int = 0) -> int:
+        """CTAs per batch: at most ``CHUNK_THREADS`` threads, ``BATCH_EXECUTIONS`` logged warp executions if
+        each CTA logs as many as CTA 0 did (``logged``), and ``BATCH_SHARED_BYTES`` of shared contents
+        (``shared_bytes`` a CTA)."""
+        return max(1, min(CHUNK_THREADS // self.padded, BATCH_EXECUTIONS // max(1, logged),
+                          BATCH_SHARED_BYTES // max(1, shared_bytes)))
 
     def report(self, done: int, of: int, note: str | None = None) -> None:
         if self.progress:
@@ -304,7 +310,7 @@ def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = Non
             sink.emit(assemble(emulator.kernel, [probe], warp_size), total, total, unresolved_of(probe))
             runner.report(1, 1)
         elif sampling:
-            per_chunk = runner.per_chunk(sum(len(entry[0]) for entry in probe.log))
+            per_chunk = runner.per_chunk(sum(len(entry[0]) for entry in probe.log), probe.contents_bytes())
             chosen = np.unique(np.linspace(0, total - 1, max(1, int(launch.ctas))).round().astype(np.int64))
             sampled = (len(chosen), total)
             if chosen[0] == 0:       # the probe is CTA 0 of the sample
@@ -313,7 +319,7 @@ def run_grid(emulator: Emulator, launch: Launch, progress: Progress | None = Non
             del probe
             runner.stream(chunks_of(chosen, per_chunk), sampled[0], sampled[0] - len(chosen))
         else:
-            per_chunk = runner.per_chunk(sum(len(entry[0]) for entry in probe.log))
+            per_chunk = runner.per_chunk(sum(len(entry[0]) for entry in probe.log), probe.contents_bytes())
             sink.emit(assemble(emulator.kernel, [probe], warp_size), 1, 1, unresolved_of(probe))
             del probe
             runner.stream(chunks_of_range(1, total, per_chunk), total, 1)

@@ -326,6 +326,7 @@ class Machine(ThreadState):
         self.steps = 0
         self.all_valid = bool(self.valid.all())
         self.all_warps = np.arange(self.size // warp_size)
+        self.whole_warps = np.full(len(self.all_warps), (1 << warp_size) - 1, dtype=np.uint64)   # every lane's bit
         self.cta_of_warp = self.cta_of_thread[::warp_size]
         self.warp_of_warp = self.warp_in_cta[::warp_size]
         self.cta_index = np.repeat(np.arange(len(self.ctas), dtype=np.int64), self.padded)
@@ -347,6 +348,10 @@ class Machine(ThreadState):
             self.consulted.add(pc)          # (an instruction that never asks gets no region: speculation)
             return None
         return self.contents_plan[pc]
+
+    def contents_bytes(self) -> int:
+        """Shared bytes per CTA whose contents this machine keeps (0: it keeps none)."""
+        return self._shared.bytes_per_cta if self._shared is not None else 0
 
     def shared_base(self) -> np.ndarray:
         """Per thread: the index of its CTA's first shared byte in :meth:`shared_contents`."""
@@ -587,13 +592,13 @@ class Machine(ThreadState):
                 lanes = lanes & ~doubtful
                 if not lanes.any():
                     return
-        sources, sizes = (None if values is None else np.where(lanes, values, -1).reshape(-1, self.warp_size)
-                          for values in (sources, sizes))
+        if copy is not None:
+            sources, sizes = (None if values is None else np.where(lanes, values, -1).reshape(-1, self.warp_size)
+                              for values in (sources, sizes))
         if offsets.shape != (self.size,):
             offsets = np.broadcast_to(offsets, (self.size,))
         if lanes is self.valid and self.all_valid:
-            rows = self.all_warps
-            masks = np.full(len(rows), (1 << self.warp_size) - 1, dtype=np.uint64)
+            rows, masks = self.all_warps, self.whole_warps     # (the log's arrays are never written)
             patterns, index = self._address_rows(offsets, rows)
         else:
             masks = lane_masks(lanes.reshape(-1, self.warp_size))
@@ -602,7 +607,8 @@ class Machine(ThreadState):
                 return
             if len(rows) < len(masks):
                 masks = masks[rows]
-                sources, sizes = (None if values is None else values[rows] for values in (sources, sizes))
+                if copy is not None:
+                    sources, sizes = (None if values is None else values[rows] for values in (sources, sizes))
             patterns, index = self._address_rows(offsets, rows, lanes)
         self.findings.note_extent(slot, int(patterns.max()) + size)
         self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, patterns, index, masks, op,
@@ -617,21 +623,42 @@ class Machine(ThreadState):
         select changing only which threads access), one row per warp of a CTA serves them all, so the log and the
         counting after it hold a CTA's rows, not the batch's."""
         ctas, per_cta, warp = len(self.ctas), self.padded, self.warp_size
-        by_cta = offsets.reshape(ctas, per_cta)
-        if ctas > 1 and lanes is None:
-            if (offsets[per_cta:] == offsets[:-per_cta]).all():     # each CTA as the one before it
-                return by_cta[0].reshape(-1, warp).copy(), rows % self.warps_per_cta
-        elif ctas > 1:                   # the threads that do not access may hold other values: merged rows
-            accessing = lanes.reshape(ctas, per_cta)
-            # a thread's address where some CTA accesses (the largest, or 0, if the check below is to pass)
-            merged = (by_cta * accessing).max(axis=0)
-            if not (accessing & (by_cta != merged)).any():
-                return np.where(accessing.any(axis=0), merged, -1).reshape(-1, warp), rows % self.warps_per_cta
+        if ctas > 1 and self.derived(offsets, "alike in every CTA", self._alike_in_every_cta):
+            first = offsets[:per_cta]           # (an address register's offsets serve several accesses: one look)
+            if lanes is None:
+                return first.reshape(-1, warp).copy(), rows % self.warps_per_cta
+            accessed = lanes.reshape(ctas, per_cta).any(axis=0)
+            return np.where(accessed, first, -1).reshape(-1, warp), rows % self.warps_per_cta
         if lanes is None:
             return offsets.reshape(-1, warp)[rows], np.arange(len(rows))
-        # inactive threads -1: offsets | (1 - 1) where active, offsets | (0 - 1) elsewhere (no branch per lane,
-        # which a data-dependent mask makes costly in np.where)
-        return (offsets | np.subtract(lanes, 1, dtype=np.int64)).reshape(-1, warp)[rows], np.arange(len(rows))
+        masked = offsets | self.derived(lanes, "-1 where not running", _minus_one_where_not)
+        # the threads that do not access may hold other values: merged rows (offsets not negative, the shared
+        # window's always: -1 then marks the threads that do not access alone)
+        if ctas > 1 and int(offsets.min()) >= 0:
+            merged = _merged_rows(masked.reshape(ctas, per_cta))
+            if merged is not None:
+                return merged.reshape(-1, warp), rows % self.warps_per_cta
+        return masked.reshape(-1, warp)[rows], np.arange(len(rows))
+
+    def _alike_in_every_cta(self, offsets: np.ndarray) -> bool:
+        """Whether each CTA's part of ``offsets`` equals the one before it."""
+        return bool((offsets[self.padded:] == offsets[:-self.padded]).all())
+
+
+def _minus_one_where_not(lanes: np.ndarray) -> np.ndarray:
+    """int64 -1 where ``lanes`` is false, 0 where true: ``offsets | this`` marks the threads not accessing (no
+    branch per lane, which a data-dependent mask makes costly in np.where)."""
+    return np.subtract(lanes, 1, dtype=np.int64)
+
+
+def _merged_rows(by_cta: np.ndarray) -> np.ndarray | None:
+    """One thread's offset for every CTA ((CTAs, threads) offsets, -1 where the thread does not access, else not
+    negative) where every CTA accessing there has the same (-1 where none does); None where two differ.  The
+    largest offset equals the smallest taken as unsigned (which puts -1 last) only then."""
+    highest = by_cta.max(axis=0)
+    if not np.array_equal(by_cta.view(np.uint64).min(axis=0).view(np.int64), highest):
+        return None
+    return highest
 
 
 def lane_masks(lanes: np.ndarray) -> np.ndarray:

@@ -150,7 +150,7 @@ class ThreadState:
             self.taints[key] = U64(bits) if np.ndim(bits) == 0 else self.full(bits)
             return
         old, old_bits = self.read(key)
-        ones = self.derived(mask, "ones", _ones) if type(mask) is np.ndarray and mask.dtype == np.bool_ else None
+        ones = self.lane_ones(mask) if type(mask) is np.ndarray and mask.dtype == np.bool_ else None
         self.regs[key] = select(mask, value, old, ones)
         if key in self.guard_keys and mask is self.guard_holds:
             # with_guard gives the threads the guard skips the guard's taint too: given here, in the same pass
@@ -160,6 +160,10 @@ class ThreadState:
             self.taints[key] = bits
             return
         self.taints[key] = select(mask, bits, old_bits, ones)
+
+    def lane_ones(self, mask: np.ndarray) -> np.ndarray:
+        """The bool ``mask`` as uint64 all-ones lanes (:func:`select`'s ``ones``), made once per mask array."""
+        return self.derived(mask, "ones", _ones)
 
     def derived(self, source: np.ndarray, what, make, other: np.ndarray | None = None):
         """``make(source)``, remembered for the same ``source`` array (and ``other``, when it depends on that too;

@@ -93,6 +93,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
     copy_sources = _copy_sources(op, opcode, ops, address_index, ctx, slot)
     window = U64(ctx.window_high) << U64(32)
     base = U64(ctx.shared_base)
+    plain = op.kind in ("ld", "st")
 
     def run(m, mask):
         value, bits = read(m)
@@ -121,7 +122,7 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
                 offsets = m.derived(value, ("shared offsets", int(base)), lambda v: shared_offsets(v, base))
                 # it writes its destinations itself (the others' are loaded values), unless nothing needs them
                 if contents and not _assumed_needless(m, slot, offsets, lanes, op.bytes):
-                    lanes = contents(m, mask, lanes, offsets, bits)
+                    lanes = contents(m, mask, lanes, offsets, _running_taint(m, bits, selected) if plain else bits)
                 if record:
                     m.record_access(slot, kind_code, op.bytes, matrices, offsets, lanes, op_code,
                                     copy_sources and copy_sources(m, lanes))
@@ -149,7 +150,14 @@ def _assumed_needless(m, slot, offsets: np.ndarray, lanes: np.ndarray, size: int
 def _selected_bits(m, lanes: np.ndarray, bits: np.ndarray):
     """The taints of ``bits`` over ``lanes``, OR-ed."""
     return np.asarray(bits).flat[0] if is_uniform(bits) else np.bitwise_or.reduce(bits) if lanes is m.valid else \
-        np.bitwise_or.reduce(bits[np.flatnonzero(lanes)])
+        np.bitwise_or.reduce(bits[_threads(m, lanes)])
+
+
+def _running_taint(m, bits: np.ndarray, running: int) -> np.ndarray:
+    """The address taint a load or store reads (``bits``, per thread): its CTA dependence in the running threads,
+    whose taints OR to ``running``.  Where none of them depends on the CTA, one taint for every thread says the
+    same (the others' are never read), and what is loaded keeps one taint too."""
+    return bits if is_uniform(bits) or running & int(taint.CTA_ANY) else m.spread(U64(running))
 
 
 def shared_offsets(value: np.ndarray, base) -> np.ndarray:
@@ -384,8 +392,9 @@ def _words(m, contents, offsets: np.ndarray, size: int, lanes: np.ndarray):
     mask): a load and a store at one address register share it."""
     word = m.derived(offsets, ("shared words", size), lambda at: contents.word_index(m.shared_base(), at, size))
     if word is None and not (lanes is m.valid and m.all_valid):
+        running = m.lane_ones(lanes).view(np.int64)          # -1 where running: at & running is at * lanes
         word = m.derived(offsets, ("running words", size),
-                         lambda at: contents.word_index(m.shared_base(), at * lanes, size), lanes)
+                         lambda at: contents.word_index(m.shared_base(), at & running, size), lanes)
     return word
 
 
