@@ -84,9 +84,12 @@ def manifest() -> dict[str, dict]:
     return {row["launch"]: row for row in csv.DictReader(open(MANIFEST))}
 
 
-#: The child: the CLI, with the work the emulator spent (launch.Limits.spend) added up and written to stderr.
+#: The child: the CLI, with the work the emulator spent (launch.Limits.spend) added up and written to stderr (the
+#: set-up the CLI does before numpy is imported done first: the counting imports it).
 COUNTING = """
 import atexit, sys
+from traceconf.startup import one_blas_thread
+one_blas_thread()
 from traceconf.emulate import launch
 spent = [0]
 spend = launch.Limits.spend
