@@ -11,6 +11,12 @@ and ideal wavefronts of every LSU shared access summed; tests/test_hw_families.p
 and, with ``--busy N``, runs the launch again beside N CPU-burning processes and says whether stdout is
 byte-identical.
 
+The children run as a user's commands do after the first run: in an empty working directory (``python -m`` puts
+it first on sys.path; the crowded shared /tmp, listed by the first import, costs ~0.02 CPU-s a command) and with
+the package's ``.pyc`` files (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment, and one uncounted
+warm-up run of the first launch per tree writes them; otherwise every changed module is compiled from source in
+every run, 0.1-0.15 CPU-s).
+
 Launches: the samples20 family (tests/fixtures/samples20/samples20.cu, the cuda-samples kernels, analysed from
 the cubin that ran on the H100; tests/data/hw/samples20/manifest.csv gives each launch's grid, block,
 parameters, --data inputs and the page's totals), at the samples' sizes with random inputs:
@@ -31,6 +37,7 @@ Usage: python3 scripts/bench_targets.py [--repeat 3] [--baseline-tree DIR]... [-
 from __future__ import annotations
 
 import argparse
+import atexit
 import csv
 import hashlib
 import json
@@ -50,6 +57,11 @@ LAUNCHES = {"bitonicSortShared": "bitonic_sort_shared", "bitonicMergeShared": "b
             "histogram64": "histogram64", "histogram256": "histogram256",
             **{f"reduce{k}": f"reduce{k}_16m" for k in range(6)}, "cg_reduce": "cg_reduce", "reduce6": "reduce6",
             "convolutionRows": "convolution_rows_3072"}
+
+
+#: The children's working directory: an empty one (see above).
+QUIET_CWD = tempfile.mkdtemp(prefix="bench_targets_")
+atexit.register(os.rmdir, QUIET_CWD)
 
 
 def _pairs(text: str) -> list[tuple[str, str]]:
@@ -72,9 +84,12 @@ def manifest() -> dict[str, dict]:
     return {row["launch"]: row for row in csv.DictReader(open(MANIFEST))}
 
 
-#: The child: the CLI, with the work the emulator spent (launch.Limits.spend) added up and written to stderr.
+#: The child: the CLI, with the work the emulator spent (launch.Limits.spend) added up and written to stderr (the
+#: set-up the CLI does before numpy is imported done first: the counting imports it).
 COUNTING = """
 import atexit, sys
+from traceconf.startup import one_blas_thread
+one_blas_thread()
 from traceconf.emulate import launch
 spent = [0]
 spend = launch.Limits.spend
@@ -95,12 +110,12 @@ def run(args: list[str], tree: Path, counting: bool, full: bool = False) -> tupl
     instruction emulated, no slice)."""
     if tree != REPO and "--time-limit" in _help(tree):
         args = args + ["--time-limit", "900"]
-    env = dict(os.environ, PYTHONPATH=str(tree), TRACECONF_FULL_EMULATION="1" if full else "")
+    env = _environment(tree)
+    env["TRACECONF_FULL_EMULATION"] = "1" if full else ""
     command = [sys.executable, "-c", COUNTING] if counting else [sys.executable, "-m", "traceconf"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # outside the repository: ``python -m`` puts the working folder first on sys.path
     done = subprocess.run(command + ["analyze", *args, "--format", "json"], capture_output=True, text=True,
-                          env=env, cwd=tempfile.gettempdir())
+                          env=env, cwd=QUIET_CWD)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     seconds = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     if done.returncode and tree == REPO:
@@ -125,9 +140,15 @@ def partial(stdout: str) -> str:
 def _help(tree: Path, cache: dict = {}) -> str:
     if tree not in cache:
         cache[tree] = subprocess.run([sys.executable, "-m", "traceconf", "analyze", "--help"], capture_output=True,
-                                     text=True, env=dict(os.environ, PYTHONPATH=str(tree)),
-                                     cwd=tempfile.gettempdir()).stdout
+                                     text=True, env=_environment(tree), cwd=QUIET_CWD).stdout
     return cache[tree]
+
+
+def _environment(tree: Path) -> dict[str, str]:
+    """The children's environment: the package of ``tree``, ``.pyc`` files written and used."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(tree)
+    return env
 
 
 def main() -> None:
@@ -141,6 +162,8 @@ def main() -> None:
     names = options.only.split(",") if options.only else list(LAUNCHES)
     rows = manifest()
     bases = "".join(f" {f'base {i + 1}':>8} {'x':>5}" for i in range(len(options.baseline_tree)))
+    for tree in [REPO, *options.baseline_tree]:      # writes the trees' .pyc files, uncounted
+        run(launch_args(rows[LAUNCHES[names[0]]]), tree, counting=False)
     print(f"{'launch':<19} {'CPU s':>6}{bases} {'warp steps':>12}  result")
     for name in names:
         row = rows[LAUNCHES[name]]

@@ -488,3 +488,46 @@ def test_a_running_address_taint_for_all_threads_loads_and_stores_what_the_per_t
     assert np.ndim(_running_taint(_Machine(np.ones(threads, dtype=bool)), bits, running)) == 1
     for got, want in zip(*outcomes):
         assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("combine", ["AND", "OR", "XOR"])
+@pytest.mark.parametrize("shape", ["array", "scalar"])
+def test_an_isetp_predicate_written_without_its_bit_mask_is_what_the_general_writer_writes(combine, shape):
+    """ISETP writes :func:`_combined`'s values (0 or 1) through :func:`_bit_writer`, which skips the general
+    predicate writer's ``& 1``: the same register, value and taint, on random predicates, guards and old values."""
+    from traceconf.sass.operands import parse_operand, writer
+    from traceconf.sass.semantics import _COMBINE, _bit_writer, _combined
+
+    rng = np.random.default_rng(len(combine) * 3 + len(shape))
+    dest = parse_operand("P3")
+    for _ in range(20):
+        general, fast = state(), state()
+        old = rng.integers(0, 2, general.size, dtype=np.uint64)
+        for m in (general, fast):
+            m.write("P3", old, taint.ZERO, None)
+        x = rng.random(general.size) < 0.5
+        y = x[0] if shape == "scalar" else rng.random(general.size) < 0.5
+        value = _combined(_COMBINE[combine], ~x if rng.random() < 0.5 else x, y)
+        assert np.array_equal(np.asarray(value) & np.uint64(1), value) and np.asarray(value).dtype == np.uint64
+        mask = None if rng.random() < 0.3 else rng.random(general.size) < 0.5
+        bits = np.uint64(taint.THREAD) if rng.random() < 0.5 else rng.integers(0, 4, general.size, dtype=np.uint64)
+        writer(dest)(general, value, bits, mask)
+        _bit_writer(dest)(fast, value, bits, mask)
+        assert np.array_equal(general.full(general.regs["P3"]), fast.full(fast.regs["P3"]))
+        assert np.array_equal(general.full(general.taints["P3"]), fast.full(fast.taints["P3"]))
+
+
+@pytest.mark.parametrize("base", [0, 1024])
+def test_shared_offsets_computed_in_place_are_the_window_offsets_written_out(base):
+    """:func:`traceconf.sass.memory.shared_offsets` against its definition on random window addresses (the
+    reserved part, high words and the value left alone included)."""
+    from traceconf.sass.memory import shared_offsets
+
+    rng = np.random.default_rng(base)
+    value = rng.integers(0, 2**64, 4096, dtype=np.uint64, endpoint=False)
+    value[::3] = rng.integers(0, 2 * max(base, 64), len(value[::3]), dtype=np.uint64)
+    before = value.copy()
+    low = (value & np.uint64(0xFFFF_FFFF)).astype(np.int64)
+    expected = np.where(low >= base, low - base, low)
+    assert np.array_equal(shared_offsets(value, np.uint64(base)), expected)
+    assert np.array_equal(value, before)

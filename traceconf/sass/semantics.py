@@ -126,6 +126,15 @@ def _word_writer(dest: Operand):
     return lambda m, value, bits, mask: write_register(m, name, value, bits, mask)
 
 
+def _bit_writer(dest: Operand):
+    """Writer of a value already 0 or 1 (:func:`_combined`'s) into the predicate ``dest`` (no pass to keep bit 0), or
+    ``dest``'s :func:`writer` where it is no predicate."""
+    if dest.kind != "pred":
+        return writer(dest)
+    name = dest.name
+    return lambda m, value, bits, mask: write_register(m, name, value, bits, mask)
+
+
 def _half_reader(op: Operand, ctx):
     """(reader of the whole register, whether the operand selects its high half: ``R3.H1``)."""
     high = op.text.rstrip("|").upper().endswith(".H1")
@@ -384,7 +393,7 @@ def _isetp(ops, mods, ctx):
     # equality needs no sign: the unsigned words compare alike (a pass per operand fewer)
     unsigned = "U32" in mods or (compare in (np.equal, np.not_equal) and not extended)
     # (writer, complemented) of each destination that is written (PT takes nothing: its result is not computed)
-    outs = [(writer(op), complemented) for op, complemented in zip(ops[:2], (False, True))
+    outs = [(_bit_writer(op), complemented) for op, complemented in zip(ops[:2], (False, True))
             if op.name not in TRUE_PREDICATES]
     a, b = reader(ops[2], ctx, False), reader(ops[3], ctx, False)
     c = reader(ops[4], ctx)
