@@ -5,6 +5,7 @@ manifest, and the fill pass's count under each reading of "half".
     python3 scripts/hw/ldgsts_zfill_halves.py configs OUT.txt           # the driver's input
     python3 scripts/hw/ldgsts_zfill_halves.py manifest SUMMARY OUT.csv  # the summary's rows with each copy's form
     python3 scripts/hw/ldgsts_zfill_halves.py predict OUT.csv           # v5 and v10 per config, per hypothesis
+    python3 scripts/hw/ldgsts_zfill_halves.py fit MANIFEST              # rows each hypothesis's count equals
 
 sm_90's fill pass (docs/hardware.md "LDGSTS .ZFILL src-size probes") counts a quarter-warp's contiguous source
 runs of its reading lanes apart for the lanes reading the first and the second half of their 32-byte source
@@ -40,6 +41,9 @@ HYPOTHESES = {
     "parity": lambda lane, src, dst: lane % 2,
     "none": lambda lane, src, dst: 0,
 }
+#: Found after the run (docs/hardware.md "LDGSTS fill-pass halves probes"): the 16-byte position of the source
+#: in its 128-byte line, traceconf's rule since.
+FOUND = {"line_position": lambda lane, src, dst: src % 128 // CHUNK}
 
 
 def _pairs(shifted: list[bool], swapped: list[bool]) -> tuple[list[int], list[int]]:
@@ -145,7 +149,7 @@ def fill_runs(hypothesis: str, gofs: list[int], sofs: list[int], sizes: list[int
     """The fill pass of a copy whose lanes read where ``sizes`` is non-zero: per quarter-warp the larger of its
     reading runs (distinct source less 16 bytes a lane) per ``hypothesis`` half and its destinations' 16-byte
     store passes (per 16-byte unit of the bank row, its distinct rows)."""
-    half, wavefronts = HYPOTHESES[hypothesis], 0
+    half, wavefronts = {**HYPOTHESES, **FOUND}[hypothesis], 0
     for first in range(0, 32, QUARTER):
         lanes = range(first, first + QUARTER)
         runs = {}
@@ -182,6 +186,20 @@ def predictions() -> list[dict]:
     return rows
 
 
+def fit(manifest_path: Path) -> dict[str, list[str]]:
+    """Per hypothesis (predicted and found): the first launches' v5 and v10 rows (``config/vN``) whose page its
+    count misses."""
+    measured = {(row["config"], int(row["variant"])): (int(row["wavefronts"]), int(row["ideal"]))
+                for row in csv.DictReader(open(manifest_path, newline="")) if row["rep"] == "0"}
+    misses: dict[str, list[str]] = {h: [] for h in (*HYPOTHESES, *FOUND)}
+    for name, gofs, sofs, sizes in tables():
+        for variant, copy_sizes in ((ZFILL, sizes), (IMMEDIATE, [8] * 32)):
+            for h, missed in misses.items():
+                if fill_count(h, gofs, sofs, copy_sizes) != measured[name, variant]:
+                    missed.append(f"{name}/v{variant}")
+    return misses
+
+
 def manifest(summary: Path, out: Path) -> None:
     """The summary's rows (one per launch and LDGSTS pc) with the variant, its form and its src-sizes."""
     sizes = {name: s for name, _, _, s in tables()}
@@ -199,6 +217,9 @@ if __name__ == "__main__":
         write_configs(Path(sys.argv[2]), configs(), REPS)
     elif sys.argv[1:2] == ["manifest"]:
         manifest(Path(sys.argv[2]), Path(sys.argv[3]))
+    elif sys.argv[1:2] == ["fit"]:
+        for h, missed in fit(Path(sys.argv[2])).items():
+            print(f"{h}: {2 * len(tables()) - len(missed)} of {2 * len(tables())}; misses {' '.join(missed[:12])}")
     elif sys.argv[1:2] == ["predict"]:
         rows = predictions()
         with open(sys.argv[2], "w", newline="") as f:
