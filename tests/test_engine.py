@@ -170,7 +170,7 @@ def test_engine_matches_reference_for_copies_from_their_sources():
 
 def test_engine_matches_reference_for_copies_some_lanes_of_which_zero_fill():
     """The fill pass (``fill_passes``) one copy at a time: engine == reference wherever lanes read or zero-fill
-    (runs reading first and second halves of their source sectors counted apart)."""
+    (runs reading at each 16-byte position of their source lines counted apart)."""
     rules = SM90
 
     @settings(max_examples=150, deadline=None,
@@ -221,6 +221,17 @@ def test_copies_some_lanes_of_which_zero_fill_add_the_fill_pass():
     assert [(w, i) for w, i, _ in costs(SM90, halves)] == [(28, 7), (32, 7), (24, 6)] * 2
     assert [(c.wavefronts, c.ideal_wavefronts) for c in (execution_cost(SM90, *row) for row in halves)] == \
         [(28, 7), (32, 7), (24, 6)] * 2
+    # what decides is the 16-byte position of the source in its line, not its sector half: lane pairs 0 and 1
+    # of each quarter-warp reading 16 bytes on (chunks 1 and 2), pairs 1 and 3 with their destinations swapped;
+    # lanes reading chunks 2 and 0 (both first halves) share a fill wavefront, four reading chunk 1 do not
+    # (tests/test_ldgsts_zfill_halves_hw.py, mixed__source4 and mixed__source3)
+    shifted = [8192 * (lane // 2) + 16 * (lane % 2 + (lane // 2 % 4 < 2)) for lane in LANES]
+    swapped = [16 * (lane - lane % 2 + (lane % 2 ^ (lane // 2 % 4 in (1, 3)))) for lane in LANES]
+    positions = [("cp_async", 16, 0, swapped, "bypass_zfill", shifted, quarter * 4)
+                 for quarter in ([0, 16, 0, 16, 16, 0, 16, 0], [16, 0, 16, 0, 0, 16, 0, 16])]
+    assert [(w, i) for w, i, _ in costs(SM90, positions)] == [(24, 6), (32, 6)]
+    assert [(c.wavefronts, c.ideal_wavefronts) for c in (execution_cost(SM90, *row) for row in positions)] == \
+        [(24, 6), (32, 6)]
     unknown = [("cp_async", 16, 0, run, "bypass", rows[2][5], masks["even"][:31] + [-1]),
                ("cp_async", 16, 0, run, "bypass", [-1] + run[1:], masks["even"])]
     assert costs(SM90, unknown) == costs(SM90, [row[:4] + ("bypass",) for row in unknown])

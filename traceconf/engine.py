@@ -898,8 +898,10 @@ def _fill_passes(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     """Per (execution, quarter-warp): the wavefronts of the fill pass of a copy whose operation has
     ``fill_passes`` and a lane of which zero-fills (copies fewer bytes than the copy; with ``fill_always``,
     every copy): the larger of the quarter's contiguous source runs among its reading lanes (distinct source
-    less 16 bytes a lane), counted apart per half of the 32-byte source sector the lanes read (a run reading
-    only first halves shares its wavefront with one reading only second halves), and the passes a 16-byte store
+    less 16 bytes a lane), counted apart per 16-byte position of the lanes' sources in their 128-byte lines
+    (runs reading at different positions share a wavefront, those at one position do not: the
+    ldgsts_zfill_halves probes, where that position, not the half of the 32-byte sector, decides), and the
+    passes a 16-byte store
     to its active lanes' destinations takes (per 16-byte unit of the bank row, its distinct rows); 0 without an
     active lane.  A quarter-warp is the lanes whose 16-byte chunks fill one wavefront (docs/rules.md "Copies
     from their sources": the ldgsts_ignore_src and ldgsts_zfill_sizes probes, the ldgsts.cu pages)."""
@@ -908,8 +910,9 @@ def _fill_passes(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     group_lanes = rules.banks * rules.bank_bytes // SOURCE_CHUNK
     shape = (len(acc), acc.warp_size // group_lanes, group_lanes)
     offset = np.where(_reading(acc, rules), acc.sources() - SOURCE_CHUNK * np.arange(acc.warp_size), _NONE)
-    half = acc.sources() // SOURCE_CHUNK % 2
-    runs = np.maximum(*(_distinct(np.where(half == h, offset, _NONE).reshape(shape)) for h in (0, 1)))
+    position = acc.sources() // SOURCE_CHUNK % (SOURCE_LINE // SOURCE_CHUNK)
+    runs = np.max([_distinct(np.where(position == p, offset, _NONE).reshape(shape))
+                   for p in range(SOURCE_LINE // SOURCE_CHUNK)], axis=0)
     chunk = np.where(active, acc.address // SOURCE_CHUNK, _NONE).reshape(shape)
     units = rules.row_bytes // SOURCE_CHUNK
     for unit in range(units):

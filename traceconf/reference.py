@@ -138,7 +138,7 @@ def _with_fill_pass(data: dict, cost: ExecutionCost, lane_address: dict[int, int
                     sources: list[int]) -> ExecutionCost:
     """docs/rules.md "Copies from their sources", the fill pass: per quarter-warp (the lanes whose 16 bytes
     fill one wavefront) with an active lane, the larger of its reading lanes' distinct ``source - 16 * lane``
-    (the larger count of the lanes reading first and second halves of their 32-byte source sectors) and the
+    (the largest count of the lanes reading at one 16-byte position of their 128-byte source lines) and the
     passes of a 16-byte store to its destinations; one more ideal wavefront each."""
     quarter = data["banks"] * data["bank_bytes"] // 16
     wavefronts, ideal, max_ways = cost.wavefronts, cost.ideal_wavefronts, cost.max_ways
@@ -146,7 +146,7 @@ def _with_fill_pass(data: dict, cost: ExecutionCost, lane_address: dict[int, int
         lanes = [lane for lane in range(first, first + quarter) if lane in lane_address]
         if lanes:
             runs = max(*(len({sources[lane] - 16 * lane for lane in lanes if lane in reading
-                              and sources[lane] // 16 % 2 == half}) for half in (0, 1)),
+                              and sources[lane] % 128 // 16 == position}) for position in range(8)),
                        _multicast_passes(data, {lane: lane_address[lane] for lane in lanes}, 16, merge=True))
             wavefronts, ideal, max_ways = wavefronts + runs, ideal + 1, max(max_ways, runs)
     return ExecutionCost(wavefronts, ideal, max_ways)

@@ -402,6 +402,24 @@ def numbered(names: list[str]) -> list[str]:
     return out
 
 
+def launch_names(log: str) -> list[str]:
+    """The NAME of each "LAUNCH NAME REP" line of a driver's log, in order.  Nsight's own output, in the same
+    log, can cut such a line anywhere (``LAUNCH ran==PROF== Profiling ...``): the rest of it is the next line
+    that is neither Nsight's nor another launch's."""
+    names, cut = [], None
+    for line in log.splitlines():
+        if cut is not None and not line.startswith(("==PROF==", "LAUNCH ")):
+            names.append((cut + line).split()[0])
+            cut = None
+        elif line.startswith("LAUNCH "):
+            head, nsight, _ = line[len("LAUNCH "):].partition("==PROF==")
+            if nsight and len(head.split()) < 2:
+                cut = head
+            else:
+                names.append(head.split()[0])
+    return names
+
+
 def export(report: Path, log: Path, out: Path) -> None:
     """One Source page per profiled launch, named NAME_rREP from the program's "LAUNCH NAME REP" lines when
     they match the report's launches one to one, else INDEX_KERNEL.  REP counts NAME's earlier lines: Nsight's
@@ -413,8 +431,7 @@ def export(report: Path, log: Path, out: Path) -> None:
                          capture_output=True, text=True, check=True).stdout
     rows = list(csv.DictReader(line for line in raw.splitlines(keepends=True) if line.startswith('"')))
     kernels = [r["Kernel Name"] for r in rows if r.get("ID", "").strip().isdigit()]
-    launched = [line.split()[1] for line in log.read_text(errors="replace").splitlines()
-                if line.startswith("LAUNCH ")]
+    launched = launch_names(log.read_text(errors="replace"))
     ids = (numbered(launched) if len(launched) == len(kernels)
            else [f"{i:03d}_{kernel.split('(')[0]}" for i, kernel in enumerate(kernels)])
     out.mkdir(parents=True, exist_ok=True)
