@@ -15,7 +15,8 @@ from hypothesis import given, settings, strategies as st
 
 from traceconf.emulate import taint
 from traceconf.emulate.contents import SharedContents, gather, scatter
-from traceconf.emulate.state import ThreadState, select
+from traceconf.emulate.speculation import SpeculationFailed, check_inside
+from traceconf.emulate.state import ThreadState, extent, select
 from traceconf.sass.operands import signed32
 
 CTAS, BYTES = 3, 256
@@ -531,3 +532,36 @@ def test_shared_offsets_computed_in_place_are_the_window_offsets_written_out(bas
     expected = np.where(low >= base, low - base, low)
     assert np.array_equal(shared_offsets(value, np.uint64(base)), expected)
     assert np.array_equal(value, before)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4, 8]), st.sampled_from(["inside", "some outside",
+                                                                                  "misaligned", "collisions"]))
+def test_an_extent_remembered_per_array_gives_the_checks_what_they_compute_themselves(seed, size, layout):
+    """``ThreadState.extent`` is the array's smallest and largest element, made once per array; the region check
+    and the word view given it decide as they do computing it themselves (a thread not running anywhere)."""
+    rng = np.random.default_rng(seed)
+    m = state()
+    offsets = offsets_of(rng, layout, size, m.size).astype(np.int64)
+    lanes = rng.random(m.size) < 0.6
+    offsets[~lanes] = rng.integers(-2 * BYTES, 2 * BYTES, m.size)[~lanes]
+    made = []
+    remembered = lambda values: m.derived(values, "counted extent", lambda v: made.append(1) or extent(v))
+    assert m.extent(offsets) == (int(offsets.min()), int(offsets.max())) and m.extent(offsets) is m.extent(offsets)
+    contents = SharedContents(m.size // 64, BYTES)
+    cta_base = np.repeat(np.arange(m.size // 64, dtype=np.int64), 64) * BYTES
+    for low, high in [(0, BYTES), tuple(sorted(rng.integers(-BYTES, 2 * BYTES, 2)))]:
+        for running in (lambda: None, lambda: np.flatnonzero(lanes)):
+            outcomes = []
+            for extent_of in (extent, remembered):
+                try:
+                    check_inside((int(low), int(high)), offsets, size, running, extent_of)
+                    outcomes.append("inside")
+                except SpeculationFailed:
+                    outcomes.append("failed")
+            assert outcomes[0] == outcomes[1]
+    assert len(made) == 1
+    for at in (offsets, offsets * lanes):
+        plain, given_extent = contents.word_index(cta_base, at, size), contents.word_index(cta_base, at, size,
+                                                                                             m.extent)
+        assert (plain is None and given_extent is None) or (plain == given_extent).all()

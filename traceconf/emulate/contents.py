@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from traceconf.emulate import taint
+from traceconf.emulate.state import extent
 
 U64 = np.uint64
 BYTE_TAINT = np.uint64(0xFF)
@@ -170,13 +172,16 @@ class SharedContents:
         self.data = np.zeros(total, dtype=np.uint8)
         self.taint = np.full(total, _UNSET, dtype=np.uint8)
 
-    def word_index(self, cta_base: np.ndarray, offsets: np.ndarray, size: int) -> np.ndarray | None:
+    def word_index(self, cta_base: np.ndarray, offsets: np.ndarray, size: int,
+                   extent_of: Callable[[np.ndarray], tuple[int, int]] = extent) -> np.ndarray | None:
         """Per thread, the index of its access in the ``size``-byte word view, when every thread's (running or
         not) lies inside its CTA's shared memory, aligned (the common case: then :meth:`load_words` and
-        :meth:`store_words` need no per-lane check); else None."""
+        :meth:`store_words` need no per-lane check); else None.  ``extent_of(offsets)``: their smallest and
+        largest (a machine remembers it per array: ThreadState.extent)."""
         if size not in _WORD or self.bytes_per_cta % size or not len(offsets):
             return None
-        if int(offsets.min()) < 0 or int(offsets.max()) > self.bytes_per_cta - size or \
+        low, high = extent_of(offsets)
+        if low < 0 or high > self.bytes_per_cta - size or \
                 int(np.bitwise_or.reduce(offsets)) & (size - 1):
             return None
         word = cta_base + offsets

@@ -634,7 +634,7 @@ class Machine(ThreadState):
         masked = offsets | self.derived(lanes, "-1 where not running", _minus_one_where_not)
         # the threads that do not access may hold other values: merged rows (offsets not negative, the shared
         # window's always: -1 then marks the threads that do not access alone)
-        if ctas > 1 and int(offsets.min()) >= 0:
+        if ctas > 1 and self.extent(offsets)[0] >= 0:
             merged = _merged_rows(masked.reshape(ctas, per_cta))
             if merged is not None:
                 return merged.reshape(-1, warp), rows % self.warps_per_cta
