@@ -397,7 +397,8 @@ class _Rows(ThreadState):
     """A batch's thread state with the machine's address rows (simt.Machine._address_rows)."""
 
     from traceconf.emulate.simt import Machine
-    _address_rows, _alike_in_every_cta = Machine._address_rows, Machine._alike_in_every_cta
+    _address_rows, _alike_in_every_cta, _warp_rows = Machine._address_rows, Machine._alike_in_every_cta, \
+        Machine._warp_rows
 
     def __init__(self, ctas: int):
         super().__init__(np.arange(ctas), (64, 1, 1), (ctas, 1, 1), 32, (0, 0))
@@ -565,3 +566,20 @@ def test_an_extent_remembered_per_array_gives_the_checks_what_they_compute_thems
         plain, given_extent = contents.word_index(cta_base, at, size), contents.word_index(cta_base, at, size,
                                                                                              m.extent)
         assert (plain is None and given_extent is None) or (plain == given_extent).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), ctas=st.sampled_from([1, 3]), density=st.sampled_from([0.0, 0.02, 0.5, 1.0]))
+def test_warp_rows_of_a_mask_met_again_are_its_warps_and_their_lane_bits(seed, ctas, density):
+    """The warps an access under ``lanes`` logs and their lane masks (made once per mask array: a guard's mask
+    serves several accesses) are those with a lane set and the sum of ``1 << lane`` over their lanes."""
+    rng = np.random.default_rng(seed)
+    m = _Rows(ctas)
+    lanes = rng.random(m.size) < density
+    by_warp = lanes.reshape(-1, 32)
+    want_rows = np.flatnonzero(by_warp.any(axis=1))
+    want_masks = (by_warp[want_rows].astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=1,
+                                                                                                dtype=np.uint64)
+    for _ in range(2):
+        rows, masks = m.derived(lanes, "warp rows", m._warp_rows)
+        assert np.array_equal(rows, want_rows) and np.array_equal(masks, want_masks)

@@ -601,18 +601,22 @@ class Machine(ThreadState):
             rows, masks = self.all_warps, self.whole_warps     # (the log's arrays are never written)
             patterns, index = self._address_rows(offsets, rows)
         else:
-            masks = lane_masks(lanes.reshape(-1, self.warp_size))
-            rows = np.flatnonzero(masks)
+            # (a guard's mask serves several accesses: its rows are made once; the log's arrays are never written)
+            rows, masks = self.derived(lanes, "warp rows", self._warp_rows)
             if not len(rows):
                 return
-            if len(rows) < len(masks):
-                masks = masks[rows]
-                if copy is not None:
-                    sources, sizes = (None if values is None else values[rows] for values in (sources, sizes))
+            if copy is not None and len(rows) < len(self.cta_of_warp):
+                sources, sizes = (None if values is None else values[rows] for values in (sources, sizes))
             patterns, index = self._address_rows(offsets, rows, lanes)
         self.findings.note_extent(slot, int(patterns.max()) + size)
         self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, patterns, index, masks, op,
                          sources, sizes))
+
+    def _warp_rows(self, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the warps with a lane in ``lanes``, their lane masks)."""
+        masks = lane_masks(lanes.reshape(-1, self.warp_size))
+        rows = np.flatnonzero(masks)
+        return rows, masks[rows] if len(rows) < len(masks) else masks
 
     def _address_rows(self, offsets: np.ndarray, rows: np.ndarray,
                       lanes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -627,7 +631,7 @@ class Machine(ThreadState):
             first = offsets[:per_cta]           # (an address register's offsets serve several accesses: one look)
             if lanes is None:
                 return first.reshape(-1, warp).copy(), rows % self.warps_per_cta
-            accessed = lanes.reshape(ctas, per_cta).any(axis=0)
+            accessed = self.derived(lanes, "accessed in a CTA", lambda lanes: lanes.reshape(ctas, per_cta).any(axis=0))
             return np.where(accessed, first, -1).reshape(-1, warp), rows % self.warps_per_cta
         if lanes is None:
             return offsets.reshape(-1, warp)[rows], np.arange(len(rows))

@@ -392,7 +392,8 @@ def _words(m, contents, offsets: np.ndarray, size: int, lanes: np.ndarray):
     memory, aligned; else None.  The threads not running may hold any address (a register a guard skipped): where
     one does not serve, each of them reads the first word of its CTA instead.  Made once per offsets array (and
     mask): a load and a store at one address register share it."""
-    word = m.derived(offsets, ("shared words", size), lambda at: contents.word_index(m.shared_base(), at, size, m.extent))
+    word = m.derived(offsets, ("shared words", size),
+                     lambda at: contents.word_index(m.shared_base(), at, size, m.extent))
     if word is None and not (lanes is m.valid and m.all_valid):
         running = m.lane_ones(lanes).view(np.int64)          # -1 where running: at & running is at * lanes
         word = m.derived(offsets, ("running words", size),
