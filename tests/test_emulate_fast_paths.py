@@ -583,3 +583,22 @@ def test_warp_rows_of_a_mask_met_again_are_its_warps_and_their_lane_bits(seed, c
     for _ in range(2):
         rows, masks = m.derived(lanes, "warp rows", m._warp_rows)
         assert np.array_equal(rows, want_rows) and np.array_equal(masks, want_masks)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_class_codes_made_in_int32_are_the_parts_widened_first(seed):
+    """engine._class_codes, made in int32 in place, equals the classes' parts each widened to int64 and shifted,
+    over the whole range of their dtypes (int8 operation, kind and matrices, int16 bytes)."""
+    from types import SimpleNamespace
+
+    from traceconf.engine import _class_codes
+    rng = np.random.default_rng(seed)
+    n = 1000
+    parts = SimpleNamespace(op=rng.integers(-128, 128, n).astype(np.int8), kind=rng.integers(0, 128, n).astype(np.int8),
+                            bytes=rng.integers(0, 2**15, n).astype(np.int16),
+                            matrices=rng.integers(0, 128, n).astype(np.int8))
+    want = ((parts.op.astype(np.int64) << 24) | (parts.kind.astype(np.int64) << 16)
+            | (parts.bytes.astype(np.int64) << 8) | parts.matrices.astype(np.int64))
+    got = _class_codes(parts)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
