@@ -602,3 +602,33 @@ def test_class_codes_made_in_int32_are_the_parts_widened_first(seed):
             | (parts.bytes.astype(np.int64) << 8) | parts.matrices.astype(np.int64))
     got = _class_codes(parts)
     assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 3]))
+def test_assembled_executions_are_each_log_entry_looked_up_on_its_own(seed, machines):
+    """grid.assemble looks each machine's warps up at once and offsets the entries' pattern indices in one pass:
+    every execution gets the CTA, warp and address row that looking up each log entry on its own gives (a machine
+    with nothing logged among them)."""
+    from types import SimpleNamespace
+
+    from traceconf.emulate.grid import assemble
+    rng = np.random.default_rng(seed)
+    logs = []
+    for number in range(machines):
+        warps = int(rng.integers(2, 20))
+        machine = SimpleNamespace(cta_of_warp=rng.integers(0, 1000, warps), warp_of_warp=rng.integers(0, 16, warps),
+                                  log=[])
+        for _ in range(0 if number == 1 else int(rng.integers(1, 6))):
+            rows = np.flatnonzero(rng.random(warps) < 0.6)
+            patterns = rng.integers(-1, 4096, (int(rng.integers(1, 4)), 32))
+            machine.log.append((rows, int(rng.integers(0, 50)), 1, 4, 0, patterns,
+                                rng.integers(0, len(patterns), len(rows)), rng.integers(1, 2**32, len(rows)), 0,
+                                None, None))
+        logs.append(machine)
+    parts = [(machine, entry) for machine in logs for entry in machine.log]
+    acc = assemble("k", logs, 32)
+    assert np.array_equal(acc.cta, np.concatenate([m.cta_of_warp[e[0]] for m, e in parts]))
+    assert np.array_equal(acc.warp, np.concatenate([m.warp_of_warp[e[0]] for m, e in parts]))
+    want_rows = np.concatenate([e[5][e[6]] for _, e in parts])
+    assert np.array_equal(acc.patterns.rows[acc.patterns.index], want_rows)
