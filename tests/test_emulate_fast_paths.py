@@ -632,3 +632,22 @@ def test_assembled_executions_are_each_log_entry_looked_up_on_its_own(seed, mach
     assert np.array_equal(acc.warp, np.concatenate([m.warp_of_warp[e[0]] for m, e in parts]))
     want_rows = np.concatenate([e[5][e[6]] for _, e in parts])
     assert np.array_equal(acc.patterns.rows[acc.patterns.index], want_rows)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from([0.0, 0.3, 1.0]))
+def test_the_guard_taint_where_skipped_ored_in_is_the_select_of_the_skipped_threads(seed, scalar, density):
+    """with_guard's destinations take the guard's taint where it skips: ``written | taint_where_skipped`` is
+    ``select(~holds, written | bits, written)``, for a taint per thread or one for all, the mask met before or not."""
+    from traceconf.emulate.simt import taint_where_skipped
+    rng = np.random.default_rng(seed)
+    m = state()
+    holds = rng.random(m.size) < density
+    if rng.random() < 0.5:
+        m.lane_ones(holds)              # the mask's lanes already made (its writes)
+    written = np.uint64(rng.integers(0, 2**20)) if scalar else rng.integers(0, 2**20, m.size).astype(np.uint64)
+    bits = np.uint64(rng.integers(1, 2**20))
+    want = select(~holds, written | bits, written)
+    assert np.array_equal(np.broadcast_to(written | taint_where_skipped(m, holds, bits), (m.size,)), want)
+    assert np.array_equal(written | taint_where_skipped(m, np.bool_(False), bits), select(np.bool_(True),
+                                                                                          written | bits, written))

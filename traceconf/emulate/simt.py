@@ -148,10 +148,21 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
             written = m.taints.get(key)
             if key in given or written is None or (np.ndim(written) == 0 and written | bits == written):
                 continue                # written with the guard's taint everywhere (ThreadState.write)
-            skipped = ~holds if skipped is None else skipped
-            m.taints[key] = select(skipped, written | bits, written)
+            skipped = taint_where_skipped(m, holds, bits) if skipped is None else skipped
+            m.taints[key] = written | skipped
         m.guard_taint = taint.ZERO
     return run
+
+
+def taint_where_skipped(m, holds, bits) -> np.ndarray:
+    """The taint ``bits`` (one uint64) in the threads where ``holds`` is false, 0 where it is true: OR-ed into a
+    destination, ``select(~holds, written | bits, written)`` in one pass (the mask's all-ones lanes, made once
+    for its writes, inverted)."""
+    if type(holds) is np.ndarray and holds.dtype == np.bool_:
+        skipped = np.invert(m.lane_ones(holds))
+        skipped &= bits
+        return skipped
+    return select(~holds, bits, taint.ZERO)
 
 
 def compile_slot(slot: Slot, ctx: Context) -> Compiled:
