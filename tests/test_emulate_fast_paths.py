@@ -651,3 +651,24 @@ def test_the_guard_taint_where_skipped_ored_in_is_the_select_of_the_skipped_thre
     assert np.array_equal(np.broadcast_to(written | taint_where_skipped(m, holds, bits), (m.size,)), want)
     assert np.array_equal(written | taint_where_skipped(m, np.bool_(False), bits), select(np.bool_(True),
                                                                                           written | bits, written))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["array", "scalar", "spread"]),
+       st.sampled_from(["array", "scalar", "spread"]))
+def test_the_low_word_of_a_sum_made_in_place_is_the_sum_masked(seed, made_shape, addend_shape):
+    """IMAD's and LEA's low word, summed and masked in place on the product just made, is ``(made + addend) &
+    M32`` for arrays, scalars and spread (read-only) addends, the addend left as it was."""
+    from traceconf.sass.semantics import _low_word_of_sum
+    rng = np.random.default_rng(seed)
+
+    def operand(shape):
+        value = rng.integers(0, 2**64, 64, dtype=np.uint64)
+        return value[0] if shape == "scalar" else np.broadcast_to(value[:1], (64,)) if shape == "spread" else value
+    a, b, addend = operand(made_shape), np.uint64(rng.integers(0, 2**32)), operand(addend_shape)
+    kept = np.array(addend, copy=True)
+    with np.errstate(over="ignore"):           # (wrapping is the point: a scalar product warns)
+        want = (a * b + np.asarray(addend, dtype=np.uint64)) & np.uint64(0xFFFF_FFFF)
+        got = _low_word_of_sum(np.asarray(a) * np.asarray(b), addend)
+    assert np.array_equal(np.broadcast_to(got, (64,)), np.broadcast_to(want, (64,)))
+    assert np.array_equal(addend, kept)

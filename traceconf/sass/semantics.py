@@ -93,7 +93,7 @@ def _imad(ops, mods, ctx):
         if word is not None:
             # the low word of a product and a sum is the same for signed and unsigned operands
             product = np.asarray(av, dtype=np.uint64) * np.asarray(bv, dtype=np.uint64)
-            word(m, (product + np.asarray(cv, dtype=np.uint64)) & M32, bits, mask)
+            word(m, _low_word_of_sum(product, cv), bits, mask)
             return
         if unsigned:
             x, y = np.asarray(av, dtype=np.uint64) & M32, np.asarray(bv, dtype=np.uint64) & M32
@@ -115,6 +115,17 @@ def _imad(ops, mods, ctx):
             result = total & M32
         write(m, result, bits, mask)
     return run
+
+
+def _low_word_of_sum(made, addend):
+    """``(made + addend) & M32`` for ``made`` uint64 just computed (no other holder: an array is summed and masked
+    in place, no temporaries)."""
+    addend = np.asarray(addend, dtype=np.uint64)
+    if type(made) is not np.ndarray or made.shape != np.broadcast_shapes(made.shape, addend.shape):
+        return (made + addend) & M32
+    made += addend
+    made &= M32
+    return made
 
 
 def _word_writer(dest: Operand):
@@ -248,8 +259,7 @@ def _lea(ops, mods, ctx):
         (av, ab), (bv, bb) = a(m), b(m)
         bits = ab | bb
         if word is not None:        # no carry: the low word of the shifted sum alone
-            word(m, ((np.asarray(av, dtype=np.uint64) << U64(shift)) + np.asarray(bv, dtype=np.uint64)) & M32, bits,
-                 mask)
+            word(m, _low_word_of_sum(np.asarray(av, dtype=np.uint64) << U64(shift), bv), bits, mask)
             return
         av = np.asarray(av, dtype=np.uint64) & M32
         if hi:
