@@ -672,3 +672,21 @@ def test_the_low_word_of_a_sum_made_in_place_is_the_sum_masked(seed, made_shape,
         got = _low_word_of_sum(np.asarray(a) * np.asarray(b), addend)
     assert np.array_equal(np.broadcast_to(got, (64,)), np.broadcast_to(want, (64,)))
     assert np.array_equal(addend, kept)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from(["array", "scalar"]),
+       st.sampled_from(["array", "scalar"]))
+def test_compared_words_in_four_bytes_compare_as_the_widened_words(seed, unsigned, x_shape, y_shape):
+    """ISETP reads its operands' low words as 4-byte integers: every compare gives what the 64-bit widened words
+    (``& M32``, or signed32) give, sign boundaries and equal words included."""
+    from traceconf.sass.semantics import _compared_word
+    rng = np.random.default_rng(seed)
+    edges = np.array([0, 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**63 + 2**31], dtype=np.uint64)
+    values = [np.concatenate([edges, rng.integers(0, 2**64, 57, dtype=np.uint64)]) for _ in range(2)]
+    values[1][:20] = values[0][:20] + np.uint64(2**32) * np.uint64(rng.integers(0, 3))      # equal low words
+    x, y = (v[int(rng.integers(64))] if shape == "scalar" else v for v, shape in zip(values, (x_shape, y_shape)))
+    wide = (lambda v: np.asarray(v, dtype=np.uint64) & np.uint64(0xFFFF_FFFF)) if unsigned else signed32
+    for compare in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal):
+        assert np.array_equal(compare(_compared_word(x, unsigned), _compared_word(y, unsigned)),
+                              compare(wide(x), wide(y)))

@@ -412,10 +412,7 @@ def _isetp(ops, mods, ctx):
     def run(m, mask):
         (av, ab), (bv, bb), (cv, cb) = a(m), b(m), c(m)
         compared = ab | bb                     # the comparison's taint
-        if unsigned:
-            x, y = np.asarray(av, dtype=np.uint64) & M32, np.asarray(bv, dtype=np.uint64) & M32
-        else:
-            x, y = signed32(av), signed32(bv)
+        x, y = _compared_word(av, unsigned), _compared_word(bv, unsigned)
         if low is not None:
             # high words of a 64-bit compare: equal high words defer to the low words' result
             lv, lb = low(m)
@@ -436,6 +433,16 @@ def _isetp(ops, mods, ctx):
             value = ~result if complemented else result
             out(m, _combined(combine, value, cond), _decided(combine, value, compared, cond, cb), mask)
     return run
+
+
+def _compared_word(value, unsigned: bool):
+    """The low 32 bits of ``value`` as the number a 32-bit compare reads, unsigned or signed: an array as 4-byte
+    integers (one narrowing pass; the compare needs no wider), a scalar as a uint64 or int64 one."""
+    value = np.asarray(value, dtype=np.uint64)
+    if value.ndim:
+        word = value.astype(np.uint32)
+        return word if unsigned else word.view(np.int32)
+    return value & M32 if unsigned else signed32(value)
 
 
 def _combined(combine, x: np.ndarray, y) -> np.ndarray:
