@@ -42,6 +42,16 @@ TID = "S2R R0, SR_TID.X"
 LANES = np.arange(32)
 
 
+def test_shf_right_high_shifts_the_high_word_whatever_the_low_word_holds():
+    """SHF.R.U32.HI (the high word shifted alone): bits 32.. of (hi:lo) >> s, an all-ones low word included,
+    per-lane amounts, and an amount past 32 taken as 32 (nothing left)."""
+    hi_lo = [TID, "SHF.L.U32 R4, R0, 0x10, RZ", "IADD3 R5, RZ, -0x1, RZ"]
+    assert (stored(hi_lo + ["SHF.R.U32.HI R2, R5, 0x10, R4"]) == LANES).all()
+    assert (stored(hi_lo + ["SHF.R.U32.HI R2, R5, R0, R4"]) == (LANES << 16) >> LANES).all()
+    assert (stored(hi_lo + ["SHF.R.U32.HI R2, R5, 0x28, R4"]) == 0).all()
+    assert (stored(hi_lo + ["SHF.R.W.U32.HI R2, R5, 0x24, R4"]) == (LANES << 16) >> 4).all()     # .W: mod 32
+
+
 def test_s2r_mov_and_imad():
     assert (stored([TID, "IMAD R2, R0, 0x4, 0x100"]) == LANES * 4 + 0x100).all()
     assert (stored([TID, "MOV R3, 0x7", "IMAD.MOV.U32 R2, RZ, RZ, R3"]) == 7).all()

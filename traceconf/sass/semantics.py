@@ -299,12 +299,17 @@ def _shf(ops, mods, ctx):
     is64 = "U64" in mods or "S64" in mods
     lo, amount, hi = (reader(s, ctx, False) for s in sources[:3])
     write = writer(dest)
+    high_only = high_result and not (left or signed or is64)     # SHF.R.U32.HI: a right shift of the high word
 
     def run(m, mask):
         (lv, lb), (sv, sb), (hv, hb) = lo(m), amount(m), hi(m)
         bits = lb | sb | hb
         s = np.asarray(sv, dtype=np.uint64) & (U64(63) if is64 else U64(31) if "W" in mods else U64(0xFFFF_FFFF))
         s = np.minimum(s, U64(63 if is64 else 32))
+        if high_only:
+            # bits 32.. of (hi:lo) >> s, s <= 32: the high word shifted alone (the low one reaches only bits below)
+            write(m, (np.asarray(hv, dtype=np.uint64) & M32) >> s, bits, mask)
+            return
         value = ((np.asarray(hv, dtype=np.uint64) & M32) << U64(32)) | (np.asarray(lv, dtype=np.uint64) & M32)
         if left:
             shifted = value << s
