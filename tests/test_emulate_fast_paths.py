@@ -690,3 +690,20 @@ def test_compared_words_in_four_bytes_compare_as_the_widened_words(seed, unsigne
     for compare in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal):
         assert np.array_equal(compare(_compared_word(x, unsigned), _compared_word(y, unsigned)),
                               compare(wide(x), wide(y)))
+
+
+@pytest.mark.parametrize("running, declared", [(20, 16), (16, 64), (32, 128), (32, 64), (5, 16)])
+def test_the_extent_noted_is_that_of_the_running_threads_whatever_the_others_hold(running, declared):
+    """record_access notes how far the accesses reach past the declared bytes only from the threads that access
+    (the others' offsets, larger, reach nothing), and skips the look where every offset lies within them."""
+    from test_emulate_support import kernel_module, run
+    module = kernel_module(f"""
+        mov.u32 %r1, %tid.x;
+        shl.b32 %r2, %r1, 2;
+        setp.lt.u32 %p1, %r1, {running};
+        @%p1 st.shared.u32 [%r2], 0;
+        ret;""", shared=f".shared .align 4 .b8 pad[{declared}];\n")
+    notes = [note for note in run(module, grid=(3, 1, 1)).notes if "reach" in note]
+    reach = 4 * running
+    assert notes == ([f"accesses reach shared byte {reach} but the kernel's shared memory is {declared} bytes "
+                      f"(PTX line 16)"] if reach > declared else [])

@@ -606,6 +606,9 @@ class Machine(ThreadState):
         if copy is not None:
             sources, sizes = (None if values is None else np.where(lanes, values, -1).reshape(-1, self.warp_size)
                               for values in (sources, sizes))
+        # no row's address passes the offsets' largest (-1 where none accesses): within the declared bytes, the
+        # extent has nothing to note and the rows need no look
+        within = max(self.extent(offsets)[1], -1) + size <= self.findings.layout_bytes
         if offsets.shape != (self.size,):
             offsets = np.broadcast_to(offsets, (self.size,))
         if lanes is self.valid and self.all_valid:
@@ -619,7 +622,8 @@ class Machine(ThreadState):
             if copy is not None and len(rows) < len(self.cta_of_warp):
                 sources, sizes = (None if values is None else values[rows] for values in (sources, sizes))
             patterns, index = self._address_rows(offsets, rows, lanes)
-        self.findings.note_extent(slot, int(patterns.max()) + size)
+        if not within:
+            self.findings.note_extent(slot, int(patterns.max()) + size)
         self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, patterns, index, masks, op,
                          sources, sizes))
 
