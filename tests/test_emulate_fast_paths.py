@@ -707,3 +707,18 @@ def test_the_extent_noted_is_that_of_the_running_threads_whatever_the_others_hol
     reach = 4 * running
     assert notes == ([f"accesses reach shared byte {reach} but the kernel's shared memory is {declared} bytes "
                       f"(PTX line 16)"] if reach > declared else [])
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 8])
+def test_words_known_inside_gather_what_the_checked_gather_does(size):
+    """_packed with ``inside`` (take's "wrap" mode, no bounds check) gives the checked gather's values and taints
+    for indices inside the word view, the first and last word included; unchecked indices past it still raise."""
+    from traceconf.emulate.contents import _packed
+    rng = np.random.default_rng(size)
+    contents = filled_contents(rng, rng.choice([taint.ZERO, taint.THREAD, taint.LOADED], CTAS * BYTES // 4))
+    words = CTAS * BYTES // size
+    word = np.concatenate([[0, words - 1], rng.integers(0, words, 500)]).astype(np.int64)
+    checked, known = (_packed(contents.data, contents.taint, word, size, inside) for inside in (False, True))
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(checked, known))
+    with pytest.raises(IndexError):
+        _packed(contents.data, contents.taint, np.array([words]), size)

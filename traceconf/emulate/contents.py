@@ -95,18 +95,23 @@ def gather(data: np.ndarray, byte_taint: np.ndarray, start: np.ndarray, size: in
     return raw.view("<u8").reshape(-1), bits
 
 
-def gather_words(data: np.ndarray, byte_taint: np.ndarray, word: np.ndarray, size: int, one_taint: bool = False
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`gather` of the ``size``-byte words ``word`` (indices in that word view)."""
-    values, taints = _packed(data, byte_taint, word, size)
+def gather_words(data: np.ndarray, byte_taint: np.ndarray, word: np.ndarray, size: int, one_taint: bool = False,
+                 inside: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`gather` of the ``size``-byte words ``word`` (indices in that word view; ``inside``: known to lie
+    inside it, see :func:`_packed`)."""
+    values, taints = _packed(data, byte_taint, word, size, inside)
     return values, _folded(taints, size) if one_taint else _fold(taints, size)
 
 
-def _packed(data: np.ndarray, byte_taint: np.ndarray, word: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``size``-byte words ``word`` as uint64 values, and their byte taints packed as they lie."""
+def _packed(data: np.ndarray, byte_taint: np.ndarray, word: np.ndarray, size: int, inside: bool = False
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """The ``size``-byte words ``word`` as uint64 values, and their byte taints packed as they lie.  ``inside``:
+    every index is known to lie in the word view (SharedContents.word_index checked it), so take's "wrap" mode,
+    which then never wraps, gathers without its per-index bounds check (a quarter less CPU)."""
     kind = _WORD[size]
+    mode = "wrap" if inside else "raise"
     # np.take: the gather fancy indexing does, without its general index machinery (a fifth less CPU here)
-    return np.take(data.view(kind), word).astype(np.uint64), np.take(byte_taint.view(kind), word)
+    return np.take(data.view(kind), word, mode=mode).astype(np.uint64), np.take(byte_taint.view(kind), word, mode=mode)
 
 
 def _folded(taints: np.ndarray, size: int):
@@ -194,8 +199,8 @@ class SharedContents:
         the taint is that of the threads ``chosen()`` gives (the others may read any word of their CTA): one where
         theirs agree, else theirs with 0 elsewhere."""
         if chosen is None:
-            return gather_words(self.data, self.taint, word, size, one_taint=True)
-        values, taints = _packed(self.data, self.taint, word, size)
+            return gather_words(self.data, self.taint, word, size, one_taint=True, inside=True)
+        values, taints = _packed(self.data, self.taint, word, size, inside=True)
         if len(taints) and taints.min() == taints.max():
             return values, U64(_fold_one(int(taints[0]), size))
         threads = chosen()          # the threads not running read other taints
