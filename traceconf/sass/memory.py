@@ -115,7 +115,8 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
             elsewhere(m, outside, value + window, bits)
 
     def shared(m, mask, lanes, value, bits):
-        if lanes.any():
+        # (a guard's mask serves several accesses: whether it runs any thread is looked at once)
+        if m.derived(lanes, "any", np.ndarray.any):
             selected = int(_selected_bits(m, lanes, bits))
             if not (m.address_unknown(slot, selected, "address") if record else selected & int(taint.UNKNOWN)):
                 # an address register feeds a load and a store: its offsets are made once
