@@ -514,11 +514,21 @@ def _sel(ops, mods, ctx):
 
     def run(m, mask):
         (av, ab), (bv, bb), (pv, pb) = a(m), b(m), predicate(m)
-        choose = (np.asarray(pv, dtype=np.uint64) & U64(1)) == 1
+        if type(pv) is np.ndarray and pv.ndim:
+            # one mask (and its all-ones lanes) per predicate array: a swap selects several registers by it
+            choose = m.derived(pv, "true", _true)
+            ones = m.lane_ones(choose)
+        else:
+            choose, ones = _true(pv), None
         # the result depends on the chosen source only (a pointer to shared stays one)
-        bits = ab if np.ndim(ab) == 0 and np.ndim(bb) == 0 and ab == bb else select(choose, ab, bb)
-        write(m, select(choose, av, bv), bits | pb, mask)
+        bits = ab if np.ndim(ab) == 0 and np.ndim(bb) == 0 and ab == bb else select(choose, ab, bb, ones)
+        write(m, select(choose, av, bv, ones), bits | pb, mask)
     return run
+
+
+def _true(predicate):
+    """Where the predicate register's value (bit 0) is true."""
+    return (np.asarray(predicate, dtype=np.uint64) & U64(1)) == 1
 
 
 def _imnmx(ops, mods, ctx):
