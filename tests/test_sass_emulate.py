@@ -63,6 +63,15 @@ def test_sels_by_one_predicate_each_choose_as_it_says():
     assert (stored(swap, "R6") == np.where(holds, LANES, LANES + 0x40)).all()
 
 
+def test_iadd3_low_word_wraps_with_registers_and_constants_alike():
+    """IADD3 without carries, summed in place into the first sum made: three registers, wrapping past 2**32, and
+    constants alone."""
+    assert (stored([TID, "MOV R4, 0xfffffff0", "IADD3 R5, R0, R0, RZ", "IADD3 R2, R4, R0, R5"])
+            == (0xFFFFFFF0 + 3 * LANES) & MASK).all()
+    assert (stored([TID, "IADD3 R2, R0, 0x10, R0"]) == 2 * LANES + 0x10).all()
+    assert (stored(["IADD3 R2, RZ, 0x10, 0x8"]) == 0x18).all()
+
+
 def test_s2r_mov_and_imad():
     assert (stored([TID, "IMAD R2, R0, 0x4, 0x100"]) == LANES * 4 + 0x100).all()
     assert (stored([TID, "MOV R3, 0x7", "IMAD.MOV.U32 R2, RZ, RZ, R3"]) == 7).all()

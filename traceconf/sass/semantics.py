@@ -118,8 +118,8 @@ def _imad(ops, mods, ctx):
 
 
 def _low_word_of_sum(made, addend):
-    """``(made + addend) & M32`` for ``made`` uint64 just computed (no other holder: an array is summed and masked
-    in place, no temporaries)."""
+    """``(made + addend) & M32`` for ``made`` uint64 just computed, or a scalar (no other holder: an array is
+    summed and masked in place, no temporaries)."""
     addend = np.asarray(addend, dtype=np.uint64)
     if type(made) is not np.ndarray or made.shape != np.broadcast_shapes(made.shape, addend.shape):
         return (made + addend) & M32
@@ -199,16 +199,17 @@ def _iadd3(ops, mods, ctx):
     carry_in = [reader(p, ctx) for p in ins] if "X" in mods else []
     write, carry_out = writer(dest), [writer(p) for p in outs]
 
-    word = _word_writer(dest) if not (carry_in or carry_out) else None
+    word = _word_writer(dest) if readers and not (carry_in or carry_out) else None
 
     def run(m, mask):
         total, bits = U64(0), taint.ZERO
         if word is not None:        # no carry: the low word of the sum alone
-            for read in readers:
+            for read in readers[:-1]:
                 value, b = read(m)
                 total = total + np.asarray(value, dtype=np.uint64)
                 bits = bits | b
-            word(m, total & M32, bits, mask)
+            value, b = readers[-1](m)
+            word(m, _low_word_of_sum(total, value), bits | b, mask)
             return
         for read in readers + carry_in:
             value, b = read(m)
