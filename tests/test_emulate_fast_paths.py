@@ -722,3 +722,17 @@ def test_words_known_inside_gather_what_the_checked_gather_does(size):
     assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(checked, known))
     with pytest.raises(IndexError):
         _packed(contents.data, contents.taint, np.array([words]), size)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from(["array", "scalar", "spread"]))
+def test_predicate_is_the_bit_compared_the_wide_way(seed, want, shape):
+    """predicate_is (bit 0 narrowed to bytes, viewed as bools) is ``(value & 1) == want`` for arrays, scalars and
+    spread views, whatever the other bits hold."""
+    from traceconf.sass.operands import predicate_is
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 2**64, 64, dtype=np.uint64)
+    value = values[0] if shape == "scalar" else np.broadcast_to(values[:1], (64,)) if shape == "spread" else values
+    want_lanes = (np.asarray(value, dtype=np.uint64) & np.uint64(1)) == np.uint64(want)
+    got = predicate_is(value, want)
+    assert np.asarray(got).dtype == np.bool_ and np.array_equal(got, want_lanes)

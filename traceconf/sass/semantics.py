@@ -37,7 +37,7 @@ from traceconf.sass.memory import (copy_counted_by_nsight, global_memory, misrea
 from traceconf.sass.opcodes import global_op, shared_op, writes_memory
 from traceconf.sass.operands import (M32, TRUE_PREDICATES, ZERO_REGS, Operand, SassContext, field_taint, pair_name,
                                      parse_operand, read_register, reader, record_field,
-                                     signed32, taint_of, write_register, writer)
+                                     predicate_is, signed32, taint_of, write_register, writer)
 from traceconf.sass.warp import match, redux, shfl, vote
 
 U64 = np.uint64
@@ -517,19 +517,14 @@ def _sel(ops, mods, ctx):
         (av, ab), (bv, bb), (pv, pb) = a(m), b(m), predicate(m)
         if type(pv) is np.ndarray and pv.ndim:
             # one mask (and its all-ones lanes) per predicate array: a swap selects several registers by it
-            choose = m.derived(pv, "true", _true)
+            choose = m.derived(pv, "true", predicate_is)
             ones = m.lane_ones(choose)
         else:
-            choose, ones = _true(pv), None
+            choose, ones = predicate_is(pv), None
         # the result depends on the chosen source only (a pointer to shared stays one)
         bits = ab if np.ndim(ab) == 0 and np.ndim(bb) == 0 and ab == bb else select(choose, ab, bb, ones)
         write(m, select(choose, av, bv, ones), bits | pb, mask)
     return run
-
-
-def _true(predicate):
-    """Where the predicate register's value (bit 0) is true."""
-    return (np.asarray(predicate, dtype=np.uint64) & U64(1)) == 1
 
 
 def _imnmx(ops, mods, ctx):
