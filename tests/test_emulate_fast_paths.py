@@ -15,7 +15,8 @@ from hypothesis import given, settings, strategies as st
 
 from traceconf.emulate import taint
 from traceconf.emulate.contents import SharedContents, gather, scatter
-from traceconf.emulate.state import ThreadState, select
+from traceconf.emulate.speculation import SpeculationFailed, check_inside
+from traceconf.emulate.state import ThreadState, extent, select
 from traceconf.sass.operands import signed32
 
 CTAS, BYTES = 3, 256
@@ -396,7 +397,8 @@ class _Rows(ThreadState):
     """A batch's thread state with the machine's address rows (simt.Machine._address_rows)."""
 
     from traceconf.emulate.simt import Machine
-    _address_rows, _alike_in_every_cta = Machine._address_rows, Machine._alike_in_every_cta
+    _address_rows, _alike_in_every_cta, _warp_rows = Machine._address_rows, Machine._alike_in_every_cta, \
+        Machine._warp_rows
 
     def __init__(self, ctas: int):
         super().__init__(np.arange(ctas), (64, 1, 1), (ctas, 1, 1), 32, (0, 0))
@@ -531,3 +533,206 @@ def test_shared_offsets_computed_in_place_are_the_window_offsets_written_out(bas
     expected = np.where(low >= base, low - base, low)
     assert np.array_equal(shared_offsets(value, np.uint64(base)), expected)
     assert np.array_equal(value, before)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4, 8]), st.sampled_from(["inside", "some outside",
+                                                                                  "misaligned", "collisions"]))
+def test_an_extent_remembered_per_array_gives_the_checks_what_they_compute_themselves(seed, size, layout):
+    """``ThreadState.extent`` is the array's smallest and largest element, made once per array; the region check
+    and the word view given it decide as they do computing it themselves (a thread not running anywhere)."""
+    rng = np.random.default_rng(seed)
+    m = state()
+    offsets = offsets_of(rng, layout, size, m.size).astype(np.int64)
+    lanes = rng.random(m.size) < 0.6
+    offsets[~lanes] = rng.integers(-2 * BYTES, 2 * BYTES, m.size)[~lanes]
+    made = []
+    remembered = lambda values: m.derived(values, "counted extent", lambda v: made.append(1) or extent(v))
+    assert m.extent(offsets) == (int(offsets.min()), int(offsets.max())) and m.extent(offsets) is m.extent(offsets)
+    contents = SharedContents(m.size // 64, BYTES)
+    cta_base = np.repeat(np.arange(m.size // 64, dtype=np.int64), 64) * BYTES
+    for low, high in [(0, BYTES), tuple(sorted(rng.integers(-BYTES, 2 * BYTES, 2)))]:
+        for running in (lambda: None, lambda: np.flatnonzero(lanes)):
+            outcomes = []
+            for extent_of in (extent, remembered):
+                try:
+                    check_inside((int(low), int(high)), offsets, size, running, extent_of)
+                    outcomes.append("inside")
+                except SpeculationFailed:
+                    outcomes.append("failed")
+            assert outcomes[0] == outcomes[1]
+    assert len(made) == 1
+    for at in (offsets, offsets * lanes):
+        plain, given_extent = contents.word_index(cta_base, at, size), contents.word_index(cta_base, at, size,
+                                                                                             m.extent)
+        assert (plain is None and given_extent is None) or (plain == given_extent).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), ctas=st.sampled_from([1, 3]), density=st.sampled_from([0.0, 0.02, 0.5, 1.0]))
+def test_warp_rows_of_a_mask_met_again_are_its_warps_and_their_lane_bits(seed, ctas, density):
+    """The warps an access under ``lanes`` logs and their lane masks (made once per mask array: a guard's mask
+    serves several accesses) are those with a lane set and the sum of ``1 << lane`` over their lanes."""
+    rng = np.random.default_rng(seed)
+    m = _Rows(ctas)
+    lanes = rng.random(m.size) < density
+    by_warp = lanes.reshape(-1, 32)
+    want_rows = np.flatnonzero(by_warp.any(axis=1))
+    want_masks = (by_warp[want_rows].astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=1,
+                                                                                                dtype=np.uint64)
+    for _ in range(2):
+        rows, masks = m.derived(lanes, "warp rows", m._warp_rows)
+        assert np.array_equal(rows, want_rows) and np.array_equal(masks, want_masks)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_class_codes_made_in_int32_are_the_parts_widened_first(seed):
+    """engine._class_codes, made in int32 in place, equals the classes' parts each widened to int64 and shifted,
+    over the whole range of their dtypes (int8 operation, kind and matrices, int16 bytes)."""
+    from types import SimpleNamespace
+
+    from traceconf.engine import _class_codes
+    rng = np.random.default_rng(seed)
+    n = 1000
+    parts = SimpleNamespace(op=rng.integers(-128, 128, n).astype(np.int8), kind=rng.integers(0, 128, n).astype(np.int8),
+                            bytes=rng.integers(0, 2**15, n).astype(np.int16),
+                            matrices=rng.integers(0, 128, n).astype(np.int8))
+    want = ((parts.op.astype(np.int64) << 24) | (parts.kind.astype(np.int64) << 16)
+            | (parts.bytes.astype(np.int64) << 8) | parts.matrices.astype(np.int64))
+    got = _class_codes(parts)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 3]))
+def test_assembled_executions_are_each_log_entry_looked_up_on_its_own(seed, machines):
+    """grid.assemble looks each machine's warps up at once and offsets the entries' pattern indices in one pass:
+    every execution gets the CTA, warp and address row that looking up each log entry on its own gives (a machine
+    with nothing logged among them)."""
+    from types import SimpleNamespace
+
+    from traceconf.emulate.grid import assemble
+    rng = np.random.default_rng(seed)
+    logs = []
+    for number in range(machines):
+        warps = int(rng.integers(2, 20))
+        machine = SimpleNamespace(cta_of_warp=rng.integers(0, 1000, warps), warp_of_warp=rng.integers(0, 16, warps),
+                                  log=[])
+        for _ in range(0 if number == 1 else int(rng.integers(1, 6))):
+            rows = np.flatnonzero(rng.random(warps) < 0.6)
+            patterns = rng.integers(-1, 4096, (int(rng.integers(1, 4)), 32))
+            machine.log.append((rows, int(rng.integers(0, 50)), 1, 4, 0, patterns,
+                                rng.integers(0, len(patterns), len(rows)), rng.integers(1, 2**32, len(rows)), 0,
+                                None, None))
+        logs.append(machine)
+    parts = [(machine, entry) for machine in logs for entry in machine.log]
+    acc = assemble("k", logs, 32)
+    assert np.array_equal(acc.cta, np.concatenate([m.cta_of_warp[e[0]] for m, e in parts]))
+    assert np.array_equal(acc.warp, np.concatenate([m.warp_of_warp[e[0]] for m, e in parts]))
+    want_rows = np.concatenate([e[5][e[6]] for _, e in parts])
+    assert np.array_equal(acc.patterns.rows[acc.patterns.index], want_rows)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from([0.0, 0.3, 1.0]))
+def test_the_guard_taint_where_skipped_ored_in_is_the_select_of_the_skipped_threads(seed, scalar, density):
+    """with_guard's destinations take the guard's taint where it skips: ``written | taint_where_skipped`` is
+    ``select(~holds, written | bits, written)``, for a taint per thread or one for all, the mask met before or not."""
+    from traceconf.emulate.simt import taint_where_skipped
+    rng = np.random.default_rng(seed)
+    m = state()
+    holds = rng.random(m.size) < density
+    if rng.random() < 0.5:
+        m.lane_ones(holds)              # the mask's lanes already made (its writes)
+    written = np.uint64(rng.integers(0, 2**20)) if scalar else rng.integers(0, 2**20, m.size).astype(np.uint64)
+    bits = np.uint64(rng.integers(1, 2**20))
+    want = select(~holds, written | bits, written)
+    assert np.array_equal(np.broadcast_to(written | taint_where_skipped(m, holds, bits), (m.size,)), want)
+    assert np.array_equal(written | taint_where_skipped(m, np.bool_(False), bits), select(np.bool_(True),
+                                                                                          written | bits, written))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["array", "scalar", "spread"]),
+       st.sampled_from(["array", "scalar", "spread"]))
+def test_the_low_word_of_a_sum_made_in_place_is_the_sum_masked(seed, made_shape, addend_shape):
+    """IMAD's and LEA's low word, summed and masked in place on the product just made, is ``(made + addend) &
+    M32`` for arrays, scalars and spread (read-only) addends, the addend left as it was."""
+    from traceconf.sass.semantics import _low_word_of_sum
+    rng = np.random.default_rng(seed)
+
+    def operand(shape):
+        value = rng.integers(0, 2**64, 64, dtype=np.uint64)
+        return value[0] if shape == "scalar" else np.broadcast_to(value[:1], (64,)) if shape == "spread" else value
+    a, b, addend = operand(made_shape), np.uint64(rng.integers(0, 2**32)), operand(addend_shape)
+    kept = np.array(addend, copy=True)
+    with np.errstate(over="ignore"):           # (wrapping is the point: a scalar product warns)
+        want = (a * b + np.asarray(addend, dtype=np.uint64)) & np.uint64(0xFFFF_FFFF)
+        got = _low_word_of_sum(np.asarray(a) * np.asarray(b), addend)
+    assert np.array_equal(np.broadcast_to(got, (64,)), np.broadcast_to(want, (64,)))
+    assert np.array_equal(addend, kept)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from(["array", "scalar"]),
+       st.sampled_from(["array", "scalar"]))
+def test_compared_words_in_four_bytes_compare_as_the_widened_words(seed, unsigned, x_shape, y_shape):
+    """ISETP reads its operands' low words as 4-byte integers: every compare gives what the 64-bit widened words
+    (``& M32``, or signed32) give, sign boundaries and equal words included."""
+    from traceconf.sass.semantics import _compared_word
+    rng = np.random.default_rng(seed)
+    edges = np.array([0, 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**63 + 2**31], dtype=np.uint64)
+    values = [np.concatenate([edges, rng.integers(0, 2**64, 57, dtype=np.uint64)]) for _ in range(2)]
+    values[1][:20] = values[0][:20] + np.uint64(2**32) * np.uint64(rng.integers(0, 3))      # equal low words
+    x, y = (v[int(rng.integers(64))] if shape == "scalar" else v for v, shape in zip(values, (x_shape, y_shape)))
+    wide = (lambda v: np.asarray(v, dtype=np.uint64) & np.uint64(0xFFFF_FFFF)) if unsigned else signed32
+    for compare in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal):
+        assert np.array_equal(compare(_compared_word(x, unsigned), _compared_word(y, unsigned)),
+                              compare(wide(x), wide(y)))
+
+
+@pytest.mark.parametrize("running, declared", [(20, 16), (16, 64), (32, 128), (32, 64), (5, 16)])
+def test_the_extent_noted_is_that_of_the_running_threads_whatever_the_others_hold(running, declared):
+    """record_access notes how far the accesses reach past the declared bytes only from the threads that access
+    (the others' offsets, larger, reach nothing), and skips the look where every offset lies within them."""
+    from test_emulate_support import kernel_module, run
+    module = kernel_module(f"""
+        mov.u32 %r1, %tid.x;
+        shl.b32 %r2, %r1, 2;
+        setp.lt.u32 %p1, %r1, {running};
+        @%p1 st.shared.u32 [%r2], 0;
+        ret;""", shared=f".shared .align 4 .b8 pad[{declared}];\n")
+    notes = [note for note in run(module, grid=(3, 1, 1)).notes if "reach" in note]
+    reach = 4 * running
+    assert notes == ([f"accesses reach shared byte {reach} but the kernel's shared memory is {declared} bytes "
+                      f"(PTX line 16)"] if reach > declared else [])
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 8])
+def test_words_known_inside_gather_what_the_checked_gather_does(size):
+    """_packed with ``inside`` (take's "wrap" mode, no bounds check) gives the checked gather's values and taints
+    for indices inside the word view, the first and last word included; unchecked indices past it still raise."""
+    from traceconf.emulate.contents import _packed
+    rng = np.random.default_rng(size)
+    contents = filled_contents(rng, rng.choice([taint.ZERO, taint.THREAD, taint.LOADED], CTAS * BYTES // 4))
+    words = CTAS * BYTES // size
+    word = np.concatenate([[0, words - 1], rng.integers(0, words, 500)]).astype(np.int64)
+    checked, known = (_packed(contents.data, contents.taint, word, size, inside) for inside in (False, True))
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(checked, known))
+    with pytest.raises(IndexError):
+        _packed(contents.data, contents.taint, np.array([words]), size)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from(["array", "scalar", "spread"]))
+def test_predicate_is_the_bit_compared_the_wide_way(seed, want, shape):
+    """predicate_is (bit 0 narrowed to bytes, viewed as bools) is ``(value & 1) == want`` for arrays, scalars and
+    spread views, whatever the other bits hold."""
+    from traceconf.sass.operands import predicate_is
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 2**64, 64, dtype=np.uint64)
+    value = values[0] if shape == "scalar" else np.broadcast_to(values[:1], (64,)) if shape == "spread" else values
+    want_lanes = (np.asarray(value, dtype=np.uint64) & np.uint64(1)) == np.uint64(want)
+    got = predicate_is(value, want)
+    assert np.asarray(got).dtype == np.bool_ and np.array_equal(got, want_lanes)

@@ -42,6 +42,36 @@ TID = "S2R R0, SR_TID.X"
 LANES = np.arange(32)
 
 
+def test_shf_right_high_shifts_the_high_word_whatever_the_low_word_holds():
+    """SHF.R.U32.HI (the high word shifted alone): bits 32.. of (hi:lo) >> s, an all-ones low word included,
+    per-lane amounts, and an amount past 32 taken as 32 (nothing left)."""
+    hi_lo = [TID, "SHF.L.U32 R4, R0, 0x10, RZ", "IADD3 R5, RZ, -0x1, RZ"]
+    assert (stored(hi_lo + ["SHF.R.U32.HI R2, R5, 0x10, R4"]) == LANES).all()
+    assert (stored(hi_lo + ["SHF.R.U32.HI R2, R5, R0, R4"]) == (LANES << 16) >> LANES).all()
+    assert (stored(hi_lo + ["SHF.R.U32.HI R2, R5, 0x28, R4"]) == 0).all()
+    assert (stored(hi_lo + ["SHF.R.W.U32.HI R2, R5, 0x24, R4"]) == (LANES << 16) >> 4).all()     # .W: mod 32
+
+
+def test_sels_by_one_predicate_each_choose_as_it_says():
+    """SELs by one predicate array (a swap: its mask made once, then met again) each take their first source
+    where it holds and their second elsewhere, negated too."""
+    setup = [TID, "LOP3.LUT R3, R0, 0x5, RZ, 0xc0, !PT", "ISETP.NE.AND P0, PT, R3, RZ, PT", "IADD3 R4, R0, 0x40, RZ"]
+    holds = (LANES & 5) != 0
+    swap = setup + ["SEL R5, R0, R4, P0", "SEL R2, R4, R0, P0", "SEL R6, R4, R0, !P0"]
+    assert (stored(swap, "R5") == np.where(holds, LANES, LANES + 0x40)).all()
+    assert (stored(swap, "R2") == np.where(holds, LANES + 0x40, LANES)).all()
+    assert (stored(swap, "R6") == np.where(holds, LANES, LANES + 0x40)).all()
+
+
+def test_iadd3_low_word_wraps_with_registers_and_constants_alike():
+    """IADD3 without carries, summed in place into the first sum made: three registers, wrapping past 2**32, and
+    constants alone."""
+    assert (stored([TID, "MOV R4, 0xfffffff0", "IADD3 R5, R0, R0, RZ", "IADD3 R2, R4, R0, R5"])
+            == (0xFFFFFFF0 + 3 * LANES) & MASK).all()
+    assert (stored([TID, "IADD3 R2, R0, 0x10, R0"]) == 2 * LANES + 0x10).all()
+    assert (stored(["IADD3 R2, RZ, 0x10, 0x8"]) == 0x18).all()
+
+
 def test_s2r_mov_and_imad():
     assert (stored([TID, "IMAD R2, R0, 0x4, 0x100"]) == LANES * 4 + 0x100).all()
     assert (stored([TID, "MOV R3, 0x7", "IMAD.MOV.U32 R2, RZ, RZ, R3"]) == 7).all()

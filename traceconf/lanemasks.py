@@ -92,7 +92,9 @@ def count(rows: np.ndarray, row: np.ndarray, mask: np.ndarray, plan, rules) -> t
             for group in range(contested.shape[1]):
                 busiest = passes[part, group]
                 for unit in range(contested.shape[2]):
-                    np.take(contested[:, group, unit], rows_of, out=out)
+                    # (row numbers from _numbered lie inside: "wrap" never wraps, and with ``out`` it is not
+                    # buffered as "raise" is)
+                    np.take(contested[:, group, unit], rows_of, out=out, mode="wrap")
                     out &= opened
                     np.maximum(busiest, np.bitwise_count(out), out=busiest)
                 passes[part, group] = busiest

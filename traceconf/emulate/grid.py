@@ -452,16 +452,20 @@ def assemble(kernel: str, machines: list, warp_size: int) -> WarpAccesses:
     if not parts:
         return WarpAccesses.empty(kernel, warp_size)
     counts = np.array([len(entry[0]) for _, entry in parts])
-    cta = np.concatenate([machine.cta_of_warp[entry[0]] for machine, entry in parts]).astype(np.int64)
-    warp = np.concatenate([machine.warp_of_warp[entry[0]] for machine, entry in parts]).astype(np.int32)
+    # each machine's warps of its executions, looked up at once (not entry by entry: hundreds per machine)
+    logged = [machine for machine in machines if machine.log]
+    warps = [np.concatenate([entry[0] for entry in machine.log]) for machine in logged]
+    cta = np.concatenate([machine.cta_of_warp[w] for machine, w in zip(logged, warps)]).astype(np.int64)
+    warp = np.concatenate([machine.warp_of_warp[w] for machine, w in zip(logged, warps)]).astype(np.int32)
 
     def per_execution(position: int, dtype) -> np.ndarray:
         return np.repeat(np.array([entry[position] for _, entry in parts], dtype=dtype), counts)
 
     rows = [entry[5] for _, entry in parts]
     starts = np.cumsum([0] + [len(r) for r in rows[:-1]])
+    index = [entry[6] for _, entry in parts]
     patterns = AddressPatterns(np.concatenate(rows).astype(np.int64, copy=False),
-                               np.concatenate([entry[6] + start for (_, entry), start in zip(parts, starts)]),
+                               np.concatenate(index) + np.repeat(starts, [len(i) for i in index]),
                                np.concatenate([entry[7] for _, entry in parts]))
 
     def per_lane(position: int, dtype) -> np.ndarray | None:

@@ -148,10 +148,21 @@ def with_guard(body, guard, shared: Slot | None = None, destinations: tuple[str,
             written = m.taints.get(key)
             if key in given or written is None or (np.ndim(written) == 0 and written | bits == written):
                 continue                # written with the guard's taint everywhere (ThreadState.write)
-            skipped = ~holds if skipped is None else skipped
-            m.taints[key] = select(skipped, written | bits, written)
+            skipped = taint_where_skipped(m, holds, bits) if skipped is None else skipped
+            m.taints[key] = written | skipped
         m.guard_taint = taint.ZERO
     return run
+
+
+def taint_where_skipped(m, holds, bits) -> np.ndarray:
+    """The taint ``bits`` (one uint64) in the threads where ``holds`` is false, 0 where it is true: OR-ed into a
+    destination, ``select(~holds, written | bits, written)`` in one pass (the mask's all-ones lanes, made once
+    for its writes, inverted)."""
+    if type(holds) is np.ndarray and holds.dtype == np.bool_:
+        skipped = np.invert(m.lane_ones(holds))
+        skipped &= bits
+        return skipped
+    return select(~holds, bits, taint.ZERO)
 
 
 def compile_slot(slot: Slot, ctx: Context) -> Compiled:
@@ -595,24 +606,32 @@ class Machine(ThreadState):
         if copy is not None:
             sources, sizes = (None if values is None else np.where(lanes, values, -1).reshape(-1, self.warp_size)
                               for values in (sources, sizes))
+        # no row's address passes the offsets' largest (-1 where none accesses): within the declared bytes, the
+        # extent has nothing to note and the rows need no look
+        within = max(self.extent(offsets)[1], -1) + size <= self.findings.layout_bytes
         if offsets.shape != (self.size,):
             offsets = np.broadcast_to(offsets, (self.size,))
         if lanes is self.valid and self.all_valid:
             rows, masks = self.all_warps, self.whole_warps     # (the log's arrays are never written)
             patterns, index = self._address_rows(offsets, rows)
         else:
-            masks = lane_masks(lanes.reshape(-1, self.warp_size))
-            rows = np.flatnonzero(masks)
+            # (a guard's mask serves several accesses: its rows are made once; the log's arrays are never written)
+            rows, masks = self.derived(lanes, "warp rows", self._warp_rows)
             if not len(rows):
                 return
-            if len(rows) < len(masks):
-                masks = masks[rows]
-                if copy is not None:
-                    sources, sizes = (None if values is None else values[rows] for values in (sources, sizes))
+            if copy is not None and len(rows) < len(self.cta_of_warp):
+                sources, sizes = (None if values is None else values[rows] for values in (sources, sizes))
             patterns, index = self._address_rows(offsets, rows, lanes)
-        self.findings.note_extent(slot, int(patterns.max()) + size)
+        if not within:
+            self.findings.note_extent(slot, int(patterns.max()) + size)
         self.log.append((rows, int(slot.row["instruction"]), kind, size, matrices, patterns, index, masks, op,
                          sources, sizes))
+
+    def _warp_rows(self, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the warps with a lane in ``lanes``, their lane masks)."""
+        masks = lane_masks(lanes.reshape(-1, self.warp_size))
+        rows = np.flatnonzero(masks)
+        return rows, masks[rows] if len(rows) < len(masks) else masks
 
     def _address_rows(self, offsets: np.ndarray, rows: np.ndarray,
                       lanes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -627,22 +646,26 @@ class Machine(ThreadState):
             first = offsets[:per_cta]           # (an address register's offsets serve several accesses: one look)
             if lanes is None:
                 return first.reshape(-1, warp).copy(), rows % self.warps_per_cta
-            accessed = lanes.reshape(ctas, per_cta).any(axis=0)
+            accessed = self.derived(lanes, "accessed in a CTA", lambda lanes: lanes.reshape(ctas, per_cta).any(axis=0))
             return np.where(accessed, first, -1).reshape(-1, warp), rows % self.warps_per_cta
         if lanes is None:
             return offsets.reshape(-1, warp)[rows], np.arange(len(rows))
         masked = offsets | self.derived(lanes, "-1 where not running", _minus_one_where_not)
         # the threads that do not access may hold other values: merged rows (offsets not negative, the shared
         # window's always: -1 then marks the threads that do not access alone)
-        if ctas > 1 and int(offsets.min()) >= 0:
+        if ctas > 1 and self.extent(offsets)[0] >= 0:
             merged = _merged_rows(masked.reshape(ctas, per_cta))
             if merged is not None:
                 return merged.reshape(-1, warp), rows % self.warps_per_cta
         return masked.reshape(-1, warp)[rows], np.arange(len(rows))
 
     def _alike_in_every_cta(self, offsets: np.ndarray) -> bool:
-        """Whether each CTA's part of ``offsets`` equals the one before it."""
-        return bool((offsets[self.padded:] == offsets[:-self.padded]).all())
+        """Whether each CTA's part of ``offsets`` equals the one before it.  The second CTA is looked at first:
+        where they differ (junk in the threads a data-dependent guard skips) it usually does already."""
+        per_cta = self.padded
+        if not (offsets[per_cta:2 * per_cta] == offsets[:per_cta]).all():
+            return False
+        return bool((offsets[per_cta:] == offsets[:-per_cta]).all())
 
 
 def _minus_one_where_not(lanes: np.ndarray) -> np.ndarray:

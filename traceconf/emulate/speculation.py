@@ -45,6 +45,7 @@ import numpy as np
 
 from traceconf.emulate import taint
 from traceconf.emulate.slice import Dependence, Effect, Plan, enabled
+from traceconf.emulate.state import extent
 
 SHARED, GLOBAL = "shared", "global"
 #: The space plain global stores write under the assumption: no load reads it.
@@ -229,16 +230,23 @@ def _shared_contents(effect: Effect, needed: bool, bounds: tuple[int, int] | Non
 
 
 def check_inside(bounds: tuple[int, int], offsets: np.ndarray, size: int,
-                 running: Callable[[], np.ndarray | None]) -> None:
+                 running: Callable[[], np.ndarray | None],
+                 extent_of: Callable[[np.ndarray], tuple[int, int]] = extent) -> None:
     """Raise :class:`SpeculationFailed` unless the ``size``-byte accesses at ``offsets`` of the running threads
-    (``running()``: their indices, None: every thread) lie in ``bounds`` ([low, high) per-CTA bytes)."""
+    (``running()``: their indices, None: every thread) lie in ``bounds`` ([low, high) per-CTA bytes).
+    ``extent_of(offsets)``: their smallest and largest (:func:`~traceconf.emulate.state.extent`; a machine's
+    remembers it per array)."""
     low, high = bounds
-    if int(offsets.min()) >= low and int(offsets.max()) + size <= high:
+    first, last = extent_of(offsets)
+    if first >= low and last + size <= high:
         return
     threads = running()
     if threads is not None:
         offsets = offsets[threads]      # the threads not running may hold any address
-        if not len(offsets) or int(offsets.min()) >= low and int(offsets.max()) + size <= high:
+        if not len(offsets):
+            return
+        first, last = extent(offsets)
+        if first >= low and last + size <= high:
             return
     raise SpeculationFailed(SHARED)
 

@@ -44,6 +44,11 @@ def _ones(mask: np.ndarray) -> np.ndarray:
     return np.negative(mask, dtype=U64)
 
 
+def extent(values: np.ndarray) -> tuple[int, int]:
+    """The smallest and the largest element of ``values`` (not empty)."""
+    return int(values.min()), int(values.max())
+
+
 def is_uniform(bits) -> bool:
     """Whether a taint is one value for every thread: a scalar, or one spread to all of them
     (:meth:`ThreadState.spread`)."""
@@ -179,6 +184,11 @@ class ThreadState:
             del self._derived[next(iter(self._derived))]
         self._derived[key] = (source, other, made)
         return made
+
+    def extent(self, values: np.ndarray) -> tuple[int, int]:
+        """:func:`extent` of ``values``, made once per array: an offsets array serves a load and a store, whose
+        region checks, word views and address rows each look at its bounds."""
+        return self.derived(values, "extent", extent)
 
     def spread(self, value) -> np.ndarray:
         """``value`` with one (read-only) element per thread: an array already so is itself, a scalar a view (the

@@ -15,7 +15,7 @@ import numpy as np
 from traceconf.emulate import taint
 from traceconf.emulate.simt import EXIT, WAIT, _condition
 from traceconf.sass.opcodes import RECONVERGE_JUMPS
-from traceconf.sass.operands import M32, Operand, SassContext, parse_operand, reader, writer
+from traceconf.sass.operands import M32, Operand, SassContext, parse_operand, predicate_is, reader, writer
 
 U64 = np.uint64
 GROUP = 32
@@ -27,16 +27,16 @@ def guard_of(row: dict, ctx: SassContext):
     if not name:
         return None
     read = reader(Operand("pred", name, name=name), ctx)
-    want = U64(0 if row.get("guard_negated") else 1)
+    want = not row.get("guard_negated")
 
     def holds(value):
-        return (value & U64(1)) == want
+        return predicate_is(value, want)
 
     def condition(m):
         value, bits = read(m)
         if type(value) is np.ndarray and value.shape == (m.size,):
             # one mask per predicate array: the instructions it guards share it (and what is made from it)
-            return m.derived(value, ("holds", int(want)), holds), m.spread(bits)
+            return m.derived(value, ("holds", want), holds), m.spread(bits)
         return holds(m.spread(value)), m.spread(bits)
     return condition
 

@@ -115,7 +115,8 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
             elsewhere(m, outside, value + window, bits)
 
     def shared(m, mask, lanes, value, bits):
-        if lanes.any():
+        # (a guard's mask serves several accesses: whether it runs any thread is looked at once)
+        if m.derived(lanes, "any", np.ndarray.any):
             selected = int(_selected_bits(m, lanes, bits))
             if not (m.address_unknown(slot, selected, "address") if record else selected & int(taint.UNKNOWN)):
                 # an address register feeds a load and a store: its offsets are made once
@@ -143,7 +144,7 @@ def _assumed_needless(m, slot, offsets: np.ndarray, lanes: np.ndarray, size: int
         return False
     if assumed.bounds is not None:
         check_inside(assumed.bounds, offsets, size,
-                     lambda: None if lanes is m.valid and m.all_valid else _threads(m, lanes))
+                     lambda: None if lanes is m.valid and m.all_valid else _threads(m, lanes), m.extent)
     return assumed.skip
 
 
@@ -392,7 +393,8 @@ def _words(m, contents, offsets: np.ndarray, size: int, lanes: np.ndarray):
     memory, aligned; else None.  The threads not running may hold any address (a register a guard skipped): where
     one does not serve, each of them reads the first word of its CTA instead.  Made once per offsets array (and
     mask): a load and a store at one address register share it."""
-    word = m.derived(offsets, ("shared words", size), lambda at: contents.word_index(m.shared_base(), at, size))
+    word = m.derived(offsets, ("shared words", size),
+                     lambda at: contents.word_index(m.shared_base(), at, size, m.extent))
     if word is None and not (lanes is m.valid and m.all_valid):
         running = m.lane_ones(lanes).view(np.int64)          # -1 where running: at & running is at * lanes
         word = m.derived(offsets, ("running words", size),

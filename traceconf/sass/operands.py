@@ -171,6 +171,15 @@ class SassContext:
 # --------------------------------------------------------------------------- reading operands
 
 
+def predicate_is(value, want: bool = True):
+    """Where bit 0 of ``value`` (a predicate register's, uint64) is ``want``, as bools: the bit taken in one
+    narrowing pass to bytes, viewed as bools (half the CPU of ``(value & 1) == want``)."""
+    bit = np.bitwise_and(np.asarray(value, dtype=np.uint64), 1, dtype=np.uint8)
+    if not want:
+        bit ^= np.uint8(1)
+    return bit.view(np.bool_)
+
+
 def signed32(value):
     """The low 32 bits as a signed number (int64)."""
     value = np.asarray(value, dtype=np.uint64)

@@ -37,7 +37,7 @@ from traceconf.sass.memory import (copy_counted_by_nsight, global_memory, misrea
 from traceconf.sass.opcodes import global_op, shared_op, writes_memory
 from traceconf.sass.operands import (M32, TRUE_PREDICATES, ZERO_REGS, Operand, SassContext, field_taint, pair_name,
                                      parse_operand, read_register, reader, record_field,
-                                     signed32, taint_of, write_register, writer)
+                                     predicate_is, signed32, taint_of, write_register, writer)
 from traceconf.sass.warp import match, redux, shfl, vote
 
 U64 = np.uint64
@@ -93,7 +93,7 @@ def _imad(ops, mods, ctx):
         if word is not None:
             # the low word of a product and a sum is the same for signed and unsigned operands
             product = np.asarray(av, dtype=np.uint64) * np.asarray(bv, dtype=np.uint64)
-            word(m, (product + np.asarray(cv, dtype=np.uint64)) & M32, bits, mask)
+            word(m, _low_word_of_sum(product, cv), bits, mask)
             return
         if unsigned:
             x, y = np.asarray(av, dtype=np.uint64) & M32, np.asarray(bv, dtype=np.uint64) & M32
@@ -115,6 +115,17 @@ def _imad(ops, mods, ctx):
             result = total & M32
         write(m, result, bits, mask)
     return run
+
+
+def _low_word_of_sum(made, addend):
+    """``(made + addend) & M32`` for ``made`` uint64 just computed, or a scalar (no other holder: an array is
+    summed and masked in place, no temporaries)."""
+    addend = np.asarray(addend, dtype=np.uint64)
+    if type(made) is not np.ndarray or made.shape != np.broadcast_shapes(made.shape, addend.shape):
+        return (made + addend) & M32
+    made += addend
+    made &= M32
+    return made
 
 
 def _word_writer(dest: Operand):
@@ -188,16 +199,17 @@ def _iadd3(ops, mods, ctx):
     carry_in = [reader(p, ctx) for p in ins] if "X" in mods else []
     write, carry_out = writer(dest), [writer(p) for p in outs]
 
-    word = _word_writer(dest) if not (carry_in or carry_out) else None
+    word = _word_writer(dest) if readers and not (carry_in or carry_out) else None
 
     def run(m, mask):
         total, bits = U64(0), taint.ZERO
         if word is not None:        # no carry: the low word of the sum alone
-            for read in readers:
+            for read in readers[:-1]:
                 value, b = read(m)
                 total = total + np.asarray(value, dtype=np.uint64)
                 bits = bits | b
-            word(m, total & M32, bits, mask)
+            value, b = readers[-1](m)
+            word(m, _low_word_of_sum(total, value), bits | b, mask)
             return
         for read in readers + carry_in:
             value, b = read(m)
@@ -248,8 +260,7 @@ def _lea(ops, mods, ctx):
         (av, ab), (bv, bb) = a(m), b(m)
         bits = ab | bb
         if word is not None:        # no carry: the low word of the shifted sum alone
-            word(m, ((np.asarray(av, dtype=np.uint64) << U64(shift)) + np.asarray(bv, dtype=np.uint64)) & M32, bits,
-                 mask)
+            word(m, _low_word_of_sum(np.asarray(av, dtype=np.uint64) << U64(shift), bv), bits, mask)
             return
         av = np.asarray(av, dtype=np.uint64) & M32
         if hi:
@@ -289,12 +300,17 @@ def _shf(ops, mods, ctx):
     is64 = "U64" in mods or "S64" in mods
     lo, amount, hi = (reader(s, ctx, False) for s in sources[:3])
     write = writer(dest)
+    high_only = high_result and not (left or signed or is64)     # SHF.R.U32.HI: a right shift of the high word
 
     def run(m, mask):
         (lv, lb), (sv, sb), (hv, hb) = lo(m), amount(m), hi(m)
         bits = lb | sb | hb
         s = np.asarray(sv, dtype=np.uint64) & (U64(63) if is64 else U64(31) if "W" in mods else U64(0xFFFF_FFFF))
         s = np.minimum(s, U64(63 if is64 else 32))
+        if high_only:
+            # bits 32.. of (hi:lo) >> s, s <= 32: the high word shifted alone (the low one reaches only bits below)
+            write(m, (np.asarray(hv, dtype=np.uint64) & M32) >> s, bits, mask)
+            return
         value = ((np.asarray(hv, dtype=np.uint64) & M32) << U64(32)) | (np.asarray(lv, dtype=np.uint64) & M32)
         if left:
             shifted = value << s
@@ -402,10 +418,7 @@ def _isetp(ops, mods, ctx):
     def run(m, mask):
         (av, ab), (bv, bb), (cv, cb) = a(m), b(m), c(m)
         compared = ab | bb                     # the comparison's taint
-        if unsigned:
-            x, y = np.asarray(av, dtype=np.uint64) & M32, np.asarray(bv, dtype=np.uint64) & M32
-        else:
-            x, y = signed32(av), signed32(bv)
+        x, y = _compared_word(av, unsigned), _compared_word(bv, unsigned)
         if low is not None:
             # high words of a 64-bit compare: equal high words defer to the low words' result
             lv, lb = low(m)
@@ -426,6 +439,16 @@ def _isetp(ops, mods, ctx):
             value = ~result if complemented else result
             out(m, _combined(combine, value, cond), _decided(combine, value, compared, cond, cb), mask)
     return run
+
+
+def _compared_word(value, unsigned: bool):
+    """The low 32 bits of ``value`` as the number a 32-bit compare reads, unsigned or signed: an array as 4-byte
+    integers (one narrowing pass; the compare needs no wider), a scalar as a uint64 or int64 one."""
+    value = np.asarray(value, dtype=np.uint64)
+    if value.ndim:
+        word = value.astype(np.uint32)
+        return word if unsigned else word.view(np.int32)
+    return value & M32 if unsigned else signed32(value)
 
 
 def _combined(combine, x: np.ndarray, y) -> np.ndarray:
@@ -492,10 +515,15 @@ def _sel(ops, mods, ctx):
 
     def run(m, mask):
         (av, ab), (bv, bb), (pv, pb) = a(m), b(m), predicate(m)
-        choose = (np.asarray(pv, dtype=np.uint64) & U64(1)) == 1
+        if type(pv) is np.ndarray and pv.ndim:
+            # one mask (and its all-ones lanes) per predicate array: a swap selects several registers by it
+            choose = m.derived(pv, "true", predicate_is)
+            ones = m.lane_ones(choose)
+        else:
+            choose, ones = predicate_is(pv), None
         # the result depends on the chosen source only (a pointer to shared stays one)
-        bits = ab if np.ndim(ab) == 0 and np.ndim(bb) == 0 and ab == bb else select(choose, ab, bb)
-        write(m, select(choose, av, bv), bits | pb, mask)
+        bits = ab if np.ndim(ab) == 0 and np.ndim(bb) == 0 and ab == bb else select(choose, ab, bb, ones)
+        write(m, select(choose, av, bv, ones), bits | pb, mask)
     return run
 
 
