@@ -6,6 +6,7 @@ manifest, and the fill pass's count under each candidate rule.
     python3 scripts/hw/ldgsts_zfill_rows.py manifest SUMMARY OUT.csv  # the summary's rows with each copy's form
     python3 scripts/hw/ldgsts_zfill_rows.py predict OUT.csv           # v5 and v10 per config, per candidate
     python3 scripts/hw/ldgsts_zfill_rows.py fit MANIFEST              # rows each candidate's count equals
+    python3 scripts/hw/ldgsts_zfill_rows.py table MANIFEST OUT.csv    # per fill-pass row: page, each count
 
 The fill-pass halves probes (docs/hardware.md "LDGSTS fill-pass halves probes") left one family unexplained:
 own_s5_d7, whose quarter-warps' destinations lie in two bank rows (two store passes), costs a wavefront a
@@ -85,6 +86,31 @@ def rows_mixed(active: dict, reading: dict) -> int:
 
 
 CANDIDATES = {"current": current, "row_sum": row_sum, "rows_mixed": rows_mixed}
+
+
+def _store_pass(active: dict) -> dict[int, int]:
+    """Lane -> its store pass: the rank of its destination's row among the rows written at its 16-byte unit."""
+    rows_at: dict[int, set[int]] = {}
+    for _, dst in active.values():
+        rows_at.setdefault(dst // CHUNK % 8, set()).add(dst // LINE)
+    return {lane: sorted(rows_at[dst // CHUNK % 8]).index(dst // LINE) for lane, (_, dst) in active.items()}
+
+
+def pass_extra(active: dict, reading: dict) -> int:
+    """Derived after the run: the line-position runs plus one per store pass past the first."""
+    return max(_store_passes(active), _line_runs(reading) + _store_passes(active) - 1)
+
+
+def pass_sum(active: dict, reading: dict) -> int:
+    """Derived after the run: the line-position runs of each store pass's reading lanes, summed over the
+    passes."""
+    passes = _store_pass(active)
+    return max(_store_passes(active), sum(_line_runs({lane: place for lane, place in reading.items()
+                                                       if passes[lane] == k}) for k in set(passes.values())))
+
+
+#: Found after the run (docs/hardware.md "LDGSTS fill-pass bank-row probes"); neither fits every page.
+FOUND = {"pass_extra": pass_extra, "pass_sum": pass_sum}
 
 
 def _tables(quarter: list[Lane]) -> tuple[list[int], list[int], list[int]]:
@@ -180,7 +206,7 @@ def configs() -> list[tuple[str, list[int]]]:
 def fill_runs(candidate: str, gofs: list[int], sofs: list[int], sizes: list[int]) -> int:
     """The fill pass of a copy whose lanes read where ``sizes`` is non-zero, per ``candidate``, summed over the
     quarter-warps."""
-    rule, wavefronts = CANDIDATES[candidate], 0
+    rule, wavefronts = {**CANDIDATES, **FOUND}[candidate], 0
     for first in range(0, 32, QUARTER):
         active = {lane: (gofs[lane], sofs[lane]) for lane in range(first, first + QUARTER)}
         wavefronts += rule(active, {lane: place for lane, place in active.items() if sizes[lane]})
@@ -215,11 +241,35 @@ def predictions() -> list[dict]:
     return rows
 
 
+def _measured(manifest_path: Path) -> dict[tuple[str, int], tuple[int, int]]:
+    return {(row["config"], int(row["variant"])): (int(row["wavefronts"]), int(row["ideal"]))
+            for row in csv.DictReader(open(manifest_path, newline="")) if row["rep"] == "0"}
+
+
+def fit_table(manifest_path: Path) -> list[dict]:
+    """Per configuration and fill-pass copy: the first launch's page (wavefronts, ideal) and each candidate's
+    wavefronts (predicted and found)."""
+    measured, rows = _measured(manifest_path), []
+    for name, gofs, sofs, sizes in tables():
+        for variant, copy_sizes in _copies(sizes):
+            wavefronts, ideal = measured[name, variant]
+            rows.append(dict(config=name, variant=variant, page=wavefronts, ideal=ideal,
+                             **{c: fill_count(c, gofs, sofs, copy_sizes)[0] for c in (*CANDIDATES, *FOUND)}))
+    return rows
+
+
+def _write_csv(rows: list[dict], path: str) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def fit(manifest_path: Path) -> tuple[int, dict[str, list[str]]]:
-    """(fill-pass rows, per candidate the first launches' rows ``config/vN`` whose page its count misses)."""
-    measured = {(row["config"], int(row["variant"])): (int(row["wavefronts"]), int(row["ideal"]))
-                for row in csv.DictReader(open(manifest_path, newline="")) if row["rep"] == "0"}
-    misses: dict[str, list[str]] = {c: [] for c in CANDIDATES}
+    """(fill-pass rows, per candidate (predicted and found) the first launches' rows ``config/vN`` whose page its
+    count misses)."""
+    measured = _measured(manifest_path)
+    misses: dict[str, list[str]] = {c: [] for c in (*CANDIDATES, *FOUND)}
     total = 0
     for name, gofs, sofs, sizes in tables():
         for variant, copy_sizes in _copies(sizes):
@@ -251,11 +301,9 @@ if __name__ == "__main__":
         total, misses = fit(Path(sys.argv[2]))
         for c, missed in misses.items():
             print(f"{c}: {total - len(missed)} of {total}; misses {' '.join(missed[:12])}")
+    elif sys.argv[1:2] == ["table"]:
+        _write_csv(fit_table(Path(sys.argv[2])), sys.argv[3])
     elif sys.argv[1:2] == ["predict"]:
-        rows = predictions()
-        with open(sys.argv[2], "w", newline="") as f:
-            writer = csv.DictWriter(f, list(rows[0]), lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows)
+        _write_csv(predictions(), sys.argv[2])
     else:
         sys.exit(__doc__)
