@@ -62,11 +62,12 @@ def test_the_fit_table_is_the_scripts():
 def test_no_candidate_fits():
     """Rows of the 167 fill-pass copies each candidate's count equals: traceconf's line-position rule 90, the
     per-row sum 93, rows_mixed 114 (predicted); one more per store pass past the first 139, the runs summed per
-    store pass 110 (found after the run)."""
+    store pass 110, per position over the passes plus one per later pass reading elsewhere 145 (found after the
+    run)."""
     total, misses = ldgsts_zfill_rows.fit(DATA / "manifest.csv")
     assert total == 167
     assert {c: total - len(m) for c, m in misses.items()} == {
-        "current": 90, "row_sum": 93, "rows_mixed": 114, "pass_extra": 139, "pass_sum": 110}
+        "current": 90, "row_sum": 93, "rows_mixed": 114, "pass_extra": 139, "pass_sum": 110, "pass_positions": 145}
 
 
 def test_the_line_position_rule_misses_only_where_a_quarter_warp_writes_two_rows_at_a_unit():
