@@ -37,7 +37,7 @@ SLOW_MODULES = frozenset({
     "test_hw_families.py", "test_batches.py", "test_work_limit.py", "test_reliability.py",
     "test_report_html.py", "test_report_browser.py", "test_first_hour.py",
     "test_ldgsts_probe_hw.py", "test_ldgsts_fit_hw.py", "test_ldgsts_ignore_src_hw.py", "test_ldgsts_guard_hw.py",
-    "test_ldgsts_zfill_sizes_hw.py", "test_ldgsts_zfill_halves_hw.py",
+    "test_ldgsts_zfill_sizes_hw.py", "test_ldgsts_zfill_halves_hw.py", "test_ldgsts_zfill_rows_hw.py",
     "test_ldgsts_repeats_hw.py",
 })
 
