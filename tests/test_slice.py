@@ -177,20 +177,27 @@ def test_sliced_equals_full_on_the_issue_kernels(name, path, kernel, launch, lev
     assert_same(path, launch, level, [f"^{re.escape(kernel)}$"])
 
 
-@needs_corpus
-@pytest.mark.parametrize("level", ["ptx", pytest.param("sass", marks=needs_sass)])
-def test_reduce6_without_data_skips_its_loads(level, monkeypatch):
+#: reduce6 of the corpus (int, PTX and its SASS) and of cuda-samples (float, the cubin measured on the H100, whose
+#: loop sums with FADD: a 32-bit result taken to write its pair made the thread-index register depend on the loop).
+REDUCE6 = [pytest.param(REDUCTION, "_Z17reduce6_SMVERSIONIiLj256ELb1EEvPT_S1_j", level, id=f"corpus-{level}",
+                        marks=[needs_corpus] + ([needs_sass] if level == "sass" else [])) for level in ("ptx", "sass")]
+REDUCE6.append(pytest.param(REPO / "tests" / "fixtures" / "samples20" / "samples20.sm_90.cubin",
+                            "_Z7reduce6ILj256ELb1EEvPKfPfj", "auto", id="samples20-cubin", marks=[needs_sass]))
+
+
+@pytest.mark.parametrize("path, kernel, level", REDUCE6)
+def test_reduce6_without_data_skips_its_loads(path, kernel, level, monkeypatch):
     """The grid-stride loop's global loads and sums are not emulated: fewer warp steps, the same report."""
     from traceconf.emulate import launch as launch_module
     spent = []
     spend = launch_module.Limits.spend
     monkeypatch.setattr(launch_module.Limits, "spend", lambda self, steps, warps: (spent.append(steps),
                                                                                     spend(self, steps, warps)))
-    kernel = ["^_Z17reduce6_SMVERSIONIiLj256ELb1EEvPT_S1_j$"]
+    kernels = [f"^{re.escape(kernel)}$"]
     launch = request((256, 1, 1), (4, 1, 1), {"2": 1 << 16}, dynamic_smem=1024)
-    full = analyse(REDUCTION, launch, level, kernel, full=True)
+    full = analyse(path, launch, level, kernels, full=True)
     full_steps, spent[:] = sum(spent), []
-    assert analyse(REDUCTION, launch, level, kernel) == full
+    assert analyse(path, launch, level, kernels) == full
     assert sum(spent) < 0.7 * full_steps
 
 

@@ -115,6 +115,8 @@ def _width(family: str, mods: list[str]) -> int:
         return 4
     if (entry is not None and "pairs" in entry.flags) or "WIDE" in mods or any("64" in m for m in mods):
         return 2
+    if entry is not None and "hi_pair" in entry.flags and "HI" in mods:
+        return 2
     return 1
 
 
@@ -123,8 +125,8 @@ def _named(ops: list[Operand], width: int) -> set:
 
 
 def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
-    """What a SASS instruction reads and writes (:mod:`traceconf.emulate.slice`), erring towards more: an ALU
-    result's register gets its pair too (``CS2R R2, SRZ`` clears two), only the leading register of an integer
+    """What a SASS instruction reads and writes (:mod:`traceconf.emulate.slice`), erring towards more: a 64-bit
+    ALU result's register gets its pair too (``CS2R R2, SRZ`` clears two), only the leading register of an integer
     or float result is taken as surely overwritten (with its pair where a .64 or .WIDE modifier says the result
     is 64 bits wide), an opcode the table does not know or whose memory effect
     it does not place runs, as do control transfers, comparisons (CTA-class decisions) and shared accesses.
@@ -145,8 +147,11 @@ def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
     packed_in = frozenset().union(*files[1:])          # the predicates a P2R reads
     defs |= files[0] if files else frozenset()         # those an R2P may write (some: it kills none)
     first = written[0] if written else None
-    if first and first.lstrip("U").startswith("R") and role not in ROLE_SPACES:
-        defs.add(pair_name(first))          # an ALU form whose width the listing does not spell (CS2R R2, SRZ)
+    if first and first.lstrip("U").startswith("R") and role not in ROLE_SPACES and (entry is None or width > 1):
+        # a 64-bit result (.64, .WIDE, the table's ``pairs``: double precision, CS2R R2, SRZ) or an opcode the table
+        # does not know: its pair may be written too (a 32-bit FADD's may not: taken so, it made reduce6's tid
+        # register depend on its grid-stride loop)
+        defs.add(pair_name(first))
     kills = frozenset({first} if first and role in ("int", "float") else ())
     if kills and len(written) > 1 and ("WIDE" in mods or "64" in mods):
         kills |= {written[1]}               # a result its modifier says is 64 bits wide: the pair (LDC.64 R8)

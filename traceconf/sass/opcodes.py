@@ -33,7 +33,8 @@ point the ``pushed_by`` opcode named), ``mark`` (``BSSY``, ``WARPSYNC``...: noth
 all CTAs of a class must share).  Flags: ``writes`` (may store to memory beyond what its role says),
 ``opaque`` (writes shared memory without lane addresses: what the CTA's shared memory holds becomes
 unknown), ``noresult`` (an atomic without a destination register), ``pairs`` (its register operands are
-64-bit register pairs: double precision), ``affine=RULE`` (how a CTA-index-affine
+64-bit register pairs: double precision; CS2R's destination), ``hi_pair`` (its ``.HI`` form adds a
+register pair, ``{c+1:c}``, to the product's high word: ``IMAD.HI``), ``affine=RULE`` (how a CTA-index-affine
 value passes through it, :mod:`traceconf.sass.classes`), ``pushed_by=OPCODE``.
 
 The shared-memory space is decided by the opcode: ``LDS``/``STS``/``ATOMS``/``LDSM``/``STSM`` always address
@@ -97,12 +98,12 @@ UMOV          int       mov             affine=copy
 MOV32I        int       mov             affine=copy
 R2UR          int       mov             affine=copy
 S2R           int       s2r             affine=copy
-CS2R          int       s2r             affine=copy
+CS2R          int       s2r             pairs affine=copy
 S2UR          int       s2r             affine=copy
 LDC           int       ldc
 ULDC          int       ldc
-IMAD          int       imad            affine=product
-UIMAD         int       imad            affine=product
+IMAD          int       imad            hi_pair affine=product
+UIMAD         int       imad            hi_pair affine=product
 IMUL          int       imad            affine=product
 XMAD          int       xmad
 IADD3         int       iadd3           affine=sum
@@ -242,7 +243,7 @@ ARRIVES       nop       -               opaque
 
 ROLES = ("shared", "window", "global", "local", "load", "store", "tensor", "matrix", "int", "float", "warp", "control", "nop")
 TRANSFERS = ("branch", "indirect", "call", "return", "exit", "barrier", "reconverge", "mark")
-FLAGS = ("writes", "opaque", "noresult", "pairs")
+FLAGS = ("writes", "opaque", "noresult", "pairs", "hi_pair")
 AFFINE_RULES = ("copy", "sum", "product", "shifted_sum", "shift", "funnel_shift", "mask", "select", "comparison")
 
 
