@@ -108,6 +108,10 @@ def shared_values_matter(rows: list[dict], successors: list[list[int]]) -> bool:
     return any(read and written & relevant_out(i) for i, (written, _, _, read) in enumerate(effects))
 
 
+#: Transfers whose register operand is a 64-bit address (a pair); the others' registers are masks or counts.
+ADDRESS_TRANSFERS = frozenset({"indirect", "call", "return"})
+
+
 def _width(family: str, mods: list[str]) -> int:
     """Registers per register operand, at most (a pair for 64-bit forms, four for 128-bit and matrix ones)."""
     entry = opcode_of(family)
@@ -173,10 +177,11 @@ def sass_effect(row: dict, written: tuple, global_data: bool) -> Effect:
             or entry.affine == "comparison" or "opaque" in entry.flags or "writes" in entry.flags \
             or uncounted_op(family):
         # what it reads: every register it names, but a comparison's destinations
-        # (a transfer to a register reads its pair: ``RET.REL.NODEC R4 `(k)`` returns to R4:R5; the listing
-        # prints such operands without commas)
+        # (a transfer to an address in a register reads its pair: ``RET.REL.NODEC R4 `(k)`` returns to R4:R5; the
+        # listing prints such operands without commas; a mask, ``WARPSYNC.COLLECTIVE R8``, is one register)
         read = _named(sources + inputs, width) if entry is not None and entry.affine == "comparison" \
-            else _named([parse_operand(token) for op in ops for token in op.text.split()], 2) if role == "control" \
+            else _named([parse_operand(token) for op in ops for token in op.text.split()],
+                        2 if entry.detail in ADDRESS_TRANSFERS else 1) if role == "control" \
             else _named(ops, width)
         return Effect(defs=frozenset(defs), kills=kills, places=frozenset(guard | read | packed_in), seed=True,
                       loaded=role == "load", guarded=guarded,
