@@ -5,17 +5,23 @@ would, and a copy's count checked against its page."""
 
 from __future__ import annotations
 
+import csv
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts" / "hw"))
 import ldgsts_probe  # noqa: E402  (the page summary)
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
 
 
 def rebuilt_manifest(data: Path, annotate, folder: Path) -> str:
@@ -51,6 +57,30 @@ def tool_on_probe(probe: str, tables: list[int]):
     done, failed = run_file(cubin(probe), [f"^{probe}$"], request, [load_rule_set("sm_90")])
     assert not failed, failed[0].line()
     return done[0], {r["pc"]: r for r in kernel_table(done[0], "sm_90").to_pylist()}
+
+
+def assert_the_run_is_the_committed_pages(data: Path, script, rows: list[dict], configs: dict, folder: Path):
+    """The manifest is the summary of the pages under ``data`` (annotated by ``script.manifest``), one launch
+    per configuration and repetition (``script.REPS``), and every repetition counts alike."""
+    assert rebuilt_manifest(data, script.manifest, folder) == (data / "manifest.csv").read_text()
+    assert {(row["config"], row["rep"]) for row in rows} == {
+        (name, str(rep)) for name in configs for rep in range(script.REPS)}
+    counts = defaultdict(set)
+    for row in rows:
+        counts[row["config"], row["variant"]].add((row["wavefronts"], row["ideal"]))
+    assert all(len(values) == 1 for values in counts.values())
+
+
+def assert_the_committed_csv_is_the_scripts(rows: list[dict], path: Path):
+    """``rows`` (a script's table, values as text) are the committed CSV's (predictions made before a run)."""
+    assert [{key: str(value) for key, value in row.items()} for row in rows] == list(
+        csv.DictReader(open(path, newline="")))
+
+
+@lru_cache(maxsize=None)
+def ignore_src_probe(tables: tuple) -> dict[int, dict]:
+    """pc -> kernel-table row of the ignore-src probe launched with ``tables``."""
+    return tool_on_probe("ldgsts_ignore_src", list(tables))[1]
 
 
 def first_launch(manifest_rows: list[dict], config: str) -> dict[int, tuple[int, int, int]]:

@@ -13,16 +13,14 @@ keeps its line-position rule: these tests pin where it meets the pages and where
 from __future__ import annotations
 
 import csv
-import shutil
 import sys
-from collections import defaultdict
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
-from test_ldgsts_tables_support import (assert_counted_from_sources_as_the_page, first_launch, rebuilt_manifest,
-                                        tool_on_probe)
+from test_ldgsts_tables_support import (assert_counted_from_sources_as_the_page,
+                                        assert_the_committed_csv_is_the_scripts, assert_the_run_is_the_committed_pages,
+                                        first_launch, ignore_src_probe, needs_nvcc)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "hw" / "ldgsts_zfill_rows"
@@ -35,28 +33,16 @@ TABLES = {name: (gofs, sofs, sizes) for name, gofs, sofs, sizes in ldgsts_zfill_
 FILL_COPIES = (ldgsts_zfill_rows.ZFILL, ldgsts_zfill_rows.IMMEDIATE)
 
 
-def test_the_manifest_is_the_summary_of_the_committed_pages(tmp_path):
-    assert rebuilt_manifest(DATA, ldgsts_zfill_rows.manifest, tmp_path) == (DATA / "manifest.csv").read_text()
-    assert {(row["config"], row["rep"]) for row in ROWS} == {
-        (name, str(rep)) for name in CONFIGS for rep in range(ldgsts_zfill_rows.REPS)}
-
-
-def test_every_launch_repeats():
-    counts = defaultdict(set)
-    for row in ROWS:
-        counts[row["config"], row["variant"]].add((row["wavefronts"], row["ideal"]))
-    assert all(len(values) == 1 for values in counts.values())
+def test_the_manifest_is_the_summary_of_the_committed_pages_and_every_launch_repeats(tmp_path):
+    assert_the_run_is_the_committed_pages(DATA, ldgsts_zfill_rows, ROWS, CONFIGS, tmp_path)
 
 
 def test_the_predictions_committed_before_the_run_are_the_scripts():
-    rows = [{key: str(value) for key, value in row.items()} for row in ldgsts_zfill_rows.predictions()]
-    assert rows == list(csv.DictReader(open(DATA / "predictions.csv", newline="")))
+    assert_the_committed_csv_is_the_scripts(ldgsts_zfill_rows.predictions(), DATA / "predictions.csv")
 
 
 def test_the_fit_table_is_the_scripts():
-    rows = [{key: str(value) for key, value in row.items()} for row in ldgsts_zfill_rows.fit_table(
-        DATA / "manifest.csv")]
-    assert rows == list(csv.DictReader(open(DATA / "fit.csv", newline="")))
+    assert_the_committed_csv_is_the_scripts(ldgsts_zfill_rows.fit_table(DATA / "manifest.csv"), DATA / "fit.csv")
 
 
 def test_no_candidate_fits():
@@ -83,13 +69,10 @@ def test_the_line_position_rule_misses_only_where_a_quarter_warp_writes_two_rows
 
 # --------------------------------------------------------------------------- the tool on the probe kernel
 
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
 
 
-@lru_cache(maxsize=None)
 def analysed(config: str) -> dict[int, dict]:
-    """pc -> kernel-table row of the probe launched at one configuration."""
-    return tool_on_probe("ldgsts_ignore_src", CONFIGS[config])[1]
+    return ignore_src_probe(tuple(CONFIGS[config]))
 
 
 @needs_nvcc

@@ -13,16 +13,14 @@ pair of lanes), which is what the ignore-src pages' lane-mod-5 set shows at 30.
 from __future__ import annotations
 
 import csv
-import shutil
 import sys
 from collections import defaultdict
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
-from test_ldgsts_tables_support import (assert_counted_from_sources_as_the_page, first_launch, rebuilt_manifest,
-                                        tool_on_probe)
+from test_ldgsts_tables_support import (assert_counted_from_sources_as_the_page, first_launch, ignore_src_probe,
+                                        needs_nvcc, rebuilt_manifest)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "hw" / "ldgsts_zfill_sizes"
@@ -100,13 +98,10 @@ def test_the_fitted_count_equals_every_row():
 
 # --------------------------------------------------------------------------- the tool on the probe kernel
 
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
 
 
-@lru_cache(maxsize=None)
 def analysed(config: str) -> dict[int, dict]:
-    """pc -> kernel-table row of the probe launched at one configuration."""
-    return tool_on_probe("ldgsts_ignore_src", CONFIGS[config])[1]
+    return ignore_src_probe(tuple(CONFIGS[config]))
 
 
 @needs_nvcc

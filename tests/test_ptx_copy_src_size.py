@@ -36,18 +36,22 @@ SRC_SIZES = {
 OPS = {"%r6": "bypass_zfill", "8": "bypass_zfill"}
 
 
-def _body() -> str:
-    copies = "\n".join(f"  cp.async.cg.shared.global [%r4+{1024 * index}], [%rd3], 16{'' if size is None else ', ' + size};"
-                       for index, size in enumerate(COPIES))
-    return f"""
+#: Lane l copies 16 bytes from p + 16 l (%rd3) into shared byte 16 l (%r4) of a 1024-byte slice per copy.
+ADDRESSES = """
   ld.param.u64 %rd1, [p];
-  ld.param.u32 %r9, [n];
   mov.u32 %r1, %tid.x;
   mul.wide.u32 %rd2, %r1, 16;
   add.u64 %rd3, %rd1, %rd2;
   mov.u32 %r2, buf;
   shl.b32 %r3, %r1, 4;
-  add.u32 %r4, %r2, %r3;
+  add.u32 %r4, %r2, %r3;"""
+
+
+def _body() -> str:
+    copies = "\n".join(f"  cp.async.cg.shared.global [%r4+{1024 * index}], [%rd3], 16{'' if size is None else ', ' + size};"
+                       for index, size in enumerate(COPIES))
+    return ADDRESSES + f"""
+  ld.param.u32 %r9, [n];
   rem.u32 %r5, %r1, 3;
   sub.u32 %r6, 4, %r5;
   shl.b32 %r6, %r6, 2;
@@ -134,24 +138,16 @@ def test_ptx_level_equals_the_sass_level_where_ptxas_did_not_pick_p0(tmp_path):
     assert all(ptx[line] != sass[line] for line in on_p0)
 
 
-#: Lane l of 64 copies 16 bytes from p + 16 l into shared byte 16 l of a 1024-byte slice per copy.
-ADDRESSES = """
-  ld.param.u64 %rd1, [p];
-  mov.u32 %r1, %tid.x;
-  mul.wide.u32 %rd2, %r1, 16;
-  add.u64 %rd3, %rd1, %rd2;
-  mov.u32 %r2, buf;
-  shl.b32 %r3, %r1, 4;
-  add.u32 %r4, %r2, %r3;
-  setp.lt.u32 %p1, %r1, 40;"""
+#: Lanes below 40 (%p1) of 64.
+BELOW_40 = "\n  setp.lt.u32 %p1, %r1, 40;"
 
 
 def _copies(lines: str, functions: str = "") -> tuple[dict, dict]:
-    """Per cp.async of ``lines`` (after :data:`ADDRESSES`) and of the ``functions`` before the kernel, in file
+    """Per cp.async of ``lines`` (after :data:`ADDRESSES` and :data:`BELOW_40`) and of the ``functions`` before the kernel, in file
     order: (op, src_size per lane of each execution recorded) and the reasons of its unresolved executions."""
     from traceconf.kinds import OPS as ALL_OPS
 
-    text = kernel_text(ADDRESSES + lines + "\n  cp.async.wait_all;\n  ret;", params=".param .u64 p, .param .u32 n",
+    text = kernel_text(ADDRESSES + BELOW_40 + lines + "\n  cp.async.wait_all;\n  ret;", params=".param .u64 p, .param .u32 n",
                        shared=".shared .align 16 .b8 buf[4096];\n", extra=functions)
     module = parse(text)
     result = run(module, block=BLOCK, params=PARAMS)

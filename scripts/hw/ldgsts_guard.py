@@ -12,10 +12,9 @@ ldgsts_ignore_src.py (scripts/hw/collect_ldgsts_tables.sh ldgsts_guard).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from ldgsts_ignore_src import LANES, annotated, patterns, write_configs
+from ldgsts_ignore_src import LANES, annotated, command_line, patterns
 
 REPS = 2
 
@@ -59,9 +58,4 @@ def manifest(summary: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["configs"]:
-        write_configs(Path(sys.argv[2]), configs(), REPS)
-    elif sys.argv[1:2] == ["manifest"]:
-        manifest(Path(sys.argv[2]), Path(sys.argv[3]))
-    else:
-        sys.exit(__doc__)
+    command_line(__doc__, configs, REPS, manifest)

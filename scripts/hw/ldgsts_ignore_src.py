@@ -95,6 +95,33 @@ def annotated(summary: Path, out: Path, fields: list[str], describe) -> None:
             writer.writerow(dict(row, variant=variant, **describe(row, variant)))
 
 
+def src_size_manifest(summary: Path, out: Path, sizes: dict[str, list[int]], zfill: int, immediate: int) -> None:
+    """The summary's rows with the variant, its form, the configuration's pattern (its name before ``__``) and the
+    src-sizes: ``sizes[config]`` for the register ``.ZFILL`` copy (variant ``zfill``), 8 for ``immediate``."""
+    def describe(row: dict, variant: int) -> dict:
+        src_size = {zfill: " ".join(map(str, sizes[row["config"]])), immediate: "8 (immediate)"}.get(
+            variant, "16/0" if variant else "guard")
+        return dict(form=VARIANTS[variant][0], pattern=row["config"].partition("__")[0], src_size=src_size)
+    annotated(summary, out, ["form", "pattern", "src_size"], describe)
+
+
+def write_csv(rows: list[dict], path: str) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def command_line(doc: str, configs, reps: int, manifest, **commands) -> None:
+    """A table probe's script: ``configs PATH`` (the driver's input: ``configs()``, each launched ``reps`` times),
+    ``manifest SUMMARY OUT`` and ``NAME ARGS...`` for ``commands[NAME](*ARGS)``; the script's ``doc`` else."""
+    commands = {"configs": lambda path: write_configs(Path(path), configs(), reps),
+                "manifest": lambda summary, out: manifest(Path(summary), Path(out)), **commands}
+    if len(sys.argv) < 2 or sys.argv[1] not in commands:
+        sys.exit(doc)
+    commands[sys.argv[1]](*sys.argv[2:])
+
+
 def write_configs(path: Path, configs: list[tuple[str, list[int]]], reps: int) -> None:
     """The driver's input: per configuration ``name reps`` and its tables on the next line."""
     with open(path, "w") as f:
@@ -167,14 +194,7 @@ def trim(pages: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["configs"]:
-        write_configs(Path(sys.argv[2]), configs(), REPS)
-    elif sys.argv[1:2] == ["manifest"]:
-        manifest(Path(sys.argv[2]), Path(sys.argv[3]))
-    elif sys.argv[1:2] == ["fit"]:
-        for (variant, equal), rows in sorted(fit(Path(sys.argv[2])).items()):
+    def print_fit(manifest_path):
+        for (variant, equal), rows in sorted(fit(Path(manifest_path)).items()):
             print(f"v{variant} {'equal' if equal else 'differ'}: {rows}")
-    elif sys.argv[1:2] == ["trim"]:
-        trim(Path(sys.argv[2]), Path(sys.argv[3]))
-    else:
-        sys.exit(__doc__)
+    command_line(__doc__, configs, REPS, manifest, fit=print_fit, trim=lambda pages, out: trim(Path(pages), Path(out)))

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import csv
 import random
-import sys
 from pathlib import Path
 
-from ldgsts_ignore_src import CHUNK, READS, annotated, flags, write_configs
+from ldgsts_ignore_src import CHUNK, READS, command_line, flags, src_size_manifest, write_csv
 
 REPS = 2
 QUARTER = 8           # lanes whose 16-byte chunks fill one 128-byte wavefront
@@ -202,29 +201,11 @@ def fit(manifest_path: Path) -> dict[str, list[str]]:
 
 def manifest(summary: Path, out: Path) -> None:
     """The summary's rows (one per launch and LDGSTS pc) with the variant, its form and its src-sizes."""
-    sizes = {name: s for name, _, _, s in tables()}
-
-    def describe(row: dict, variant: int) -> dict:
-        from ldgsts_ignore_src import VARIANTS
-        src_size = {ZFILL: " ".join(map(str, sizes[row["config"]])), IMMEDIATE: "8 (immediate)"}.get(
-            variant, "16/0" if variant else "guard")
-        return dict(form=VARIANTS[variant][0], pattern=row["config"].partition("__")[0], src_size=src_size)
-    annotated(summary, out, ["form", "pattern", "src_size"], describe)
+    src_size_manifest(summary, out, {name: sizes for name, _, _, sizes in tables()}, ZFILL, IMMEDIATE)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["configs"]:
-        write_configs(Path(sys.argv[2]), configs(), REPS)
-    elif sys.argv[1:2] == ["manifest"]:
-        manifest(Path(sys.argv[2]), Path(sys.argv[3]))
-    elif sys.argv[1:2] == ["fit"]:
-        for h, missed in fit(Path(sys.argv[2])).items():
+    def print_fit(manifest_path):
+        for h, missed in fit(Path(manifest_path)).items():
             print(f"{h}: {2 * len(tables()) - len(missed)} of {2 * len(tables())}; misses {' '.join(missed[:12])}")
-    elif sys.argv[1:2] == ["predict"]:
-        rows = predictions()
-        with open(sys.argv[2], "w", newline="") as f:
-            writer = csv.DictWriter(f, list(rows[0]), lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows)
-    else:
-        sys.exit(__doc__)
+    command_line(__doc__, configs, REPS, manifest, fit=print_fit, predict=lambda path: write_csv(predictions(), path))

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import csv
 import random
-import sys
 from pathlib import Path
 
-from ldgsts_ignore_src import CHUNK, READS, annotated, flags, write_configs
+from ldgsts_ignore_src import CHUNK, READS, command_line, flags, src_size_manifest, write_csv
 
 REPS = 2
 QUARTER = 8           # lanes whose 16-byte chunks fill one 128-byte wavefront
@@ -273,13 +272,6 @@ def fit_table(manifest_path: Path) -> list[dict]:
     return rows
 
 
-def _write_csv(rows: list[dict], path: str) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def fit(manifest_path: Path) -> tuple[int, dict[str, list[str]]]:
     """(fill-pass rows, per candidate (predicted and found) the first launches' rows ``config/vN`` whose page its
     count misses)."""
@@ -297,28 +289,14 @@ def fit(manifest_path: Path) -> tuple[int, dict[str, list[str]]]:
 
 def manifest(summary: Path, out: Path) -> None:
     """The summary's rows (one per launch and LDGSTS pc) with the variant, its form and its src-sizes."""
-    sizes = {name: s for name, _, _, s in tables()}
-
-    def describe(row: dict, variant: int) -> dict:
-        from ldgsts_ignore_src import VARIANTS
-        src_size = {ZFILL: " ".join(map(str, sizes[row["config"]])), IMMEDIATE: "8 (immediate)"}.get(
-            variant, "16/0" if variant else "guard")
-        return dict(form=VARIANTS[variant][0], pattern=row["config"].partition("__")[0], src_size=src_size)
-    annotated(summary, out, ["form", "pattern", "src_size"], describe)
+    src_size_manifest(summary, out, {name: sizes for name, _, _, sizes in tables()}, ZFILL, IMMEDIATE)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["configs"]:
-        write_configs(Path(sys.argv[2]), configs(), REPS)
-    elif sys.argv[1:2] == ["manifest"]:
-        manifest(Path(sys.argv[2]), Path(sys.argv[3]))
-    elif sys.argv[1:2] == ["fit"]:
-        total, misses = fit(Path(sys.argv[2]))
+    def print_fit(manifest_path):
+        total, misses = fit(Path(manifest_path))
         for c, missed in misses.items():
             print(f"{c}: {total - len(missed)} of {total}; misses {' '.join(missed[:12])}")
-    elif sys.argv[1:2] == ["table"]:
-        _write_csv(fit_table(Path(sys.argv[2])), sys.argv[3])
-    elif sys.argv[1:2] == ["predict"]:
-        _write_csv(predictions(), sys.argv[2])
-    else:
-        sys.exit(__doc__)
+    command_line(__doc__, configs, REPS, manifest, fit=print_fit,
+                 table=lambda path, out: write_csv(fit_table(Path(path)), out),
+                 predict=lambda path: write_csv(predictions(), path))

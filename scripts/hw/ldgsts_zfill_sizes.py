@@ -17,10 +17,9 @@ summarised by ldgsts_probe.py and trimmed by ldgsts_ignore_src.py.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from ldgsts_ignore_src import READS, SIZES, VARIANTS, annotated, flags, patterns, write_configs
+from ldgsts_ignore_src import READS, SIZES, VARIANTS, annotated, command_line, flags, patterns
 
 REPS = 2
 PATTERNS = ("base", "hgemm_k0", "triton_a_h0", "src_rot1")
@@ -71,9 +70,4 @@ def manifest(summary: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["configs"]:
-        write_configs(Path(sys.argv[2]), configs(), REPS)
-    elif sys.argv[1:2] == ["manifest"]:
-        manifest(Path(sys.argv[2]), Path(sys.argv[3]))
-    else:
-        sys.exit(__doc__)
+    command_line(__doc__, configs, REPS, manifest)
