@@ -28,7 +28,7 @@ from traceconf.emulate.operands import Context, address_reader, param_symbol, re
 from traceconf.emulate.program import Slot
 from traceconf.emulate.regions import NO_DESTINATION
 from traceconf.emulate.spaces import SPACES, space_of
-from traceconf.emulate.speculation import check_inside, check_nothing_stored
+from traceconf.emulate.speculation import check_nothing_stored
 from traceconf.ptx.opcodes import SHARED_ACCESS_KINDS, uncounted_shared_op
 from traceconf.ptx.wmma import TYPE_BITS as WMMA_TYPE_BITS, WMMA_NOTE, default_stride, lowering, wmma_access
 from traceconf.schemas import KIND_CODES, OP_CODES
@@ -411,13 +411,11 @@ def _assumed_undone(m, ctx: Context, slot: Slot, located, size: int, stores: boo
     """Whether the launch's assumptions (:mod:`traceconf.emulate.speculation`) leave the contents work of this
     access (``size`` bytes per lane; ``stores``: it may write) undone, after checking that its lanes stay where
     they assume; what an undone store does without its values (an unknown address forgets) is done here."""
-    assumed = m.contents_of(slot)
+    shared_lanes, offsets, global_lanes, address, bits = located
+    assumed = m.contents_checked(slot, offsets, size,
+                                 lambda: np.flatnonzero(shared_lanes & ((bits & taint.UNKNOWN) == 0)))
     if assumed is None:
         return False
-    shared_lanes, offsets, global_lanes, address, bits = located
-    if assumed.bounds is not None:
-        check_inside(assumed.bounds, offsets, size,
-                     lambda: np.flatnonzero(shared_lanes & ((bits & taint.UNKNOWN) == 0)))
     if assumed.nothing_stored:
         check_nothing_stored(ctx.memory, global_lanes, address, bits, size)
     elif assumed.skip and stores and ctx.shared_values:

@@ -49,6 +49,7 @@ from traceconf.emulate.memory import compile_memory
 from traceconf.emulate.regions import PTX_FACTS, branch_region, immediate_post_dominators
 from traceconf.emulate.operands import Context, reader, register_key, split_destinations
 from traceconf.emulate.program import Program, Slot
+from traceconf.emulate.speculation import check_inside
 from traceconf.emulate.state import ThreadState, is_uniform, select
 from traceconf.emulate.warp import compile_warp
 from traceconf.emulate.launch import missing_params_message
@@ -359,6 +360,15 @@ class Machine(ThreadState):
             self.consulted.add(pc)          # (an instruction that never asks gets no region: speculation)
             return None
         return self.contents_plan[pc]
+
+    def contents_checked(self, slot: Slot, offsets: np.ndarray, size: int, running):
+        """:meth:`contents_of` an access of ``size`` bytes at shared ``offsets``, whose running threads
+        (``running()``: their indices, None: every thread) :func:`~traceconf.emulate.speculation.check_inside` its
+        assumed region first: both levels' loads and stores ask so."""
+        assumed = self.contents_of(slot)
+        if assumed is not None and assumed.bounds is not None:
+            check_inside(assumed.bounds, offsets, size, running, self.extent)
+        return assumed
 
     def contents_bytes(self) -> int:
         """Shared bytes per CTA whose contents this machine keeps (0: it keeps none)."""

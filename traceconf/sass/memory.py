@@ -19,7 +19,7 @@ from traceconf.emulate import intops, taint
 from traceconf.emulate.contents import atomic
 from traceconf.emulate.memory import (Reads, atomic_global, atomic_shared, copy_reads, global_without_data,
                                       located_by_cta, read_global, write_global)
-from traceconf.emulate.speculation import check_inside, check_nothing_stored
+from traceconf.emulate.speculation import check_nothing_stored
 from traceconf.emulate.state import is_uniform, select
 from traceconf.sass.opcodes import ALWAYS, atomic_operation, element_of, global_op, shared_op
 from traceconf.sass.operands import M32, Operand, SassContext, pair_name, read_register, reader, write_register
@@ -139,13 +139,9 @@ def shared_memory(opcode: str, ops: list[Operand], mods: list[str], ctx: SassCon
 def _assumed_needless(m, slot, offsets: np.ndarray, lanes: np.ndarray, size: int) -> bool:
     """Whether the launch's assumptions (:mod:`traceconf.emulate.speculation`) leave this access's contents work
     undone, after checking that its lanes stay where they assume."""
-    assumed = m.contents_of(slot)
-    if assumed is None:
-        return False
-    if assumed.bounds is not None:
-        check_inside(assumed.bounds, offsets, size,
-                     lambda: None if lanes is m.valid and m.all_valid else _threads(m, lanes), m.extent)
-    return assumed.skip
+    assumed = m.contents_checked(slot, offsets, size, lambda: None if lanes is m.valid and m.all_valid else
+                                 _threads(m, lanes))
+    return assumed is not None and assumed.skip
 
 
 def _selected_bits(m, lanes: np.ndarray, bits: np.ndarray):
