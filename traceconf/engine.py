@@ -902,24 +902,35 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
 def _fill_passes(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     """Per (execution, quarter-warp): the wavefronts of the fill pass of a copy whose operation has
     ``fill_passes`` and a lane of which zero-fills (copies fewer bytes than the copy; with ``fill_always``,
-    every copy): the larger of the quarter's contiguous source runs among its reading lanes (distinct source
-    less 16 bytes a lane), counted apart per 16-byte position of the lanes' sources in their 128-byte lines
-    (runs reading at different positions share a wavefront, those at one position do not: the
-    ldgsts_zfill_halves probes, where that position, not the half of the 32-byte sector, decides), and the
-    passes a 16-byte store
-    to its active lanes' destinations takes (per 16-byte unit of the bank row, its distinct rows); 0 without an
-    active lane.  A quarter-warp is the lanes whose 16-byte chunks fill one wavefront (docs/rules.md "Copies
-    from their sources": the ldgsts_ignore_src and ldgsts_zfill_sizes probes, the ldgsts.cu pages)."""
+    every copy).  A reading lane clashes with the other reading lanes whose sources lie at its 16-byte
+    position of their 128-byte lines and with the active lanes (reading or zero-filling) writing its 16-byte
+    unit of the bank row in another row; the pass is the most lanes one reading lane and those it clashes with
+    number, at least the passes a 16-byte store to the active lanes' destinations takes (per unit, its distinct
+    rows); 0 without an active lane.  Where the destinations take one store pass this is the most lanes reading
+    at one position (the ldgsts_zfill_halves probes: that position, not the half of the 32-byte sector,
+    decides); where they take several, those a lane waits behind at its unit add to those at its position (the
+    ldgsts_zfill_rows probes).  A quarter-warp is the lanes whose 16-byte chunks fill one wavefront
+    (docs/rules.md "Copies from their sources")."""
     active, sizes, (fills, always) = acc.address != INACTIVE, acc.src_sizes(), _fill_rules(acc, rules)
     on = fills & (always | (active & (sizes >= 0) & (sizes < acc.bytes[:, None])).any(axis=1))
     group_lanes = rules.banks * rules.bank_bytes // SOURCE_CHUNK
     shape = (len(acc), acc.warp_size // group_lanes, group_lanes)
-    offset = np.where(_reading(acc, rules), acc.sources() - SOURCE_CHUNK * np.arange(acc.warp_size), _NONE)
-    position = acc.sources() // SOURCE_CHUNK % (SOURCE_LINE // SOURCE_CHUNK)
-    runs = np.max([_distinct(np.where(position == p, offset, _NONE).reshape(shape))
-                   for p in range(SOURCE_LINE // SOURCE_CHUNK)], axis=0)
-    chunk = np.where(active, acc.address // SOURCE_CHUNK, _NONE).reshape(shape)
+    reading, live = _reading(acc, rules).reshape(shape), active.reshape(shape)
+    position = (acc.sources() // SOURCE_CHUNK % (SOURCE_LINE // SOURCE_CHUNK)).reshape(shape)
     units = rules.row_bytes // SOURCE_CHUNK
+    chunk = (acc.address // SOURCE_CHUNK).reshape(shape)
+    runs = np.zeros(shape[:2], dtype=np.int64)
+    itself = np.eye(group_lanes, dtype=bool)
+    for start in range(0, len(acc), MEMO_CHUNK_ROWS):
+        rows = slice(start, start + MEMO_CHUNK_ROWS)
+
+        def same(values: np.ndarray) -> np.ndarray:              # [execution, quarter, lane, other]
+            return values[rows, :, :, None] == values[rows, :, None, :]
+
+        clash = (same(position) & reading[rows, :, None, :]) | itself
+        clash |= same(chunk % units) & ~same(chunk // units) & live[rows, :, None, :]
+        runs[rows] = np.where(reading[rows], clash.sum(axis=3), 0).max(axis=2)
+    chunk = np.where(live, chunk, _NONE)
     for unit in range(units):
         runs = np.maximum(runs, _distinct(np.where((chunk != _NONE) & (chunk % units == unit), chunk, _NONE)))
     return (runs * on[:, None]).astype(np.int32)

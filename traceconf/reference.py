@@ -137,17 +137,25 @@ def _from_sources(data: dict, lane_address: dict[int, int], sources: list[int]) 
 def _with_fill_pass(data: dict, cost: ExecutionCost, lane_address: dict[int, int], reading: dict[int, int],
                     sources: list[int]) -> ExecutionCost:
     """docs/rules.md "Copies from their sources", the fill pass: per quarter-warp (the lanes whose 16 bytes
-    fill one wavefront) with an active lane, the larger of its reading lanes' distinct ``source - 16 * lane``
-    (the largest count of the lanes reading at one 16-byte position of their 128-byte source lines) and the
-    passes of a 16-byte store to its destinations; one more ideal wavefront each."""
-    quarter = data["banks"] * data["bank_bytes"] // 16
+    fill one wavefront) with an active lane, the most lanes one reading lane waits with (itself, the reading
+    lanes whose sources lie at its 16-byte position of their 128-byte lines, the active lanes writing its
+    16-byte unit of the bank row in another row), at least the passes of a 16-byte store to its destinations;
+    one more ideal wavefront each."""
+    row_bytes = data["banks"] * data["bank_bytes"]
+    quarter = row_bytes // 16
     wavefronts, ideal, max_ways = cost.wavefronts, cost.ideal_wavefronts, cost.max_ways
+
+    def waits_with(lane: int, other: int) -> bool:
+        at_position = other in reading and sources[other] % 128 // 16 == sources[lane] % 128 // 16
+        mine, theirs = lane_address[lane], lane_address[other]
+        at_unit = mine % row_bytes // 16 == theirs % row_bytes // 16 and mine // row_bytes != theirs // row_bytes
+        return other == lane or at_position or at_unit
+
     for first in range(0, data["warp_size"], quarter):
         lanes = [lane for lane in range(first, first + quarter) if lane in lane_address]
         if lanes:
-            runs = max(*(len({sources[lane] - 16 * lane for lane in lanes if lane in reading
-                              and sources[lane] % 128 // 16 == position}) for position in range(8)),
-                       _multicast_passes(data, {lane: lane_address[lane] for lane in lanes}, 16, merge=True))
+            runs = max(*(sum(waits_with(lane, other) for other in lanes) for lane in lanes if lane in reading),
+                       _multicast_passes(data, {lane: lane_address[lane] for lane in lanes}, 16, merge=True), 0)
             wavefronts, ideal, max_ways = wavefronts + runs, ideal + 1, max(max_ways, runs)
     return ExecutionCost(wavefronts, ideal, max_ways)
 
