@@ -232,6 +232,20 @@ def test_copies_some_lanes_of_which_zero_fill_add_the_fill_pass():
     assert [(w, i) for w, i, _ in costs(SM90, positions)] == [(24, 6), (32, 6)]
     assert [(c.wavefronts, c.ideal_wavefronts) for c in (execution_cost(SM90, *row) for row in positions)] == \
         [(24, 6), (32, 6)]
+    # a quarter-warp over two bank rows (rows2_row1_three_p1 of tests/test_ldgsts_zfill_rows_hw.py): lanes 4-6
+    # read at line position 1 and write row 1 at units lanes 0-2 write in row 0; lane 0 waits with the three
+    # others at position 0 and lane 4 at its unit: a fill pass of 5 a quarter-warp (6 where lane 7, zero-filling
+    # in the first copy, reads 8 bytes at position 0 in the second), where the most lanes at one position give 4
+    # (5)
+    quarter = [(0, 0, 0, 16), (0, 0, 2, 16), (0, 0, 4, 16), (0, 0, 6, 16), (1, 1, 0, 16), (1, 1, 2, 16),
+               (1, 1, 4, 16), (0, 1, 1, 0)]
+    own_lines = [8192 * lane + 16 * quarter[lane % 8][0] for lane in LANES]
+    two_rows = [128 * (4 * (lane // 8) + quarter[lane % 8][1]) + 16 * quarter[lane % 8][2] for lane in LANES]
+    three_p1 = [("cp_async", 16, 0, two_rows, "bypass_zfill", own_lines, sizes)
+                for sizes in ([quarter[lane % 8][3] for lane in LANES], [8] * 32)]
+    assert [(w, i) for w, i, _ in costs(SM90, three_p1)] == [(48, 8), (56, 8)]
+    assert [(c.wavefronts, c.ideal_wavefronts) for c in (execution_cost(SM90, *row) for row in three_p1)] == \
+        [(48, 8), (56, 8)]
     unknown = [("cp_async", 16, 0, run, "bypass", rows[2][5], masks["even"][:31] + [-1]),
                ("cp_async", 16, 0, run, "bypass", [-1] + run[1:], masks["even"])]
     assert costs(SM90, unknown) == costs(SM90, [row[:4] + ("bypass",) for row in unknown])

@@ -123,8 +123,20 @@ def pass_positions(active: dict, reading: dict) -> int:
     return max(_store_passes(active), best)
 
 
-#: Found after the run (docs/hardware.md "LDGSTS fill-pass bank-row probes"); none fits every page.
-FOUND = {"pass_extra": pass_extra, "pass_sum": pass_sum, "pass_positions": pass_positions}
+def waits(active: dict, reading: dict) -> int:
+    """Found a session after the run, and traceconf's rule since (167 of 167; engine ``_fill_passes``): per
+    reading lane, the lanes it waits with (itself, the reading lanes at its line position, the active lanes
+    writing its 16-byte unit in another bank row); the most, at least the store passes."""
+    def waits_with(lane: int, other: int) -> bool:
+        (src, dst), (other_src, other_dst) = active[lane], active[other]
+        at_position = other in reading and src % LINE // CHUNK == other_src % LINE // CHUNK
+        at_unit = dst // CHUNK % 8 == other_dst // CHUNK % 8 and dst // LINE != other_dst // LINE
+        return other == lane or at_position or at_unit
+    return max([_store_passes(active)] + [sum(waits_with(lane, other) for other in active) for lane in reading])
+
+
+#: Found after the run (docs/hardware.md "LDGSTS fill-pass bank-row probes"): only ``waits`` fits every page.
+FOUND = {"pass_extra": pass_extra, "pass_sum": pass_sum, "pass_positions": pass_positions, "waits": waits}
 
 
 def _tables(quarter: list[Lane]) -> tuple[list[int], list[int], list[int]]:
