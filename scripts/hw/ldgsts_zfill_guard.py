@@ -161,7 +161,8 @@ def tables(quarter: Quarter) -> list[list[int]]:
     return [gofs, sofs, active, sizes, ignore]
 
 
-def _reps(name: str) -> int:
+def launches(name: str) -> int:
+    """Launches of a configuration in a row (REPS; the cross-check's as the bank-row probes')."""
     return CROSS_CHECK_REPS if name.startswith("x8__") else REPS
 
 
@@ -260,6 +261,6 @@ if __name__ == "__main__":
     def print_fit(manifest_path):
         for (family, variant), (equal, total) in fit(Path(manifest_path)).items():
             print(f"{family} v{variant}: koenig {equal} of {total}")
-    command_line(__doc__, configs, _reps, manifest, fit=print_fit,
+    command_line(__doc__, configs, launches, manifest, fit=print_fit,
                  fill=lambda path, out: write_csv(fill_table(Path(path)), out),
                  predict=lambda path: write_csv(predictions(), path))
