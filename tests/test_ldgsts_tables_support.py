@@ -1,7 +1,7 @@
 """What the tests of the one-warp LDGSTS probes driven by tables share (tests/test_ldgsts_ignore_src_hw.py,
-tests/test_ldgsts_zfill_sizes_hw.py, tests/test_ldgsts_guard_hw.py; no tests in here): the manifest rebuilt from
-the committed pages, the probe's kernel compiled as measured, the tool run on it at one configuration as a user
-would, and a copy's count checked against its page."""
+tests/test_ldgsts_zfill_sizes_hw.py, tests/test_ldgsts_guard_hw.py, tests/test_ldgsts_zfill_guard_hw.py; no tests
+in here): the manifest rebuilt from the committed pages, the probe's kernel compiled as measured, the tool run on
+it at one configuration as a user would, and a copy's count checked against its page."""
 
 from __future__ import annotations
 
@@ -59,12 +59,14 @@ def tool_on_probe(probe: str, tables: list[int]):
     return done[0], {r["pc"]: r for r in kernel_table(done[0], "sm_90").to_pylist()}
 
 
-def assert_the_run_is_the_committed_pages(data: Path, script, rows: list[dict], configs: dict, folder: Path):
+def assert_the_run_is_the_committed_pages(data: Path, script, rows: list[dict], configs: dict, folder: Path,
+                                         launches=None):
     """The manifest is the summary of the pages under ``data`` (annotated by ``script.manifest``), one launch
-    per configuration and repetition (``script.REPS``), and every repetition counts alike."""
+    per configuration and repetition (``script.REPS``, or ``launches(name)``), and every repetition counts
+    alike."""
     assert rebuilt_manifest(data, script.manifest, folder) == (data / "manifest.csv").read_text()
     assert {(row["config"], row["rep"]) for row in rows} == {
-        (name, str(rep)) for name in configs for rep in range(script.REPS)}
+        (name, str(rep)) for name in configs for rep in range(launches(name) if launches else script.REPS)}
     counts = defaultdict(set)
     for row in rows:
         counts[row["config"], row["variant"]].add((row["wavefronts"], row["ideal"]))

@@ -112,9 +112,10 @@ def write_csv(rows: list[dict], path: str) -> None:
         writer.writerows(rows)
 
 
-def command_line(doc: str, configs, reps: int, manifest, **commands) -> None:
-    """A table probe's script: ``configs PATH`` (the driver's input: ``configs()``, each launched ``reps`` times),
-    ``manifest SUMMARY OUT`` and ``NAME ARGS...`` for ``commands[NAME](*ARGS)``; the script's ``doc`` else."""
+def command_line(doc: str, configs, reps, manifest, **commands) -> None:
+    """A table probe's script: ``configs PATH`` (the driver's input: ``configs()``, each launched ``reps`` times,
+    or ``reps(name)`` times where ``reps`` is a function), ``manifest SUMMARY OUT`` and ``NAME ARGS...`` for
+    ``commands[NAME](*ARGS)``; the script's ``doc`` else."""
     commands = {"configs": lambda path: write_configs(Path(path), configs(), reps),
                 "manifest": lambda summary, out: manifest(Path(summary), Path(out)), **commands}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
@@ -122,11 +123,12 @@ def command_line(doc: str, configs, reps: int, manifest, **commands) -> None:
     commands[sys.argv[1]](*sys.argv[2:])
 
 
-def write_configs(path: Path, configs: list[tuple[str, list[int]]], reps: int) -> None:
-    """The driver's input: per configuration ``name reps`` and its tables on the next line."""
+def write_configs(path: Path, configs: list[tuple[str, list[int]]], reps) -> None:
+    """The driver's input: per configuration ``name reps`` and its tables on the next line; ``reps`` a count or
+    a function of the name."""
     with open(path, "w") as f:
         for name, tables in configs:
-            f.write(f"{name} {reps}\n{' '.join(map(str, tables))}\n")
+            f.write(f"{name} {reps(name) if callable(reps) else reps}\n{' '.join(map(str, tables))}\n")
 
 
 def manifest(summary: Path, out: Path) -> None:
