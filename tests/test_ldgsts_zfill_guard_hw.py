@@ -4,8 +4,11 @@ docs/hardware.md "LDGSTS fill-pass minimal probes").
 scripts/hw/ldgsts_zfill_guard.cu: four guarded copies (v0 plain, v1 src-size 8, v2 src-size register, v3
 ignore-src) at 804 configurations of scripts/hw/ldgsts_zfill_guard.py (two to four active lanes, each reading a
 line of its own, and twelve bank-row configurations as a cross-check), one launch each, the cross-check's two.
-koenig's fill (traceconf's line-position rule) was committed before the run (predictions.csv); fill.csv holds
-each copy's fill pass beside it.
+koenig's fill (traceconf's line-position rule then) was committed before the run (predictions.csv), and so was the
+lead's rule found on the bank-row pages (predictions_waits.csv: ldgsts_zfill_rows.waits); fill.csv holds each
+copy's fill pass beside both.  The found rule predicted every configuration whose active lanes write distinct
+destinations; where two write one, they wait for each other too (amended after the run), and the tool gives
+every page.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ import re
 import sys
 from pathlib import Path
 
-from test_ldgsts_tables_support import assert_the_committed_csv_is_the_scripts, assert_the_run_is_the_committed_pages
+import pytest
+
+from test_ldgsts_tables_support import (assert_the_committed_csv_is_the_scripts, assert_the_run_is_the_committed_pages,
+                                        first_launch, needs_nvcc, tool_on_probe)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "hw" / "ldgsts_zfill_guard"
@@ -74,13 +80,10 @@ def test_the_cross_check_counts_as_the_bank_row_pages():
 
 def test_the_plain_copy_is_traceconfs_sources_rule():
     """Every configuration's v0: traceconf's reference (the sources rule over the active lanes) gives its
-    wavefronts; its ideal too, except where two active lanes write one destination (d3: the page's ideal counts
-    the distinct destinations' bytes, 1 where the reference's 12 lanes give 2)."""
+    wavefronts and its ideal (the distinct destinations' bytes: 1 per warp where two of three lanes write one)."""
     v0 = {row["config"]: (int(row["v0_page"]), int(row["v0_ideal"])) for row in FILL if row["variant"] == "1"}
     for name, quarter in QUARTERS.items():
-        wavefronts, ideal = ldgsts_zfill_guard.sources(quarter, 0)
-        assert wavefronts == v0[name][0], name
-        assert ideal == v0[name][1] or (name.startswith("d3__") and (ideal, v0[name][1]) == (2, 1)), name
+        assert ldgsts_zfill_guard.sources(quarter, 0) == v0[name], name
 
 
 def test_the_copies_fill_passes():
@@ -113,3 +116,32 @@ def test_koenigs_fill_per_family():
         assert over in ((0, 1, 2) if row["family"] == "x8" else (0, 1)), row
         if row["passes"] == "1" and row["family"] not in ("d2", "d3"):
             assert over == 0, row
+
+
+def test_the_rule_predicted_before_the_run_fits_every_configuration_of_distinct_destinations():
+    """The lead's rule as committed before the data came back (predictions_waits.csv, the script's): all 2,412 rows
+    but 208 fill copies (v1, v2) of d2 and d3, where two active lanes write one destination and the page is one
+    wavefront a quarter-warp over (every d2 row, 96 of 144 d3 rows a copy); amended (a lane waits with the lanes
+    writing its very destination too), every row of every family."""
+    assert_the_committed_csv_is_the_scripts(ldgsts_zfill_guard.predictions_waits(), DATA / "predictions_waits.csv")
+    predicted = {(row["config"], row["variant"]): int(row["waits_fill"])
+                 for row in csv.DictReader(open(DATA / "predictions_waits.csv", newline=""))}
+    missed = [row for row in FILL if int(row["fill"]) != predicted[row["config"], row["variant"]]]
+    assert len(FILL) == 2412 and len(missed) == 208
+    assert {(row["family"], row["variant"]) for row in missed} == {("d2", "1"), ("d2", "2"), ("d3", "1"), ("d3", "2")}
+    assert all(int(row["fill"]) == predicted[row["config"], row["variant"]] + 1 for row in missed)
+    assert all(equal == total for equal, total in ldgsts_zfill_guard.fit(DATA / "manifest.csv", "waits").values())
+
+
+@needs_nvcc
+@pytest.mark.parametrize("family", sorted({name.partition("__")[0] for name in QUARTERS}))
+def test_the_tool_counts_every_copy_as_the_page(family):
+    """The driver's kernel analysed with each configuration's tables as --data: every copy's wavefronts and ideal
+    as its page, resolved (the guarded plain copy and the ignore-src one without a zero-filling lane from their
+    sources, the others with the fill pass)."""
+    for name, quarter in QUARTERS.items():
+        if name.startswith(f"{family}__"):
+            rows = tool_on_probe("ldgsts_zfill_guard", sum(ldgsts_zfill_guard.tables(quarter), []))[1]
+            for variant, (pc, wavefronts, ideal) in first_launch(ROWS, name).items():
+                assert (rows[pc]["wavefronts"], rows[pc]["ideal_wavefronts"], rows[pc]["resolved"]) == (
+                    wavefronts, ideal, True), (name, variant)

@@ -835,8 +835,8 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
     destination bank row at a destination chunk of one parity goes to request k; per request, lanes group by
     (source line, destination bank row); a lane is paired when a lane of its request reads the other half of its
     source sector into the other half of its destination sector; a group costs its distinct (chunk XOR inside 64
-    bytes, paired or, unpaired, the half of its source sector) keys.  Ideal: the wavefronts the reading lanes'
-    bytes fill (at most those taken).  A fill pass (``fill_passes``, :func:`_fill_passes`) adds its own.
+    bytes, paired or, unpaired, the half of its source sector) keys.  Ideal: the wavefronts the bytes of the
+    reading lanes' distinct destinations fill (at most those taken).  A fill pass (``fill_passes``, :func:`_fill_passes`) adds its own.
 
     ``served``, when given (:func:`lane_wavefronts`), receives per chunk of executions (first row, request,
     group, wavefront) per lane, -1 for inactive lanes: groups numbered by their lowest lane, wavefronts group
@@ -871,7 +871,7 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
         first = kept & ~(group & same(key) & lower).any(axis=2)       # the first lane of each (group, key)
         wavefronts[rows] = first.sum(axis=1)
         max_ways[rows] = np.where(kept, (group & first[:, None, :]).sum(axis=2), 0).max(axis=1)
-        filled = -(-active.sum(axis=1) * SOURCE_CHUNK // (rules.banks * rules.bank_bytes))
+        filled = -(-kept.sum(axis=1) * SOURCE_CHUNK // rules.row_bytes)     # one destination's bytes once
         ideal[rows] = np.minimum(filled, wavefronts[rows])
         runs = fill_runs[rows]
         if served is not None:
@@ -894,7 +894,9 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
                 values[filling] = np.broadcast_to(fill, values.shape)[filling]
             served.append((start, *pick, fill_wave, fill_group[:, ::quarter_lanes], runs))
         wavefronts[rows] += runs.sum(axis=1)
-        ideal[rows] += np.count_nonzero(runs, axis=1)
+        # the fill pass's ideal: a 16-byte store's from every active lane (a destination two write, twice)
+        storing = np.count_nonzero(acc.address[rows] != INACTIVE, axis=1) * runs.any(axis=1)
+        ideal[rows] += -(-storing * SOURCE_CHUNK // rules.row_bytes)
         max_ways[rows] = np.maximum(max_ways[rows], runs.max(axis=1))
     return wavefronts, ideal, max_ways
 
@@ -902,14 +904,14 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
 def _fill_passes(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     """Per (execution, quarter-warp): the wavefronts of the fill pass of a copy whose operation has
     ``fill_passes`` and a lane of which zero-fills (copies fewer bytes than the copy; with ``fill_always``,
-    every copy).  A reading lane clashes with the other reading lanes whose sources lie at its 16-byte
-    position of their 128-byte lines and with the active lanes (reading or zero-filling) writing its 16-byte
-    unit of the bank row in another row; the pass is the most lanes one reading lane and those it clashes with
-    number, at least the passes a 16-byte store to the active lanes' destinations takes (per unit, its distinct
-    rows); 0 without an active lane.  Where the destinations take one store pass this is the most lanes reading
-    at one position (the ldgsts_zfill_halves probes: that position, not the half of the 32-byte sector,
-    decides); where they take several, those a lane waits behind at its unit add to those at its position (the
-    ldgsts_zfill_rows probes).  A quarter-warp is the lanes whose 16-byte chunks fill one wavefront
+    every copy).  A reading lane waits with the other reading lanes whose sources lie at its 16-byte position
+    of their 128-byte lines and with the active lanes (reading or zero-filling) writing its 16-byte unit of the
+    bank row, in another row or at its very destination; the pass is the most lanes one reading lane waits with,
+    itself included, at least the passes a 16-byte store to the active lanes' destinations takes (per unit, its
+    distinct rows); 0 without an active lane.  Where the destinations are distinct and take one store pass this
+    is the most lanes reading at one position (the ldgsts_zfill_halves probes: that position, not the half of
+    the 32-byte sector, decides); elsewhere those a lane waits with at its unit add to those at its position
+    (the ldgsts_zfill_rows and ldgsts_zfill_guard probes).  A quarter-warp is the lanes whose 16-byte chunks fill one wavefront
     (docs/rules.md "Copies from their sources")."""
     active, sizes, (fills, always) = acc.address != INACTIVE, acc.src_sizes(), _fill_rules(acc, rules)
     on = fills & (always | (active & (sizes >= 0) & (sizes < acc.bytes[:, None])).any(axis=1))
@@ -928,7 +930,7 @@ def _fill_passes(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
             return values[rows, :, :, None] == values[rows, :, None, :]
 
         clash = (same(position) & reading[rows, :, None, :]) | itself
-        clash |= same(chunk % units) & ~same(chunk // units) & live[rows, :, None, :]
+        clash |= same(chunk % units) & live[rows, :, None, :]
         runs[rows] = np.where(reading[rows], clash.sum(axis=3), 0).max(axis=2)
     chunk = np.where(live, chunk, _NONE)
     for unit in range(units):

@@ -5,8 +5,9 @@ each copy adds and traceconf's rule's count (``koenig``).
     python3 scripts/hw/ldgsts_zfill_guard.py configs OUT.txt           # the driver's input
     python3 scripts/hw/ldgsts_zfill_guard.py manifest SUMMARY OUT.csv  # the summary's rows with form and lanes
     python3 scripts/hw/ldgsts_zfill_guard.py predict OUT.csv           # koenig's fill per config and copy
+    python3 scripts/hw/ldgsts_zfill_guard.py predict_waits OUT.csv     # the found rule's, as predicted
     python3 scripts/hw/ldgsts_zfill_guard.py fill MANIFEST OUT.csv     # per config and copy: page, fill, koenig
-    python3 scripts/hw/ldgsts_zfill_guard.py fit MANIFEST              # rows koenig's fill equals, per family
+    python3 scripts/hw/ldgsts_zfill_guard.py fit MANIFEST              # rows koenig's and waits' fill equal
 
 The bank-row probes (docs/hardware.md "LDGSTS fill-pass bank-row probes") found the fill pass of a quarter-warp
 whose destinations take several store passes (two lanes writing one 16-byte unit of the bank row in different
@@ -180,20 +181,38 @@ def reading(quarter: Quarter, variant: int) -> Quarter:
     return {slot: lane for slot, lane in quarter.items() if variant in (0, 1) or lane[3]}
 
 
-def koenig(quarter: Quarter, variant: int) -> int:
-    """traceconf's fill pass of a quarter-warp (ldgsts_zfill_rows ``current``: the most reading lanes, each a run,
-    at one 16-byte position of their lines, at least the store passes of the active lanes), or 0 for the
-    ignore-src copy where no active lane zero-fills (no fill pass)."""
+def _fill(rule, quarter: Quarter, variant: int) -> int:
+    """``rule``'s fill pass of a quarter-warp (ldgsts_zfill_rows's candidates), or 0 for the ignore-src copy where
+    no active lane zero-fills (no fill pass)."""
     if variant == 3 and all(lane[3] for lane in quarter.values()):
         return 0
     gofs, sofs = tables(quarter)[:2]
     active = {slot: (gofs[slot], sofs[slot]) for slot in quarter}
-    return bank_rows.current(active, {slot: active[slot] for slot in reading(quarter, variant)})
+    return rule(active, {slot: active[slot] for slot in reading(quarter, variant)})
+
+
+def koenig(quarter: Quarter, variant: int) -> int:
+    """traceconf's fill pass before (ldgsts_zfill_rows ``current``: the most reading lanes, each a run, at one
+    16-byte position of their lines, at least the store passes of the active lanes)."""
+    return _fill(bank_rows.current, quarter, variant)
+
+
+def waits(quarter: Quarter, variant: int, own_destination: bool = True) -> int:
+    """traceconf's fill pass (ldgsts_zfill_rows ``waits``: the most lanes one reading lane waits with); without
+    ``own_destination`` as the lead predicted it before the run, from the bank-row pages (predictions_waits.csv:
+    lanes writing one destination did not wait for each other)."""
+    return _fill(lambda active, read: bank_rows.waits(active, read, own_destination), quarter, variant)
 
 
 def predictions() -> list[dict]:
     """Per configuration and fill-pass copy: koenig's fill pass of each quarter-warp."""
     return [dict(config=name, variant=variant, koenig_fill=koenig(quarter, variant))
+            for name, quarter in quarters() for variant in FILL_COPIES]
+
+
+def predictions_waits() -> list[dict]:
+    """Per configuration and fill-pass copy: the found rule's fill pass as committed before the data came back."""
+    return [dict(config=name, variant=variant, waits_fill=waits(quarter, variant, own_destination=False))
             for name, quarter in quarters() for variant in FILL_COPIES]
 
 
@@ -234,16 +253,16 @@ def fill_table(manifest_path: Path) -> list[dict]:
                              fill=_text(Fraction(page - part, 4)), passes=_store_passes(quarter),
                              most_at_a_position=max([sum(p == q for q, *_ in read.values()) for p, *_ in
                                                      read.values()] + [0]),
-                             koenig_fill=koenig(quarter, variant)))
+                             koenig_fill=koenig(quarter, variant), waits_fill=waits(quarter, variant)))
     return rows
 
 
-def fit(manifest_path: Path) -> dict[tuple[str, int], tuple[int, int]]:
-    """(family, variant) -> (rows whose fill pass koenig's equals, rows)."""
+def fit(manifest_path: Path, candidate: str = "koenig") -> dict[tuple[str, int], tuple[int, int]]:
+    """(family, variant) -> (rows whose fill pass ``candidate``'s (koenig, waits) equals, rows)."""
     counts: dict[tuple[str, int], tuple[int, int]] = {}
     for row in fill_table(manifest_path):
         equal, total = counts.get((row["family"], row["variant"]), (0, 0))
-        counts[row["family"], row["variant"]] = (equal + (row["fill"] == str(row["koenig_fill"])), total + 1)
+        counts[row["family"], row["variant"]] = (equal + (row["fill"] == str(row[f"{candidate}_fill"])), total + 1)
     return counts
 
 
@@ -259,8 +278,10 @@ def manifest(summary: Path, out: Path) -> None:
 
 if __name__ == "__main__":
     def print_fit(manifest_path):
-        for (family, variant), (equal, total) in fit(Path(manifest_path)).items():
-            print(f"{family} v{variant}: koenig {equal} of {total}")
+        for candidate in ("koenig", "waits"):
+            for (family, variant), (equal, total) in fit(Path(manifest_path), candidate).items():
+                print(f"{family} v{variant}: {candidate} {equal} of {total}")
     command_line(__doc__, configs, launches, manifest, fit=print_fit,
                  fill=lambda path, out: write_csv(fill_table(Path(path)), out),
-                 predict=lambda path: write_csv(predictions(), path))
+                 predict=lambda path: write_csv(predictions(), path),
+                 predict_waits=lambda path: write_csv(predictions_waits(), path))
