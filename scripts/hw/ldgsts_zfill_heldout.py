@@ -5,6 +5,7 @@ counts committed before the run.
     python3 scripts/hw/ldgsts_zfill_heldout.py configs OUT.txt           # the driver's input
     python3 scripts/hw/ldgsts_zfill_heldout.py manifest SUMMARY OUT.csv  # the summary's rows with form and family
     python3 scripts/hw/ldgsts_zfill_heldout.py predict OUT.csv           # traceconf's count per config and copy
+    python3 scripts/hw/ldgsts_zfill_heldout.py mismatches MANIFEST PREDICTIONS OUT.csv  # rows page != prediction
 
 The fill-pass rule (docs/rules.md "Copies from their sources" step 6) was found on the bank-row probes and
 amended on the minimal-lane probes (ldgsts_zfill_guard.py); these configurations are new to it: whole 32-lane
@@ -24,6 +25,7 @@ scripts/hw/collect_ldgsts_tables.sh ldgsts_zfill_heldout``.
 
 from __future__ import annotations
 
+import csv
 import random
 import sys
 from pathlib import Path
@@ -175,6 +177,11 @@ def tables() -> list[tuple[str, Tables]]:
     return out
 
 
+def family(name: str) -> str:
+    """A configuration's family: its name less the number (``full__alike``, ``full__own``, ``part``, ...)."""
+    return name[:-3].removesuffix("_").removesuffix("_")
+
+
 def configs() -> list[tuple[str, list[int]]]:
     return [(name, sum(t, [])) for name, t in tables()]
 
@@ -182,7 +189,7 @@ def configs() -> list[tuple[str, list[int]]]:
 def manifest(summary: Path, out: Path) -> None:
     """The summary's rows (one per launch and LDGSTS pc) with the variant, its form and the family."""
     annotated(summary, out, ["form", "family"],
-              lambda row, variant: dict(form=VARIANTS[variant], family=row["config"].partition("__")[0]))
+              lambda row, variant: dict(form=VARIANTS[variant], family=family(row["config"])))
 
 
 def predictions() -> list[dict]:
@@ -202,5 +209,57 @@ def predictions() -> list[dict]:
     return out
 
 
+def _counts(path: Path) -> dict[tuple[str, int], tuple[int, int]]:
+    """(config, variant) -> (wavefronts, ideal) of a manifest's first launches or of predictions.csv."""
+    return {(row["config"], int(row["variant"])): (int(row["wavefronts"]), int(row["ideal"]))
+            for row in csv.DictReader(open(path, newline="")) if row.get("rep", "0") == "0"}
+
+
+def reading(t: Tables, variant: int) -> list[bool]:
+    """Per lane: active and reading in copy ``variant`` (v2 a src-size over 0, v3 not ignoring its source)."""
+    gofs, sofs, active, sizes, ignore = t
+    return [active[lane] > 0 and (variant < 2 or (sizes[lane] if variant == 2 else not ignore[lane]) > 0)
+            for lane in range(32)]
+
+
+def under_lower_zero_fill(t: Tables, variant: int) -> list[tuple[int, int]]:
+    """(reading lane, the lower active lane that zero-fills the same destination) of copy ``variant``: the lanes
+    where the held-out pages were under traceconf's count (a post-run observation, not traceconf's rule)."""
+    sofs, active, reads = t[1], t[2], reading(t, variant)
+    return [(lane, lower) for lane in range(32) if reads[lane]
+            for lower in [next((k for k in range(lane) if active[k] and not reads[k] and sofs[k] == sofs[lane]),
+                               None)] if lower is not None]
+
+
+def _quarter_lanes(t: Tables, quarter: int) -> str:
+    """``lane:position,row,unit,size`` of a quarter-warp's active lanes (row of its destination's 128-byte rows)."""
+    gofs, sofs, active, sizes, ignore = t
+    return " ".join(f"{lane}:{gofs[lane] % LINE // CHUNK},{sofs[lane] // LINE},{sofs[lane] % LINE // CHUNK},"
+                    f"{sizes[lane]}{',i' if ignore[lane] else ''}" for lane in range(QUARTER * quarter,
+                                                                          QUARTER * quarter + QUARTER)
+                    if active[lane])
+
+
+def mismatches(manifest_path: Path, predictions_path: Path) -> list[dict]:
+    """Per configuration and copy whose page is not the prediction: both counts, the differences, the reading
+    lanes whose destination a lower lane zero-fills, and the lanes of their quarter-warps."""
+    page, predicted, described = _counts(manifest_path), _counts(predictions_path), dict(tables())
+    rows = []
+    for (name, variant), (wavefronts, ideal) in predicted.items():
+        if page[name, variant] != (wavefronts, ideal):
+            t = described[name]
+            pairs = under_lower_zero_fill(t, variant)
+            quarters = sorted({lane // QUARTER for lane, _ in pairs})
+            rows.append(dict(config=name, family=family(name), variant=variant,
+                             page_wavefronts=page[name, variant][0], page_ideal=page[name, variant][1],
+                             predicted_wavefronts=wavefronts, predicted_ideal=ideal,
+                             over_wavefronts=wavefronts - page[name, variant][0],
+                             over_ideal=ideal - page[name, variant][1],
+                             reader_and_lower_zero_fill=" ".join(f"{lane}<{lower}" for lane, lower in pairs),
+                             quarters=" | ".join(f"q{q}: {_quarter_lanes(t, q)}" for q in quarters)))
+    return rows
+
+
 if __name__ == "__main__":
-    command_line(__doc__, configs, REPS, manifest, predict=lambda path: write_csv(predictions(), path))
+    command_line(__doc__, configs, REPS, manifest, predict=lambda path: write_csv(predictions(), path),
+                 mismatches=lambda path, predicted, out: write_csv(mismatches(Path(path), Path(predicted)), out))
