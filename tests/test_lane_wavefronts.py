@@ -110,6 +110,8 @@ def test_copies_from_their_sources_are_assigned_as_counted():
             if not counted[i]:
                 continue                             # counted from the shared addresses (the test below)
             reading = [lane for lane, a in enumerate(address) if a != -1 and (sizes is None or sizes[lane] != 0)]
+            # the reading lanes no lower active lane shares a destination with (reading or zero-filling)
+            sourcing = {lane for lane in reading if address.index(address[lane]) == lane}
             mine = served.row == i
             assert sorted(zip(served.lane[mine].tolist(), served.word[mine].tolist())) == \
                 sorted((lane, a // 4 + w) for lane, a in enumerate(address) if a != -1 for w in range(4))
@@ -122,11 +124,10 @@ def test_copies_from_their_sources_are_assigned_as_counted():
                 assert {(int(q), int(g)) for q, g in zip(served.request[here], served.group[here])} == \
                     ({(int(served.wavefront_request[record]), int(served.wavefront_group[record]))} if lanes else set())
                 assert served.wavefront_extra[record] == (not lanes)     # a fill pass's wavefront may serve none
-                writers = {lane for lane in lanes & set(reading)
-                           if [address[n] for n in reading].index(address[lane]) == reading.index(lane)}
+                writers = lanes & sourcing
                 assert len({(sources[lane] // 128, address[lane] // 128) for lane in writers}) <= 1
-                if not writers:                      # a fill pass's wavefront: one quarter-warp's zero-filling lanes
-                    assert len({lane // 8 for lane in lanes}) <= 1 and not lanes & set(reading)
+                if not writers:                      # a fill pass's wavefront: one quarter-warp's lanes
+                    assert len({lane // 8 for lane in lanes}) <= 1
 
     check()
 

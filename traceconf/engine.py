@@ -831,12 +831,12 @@ def _reading(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
 
 def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None):
     """(wavefronts, ideal, max_ways) of copies by the ``lines`` rule over the lanes that read: drop lanes whose
-    destination repeats a lower lane's; the k-th lane counted from the highest to read a source chunk into a
-    destination bank row at a destination chunk of one parity goes to request k; per request, lanes group by
-    (source line, destination bank row); a lane is paired when a lane of its request reads the other half of its
-    source sector into the other half of its destination sector; a group costs its distinct (chunk XOR inside 64
-    bytes, paired or, unpaired, the half of its source sector) keys.  Ideal: the wavefronts the bytes of the
-    reading lanes' distinct destinations fill (at most those taken).  A fill pass (``fill_passes``, :func:`_fill_passes`) adds its own.
+    destination repeats a lower lane's (reading or zero-filling); the k-th lane counted from the highest to read a
+    source chunk into a destination bank row at a destination chunk of one parity goes to request k; per request,
+    lanes group by (source line, destination bank row); a lane is paired when a lane of its request reads the
+    other half of its source sector into the other half of its destination sector; a group costs its distinct
+    (chunk XOR inside 64 bytes, paired or, unpaired, the half of its source sector) keys.  Ideal: the wavefronts the bytes of the
+    lanes kept fill (at most those taken).  A fill pass (``fill_passes``, :func:`_fill_passes`) adds its own.
 
     ``served``, when given (:func:`lane_wavefronts`), receives per chunk of executions (first row, request,
     group, wavefront) per lane, -1 for inactive lanes: groups numbered by their lowest lane, wavefronts group
@@ -850,12 +850,13 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
     for start in range(0, len(acc), MEMO_CHUNK_ROWS):
         rows = slice(start, start + MEMO_CHUNK_ROWS)
         destination, source = acc.address[rows], acc.sources()[rows]
-        active = reading[rows]
+        active, written = reading[rows], destination != INACTIVE
 
         def same(values: np.ndarray) -> np.ndarray:              # [execution, lane, other]
             return values[:, :, None] == values[:, None, :]
 
-        kept = active & ~(same(destination) & lower & active[:, None, :]).any(axis=2)
+        # a destination a lower lane writes, reading or zero-filling, is not read into again (the held-out probes)
+        kept = active & ~(same(destination) & lower & written[:, None, :]).any(axis=2)
         chunk, place = source // SOURCE_CHUNK, destination // SOURCE_CHUNK
         row, xor = destination // rules.row_bytes, ((source ^ destination) % SOURCE_KEY_SPAN) // SOURCE_CHUNK
         # a chunk read into one row at places of one parity: the highest lane's in the first request, the next
@@ -882,20 +883,21 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
             group_index = (leads[:, None, :] & (lanes[None, None, :] < leader[:, :, None])).sum(axis=2)
             earlier = ((leader[:, None, :] < leader[:, :, None]) | (same(leader) & (lanes <= key_first[:, :, None])))
             wave = (first[:, None, :] & earlier).sum(axis=2) - 1
-            writer = np.argmax(same(destination) & active[:, None, :], axis=2)
+            writer = np.argmax(same(destination) & written[:, None, :], axis=2)
             pick = [np.take_along_axis(values, writer, axis=1) for values in (request, group_index, wave)]
             pick = [np.where(active, values, -1) for values in pick]
-            # the fill pass's groups follow the reading lanes'; a zero-filling lane is in its quarter's first
+            # the fill pass's groups follow the reading lanes'; a zero-filling lane is in its quarter's first, and
+            # so is a reading lane whose destination a lower zero-filling lane writes
             quarter_lanes = acc.warp_size // runs.shape[1]
             quarter = np.repeat(np.arange(runs.shape[1]), quarter_lanes)
-            filling = (acc.address[rows] != INACTIVE) & ~active
+            filling = written & ~(active & np.take_along_axis(active, writer, axis=1))
             fill_group = (leads.sum(axis=1)[:, None] + np.cumsum(runs > 0, axis=1) - 1)[:, quarter]
             for values, fill in zip(pick, (0, fill_group, fill_wave[:, quarter])):
                 values[filling] = np.broadcast_to(fill, values.shape)[filling]
             served.append((start, *pick, fill_wave, fill_group[:, ::quarter_lanes], runs))
         wavefronts[rows] += runs.sum(axis=1)
         # the fill pass's ideal: a 16-byte store's from every active lane (a destination two write, twice)
-        storing = np.count_nonzero(acc.address[rows] != INACTIVE, axis=1) * runs.any(axis=1)
+        storing = np.count_nonzero(written, axis=1) * runs.any(axis=1)
         ideal[rows] += -(-storing * SOURCE_CHUNK // rules.row_bytes)
         max_ways[rows] = np.maximum(max_ways[rows], runs.max(axis=1))
     return wavefronts, ideal, max_ways
