@@ -20,7 +20,8 @@ lanes reading one chunk, destinations over one to four rows, duplicates possible
 of 64- or 128-byte shared rows, plain or XOR-swizzled (``chunk ^ (row % 8)`` in 128-byte rows), from row-major
 global tiles of 32- to 256-byte rows, with edge masks (the last lanes or rows zero-filling, guarded off or
 reading part of their chunk).  Collected with ``KERNEL=ldgsts_zfill_guard PARTS=4
-scripts/hw/collect_ldgsts_tables.sh ldgsts_zfill_heldout``.
+scripts/hw/collect_ldgsts_tables.sh ldgsts_zfill_heldout``.  The second round (ldgsts_zfill_heldout2.py) draws
+SECOND_ROUND: these families at other seeds and ``dup``.
 """
 
 from __future__ import annotations
