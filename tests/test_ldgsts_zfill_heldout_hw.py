@@ -27,14 +27,38 @@ sys.path.insert(0, str(REPO / "scripts" / "hw"))
 import ldgsts_zfill_heldout  # noqa: E402  (the configurations the driver ran, the tool's counts)
 from ldgsts_ignore_src import write_configs  # noqa: E402
 
-ROWS = list(csv.DictReader(open(DATA / "manifest.csv", newline="")))
-PREDICTED = list(csv.DictReader(open(DATA / "predictions.csv", newline="")))
-MISSED = list(csv.DictReader(open(DATA / "mismatches.csv", newline="")))
+
+
+def committed(data: Path) -> tuple[list[dict], ...]:
+    """A held-out round's committed manifest, predictions (made before the run) and mismatches rows."""
+    return tuple(list(csv.DictReader(open(data / name, newline="")))
+                 for name in ("manifest.csv", "predictions.csv", "mismatches.csv"))
+
+
+ROWS, PREDICTED, MISSED = committed(DATA)
 TABLES = dict(ldgsts_zfill_heldout.tables())
 
 
-def _counts(rows: list[dict]) -> dict[tuple[str, str], tuple[int, int]]:
+def counts(rows: list[dict]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(config, variant) -> (wavefronts, ideal) of manifest or prediction rows."""
     return {(row["config"], row["variant"]): (int(row["wavefronts"]), int(row["ideal"])) for row in rows}
+
+
+def assert_every_page_is_a_predicted_copy_at_its_pc(rows: list[dict], predicted: list[dict]):
+    """The pages' (configuration, variant, pc) are the predictions' (the copies' pcs of the committed SASS), every
+    prediction resolved."""
+    assert {(row["config"], row["variant"], int(row["pc"], 16)) for row in rows} == {
+        (row["config"], row["variant"], int(row["pc"], 16)) for row in predicted}
+    assert all(row["resolved"] == "True" for row in predicted)
+
+
+def copies_as_predicted(script, rows: list[dict], predicted: list[dict], missed: list[dict]) -> Counter:
+    """Per (family, variant) the copies whose page (wavefronts and ideal) is the prediction, after checking that
+    the others are exactly mismatches.csv's."""
+    page, before = counts(rows), counts(predicted)
+    assert {key for key in before if page[key] != before[key]} == {(row["config"], row["variant"]) for row in missed}
+    return Counter((script.family(name), variant) for name, variant in before if page[name, variant] == before[
+        name, variant])
 
 
 def test_the_manifest_is_the_summary_of_the_committed_pages_one_launch_each(tmp_path):
@@ -50,10 +74,7 @@ def test_the_committed_configurations_are_the_scripts(tmp_path):
 
 
 def test_every_page_is_a_predicted_copy_at_its_pc():
-    """The pages' (configuration, variant, pc) are the predictions' (the copies' pcs of the committed SASS)."""
-    assert {(row["config"], row["variant"], int(row["pc"], 16)) for row in ROWS} == {
-        (row["config"], row["variant"], int(row["pc"], 16)) for row in PREDICTED}
-    assert all(row["resolved"] == "True" for row in PREDICTED)
+    assert_every_page_is_a_predicted_copy_at_its_pc(ROWS, PREDICTED)
 
 
 @needs_nvcc
@@ -62,7 +83,7 @@ def test_the_tool_counts_every_copy_as_the_page():
     """traceconf analysing the driver's kernel with each configuration's tables as --data (what predictions.csv
     recorded before the run, under the rule then): every copy of every configuration as its page, wavefronts and
     ideal, resolved, since a reading lane no longer reads into a destination a lower lane zero-fills."""
-    page = _counts(ROWS)
+    page = counts(ROWS)
     now = ldgsts_zfill_heldout.predictions()
     assert len(now) == 1200 and all(row["resolved"] for row in now)
     assert {(row["config"], str(row["variant"])): (row["wavefronts"], row["ideal"]) for row in now} == page
@@ -77,11 +98,8 @@ def test_every_copy_is_the_prediction_but_the_pinned_mismatches():
     """Per family and copy, the configurations whose page (wavefronts and ideal) is the prediction: v0, v1 and
     every swz copy all; the rest of v2 and v3 as pinned; the page is never over the prediction (wavefronts 1 to 4
     under, ideal 0 or 1), and a configuration's v2 and v3 miss together."""
-    page, predicted = _counts(ROWS), _counts(PREDICTED)
     missed = {(row["config"], row["variant"]) for row in MISSED}
-    assert {key for key in predicted if page[key] != predicted[key]} == missed
-    equal = Counter((ldgsts_zfill_heldout.family(name), variant) for name, variant in predicted
-                    if (name, variant) not in missed)
+    equal = copies_as_predicted(ldgsts_zfill_heldout, ROWS, PREDICTED, MISSED)
     full = {(family, variant): 60 for family in ("full__alike", "full__own", "part", "lines", "swz")
             for variant in "0123"}
     assert equal == full | {("full__alike", "2"): 57, ("full__alike", "3"): 57, ("full__own", "2"): 47,
@@ -122,7 +140,7 @@ def test_the_pages_drop_the_reading_lanes_over_a_lower_zero_filling_lane_from_th
     """Observed after the run, and traceconf's rule since: the prediction less the sources part over the reading lanes,
     plus the sources part over them without those a lower zero-filling lane shares a destination with, is every
     v2 and v3 page (wavefronts and ideal), the 140 missed among them."""
-    page, predicted = _counts(ROWS), _counts(PREDICTED)
+    page, predicted = counts(ROWS), counts(PREDICTED)
     for name, t in TABLES.items():
         for variant in (2, 3):
             reads = ldgsts_zfill_heldout.reading(t, variant)

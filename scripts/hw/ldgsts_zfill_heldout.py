@@ -20,7 +20,8 @@ lanes reading one chunk, destinations over one to four rows, duplicates possible
 of 64- or 128-byte shared rows, plain or XOR-swizzled (``chunk ^ (row % 8)`` in 128-byte rows), from row-major
 global tiles of 32- to 256-byte rows, with edge masks (the last lanes or rows zero-filling, guarded off or
 reading part of their chunk).  Collected with ``KERNEL=ldgsts_zfill_guard PARTS=4
-scripts/hw/collect_ldgsts_tables.sh ldgsts_zfill_heldout``.
+scripts/hw/collect_ldgsts_tables.sh ldgsts_zfill_heldout``.  The second round (ldgsts_zfill_heldout2.py) draws
+SECOND_ROUND: these families at other seeds and ``dup``.
 """
 
 from __future__ import annotations
@@ -164,10 +165,45 @@ FAMILIES = {
 }
 
 
-def tables() -> list[tuple[str, Tables]]:
-    """Every configuration: (prefix and number, its tables), distinct within a prefix, in the driver's order."""
+def _duplicates(rng: random.Random) -> Tables:
+    """Each quarter-warp on its own: five to eight active lanes, their destinations one to three cells of its
+    first one to three rows each (pairs and triples of lanes writing one destination, in any lane order), each a
+    random position of a line of its own or of 2-4 lanes' line, src-size from DUP_SIZES."""
+    k = rng.choice((1, 2, 3, 4))
+    lanes = []
+    for quarter in range(4):
+        slots = sorted(rng.sample(range(QUARTER), rng.randint(5, 8)))
+        rows = rng.randint(1, 3)
+        cells = rng.sample(range(rows * 8), rng.randint(2, len(slots) - 2))
+        destinations = dict(zip(slots, rng.sample(cells + rng.choices(cells, k=len(slots) - len(cells)),
+                                                  len(slots))))
+        for slot in range(QUARTER):
+            lane, on = QUARTER * quarter + slot, slot in destinations
+            cell = destinations.get(slot, 0)
+            lanes.append(_lane(LINE_APART * (lane // k) + CHUNK * (rng.randrange(8) if on else 0),
+                               LINE * (ROWS_A_QUARTER * quarter + cell // 8) + CHUNK * (cell % 8), on,
+                               rng.choice(DUP_SIZES) if on else 16))
+    return _tables(lanes)
+
+
+DUP_SIZES = (16, 12, 8, 4, 0, 0)  # dup's src-size, drawn per lane (a zero fill one lane in three)
+
+#: The second round (tests/data/hw/ldgsts_zfill_heldout2): the five families at new seeds, and ``dup``.
+SECOND_ROUND = {
+    "full__alike_": (40, 71, _alike),
+    "full__own_": (40, 72, _different),
+    "part__": (40, 73, _partial),
+    "lines__": (40, 74, lambda rng: _shared_lines(rng, rng.random() < 1 / 3)),
+    "swz__": (40, 75, _tile),
+    "dup__": (60, 76, _duplicates),
+}
+
+
+def tables(families: dict = FAMILIES) -> list[tuple[str, Tables]]:
+    """Every configuration of ``families`` (the first round's, or SECOND_ROUND): (prefix and number, its tables),
+    distinct within a prefix, in the driver's order."""
     out = []
-    for prefix, (count, seed, draw) in FAMILIES.items():
+    for prefix, (count, seed, draw) in families.items():
         rng, drawn = random.Random(seed), []
         while len(drawn) < count:
             candidate = draw(rng)
@@ -182,8 +218,8 @@ def family(name: str) -> str:
     return name[:-3].removesuffix("_").removesuffix("_")
 
 
-def configs() -> list[tuple[str, list[int]]]:
-    return [(name, sum(t, [])) for name, t in tables()]
+def configs(families: dict = FAMILIES) -> list[tuple[str, list[int]]]:
+    return [(name, sum(t, [])) for name, t in tables(families)]
 
 
 def manifest(summary: Path, out: Path) -> None:
@@ -192,14 +228,14 @@ def manifest(summary: Path, out: Path) -> None:
               lambda row, variant: dict(form=VARIANTS[variant], family=family(row["config"])))
 
 
-def predictions() -> list[dict]:
+def predictions(families: dict = FAMILIES) -> list[dict]:
     """Per configuration and copy (v0-v3, the kernel's LDGSTS in pc order): traceconf's wavefronts, ideal and
     whether resolved, analysing the kernel with the configuration's tables as --data (the tests' tool_on_probe)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
     from test_ldgsts_tables_support import tool_on_probe
 
     out = []
-    for name, flat in configs():
+    for name, flat in configs(families):
         rows = tool_on_probe(PROBE, flat)[1]
         copies = sorted(pc for pc, row in rows.items() if "LDGSTS" in row["text"])
         assert len(copies) == len(VARIANTS), (name, copies)
@@ -240,10 +276,10 @@ def _quarter_lanes(t: Tables, quarter: int) -> str:
                     if active[lane])
 
 
-def mismatches(manifest_path: Path, predictions_path: Path) -> list[dict]:
+def mismatches(manifest_path: Path, predictions_path: Path, families: dict = FAMILIES) -> list[dict]:
     """Per configuration and copy whose page is not the prediction: both counts, the differences, the reading
     lanes whose destination a lower lane zero-fills, and the lanes of their quarter-warps."""
-    page, predicted, described = _counts(manifest_path), _counts(predictions_path), dict(tables())
+    page, predicted, described = _counts(manifest_path), _counts(predictions_path), dict(tables(families))
     rows = []
     for (name, variant), (wavefronts, ideal) in predicted.items():
         if page[name, variant] != (wavefronts, ideal):
@@ -260,6 +296,13 @@ def mismatches(manifest_path: Path, predictions_path: Path) -> list[dict]:
     return rows
 
 
+def main(doc: str, families: dict) -> None:
+    """The command line of the round of ``families``."""
+    command_line(doc, lambda: configs(families), REPS, manifest,
+                 predict=lambda path: write_csv(predictions(families), path),
+                 mismatches=lambda path, predicted, out: write_csv(
+                     mismatches(Path(path), Path(predicted), families), out))
+
+
 if __name__ == "__main__":
-    command_line(__doc__, configs, REPS, manifest, predict=lambda path: write_csv(predictions(), path),
-                 mismatches=lambda path, predicted, out: write_csv(mismatches(Path(path), Path(predicted)), out))
+    main(__doc__, FAMILIES)
