@@ -83,10 +83,13 @@ def test_the_tool_counts_every_copy_as_the_page():
     """traceconf analysing the driver's kernel with each configuration's tables as --data (what predictions.csv
     recorded before the run, under the rule then): every copy of every configuration as its page, wavefronts and
     ideal, resolved, since a reading lane no longer reads into a destination a lower lane zero-fills."""
-    page = counts(ROWS)
-    now = ldgsts_zfill_heldout.predictions()
-    assert len(now) == 1200 and all(row["resolved"] for row in now)
-    assert {(row["config"], str(row["variant"])): (row["wavefronts"], row["ideal"]) for row in now} == page
+    assert_the_tool_counts_every_copy_as_the_page(ldgsts_zfill_heldout.predictions(), ROWS, 1200)
+
+
+def assert_the_tool_counts_every_copy_as_the_page(now: list[dict], rows: list[dict], copies: int):
+    """``now`` (a script's predictions() under today's rule) gives every page of ``rows``, resolved."""
+    assert len(now) == copies and all(row["resolved"] for row in now)
+    assert {(row["config"], str(row["variant"])): (row["wavefronts"], row["ideal"]) for row in now} == counts(rows)
 
 
 def test_the_mismatches_are_the_scripts():

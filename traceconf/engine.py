@@ -835,8 +835,9 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
     source chunk into a destination bank row at a destination chunk of one parity goes to request k; per request,
     lanes group by (source line, destination bank row); a lane is paired when a lane of its request reads the
     other half of its source sector into the other half of its destination sector; a group costs its distinct
-    (chunk XOR inside 64 bytes, paired or, unpaired, the half of its source sector) keys.  Ideal: the wavefronts the bytes of the
-    lanes kept fill (at most those taken).  A fill pass (``fill_passes``, :func:`_fill_passes`) adds its own.
+    (chunk XOR inside 64 bytes, paired or, unpaired, the half of its source sector) keys.  Ideal: the wavefronts
+    the bytes of the lanes kept fill (at most those taken).  A fill pass (``fill_passes``, :func:`_fill_passes`)
+    adds its own.
 
     ``served``, when given (:func:`lane_wavefronts`), receives per chunk of executions (first row, request,
     group, wavefront) per lane, -1 for inactive lanes: groups numbered by their lowest lane, wavefronts group
@@ -906,23 +907,22 @@ def _source_counts(acc: WarpAccesses, rules: RuleSet, served: list | None = None
 def _fill_passes(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
     """Per (execution, quarter-warp): the wavefronts of the fill pass of a copy whose operation has
     ``fill_passes`` and a lane of which zero-fills (copies fewer bytes than the copy; with ``fill_always``,
-    every copy).  A reading lane waits with the other reading lanes whose sources lie at its 16-byte position
-    of their 128-byte lines and with the active lanes (reading or zero-filling) writing its 16-byte unit of the
-    bank row, in another row or at its very destination; the pass is the most lanes one reading lane waits with,
-    itself included, at least the passes a 16-byte store to the active lanes' destinations takes (per unit, its
-    distinct rows); 0 without an active lane.  Where the destinations are distinct and take one store pass this
-    is the most lanes reading at one position (the ldgsts_zfill_halves probes: that position, not the half of
-    the 32-byte sector, decides); elsewhere those a lane waits with at its unit add to those at its position
-    (the ldgsts_zfill_rows and ldgsts_zfill_guard probes).  A quarter-warp is the lanes whose 16-byte chunks fill one wavefront
-    (docs/rules.md "Copies from their sources")."""
+    every copy).  Every active lane waits with the active lanes (reading or zero-filling) writing its 16-byte
+    unit of the bank row, in another row or at its very destination, and a reading lane also with the reading
+    lanes whose sources lie at its 16-byte position of their 128-byte lines; the pass is the most lanes one lane
+    waits with, itself included; 0 without an active lane.  Where the destinations are distinct and take one
+    16-byte store pass this is the most lanes reading at one position (the ldgsts_zfill_halves probes: that
+    position, not the half of the 32-byte sector, decides); elsewhere those a lane waits with at its unit add to
+    those at its position (the ldgsts_zfill_rows, ldgsts_zfill_guard and ldgsts_zfill_dups probes).  A
+    quarter-warp is the lanes whose 16-byte chunks fill one wavefront (docs/rules.md "Copies from their
+    sources")."""
     active, sizes, (fills, always) = acc.address != INACTIVE, acc.src_sizes(), _fill_rules(acc, rules)
     on = fills & (always | (active & (sizes >= 0) & (sizes < acc.bytes[:, None])).any(axis=1))
     group_lanes = rules.banks * rules.bank_bytes // SOURCE_CHUNK
     shape = (len(acc), acc.warp_size // group_lanes, group_lanes)
     reading, live = _reading(acc, rules).reshape(shape), active.reshape(shape)
     position = (acc.sources() // SOURCE_CHUNK % (SOURCE_LINE // SOURCE_CHUNK)).reshape(shape)
-    units = rules.row_bytes // SOURCE_CHUNK
-    chunk = (acc.address // SOURCE_CHUNK).reshape(shape)
+    unit = (acc.address // SOURCE_CHUNK % (rules.row_bytes // SOURCE_CHUNK)).reshape(shape)
     runs = np.zeros(shape[:2], dtype=np.int64)
     itself = np.eye(group_lanes, dtype=bool)
     for start in range(0, len(acc), MEMO_CHUNK_ROWS):
@@ -931,24 +931,10 @@ def _fill_passes(acc: WarpAccesses, rules: RuleSet) -> np.ndarray:
         def same(values: np.ndarray) -> np.ndarray:              # [execution, quarter, lane, other]
             return values[rows, :, :, None] == values[rows, :, None, :]
 
-        clash = (same(position) & reading[rows, :, None, :]) | itself
-        clash |= same(chunk % units) & live[rows, :, None, :]
-        runs[rows] = np.where(reading[rows], clash.sum(axis=3), 0).max(axis=2)
-    chunk = np.where(live, chunk, _NONE)
-    for unit in range(units):
-        runs = np.maximum(runs, _distinct(np.where((chunk != _NONE) & (chunk % units == unit), chunk, _NONE)))
+        waits = same(unit) & live[rows, :, None, :] | itself
+        waits |= same(position) & reading[rows, :, :, None] & reading[rows, :, None, :]
+        runs[rows] = np.where(live[rows], waits.sum(axis=3), 0).max(axis=2)
     return (runs * on[:, None]).astype(np.int32)
-
-
-#: No value, in :func:`_distinct`'s arrays.
-_NONE = np.iinfo(np.int64).max
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """Per row of the last axis: its distinct values other than :data:`_NONE`."""
-    ordered = np.sort(values, axis=-1)
-    later = (ordered[..., 1:] != ordered[..., :-1]) & (ordered[..., 1:] != _NONE)
-    return (ordered[..., 0] != _NONE) + later.sum(axis=-1)
 
 
 def _source_assignment(rows: np.ndarray, address: np.ndarray, served: list, rules: RuleSet):

@@ -140,27 +140,25 @@ def _from_sources(data: dict, lane_address: dict[int, int], sources: list[int]) 
 def _with_fill_pass(data: dict, cost: ExecutionCost, lane_address: dict[int, int], reading: dict[int, int],
                     sources: list[int]) -> ExecutionCost:
     """docs/rules.md "Copies from their sources", the fill pass: per quarter-warp (the lanes whose 16 bytes
-    fill one wavefront) with an active lane, the most lanes one reading lane waits with (itself, the reading
-    lanes whose sources lie at its 16-byte position of their 128-byte lines, the active lanes writing its
-    16-byte unit of the bank row, in any row), at least the passes of a 16-byte store to its destinations; and
-    the ideal wavefronts of a 16-byte store from every active lane (one lane's bytes apiece, a destination two
-    lanes write counted twice)."""
+    fill one wavefront) with an active lane, the most lanes one lane waits with (itself, the active lanes
+    writing its 16-byte unit of the bank row, in any row, and for a reading lane the reading lanes whose sources
+    lie at its 16-byte position of their 128-byte lines); and the ideal wavefronts of a 16-byte store from every
+    active lane (one lane's bytes apiece, a destination two lanes write counted twice)."""
     row_bytes = data["banks"] * data["bank_bytes"]
     quarter = row_bytes // 16
-    wavefronts, ideal, max_ways = cost.wavefronts, cost.ideal_wavefronts, cost.max_ways
+    wavefronts, max_ways = cost.wavefronts, cost.max_ways
 
     def waits_with(lane: int, other: int) -> bool:
-        at_position = other in reading and sources[other] % 128 // 16 == sources[lane] % 128 // 16
-        mine, theirs = lane_address[lane], lane_address[other]
-        return other == lane or at_position or mine % row_bytes // 16 == theirs % row_bytes // 16
+        at_position = lane in reading and other in reading and sources[other] % 128 // 16 == sources[lane] % 128 // 16
+        at_unit = lane_address[lane] % row_bytes // 16 == lane_address[other] % row_bytes // 16
+        return other == lane or at_position or at_unit
 
     for first in range(0, data["warp_size"], quarter):
         lanes = [lane for lane in range(first, first + quarter) if lane in lane_address]
         if lanes:
-            runs = max(*(sum(waits_with(lane, other) for other in lanes) for lane in lanes if lane in reading),
-                       _multicast_passes(data, {lane: lane_address[lane] for lane in lanes}, 16, merge=True), 0)
+            runs = max(sum(waits_with(lane, other) for other in lanes) for lane in lanes)
             wavefronts, max_ways = wavefronts + runs, max(max_ways, runs)
-    return ExecutionCost(wavefronts, ideal + -(-len(lane_address) * 16 // row_bytes), max_ways)
+    return ExecutionCost(wavefronts, cost.ideal_wavefronts + -(-len(lane_address) * 16 // row_bytes), max_ways)
 
 
 def _lane_group_entry(data: dict, kind: str, width: int) -> dict:
