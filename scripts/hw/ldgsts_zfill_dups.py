@@ -25,6 +25,7 @@ traceconf's counts are committed before the run (predictions.csv).
     python3 scripts/hw/ldgsts_zfill_dups.py manifest SUMMARY OUT.csv
     python3 scripts/hw/ldgsts_zfill_dups.py predict OUT.csv
     python3 scripts/hw/ldgsts_zfill_dups.py mismatches MANIFEST PREDICTIONS OUT.csv
+    python3 scripts/hw/ldgsts_zfill_dups.py fill MANIFEST PREDICTIONS OUT.csv  # per fill copy: lanes, page, tool
 
 Collected with ``KERNEL=ldgsts_zfill_guard PARTS=2 scripts/hw/collect_ldgsts_tables.sh ldgsts_zfill_dups``.
 """
@@ -36,12 +37,12 @@ from functools import partial
 from pathlib import Path
 
 import ldgsts_zfill_heldout as first_round
-from ldgsts_ignore_src import CHUNK, annotated
-from ldgsts_zfill_guard import VARIANTS
+from ldgsts_ignore_src import CHUNK, annotated, write_csv
+from ldgsts_zfill_guard import FILL_COPIES, VARIANTS
 from ldgsts_zfill_heldout import REPS, SECOND_ROUND, Tables, _lane, _tables
 from ldgsts_zfill_rows import LINE, LINE_APART, QUARTER, ROWS_A_QUARTER
 
-__all__ = ["MISSED", "REPS", "configs", "family", "lanes", "manifest", "mismatches", "predictions", "tables"]
+__all__ = ["MISSED", "REPS", "configs", "family", "fill", "lanes", "manifest", "mismatches", "predictions", "tables"]
 
 #: The second round's configurations whose v2/v3 pages were over traceconf's count.
 MISSED = (2, 24, 25, 44, 48, 59)
@@ -162,5 +163,30 @@ def manifest(summary: Path, out: Path) -> None:
               lambda row, variant: dict(form=VARIANTS[variant], family=family(row["config"])))
 
 
+def _lane_text(slot: int, lane: tuple[int, int, int, int]) -> str:
+    """``slot:position,size`` and, off row 0 unit 0, ``@row.unit``."""
+    position, row, unit, size = lane
+    return f"{slot}:{position},{size}" + (f"@{row}.{unit}" if (row, unit) != (0, 0) else "")
+
+
+def fill(manifest_path: Path, predictions_path: Path) -> list[dict]:
+    """Per configuration and fill copy (v1-v3): its lanes (``slot:position,size[@row.unit]``, v1's sizes 8), the
+    page's wavefronts and ideal, v0's page, traceconf's prediction (made before the run) and page - prediction."""
+    page, predicted = first_round.counts(manifest_path), first_round.counts(predictions_path)
+    out = []
+    for name, t in tables():
+        active = lanes(t)
+        for variant in FILL_COPIES:
+            shown = {slot: lane[:3] + (8,) if variant == 1 else lane for slot, lane in active.items()}
+            (wavefronts, ideal), (tool, tool_ideal) = page[name, variant], predicted[name, variant]
+            out.append(dict(config=name, family=family(name), variant=variant,
+                            lanes=" ".join(_lane_text(slot, lane) for slot, lane in shown.items()),
+                            page_wavefronts=wavefronts, page_ideal=ideal, v0_wavefronts=page[name, 0][0],
+                            predicted_wavefronts=tool, predicted_ideal=tool_ideal,
+                            page_minus_predicted=wavefronts - tool, ideal_page_minus_predicted=ideal - tool_ideal))
+    return out
+
+
 if __name__ == "__main__":
-    first_round.main(__doc__, FAMILIES, manifest, family)
+    first_round.main(__doc__, FAMILIES, manifest, family,
+                     fill=lambda path, predicted, out: write_csv(fill(Path(path), Path(predicted)), out))

@@ -250,7 +250,7 @@ def predictions(families: dict = FAMILIES) -> list[dict]:
     return out
 
 
-def _counts(path: Path) -> dict[tuple[str, int], tuple[int, int]]:
+def counts(path: Path) -> dict[tuple[str, int], tuple[int, int]]:
     """(config, variant) -> (wavefronts, ideal) of a manifest's first launches or of predictions.csv."""
     return {(row["config"], int(row["variant"])): (int(row["wavefronts"]), int(row["ideal"]))
             for row in csv.DictReader(open(path, newline="")) if row.get("rep", "0") == "0"}
@@ -286,7 +286,7 @@ def mismatches(manifest_path: Path, predictions_path: Path, families: dict = FAM
     """Per configuration and copy whose page is not the prediction: both counts, the differences, the reading
     lanes whose destination a lower lane zero-fills, and the lanes of their quarter-warps (``family_of`` a name's
     family)."""
-    page, predicted, described = _counts(manifest_path), _counts(predictions_path), dict(tables(families))
+    page, predicted, described = counts(manifest_path), counts(predictions_path), dict(tables(families))
     rows = []
     for (name, variant), (wavefronts, ideal) in predicted.items():
         if page[name, variant] != (wavefronts, ideal):
@@ -303,12 +303,13 @@ def mismatches(manifest_path: Path, predictions_path: Path, families: dict = FAM
     return rows
 
 
-def main(doc: str, families: dict, annotate=manifest, family_of=family) -> None:
-    """The command line of the round of ``families`` (``annotate`` its manifest, ``family_of`` a name's family)."""
+def main(doc: str, families: dict, annotate=manifest, family_of=family, **commands) -> None:
+    """The command line of the round of ``families`` (``annotate`` its manifest, ``family_of`` a name's family,
+    ``commands`` a script's own)."""
     command_line(doc, lambda: configs(families), REPS, annotate,
                  predict=lambda path: write_csv(predictions(families), path),
                  mismatches=lambda path, predicted, out: write_csv(
-                     mismatches(Path(path), Path(predicted), families, family_of), out))
+                     mismatches(Path(path), Path(predicted), families, family_of), out), **commands)
 
 
 if __name__ == "__main__":
