@@ -201,9 +201,14 @@ SECOND_ROUND = {
 
 def tables(families: dict = FAMILIES) -> list[tuple[str, Tables]]:
     """Every configuration of ``families`` (the first round's, or SECOND_ROUND): (prefix and number, its tables),
-    distinct within a prefix, in the driver's order."""
+    distinct within a prefix, in the driver's order; a family given as a function (ldgsts_zfill_dups.py)
+    enumerates its (name suffix, tables) itself."""
     out = []
-    for prefix, (count, seed, draw) in families.items():
+    for prefix, drawing in families.items():
+        if callable(drawing):
+            out += [(prefix + suffix, t) for suffix, t in drawing()]
+            continue
+        count, seed, draw = drawing
         rng, drawn = random.Random(seed), []
         while len(drawn) < count:
             candidate = draw(rng)
@@ -245,7 +250,7 @@ def predictions(families: dict = FAMILIES) -> list[dict]:
     return out
 
 
-def _counts(path: Path) -> dict[tuple[str, int], tuple[int, int]]:
+def counts(path: Path) -> dict[tuple[str, int], tuple[int, int]]:
     """(config, variant) -> (wavefronts, ideal) of a manifest's first launches or of predictions.csv."""
     return {(row["config"], int(row["variant"])): (int(row["wavefronts"]), int(row["ideal"]))
             for row in csv.DictReader(open(path, newline="")) if row.get("rep", "0") == "0"}
@@ -276,17 +281,19 @@ def _quarter_lanes(t: Tables, quarter: int) -> str:
                     if active[lane])
 
 
-def mismatches(manifest_path: Path, predictions_path: Path, families: dict = FAMILIES) -> list[dict]:
+def mismatches(manifest_path: Path, predictions_path: Path, families: dict = FAMILIES,
+               family_of=family) -> list[dict]:
     """Per configuration and copy whose page is not the prediction: both counts, the differences, the reading
-    lanes whose destination a lower lane zero-fills, and the lanes of their quarter-warps."""
-    page, predicted, described = _counts(manifest_path), _counts(predictions_path), dict(tables(families))
+    lanes whose destination a lower lane zero-fills, and the lanes of their quarter-warps (``family_of`` a name's
+    family)."""
+    page, predicted, described = counts(manifest_path), counts(predictions_path), dict(tables(families))
     rows = []
     for (name, variant), (wavefronts, ideal) in predicted.items():
         if page[name, variant] != (wavefronts, ideal):
             t = described[name]
             pairs = under_lower_zero_fill(t, variant)
             quarters = sorted({lane // QUARTER for lane, _ in pairs})
-            rows.append(dict(config=name, family=family(name), variant=variant,
+            rows.append(dict(config=name, family=family_of(name), variant=variant,
                              page_wavefronts=page[name, variant][0], page_ideal=page[name, variant][1],
                              predicted_wavefronts=wavefronts, predicted_ideal=ideal,
                              over_wavefronts=wavefronts - page[name, variant][0],
@@ -296,12 +303,13 @@ def mismatches(manifest_path: Path, predictions_path: Path, families: dict = FAM
     return rows
 
 
-def main(doc: str, families: dict) -> None:
-    """The command line of the round of ``families``."""
-    command_line(doc, lambda: configs(families), REPS, manifest,
+def main(doc: str, families: dict, annotate=manifest, family_of=family, **commands) -> None:
+    """The command line of the round of ``families`` (``annotate`` its manifest, ``family_of`` a name's family,
+    ``commands`` a script's own)."""
+    command_line(doc, lambda: configs(families), REPS, annotate,
                  predict=lambda path: write_csv(predictions(families), path),
                  mismatches=lambda path, predicted, out: write_csv(
-                     mismatches(Path(path), Path(predicted), families), out))
+                     mismatches(Path(path), Path(predicted), families, family_of), out), **commands)
 
 
 if __name__ == "__main__":
