@@ -246,6 +246,14 @@ def test_copies_some_lanes_of_which_zero_fill_add_the_fill_pass():
     assert [(w, i) for w, i, _ in costs(SM90, three_p1)] == [(48, 8), (56, 8)]
     assert [(c.wavefronts, c.ideal_wavefronts) for c in (execution_cost(SM90, *row) for row in three_p1)] == \
         [(48, 8), (56, 8)]
+    # three lanes writing one destination (tests/test_ldgsts_zfill_dups_hw.py, g3): each waits with the other two
+    # in the fill pass, zero-filling or not; the lowest decides whether the destination is read into (one more)
+    one_place = [0, 0, 0] + [-1] * 29
+    shared = [("cp_async", 16, 0, one_place, "bypass_zfill", [8192 * lane for lane in LANES], sizes + [0] * 29)
+              for sizes in ([0, 0, 0], [16, 0, 0], [0, 16, 16], [4, 16, 0])]
+    assert [(w, i) for w, i, _ in costs(SM90, shared)] == [(3, 1), (4, 2), (3, 1), (4, 2)]
+    assert [(c.wavefronts, c.ideal_wavefronts) for c in (execution_cost(SM90, *row) for row in shared)] == \
+        [(3, 1), (4, 2), (3, 1), (4, 2)]
     unknown = [("cp_async", 16, 0, run, "bypass", rows[2][5], masks["even"][:31] + [-1]),
                ("cp_async", 16, 0, run, "bypass", [-1] + run[1:], masks["even"])]
     assert costs(SM90, unknown) == costs(SM90, [row[:4] + ("bypass",) for row in unknown])

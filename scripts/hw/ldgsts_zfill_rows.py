@@ -124,17 +124,19 @@ def pass_positions(active: dict, reading: dict) -> int:
 
 
 def waits(active: dict, reading: dict, own_destination: bool = True) -> int:
-    """Found a session after the run, and traceconf's rule since (167 of 167; engine ``_fill_passes``): per
-    reading lane, the lanes it waits with (itself, the reading lanes at its line position, the active lanes
-    writing its 16-byte unit of the bank row in another row and, ``own_destination``, at its very destination;
-    here every destination is another row's); the most, at least the store passes.  Without
-    ``own_destination``: the rule as predicted before the minimal probes' run (ldgsts_zfill_guard.py)."""
+    """Found a session after the run, and traceconf's rule since (167 of 167; engine ``_fill_passes``): per active
+    lane, the lanes it waits with (itself, the active lanes writing its 16-byte unit of the bank row in another
+    row and, ``own_destination``, at its very destination, and for a reading lane the reading lanes at its line
+    position); the most.  Without ``own_destination``: the rule as predicted before the minimal probes' run
+    (ldgsts_zfill_guard.py: only reading lanes' counts, at least the store passes)."""
     def waits_with(lane: int, other: int) -> bool:
         (src, dst), (other_src, other_dst) = active[lane], active[other]
-        at_position = other in reading and src % LINE // CHUNK == other_src % LINE // CHUNK
+        at_position = lane in reading and other in reading and src % LINE // CHUNK == other_src % LINE // CHUNK
         at_unit = dst // CHUNK % 8 == other_dst // CHUNK % 8 and (own_destination or dst // LINE != other_dst // LINE)
         return other == lane or at_position or at_unit
-    return max([_store_passes(active)] + [sum(waits_with(lane, other) for other in active) for lane in reading])
+    if not own_destination:
+        return max([_store_passes(active)] + [sum(waits_with(lane, other) for other in active) for lane in reading])
+    return max(sum(waits_with(lane, other) for other in active) for lane in active)
 
 
 #: Found after the run (docs/hardware.md "LDGSTS fill-pass bank-row probes"): only ``waits`` fits every page.
