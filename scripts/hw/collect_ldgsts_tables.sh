@@ -5,7 +5,8 @@
 # probes"; configurations of the ignore-src kernel: KERNEL=ldgsts_ignore_src; so are ldgsts_zfill_halves and
 # ldgsts_zfill_rows) or ldgsts_zfill_guard (tests/data/hw/ldgsts_zfill_guard, "LDGSTS fill-pass minimal probes";
 # its own kernel: KERNEL=ldgsts_zfill_guard; so are ldgsts_zfill_heldout, "LDGSTS fill-pass held-out probes",
-# ldgsts_zfill_heldout2, "... second round", and ldgsts_zfill_dups, "LDGSTS duplicate-destination probes").
+# ldgsts_zfill_heldout2, "... second round", ldgsts_zfill_heldout3, "... third round", and ldgsts_zfill_dups,
+# "LDGSTS duplicate-destination probes").
 #   [KERNEL=K] scripts/hw/collect_ldgsts_tables.sh PROBE build BUNDLE  # here: nvcc 13.0 -arch=sm_90 -lineinfo
 #   [PARTS=N] bash BUNDLE/collect_ldgsts_tables.sh PROBE run OUT       # there: OUT/PROBE.tar.gz
 # The driver is scripts/hw/KERNEL.cu (default PROBE.cu).  Nsight passes over the configurations of PROBE.py

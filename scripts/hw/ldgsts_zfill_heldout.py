@@ -21,7 +21,7 @@ of 64- or 128-byte shared rows, plain or XOR-swizzled (``chunk ^ (row % 8)`` in 
 global tiles of 32- to 256-byte rows, with edge masks (the last lanes or rows zero-filling, guarded off or
 reading part of their chunk).  Collected with ``KERNEL=ldgsts_zfill_guard PARTS=4
 scripts/hw/collect_ldgsts_tables.sh ldgsts_zfill_heldout``.  The second round (ldgsts_zfill_heldout2.py) draws
-SECOND_ROUND: these families at other seeds and ``dup``.
+SECOND_ROUND: these families at other seeds and ``dup``; the third (ldgsts_zfill_heldout3.py) THIRD_ROUND.
 """
 
 from __future__ import annotations
@@ -198,10 +198,20 @@ SECOND_ROUND = {
     "dup__": (60, 76, _duplicates),
 }
 
+#: The third round (tests/data/hw/ldgsts_zfill_heldout3): the second round's six families at new seeds.
+THIRD_ROUND = {
+    "full__alike_": (35, 81, _alike),
+    "full__own_": (35, 82, _different),
+    "part__": (35, 83, _partial),
+    "lines__": (35, 84, lambda rng: _shared_lines(rng, rng.random() < 1 / 3)),
+    "swz__": (35, 85, _tile),
+    "dup__": (35, 86, _duplicates),
+}
+
 
 def tables(families: dict = FAMILIES) -> list[tuple[str, Tables]]:
-    """Every configuration of ``families`` (the first round's, or SECOND_ROUND): (prefix and number, its tables),
-    distinct within a prefix, in the driver's order; a family given as a function (ldgsts_zfill_dups.py)
+    """Every configuration of ``families`` (the first round's, SECOND_ROUND or THIRD_ROUND): (prefix and number, its
+    tables), distinct within a prefix, in the driver's order; a family given as a function (ldgsts_zfill_dups.py)
     enumerates its (name suffix, tables) itself."""
     out = []
     for prefix, drawing in families.items():
