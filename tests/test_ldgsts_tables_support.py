@@ -20,14 +20,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts" / "hw"))
 import ldgsts_probe  # noqa: E402  (the page summary)
+import pack_pages  # noqa: E402  (the pages as committed)
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
 
 
 def rebuilt_manifest(data: Path, annotate, folder: Path) -> str:
-    """The manifest that ``annotate(summary, out)`` makes of the summary of the pages committed under ``data``."""
+    """The manifest that ``annotate(summary, out)`` makes of the summary of the pages committed under ``data``
+    (packed in pages.tar.xz, scripts/hw/pack_pages.py)."""
     (folder / "pages").mkdir()
-    (folder / "pages" / "probe").symlink_to(data / "pages")
+    pack_pages.unpack(data, folder / "pages" / "probe")
     ldgsts_probe.summary(folder / "pages", folder / "summary.csv")
     annotate(folder / "summary.csv", folder / "manifest.csv")
     return (folder / "manifest.csv").read_text()

@@ -13,7 +13,8 @@
 # (each launched REPS times in a row, default cache control), in PARTS runs of consecutive configurations
 # (default 1; each run's report is read back by every page's export, so smaller reports export faster, and a
 # part's export overlaps the next part's profiling), every launch's Source page exported and summarised by
-# ldgsts_probe.py, annotated by PROBE.py (manifest.csv) and trimmed to the rows the tests read; the SASS dumped
+# ldgsts_probe.py, annotated by PROBE.py (manifest.csv) and trimmed to the rows the tests read (packed in
+# pages.tar.xz by pack_pages.py: the repository travels to the device as a tar of at most 64 MiB); the SASS dumped
 # there too.  NCU_TIMEOUT (default 240) bounds the Nsight passes together, in seconds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,7 +26,7 @@ case "$2" in
     nvcc -std=c++17 -O3 -arch=sm_90 -lineinfo -o "$bundle/$probe" "$here/${KERNEL:-$probe}.cu"
     cuobjdump -sass "$bundle/$probe" > "$bundle/$probe.sass"
     python3 "$here/$probe.py" configs "$bundle/configs.txt"
-    cp "$here"/ldgsts_*.py "$here/collect_ldgsts_tables.sh" "$bundle/" ;;
+    cp "$here"/ldgsts_*.py "$here/pack_pages.py" "$here/collect_ldgsts_tables.sh" "$bundle/" ;;
   run)
     out=$3; work=/tmp/$probe; mkdir -p "$work/out"; cd "$work"
     { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; ncu --version | tail -1; } > out/environment.txt
@@ -48,6 +49,7 @@ case "$2" in
     python3 "$here/ldgsts_probe.py" summary out/all out/summary.csv || echo "summary failed" >> out/errors.txt
     python3 "$here/$probe.py" manifest out/summary.csv out/manifest.csv || echo "manifest failed" >> out/errors.txt
     python3 "$here/ldgsts_ignore_src.py" trim out/all/probe out/pages || echo "trim failed" >> out/errors.txt
+    python3 "$here/pack_pages.py" out || echo "pack failed" >> out/errors.txt     # out/pages.tar.xz, as committed
     rm -rf out/all
     echo "all: $((SECONDS - start)) s" >> out/timing.txt
     tar -czf "$out/$probe.tar.gz" -C "$work" out ;;
