@@ -30,8 +30,9 @@ from ldgsts_ignore_src import write_configs  # noqa: E402
 
 
 def committed(data: Path) -> tuple[list[dict], ...]:
-    """A held-out round's committed manifest, predictions (made before the run) and mismatches rows."""
-    return tuple(list(csv.DictReader(open(data / name, newline="")))
+    """A held-out round's committed manifest, predictions (made before the run) and mismatches rows (none where
+    the round has no mismatches.csv: every copy as predicted)."""
+    return tuple(list(csv.DictReader(open(data / name, newline=""))) if (data / name).exists() else []
                  for name in ("manifest.csv", "predictions.csv", "mismatches.csv"))
 
 
