@@ -18,9 +18,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from test_ldgsts_tables_support import (assert_the_committed_csv_is_the_scripts, assert_the_run_is_the_committed_pages,
-                                        needs_nvcc)
+from test_ldgsts_tables_support import assert_the_committed_csv_is_the_scripts, needs_nvcc
 from test_ldgsts_zfill_heldout_hw import (assert_every_page_is_a_predicted_copy_at_its_pc,
+                                         assert_the_round_is_its_committed_run,
                                          assert_the_tool_counts_every_copy_as_the_page, committed, copies_as_predicted)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,21 +28,14 @@ DATA = REPO / "tests" / "data" / "hw" / "ldgsts_zfill_heldout2"
 sys.path.insert(0, str(REPO / "scripts" / "hw"))
 import ldgsts_zfill_heldout  # noqa: E402  (reading, the first round's configurations)
 import ldgsts_zfill_heldout2  # noqa: E402  (the configurations the driver ran, the tool's counts)
-from ldgsts_ignore_src import write_configs  # noqa: E402
 
 ROWS, PREDICTED, MISSED = committed(DATA)
 TABLES = dict(ldgsts_zfill_heldout2.tables())
 FAMILIES = ("full__alike", "full__own", "part", "lines", "swz", "dup")
 
 
-def test_the_manifest_is_the_summary_of_the_committed_pages_one_launch_each(tmp_path):
-    assert_the_run_is_the_committed_pages(DATA, ldgsts_zfill_heldout2, ROWS, dict(ldgsts_zfill_heldout2.configs()),
-                                          tmp_path)
-
-
-def test_the_committed_configurations_are_the_scripts_and_new(tmp_path):
-    write_configs(tmp_path / "configs.txt", ldgsts_zfill_heldout2.configs(), ldgsts_zfill_heldout2.REPS)
-    assert (tmp_path / "configs.txt").read_text() == (DATA / "configs.txt").read_text()
+def test_the_round_is_its_committed_run_and_new(tmp_path):
+    assert_the_round_is_its_committed_run(ldgsts_zfill_heldout2, DATA, ROWS, tmp_path)
     assert Counter(ldgsts_zfill_heldout2.family(name) for name in TABLES) == dict(zip(FAMILIES, [40] * 5 + [60]))
     first_round = [t for _, t in ldgsts_zfill_heldout.tables()]
     assert not any(t in first_round for t in TABLES.values())

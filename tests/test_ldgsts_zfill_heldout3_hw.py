@@ -14,8 +14,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from test_ldgsts_tables_support import assert_the_run_is_the_committed_pages, needs_nvcc
+from test_ldgsts_tables_support import needs_nvcc
 from test_ldgsts_zfill_heldout_hw import (assert_every_page_is_a_predicted_copy_at_its_pc,
+                                         assert_the_round_is_its_committed_run,
                                          assert_the_tool_counts_every_copy_as_the_page, committed, copies_as_predicted)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,21 +24,14 @@ DATA = REPO / "tests" / "data" / "hw" / "ldgsts_zfill_heldout3"
 sys.path.insert(0, str(REPO / "scripts" / "hw"))
 import ldgsts_zfill_heldout  # noqa: E402  (the earlier rounds' configurations)
 import ldgsts_zfill_heldout3  # noqa: E402  (the configurations the driver ran, the tool's counts)
-from ldgsts_ignore_src import write_configs  # noqa: E402
 
 ROWS, PREDICTED, MISSED = committed(DATA)
 TABLES = dict(ldgsts_zfill_heldout3.tables())
 FAMILIES = ("full__alike", "full__own", "part", "lines", "swz", "dup")
 
 
-def test_the_manifest_is_the_summary_of_the_committed_pages_one_launch_each(tmp_path):
-    assert_the_run_is_the_committed_pages(DATA, ldgsts_zfill_heldout3, ROWS, dict(ldgsts_zfill_heldout3.configs()),
-                                          tmp_path)
-
-
-def test_the_committed_configurations_are_the_scripts_and_new(tmp_path):
-    write_configs(tmp_path / "configs.txt", ldgsts_zfill_heldout3.configs(), ldgsts_zfill_heldout3.REPS)
-    assert (tmp_path / "configs.txt").read_text() == (DATA / "configs.txt").read_text()
+def test_the_round_is_its_committed_run_and_new(tmp_path):
+    assert_the_round_is_its_committed_run(ldgsts_zfill_heldout3, DATA, ROWS, tmp_path)
     assert Counter(ldgsts_zfill_heldout3.family(name) for name in TABLES) == dict.fromkeys(FAMILIES, 35)
     earlier = [t for families in (ldgsts_zfill_heldout.FAMILIES, ldgsts_zfill_heldout.SECOND_ROUND)
                for _, t in ldgsts_zfill_heldout.tables(families)]

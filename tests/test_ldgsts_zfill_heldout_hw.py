@@ -62,14 +62,17 @@ def copies_as_predicted(script, rows: list[dict], predicted: list[dict], missed:
         name, variant])
 
 
-def test_the_manifest_is_the_summary_of_the_committed_pages_one_launch_each(tmp_path):
-    assert_the_run_is_the_committed_pages(DATA, ldgsts_zfill_heldout, ROWS, dict(ldgsts_zfill_heldout.configs()),
-                                          tmp_path)
+def assert_the_round_is_its_committed_run(script, data: Path, rows: list[dict], folder: Path):
+    """A round's manifest is the summary of its committed pages, one launch each, and its configs.txt the
+    script's configurations."""
+    (folder / "run").mkdir()
+    assert_the_run_is_the_committed_pages(data, script, rows, dict(script.configs()), folder / "run")
+    write_configs(folder / "configs.txt", script.configs(), script.REPS)
+    assert (folder / "configs.txt").read_text() == (data / "configs.txt").read_text()
 
 
-def test_the_committed_configurations_are_the_scripts(tmp_path):
-    write_configs(tmp_path / "configs.txt", ldgsts_zfill_heldout.configs(), ldgsts_zfill_heldout.REPS)
-    assert (tmp_path / "configs.txt").read_text() == (DATA / "configs.txt").read_text()
+def test_the_round_is_its_committed_run(tmp_path):
+    assert_the_round_is_its_committed_run(ldgsts_zfill_heldout, DATA, ROWS, tmp_path)
     assert Counter(ldgsts_zfill_heldout.family(name) for name in TABLES) == {
         "full__alike": 60, "full__own": 60, "part": 60, "lines": 60, "swz": 60}
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import csv
 import random
 import sys
+from functools import partial
 from pathlib import Path
 
 from ldgsts_ignore_src import CHUNK, annotated, command_line, write_csv
@@ -155,14 +156,17 @@ def _tile(rng: random.Random) -> Tables:
     return _tables(lanes)
 
 
-#: Name prefix (the family before ``__``) -> (configurations, seed, draw).
-FAMILIES = {
-    "full__alike_": (60, 61, _alike),
-    "full__own_": (60, 62, _different),
-    "part__": (60, 63, _partial),
-    "lines__": (60, 64, lambda rng: _shared_lines(rng, rng.random() < 1 / 3)),
-    "swz__": (60, 65, _tile),
-}
+#: Name prefix (the family before ``__``) -> its draw, in a round's order.
+DRAWS = {"full__alike_": _alike, "full__own_": _different, "part__": _partial,
+         "lines__": lambda rng: _shared_lines(rng, rng.random() < 1 / 3), "swz__": _tile}
+
+
+def _round(count: int, first_seed: int, families: dict = DRAWS) -> dict:
+    """Name prefix -> (configurations, seed, draw): ``count`` of each family, seeded first_seed, first_seed + 1, ..."""
+    return {prefix: (count, first_seed + k, draw) for k, (prefix, draw) in enumerate(families.items())}
+
+
+FAMILIES = _round(60, 61)
 
 
 def _duplicates(rng: random.Random) -> Tables:
@@ -189,24 +193,16 @@ def _duplicates(rng: random.Random) -> Tables:
 DUP_SIZES = (16, 12, 8, 4, 0, 0)  # dup's src-size, drawn per lane (a zero fill one lane in three)
 
 #: The second round (tests/data/hw/ldgsts_zfill_heldout2): the five families at new seeds, and ``dup``.
-SECOND_ROUND = {
-    "full__alike_": (40, 71, _alike),
-    "full__own_": (40, 72, _different),
-    "part__": (40, 73, _partial),
-    "lines__": (40, 74, lambda rng: _shared_lines(rng, rng.random() < 1 / 3)),
-    "swz__": (40, 75, _tile),
-    "dup__": (60, 76, _duplicates),
-}
+SECOND_ROUND = {**_round(40, 71), "dup__": (60, 76, _duplicates)}
 
 #: The third round (tests/data/hw/ldgsts_zfill_heldout3): the second round's six families at new seeds.
-THIRD_ROUND = {
-    "full__alike_": (35, 81, _alike),
-    "full__own_": (35, 82, _different),
-    "part__": (35, 83, _partial),
-    "lines__": (35, 84, lambda rng: _shared_lines(rng, rng.random() < 1 / 3)),
-    "swz__": (35, 85, _tile),
-    "dup__": (35, 86, _duplicates),
-}
+THIRD_ROUND = _round(35, 81, {**DRAWS, "dup__": _duplicates})
+
+
+def bound(families: dict) -> tuple:
+    """(tables, configs, predictions, mismatches) of a later round's ``families``."""
+    return (partial(tables, families), partial(configs, families), partial(predictions, families),
+            partial(mismatches, families=families))
 
 
 def tables(families: dict = FAMILIES) -> list[tuple[str, Tables]]:

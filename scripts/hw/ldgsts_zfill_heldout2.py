@@ -14,17 +14,12 @@ Collected with ``KERNEL=ldgsts_zfill_guard PARTS=2 scripts/hw/collect_ldgsts_tab
 
 from __future__ import annotations
 
-from functools import partial
-
 import ldgsts_zfill_heldout as first_round
 from ldgsts_zfill_heldout import REPS, SECOND_ROUND, family, manifest
 
 __all__ = ["REPS", "configs", "family", "manifest", "mismatches", "predictions", "tables"]
 
-tables = partial(first_round.tables, SECOND_ROUND)
-configs = partial(first_round.configs, SECOND_ROUND)
-predictions = partial(first_round.predictions, SECOND_ROUND)
-mismatches = partial(first_round.mismatches, families=SECOND_ROUND)
+tables, configs, predictions, mismatches = first_round.bound(SECOND_ROUND)
 
 if __name__ == "__main__":
     first_round.main(__doc__, SECOND_ROUND)

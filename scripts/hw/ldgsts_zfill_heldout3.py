@@ -14,17 +14,12 @@ Collected with ``KERNEL=ldgsts_zfill_guard PARTS=2 scripts/hw/collect_ldgsts_tab
 
 from __future__ import annotations
 
-from functools import partial
-
 import ldgsts_zfill_heldout as first_round
 from ldgsts_zfill_heldout import REPS, THIRD_ROUND, family, manifest
 
 __all__ = ["REPS", "configs", "family", "manifest", "mismatches", "predictions", "tables"]
 
-tables = partial(first_round.tables, THIRD_ROUND)
-configs = partial(first_round.configs, THIRD_ROUND)
-predictions = partial(first_round.predictions, THIRD_ROUND)
-mismatches = partial(first_round.mismatches, families=THIRD_ROUND)
+tables, configs, predictions, mismatches = first_round.bound(THIRD_ROUND)
 
 if __name__ == "__main__":
     first_round.main(__doc__, THIRD_ROUND)
