@@ -43,9 +43,12 @@ def execution_cost(rules: RuleSet, kind: str, nbytes: int, matrices: int, addres
         size = {lane: -1 if sizes is None else sizes[lane] for lane in lane_address}
         reading = {lane: a for lane, a in lane_address.items() if not (fills and size[lane] == 0)}
         if all(sources is not None and sources[lane] >= 0 for lane in reading):
-            # a lane reads nothing into a destination a lower lane zero-fills (docs/hardware.md, held-out probes)
-            zero_filled = {a: lane for lane, a in sorted(lane_address.items(), reverse=True) if lane not in reading}
-            sourced = {lane: a for lane, a in reading.items() if zero_filled.get(a, lane + 1) > lane}
+            # the lowest lane writing a destination decides it: nothing is read into one that lane zero-fills
+            # (docs/hardware.md, held-out probes)
+            lowest: dict[int, int] = {}
+            for lane in sorted(lane_address):
+                lowest.setdefault(lane_address[lane], lane)
+            sourced = {lane: a for lane, a in reading.items() if lowest[a] == lane}
             cost = _from_sources(data, sourced, sources) if sourced else ExecutionCost(0, 0, 0)
             if fills and (op_rule.get("fill_always") or any(0 <= n < 16 for n in size.values())):
                 return _with_fill_pass(data, cost, lane_address, reading, sources)
